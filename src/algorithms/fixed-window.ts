@@ -1,0 +1,48 @@
+/** Fixed window: a counter per key; the window starts at the key's first consume. */
+import type { Policy } from '../policy.js';
+import { fullView, type AlgorithmImpl, type View } from './types.js';
+
+/** Fixed-window state: units used `c`, absolute window end `r`. */
+export interface FixedWindowState {
+  c: number;
+  r: number;
+}
+
+function open(state: FixedWindowState | undefined, policy: Policy, now: number): FixedWindowState {
+  return state ? { c: state.c, r: state.r } : { c: 0, r: now + policy.windowMs };
+}
+
+/** Fixed window, the default algorithm: at most `limit` per window that starts at first use. */
+export const fixedWindow: AlgorithmImpl<FixedWindowState> = {
+  normalize(state, _policy, now) {
+    return state && now < state.r ? state : undefined;
+  },
+  tryConsume(state, cost, policy, now) {
+    const next = open(state, policy, now);
+    if (next.c + cost > policy.limit) return null;
+    next.c += cost;
+    return next;
+  },
+  add(state, amount, policy, now) {
+    const next = open(state, policy, now);
+    next.c += amount;
+    return next;
+  },
+  remove(state, amount) {
+    return state ? { c: Math.max(0, state.c - amount), r: state.r } : undefined;
+  },
+  view(state, cost, policy, now): View {
+    if (!state) return fullView(policy);
+    const remaining = Math.max(0, policy.limit - state.c);
+    const untilEnd = state.r - now;
+    return {
+      remaining,
+      resetMs: state.c > 0 ? untilEnd : 0,
+      retryAfterMs: state.c + cost <= policy.limit ? 0 : untilEnd,
+      emptyMs: remaining >= 1 ? 0 : untilEnd,
+    };
+  },
+  expiresAt(state) {
+    return state.r;
+  },
+};

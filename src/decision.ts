@@ -1,0 +1,34 @@
+/** The Decision value every consume, peek, reward, penalty and block resolves to. */
+
+/** Where a decision came from; useful for metrics and for tests. */
+export type DecisionSource =
+  /** The store answered. */
+  | 'store'
+  /** The in-memory block list answered without calling the store. */
+  | 'memory-block'
+  /** The store failed and the insurance limiter answered. */
+  | 'insurance'
+  /** The store failed and the limiter is configured to fail open. */
+  | 'fail-open'
+  /** The store failed and the limiter is configured to fail closed. */
+  | 'fail-closed';
+
+/**
+ * The outcome of one call. Its fields map one-to-one to the HTTP fields
+ * `RateLimit` (remaining, reset), `RateLimit-Policy` (limit, window) and
+ * `Retry-After` (retryAfterMs).
+ */
+export interface Decision {
+  /** True when the request was admitted (for `peek`: when a cost-1 consume would be). */
+  readonly allowed: boolean;
+  /** The policy's limit (requests per window, or the bucket size). */
+  readonly limit: number;
+  /** Units that can still be consumed now, never negative. */
+  readonly remaining: number;
+  /** Milliseconds until the quota is whole again (0 when it already is). `Infinity` while blocked until unblocked. */
+  readonly resetMs: number;
+  /** Milliseconds until this call could succeed if retried; 0 when allowed. `Infinity` while blocked until unblocked. */
+  readonly retryAfterMs: number;
+  /** Who produced the decision. */
+  readonly source: DecisionSource;
+}

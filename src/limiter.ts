@@ -1,0 +1,364 @@
+/** RateLimiter: validates options, then runs each call through the block list, the circuit breaker, the store and the fallbacks. */
+import { systemClock, type Clock } from './clock.js';
+import type { Decision, DecisionSource } from './decision.js';
+import { describe, parseDuration, type Duration } from './duration.js';
+import { ErrorCode, FloodgateError, toStoreError } from './errors.js';
+import { BlockList } from './guards/block-list.js';
+import { CircuitBreaker } from './guards/breaker.js';
+import { ALGORITHMS, BLOCK_FOREVER, type Algorithm, type OperationKind, type Outcome, type Policy } from './policy.js';
+import { MemoryStore } from './stores/memory.js';
+import { isStore, type Store } from './stores/store.js';
+import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
+
+/** What to do when the store fails and no insurance limiter is set. */
+export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
+
+/** Options of the in-memory block list (seed 000). */
+export interface InMemoryBlockOptions {
+  /**
+   * Units consumed (as the store reports) at or above which a key is
+   * answered from memory as limited. Default: the limit, i.e. once a key's
+   * quota is spent. Lower values refuse earlier, trading quota for fewer
+   * store calls.
+   */
+  onConsumed?: number;
+  /** How long to keep refusing from memory. Default: until the store would admit one unit again. */
+  duration?: Duration;
+  /** Most keys held in the block list. Default 10 000. */
+  maxKeys?: number;
+}
+
+/** Options of the circuit breaker around the store. */
+export interface BreakerConfig {
+  /** Consecutive store failures that open the circuit. Default 5. */
+  failureThreshold?: number;
+  /** How long the circuit stays open before one probe call. Default "2s". */
+  cooldown?: Duration;
+}
+
+/** Options of {@link RateLimiter}. */
+export interface RateLimiterOptions {
+  /** Units admitted per window (for token-bucket: the bucket size). A positive integer. */
+  limit: number;
+  /** The window (for token-bucket: time to refill the whole bucket). */
+  window: Duration;
+  /** The algorithm. Default `"fixed-window"`. */
+  algorithm?: Algorithm;
+  /** Where counters live. Default: a new {@link MemoryStore}. */
+  store?: Store;
+  /** A consume that goes over the limit blocks the key in the store for this long. Default: no block. */
+  blockDuration?: Duration;
+  /**
+   * Namespace of this limiter's keys in the store. Limiters that share a
+   * store and a prefix share counters. Default: derived from the policy,
+   * e.g. `"fg:fixed-window:100:1000:0"`.
+   */
+  prefix?: string;
+  /** Refuse keys known to be over the limit from process memory. `true` for the defaults. */
+  inMemoryBlock?: boolean | InMemoryBlockOptions;
+  /** A limiter (usually on a MemoryStore) that decides while the store fails. */
+  insurance?: RateLimiter;
+  /** With no insurance: reject the promise (default), admit, or refuse while the store fails. */
+  onStoreFailure?: StoreFailureMode;
+  /** Circuit breaker settings, or `false` to call the store even while it keeps failing. */
+  breaker?: boolean | BreakerConfig;
+  /** Time source of the block list and breaker. Default `Date.now`. */
+  clock?: Clock;
+}
+
+const OPTION_NAMES = [
+  'limit',
+  'window',
+  'algorithm',
+  'store',
+  'blockDuration',
+  'prefix',
+  'inMemoryBlock',
+  'insurance',
+  'onStoreFailure',
+  'breaker',
+  'clock',
+] as const;
+const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
+/** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
+const MAX_PRODUCT = 2 ** 50;
+
+interface MemoryBlockConfig {
+  onConsumed: number;
+  durationMs: number | undefined;
+  list: BlockList;
+}
+
+/**
+ * A rate limiter: one policy applied to many keys.
+ *
+ * Being limited is a normal result: every method resolves to a
+ * {@link Decision}. A promise rejects only with a {@link FloodgateError}: for
+ * an invalid argument, or when the store fails and neither `insurance` nor a
+ * fail-open / fail-closed mode is configured.
+ */
+export class RateLimiter {
+  /** The validated policy. */
+  readonly policy: Policy;
+  /** The store in use. */
+  readonly store: Store;
+  /** The key namespace in the store. */
+  readonly prefix: string;
+  private readonly clock: Clock;
+  private readonly memoryBlock: MemoryBlockConfig | undefined;
+  private readonly breaker: CircuitBreaker | undefined;
+  private readonly insurance: RateLimiter | undefined;
+  private readonly failureMode: StoreFailureMode;
+
+  /** @param options - see {@link RateLimiterOptions}; invalid ones throw a FloodgateError. */
+  constructor(options: RateLimiterOptions) {
+    assertKnownOptions(options, OPTION_NAMES, 'RateLimiter');
+    const o = options as RateLimiterOptions;
+
+    if (typeof o.limit !== 'number' || !Number.isSafeInteger(o.limit) || o.limit <= 0) {
+      throw new FloodgateError(ErrorCode.INVALID_LIMIT, `limit must be a positive whole number; got ${describe(o.limit)}.`);
+    }
+    if (o.window === undefined) {
+      throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
+    }
+    const windowMs = parseDuration(o.window, 'window', ErrorCode.INVALID_WINDOW);
+    if (o.limit * windowMs > MAX_PRODUCT) {
+      throw new FloodgateError(
+        ErrorCode.LIMIT_TOO_LARGE,
+        `limit × window (in ms) must not exceed 2^50 so that counts stay exact; got ${o.limit} × ${windowMs}. Use a shorter window or a smaller limit.`,
+      );
+    }
+    const algorithm = o.algorithm ?? 'fixed-window';
+    if (!ALGORITHMS.includes(algorithm)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_ALGORITHM,
+        `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describe(algorithm)}.`,
+      );
+    }
+    const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
+    this.policy = Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+
+    if (o.store !== undefined && !isStore(o.store)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_STORE,
+        `store must implement the Store contract (a name and an apply(operation) method), e.g. new MemoryStore() or new RedisStore({ client }); got ${describe(o.store)}.`,
+      );
+    }
+    this.store = o.store ?? new MemoryStore();
+
+    if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
+    }
+    this.prefix = o.prefix ?? `fg:${algorithm}:${o.limit}:${windowMs}:${blockMs}`;
+
+    if (o.clock !== undefined && typeof o.clock !== 'function') {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
+    }
+    this.clock = o.clock ?? systemClock;
+    this.memoryBlock = this.parseMemoryBlock(o.inMemoryBlock);
+    this.breaker = parseBreaker(o.breaker);
+
+    if (o.insurance !== undefined && !(o.insurance instanceof RateLimiter)) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`);
+    }
+    if (o.insurance !== undefined && o.insurance.store === this.store) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'insurance must use a different store than the limiter it insures; it only decides while that store fails.',
+      );
+    }
+    if (o.onStoreFailure !== undefined && !FAILURE_MODES.includes(o.onStoreFailure)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `onStoreFailure must be one of ${FAILURE_MODES.map((m) => JSON.stringify(m)).join(', ')}; got ${describe(o.onStoreFailure)}.`,
+      );
+    }
+    if (o.insurance !== undefined && o.onStoreFailure !== undefined && o.onStoreFailure !== 'reject') {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        `insurance and onStoreFailure: ${JSON.stringify(o.onStoreFailure)} both say what to do when the store fails; set only one.`,
+      );
+    }
+    this.insurance = o.insurance;
+    this.failureMode = o.onStoreFailure ?? 'reject';
+  }
+
+  /**
+   * Spends `cost` units of `key`'s quota if they fit.
+   * @returns the decision; `allowed: false` when limited (nothing is spent then).
+   */
+  consume(key: string, cost = 1): Promise<Decision> {
+    try {
+      assertKey(key);
+      assertUnits(cost, 'cost', this.policy.limit);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run('consume', key, cost);
+  }
+
+  /** Reports `key`'s state without spending; `allowed` tells whether a cost-1 consume would pass. */
+  peek(key: string): Promise<Decision> {
+    try {
+      assertKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run('peek', key, 0);
+  }
+
+  /** Gives `points` units back to `key` (e.g. a request that turned out not to count). */
+  reward(key: string, points = 1): Promise<Decision> {
+    try {
+      assertKey(key);
+      assertUnits(points, 'points');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run('reward', key, points);
+  }
+
+  /** Spends `points` more units of `key`, even past the limit. */
+  penalty(key: string, points = 1): Promise<Decision> {
+    try {
+      assertKey(key);
+      assertUnits(points, 'points');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run('penalty', key, points);
+  }
+
+  /** Blocks `key` for `duration`, or until {@link reset} with `"forever"`. */
+  block(key: string, duration: Duration | 'forever'): Promise<Decision> {
+    let amount: number;
+    try {
+      assertKey(key);
+      amount = duration === 'forever' ? BLOCK_FOREVER : parseDuration(duration, 'duration');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.run('block', key, amount);
+  }
+
+  /** Forgets `key`'s usage and any block. */
+  async reset(key: string): Promise<void> {
+    assertKey(key);
+    await this.run('reset', key, 0);
+  }
+
+  private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
+    const list = this.memoryBlock?.list;
+    if (list) {
+      if (kind === 'reset' || kind === 'reward') {
+        list.delete(key);
+      } else if (kind === 'consume' || kind === 'peek') {
+        const blockedMs = list.blockedFor(key, this.clock());
+        if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+      }
+    }
+
+    const breaker = this.breaker;
+    if (breaker && !breaker.allow(this.clock())) {
+      return this.fallback(
+        kind,
+        key,
+        amount,
+        new FloodgateError(
+          ErrorCode.CIRCUIT_OPEN,
+          `${this.store.name} store failed repeatedly; not calling it for ${breaker.retryInMs(this.clock())} ms.`,
+        ),
+      );
+    }
+
+    let outcome: Outcome;
+    try {
+      outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
+    } catch (error) {
+      const failure = toStoreError(error, this.store.name);
+      breaker?.failure(this.clock());
+      return this.fallback(kind, key, amount, failure);
+    }
+    breaker?.success();
+    if (list) this.learn(list, key, outcome);
+    return this.decision(outcome, 'store');
+  }
+
+  /** Feeds the block list from a store answer. */
+  private learn(list: BlockList, key: string, outcome: Outcome): void {
+    const { onConsumed, durationMs } = this.memoryBlock!;
+    if (this.policy.limit - outcome.remaining < onConsumed) {
+      list.delete(key);
+      return;
+    }
+    const ms = durationMs ?? (outcome.emptyMs > 0 ? outcome.emptyMs : outcome.resetMs);
+    if (ms > 0) list.add(key, ms, this.clock());
+  }
+
+  private async fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
+    if (this.insurance) {
+      const decision = await this.insurance.run(kind, key, amount);
+      return { ...decision, source: 'insurance' };
+    }
+    switch (this.failureMode) {
+      case 'fail-open':
+        return this.decision({ allowed: true, remaining: this.policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open');
+      case 'fail-closed': {
+        // Retry once the breaker would probe again; a second when it is not open.
+        const wait = this.breaker?.retryInMs(this.clock()) || 1000;
+        return this.decision(refused(wait), 'fail-closed');
+      }
+      default:
+        throw failure;
+    }
+  }
+
+  private decision(outcome: Outcome, source: DecisionSource): Decision {
+    return {
+      allowed: outcome.allowed,
+      limit: this.policy.limit,
+      remaining: outcome.remaining,
+      resetMs: outcome.resetMs,
+      retryAfterMs: outcome.retryAfterMs,
+      source,
+    };
+  }
+
+  private parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined): MemoryBlockConfig | undefined {
+    if (option === undefined || option === false) return undefined;
+    const o: InMemoryBlockOptions = option === true ? {} : option;
+    assertKnownOptions(o, ['onConsumed', 'duration', 'maxKeys'], 'inMemoryBlock');
+    const onConsumed = o.onConsumed ?? this.policy.limit;
+    if (!Number.isSafeInteger(onConsumed) || onConsumed < 1) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`);
+    }
+    if (onConsumed > this.policy.limit) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        `inMemoryBlock.onConsumed (${onConsumed}) is above limit (${this.policy.limit}); a refused consume spends nothing, so usage never gets there. Use at most the limit.`,
+      );
+    }
+    const maxKeys = o.maxKeys ?? 10_000;
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`);
+    }
+    const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
+    return { onConsumed, durationMs, list: new BlockList({ maxKeys }) };
+  }
+}
+
+function refused(ms: number): Outcome {
+  return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };
+}
+
+function parseBreaker(option: boolean | BreakerConfig | undefined): CircuitBreaker | undefined {
+  if (option === false) return undefined;
+  const o: BreakerConfig = option === undefined || option === true ? {} : option;
+  assertKnownOptions(o, ['failureThreshold', 'cooldown'], 'breaker');
+  const failureThreshold = o.failureThreshold ?? 5;
+  if (!Number.isSafeInteger(failureThreshold) || failureThreshold < 1) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`);
+  }
+  const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
+  return new CircuitBreaker({ failureThreshold, cooldownMs });
+}

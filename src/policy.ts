@@ -1,0 +1,77 @@
+/** Policy: the algorithm, limit, window and block that decide about a key, and the operations a store applies. */
+
+/** Names of the supported algorithms. */
+export const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
+
+/** One of {@link ALGORITHMS}. */
+export type Algorithm = (typeof ALGORITHMS)[number];
+
+/**
+ * A validated policy, in whole milliseconds. Stores receive it with every
+ * operation, so a store holds no per-limiter configuration.
+ */
+export interface Policy {
+  /** The algorithm. */
+  readonly algorithm: Algorithm;
+  /** Units admitted per window (or bucket size). */
+  readonly limit: number;
+  /** Window length (or time to refill the whole bucket), in ms. */
+  readonly windowMs: number;
+  /** How long a consume that goes over the limit blocks the key, in ms; 0 for no block. */
+  readonly blockMs: number;
+}
+
+/** Operation names a store applies. */
+export type OperationKind = 'consume' | 'peek' | 'reward' | 'penalty' | 'block' | 'reset';
+
+/** Numeric codes of operations, as the Lua scripts and the IPC protocol carry them. */
+export const OP_CODE: Readonly<Record<OperationKind, number>> = {
+  consume: 1,
+  peek: 2,
+  reward: 3,
+  penalty: 4,
+  block: 5,
+  reset: 6,
+};
+
+/** `amount` of a block operation meaning "until unblocked". */
+export const BLOCK_FOREVER = -1;
+
+/**
+ * One operation on one key.
+ *
+ * `amount` is the cost for consume, the units for reward and penalty, the
+ * block duration in ms (or {@link BLOCK_FOREVER}) for block, and 0 for peek
+ * and reset.
+ */
+export interface Operation {
+  /** What to do. */
+  readonly kind: OperationKind;
+  /** The full store key (prefix included). */
+  readonly key: string;
+  /** See the interface description. */
+  readonly amount: number;
+  /** The policy in force. */
+  readonly policy: Policy;
+}
+
+/**
+ * What a store returns for one operation: the decision's numbers plus
+ * `emptyMs`, the time until at least one unit is available again, which the
+ * in-memory block list uses.
+ *
+ * `Infinity` in `resetMs`, `retryAfterMs` or `emptyMs` means "blocked until
+ * unblocked".
+ */
+export interface Outcome {
+  /** Whether the operation was admitted (consume) or a cost-1 consume would be (others). */
+  readonly allowed: boolean;
+  /** Units that can still be consumed now. */
+  readonly remaining: number;
+  /** ms until the quota is whole again. */
+  readonly resetMs: number;
+  /** ms until this operation could succeed; 0 when allowed. */
+  readonly retryAfterMs: number;
+  /** ms until one unit is available; 0 when one is available now. */
+  readonly emptyMs: number;
+}
