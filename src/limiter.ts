@@ -280,17 +280,21 @@ export class RateLimiter {
       return this.fallback(kind, key, amount, failure);
     }
     breaker?.success();
-    if (list) this.learn(list, key, outcome);
+    if (list) this.learn(list, kind, key, outcome);
     return this.decision(outcome, 'store');
   }
 
   /** Feeds the block list from a store answer. */
-  private learn(list: BlockList, key: string, outcome: Outcome): void {
+  private learn(list: BlockList, kind: OperationKind, key: string, outcome: Outcome): void {
     const { onConsumed, durationMs } = this.memoryBlock!;
     if (this.policy.limit - outcome.remaining < onConsumed) {
       list.delete(key);
       return;
     }
+    // With blockDuration, the consume that goes over the limit must reach the
+    // store so the block is set there for every process; only a refused
+    // consume (or an explicit block) proves the store holds the block.
+    if (this.policy.blockMs > 0 && !(kind === 'block' || (kind === 'consume' && !outcome.allowed))) return;
     const ms = durationMs ?? (outcome.emptyMs > 0 ? outcome.emptyMs : outcome.resetMs);
     if (ms > 0) list.add(key, ms, this.clock());
   }

@@ -1,0 +1,8 @@
+// Runs the conformance suite against the MemoryStore.
+import { MemoryStore } from '../../src/index.js';
+import { runConformance } from './suite.js';
+
+runConformance('memory', async (clock) => {
+  const store = new MemoryStore({ clock });
+  return { store, teardown: () => store.close() };
+});

@@ -1,0 +1,258 @@
+// The one conformance suite every store must pass: the same behaviour through RateLimiter, driven by a ManualClock.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ManualClock, RateLimiter, type Algorithm, type Clock, type Operation, type Outcome, type RateLimiterOptions, type Store } from '../../src/index.js';
+
+/** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
+export interface ConformanceTarget {
+  store: Store;
+  teardown(): Promise<void>;
+}
+
+/** Builds a store whose notion of "now" is `clock`. Called once per suite run. */
+export type ConformanceFactory = (clock: Clock) => Promise<ConformanceTarget>;
+
+/** A store wrapper that counts calls, to prove the in-memory block spares the store. */
+class CountingStore implements Store {
+  readonly name: string;
+  calls = 0;
+  constructor(private readonly inner: Store) {
+    this.name = inner.name;
+  }
+  apply(operation: Operation): Promise<Outcome> {
+    this.calls++;
+    return this.inner.apply(operation);
+  }
+}
+
+const ALL: Algorithm[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'];
+let unique = 0;
+
+/**
+ * Registers the conformance suite for one store configuration.
+ * Each test uses its own prefix, so one store instance serves the whole suite.
+ */
+export function runConformance(label: string, factory: ConformanceFactory): void {
+  describe(`conformance: ${label}`, () => {
+    // Aligned to a whole day, so sliding windows start at predictable times.
+    const clock = new ManualClock(1_700_006_400_000);
+    let target: ConformanceTarget;
+    let counting: CountingStore;
+
+    before(async () => {
+      target = await factory(clock.now);
+      counting = new CountingStore(target.store);
+    });
+    after(async () => {
+      await target.teardown();
+    });
+
+    const limiter = (options: Omit<RateLimiterOptions, 'store'>) =>
+      new RateLimiter({ prefix: `c${++unique}:${process.pid}`, clock: clock.now, ...options, store: counting });
+
+    test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
+      const l = limiter({ limit: 3, window: 1000 });
+      clock.advance(137); // not aligned: the window starts at the first consume
+      for (let i = 2; i >= 0; i--) {
+        const d = await l.consume('k');
+        assert.equal(d.allowed, true);
+        assert.equal(d.remaining, i);
+        assert.equal(d.resetMs, 1000);
+        assert.equal(d.retryAfterMs, 0);
+        assert.equal(d.limit, 3);
+      }
+      clock.advance(400);
+      const refused = await l.consume('k');
+      assert.deepEqual({ ...refused }, { allowed: false, limit: 3, remaining: 0, resetMs: 600, retryAfterMs: 600, source: 'store' });
+      // A refused consume spent nothing: one reward makes exactly one unit available.
+      await l.reward('k', 1);
+      assert.equal((await l.consume('k')).allowed, true);
+      assert.equal((await l.consume('k')).allowed, false);
+      clock.advance(599);
+      assert.equal((await l.consume('k')).allowed, false);
+      clock.advance(1);
+      const fresh = await l.consume('k');
+      assert.equal(fresh.allowed, true);
+      assert.equal(fresh.remaining, 2);
+      assert.equal(fresh.resetMs, 1000);
+    });
+
+    test('costs above one, and a cost that does not fit leaves the rest usable', async () => {
+      const l = limiter({ limit: 10, window: '1s' });
+      assert.equal((await l.consume('k', 7)).remaining, 3);
+      const big = await l.consume('k', 4);
+      assert.equal(big.allowed, false);
+      assert.equal(big.remaining, 3);
+      assert.equal((await l.consume('k', 3)).remaining, 0);
+    });
+
+    test('keys are independent, including keys with braces, colons and non-ASCII', async () => {
+      const l = limiter({ limit: 1, window: '1s' });
+      for (const key of ['a', 'b', '{x}', '}y{', '~z', 'a:b', 'ключ', 'x'.repeat(300)]) {
+        assert.equal((await l.consume(key)).allowed, true, key);
+        assert.equal((await l.consume(key)).allowed, false, key);
+      }
+    });
+
+    test('peek does not spend', async () => {
+      const l = limiter({ limit: 2, window: '1s' });
+      assert.deepEqual({ ...(await l.peek('k')) }, { allowed: true, limit: 2, remaining: 2, resetMs: 0, retryAfterMs: 0, source: 'store' });
+      await l.consume('k');
+      const p = await l.peek('k');
+      assert.equal(p.remaining, 1);
+      assert.equal((await l.peek('k')).remaining, 1);
+      await l.consume('k');
+      const empty = await l.peek('k');
+      assert.equal(empty.allowed, false);
+      assert.equal(empty.remaining, 0);
+      assert.equal(empty.retryAfterMs, 1000);
+    });
+
+    test('penalty spends past the limit and reward gives back', async () => {
+      const l = limiter({ limit: 5, window: '1s' });
+      assert.equal((await l.penalty('k', 7)).remaining, 0);
+      assert.equal((await l.consume('k')).allowed, false);
+      assert.equal((await l.reward('k', 3)).remaining, 1);
+      assert.equal((await l.consume('k')).allowed, true);
+      assert.equal((await l.reward('k', 100)).remaining, 5);
+    });
+
+    test('blockDuration blocks the key in the store past the window end', async () => {
+      const l = limiter({ limit: 2, window: 1000, blockDuration: 5000 });
+      await l.consume('k');
+      await l.consume('k');
+      const over = await l.consume('k');
+      assert.equal(over.allowed, false);
+      assert.equal(over.retryAfterMs, 5000);
+      assert.equal(over.resetMs, 5000);
+      clock.advance(2000); // window over, block not
+      const still = await l.consume('k');
+      assert.equal(still.allowed, false);
+      assert.equal(still.retryAfterMs, 3000);
+      assert.equal((await l.peek('k')).allowed, false);
+      // Another limiter instance (another process) on the same store sees the block.
+      const other = new RateLimiter({ prefix: l.prefix, clock: clock.now, limit: 2, window: 1000, blockDuration: 5000, store: counting });
+      assert.equal((await other.consume('k')).allowed, false);
+      clock.advance(3000);
+      assert.equal((await l.consume('k')).allowed, true);
+    });
+
+    test('block(key, ms), block forever and reset', async () => {
+      const l = limiter({ limit: 5, window: '1s' });
+      const b = await l.block('k', '2s');
+      assert.equal(b.allowed, false);
+      assert.equal(b.retryAfterMs, 2000);
+      assert.equal((await l.consume('k')).retryAfterMs, 2000);
+      clock.advance(2000);
+      assert.equal((await l.consume('k')).allowed, true);
+      const forever = await l.block('k', 'forever');
+      assert.equal(forever.retryAfterMs, Infinity);
+      clock.advance(86_400_000);
+      const stillBlocked = await l.consume('k');
+      assert.equal(stillBlocked.allowed, false);
+      assert.equal(stillBlocked.retryAfterMs, Infinity);
+      await l.reset('k');
+      const after = await l.consume('k');
+      assert.equal(after.allowed, true);
+      assert.equal(after.remaining, 4);
+    });
+
+    test('sub-second windows', async () => {
+      for (const algorithm of ALL) {
+        const l = limiter({ limit: 2, window: '50ms', algorithm });
+        assert.equal((await l.consume('k')).allowed, true, algorithm);
+        assert.equal((await l.consume('k')).allowed, true, algorithm);
+        const refused = await l.consume('k');
+        assert.equal(refused.allowed, false, algorithm);
+        assert.ok(refused.retryAfterMs > 0 && refused.retryAfterMs <= 100, `${algorithm}: ${refused.retryAfterMs}`);
+        clock.advance(100);
+        assert.equal((await l.consume('k')).allowed, true, algorithm);
+      }
+    });
+
+    for (const algorithm of ALL) {
+      test(`${algorithm}: admits exactly the limit in a burst and recovers with time`, async () => {
+        const l = limiter({ limit: 4, window: 1000, algorithm });
+        let admitted = 0;
+        for (let i = 0; i < 10; i++) if ((await l.consume('k')).allowed) admitted++;
+        assert.equal(admitted, 4);
+        const refused = await l.consume('k');
+        assert.equal(refused.allowed, false);
+        assert.ok(refused.retryAfterMs > 0);
+        clock.advance(refused.retryAfterMs - 1);
+        assert.equal((await l.consume('k')).allowed, false, 'one ms before retryAfter');
+        clock.advance(1);
+        assert.equal((await l.consume('k')).allowed, true, 'at retryAfter');
+        clock.advance(3000);
+        assert.equal((await l.peek('k')).remaining, 4);
+      });
+
+      test(`${algorithm}: in-memory block answers without the store until the quota returns`, async () => {
+        const l = limiter({ limit: 3, window: 1000, algorithm, inMemoryBlock: true });
+        for (let i = 0; i < 3; i++) assert.equal((await l.consume('k')).allowed, true);
+        const before = counting.calls;
+        let wait = 0;
+        for (let i = 0; i < 50; i++) {
+          const d = await l.consume('k');
+          assert.equal(d.allowed, false);
+          assert.equal(d.source, 'memory-block');
+          assert.ok(d.retryAfterMs > 0);
+          wait = d.retryAfterMs;
+        }
+        assert.equal((await l.peek('k')).source, 'memory-block');
+        assert.equal(counting.calls, before, 'no store calls while blocked in memory');
+        clock.advance(wait);
+        const d = await l.consume('k');
+        assert.equal(d.allowed, true);
+        assert.equal(d.source, 'store');
+      });
+    }
+
+    test('token bucket refills continuously and reports exact retry times', async () => {
+      const l = limiter({ limit: 3, window: 3000, algorithm: 'token-bucket' });
+      await l.consume('k', 3);
+      const r = await l.consume('k', 2);
+      assert.equal(r.allowed, false);
+      assert.equal(r.retryAfterMs, 2000);
+      assert.equal(r.resetMs, 3000);
+      clock.advance(1000);
+      assert.equal((await l.consume('k')).remaining, 0);
+    });
+
+    test('sliding log never admits more than the limit in any window', async () => {
+      const l = limiter({ limit: 3, window: 1000, algorithm: 'sliding-log' });
+      await l.consume('k');
+      clock.advance(600);
+      await l.consume('k');
+      await l.consume('k');
+      const r = await l.consume('k');
+      assert.equal(r.allowed, false);
+      assert.equal(r.retryAfterMs, 400);
+      clock.advance(400);
+      assert.equal((await l.consume('k')).allowed, true);
+      assert.equal((await l.consume('k')).allowed, false);
+    });
+
+    test('in-memory block honours blockDuration', async () => {
+      const l = limiter({ limit: 1, window: 1000, blockDuration: 4000, inMemoryBlock: true });
+      await l.consume('k');
+      const over = await l.consume('k');
+      assert.equal(over.source, 'store');
+      assert.equal(over.retryAfterMs, 4000);
+      clock.advance(2000);
+      const d = await l.consume('k');
+      assert.equal(d.source, 'memory-block');
+      assert.equal(d.retryAfterMs, 2000);
+      clock.advance(2000);
+      assert.equal((await l.consume('k')).allowed, true);
+    });
+
+    test('concurrent consumes on one key admit exactly the limit', async () => {
+      const l = limiter({ limit: 25, window: '10s' });
+      const decisions = await Promise.all(Array.from({ length: 100 }, () => l.consume('hot')));
+      assert.equal(decisions.filter((d) => d.allowed).length, 25);
+      const remainders = decisions.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b);
+      assert.deepEqual(remainders, Array.from({ length: 25 }, (_, i) => i));
+    });
+  });
+}
