@@ -31,7 +31,7 @@ const only = process.argv.slice(2);
 const files = only.length > 0 ? only : collect(join(root, 'test')).sort();
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-reporter=spec', ...files],
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
   { cwd: root, stdio: 'inherit', env: { ...process.env, FLOODGATE_TEST: '1' } },
 );
 process.exit(result.status ?? 1);

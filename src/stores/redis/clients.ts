@@ -1,0 +1,303 @@
+/** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported. */
+import { describe } from '../../duration.js';
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import type { LuaScript } from './lua/scripts.generated.js';
+
+/**
+ * A Redis client the store can drive: an ioredis `Redis` or `Cluster`, or a
+ * node-redis (v4/v5) client from `createClient` or cluster from
+ * `createCluster`, connected with `await client.connect()`.
+ *
+ * Typed as `object` so the store's declarations name neither library: users
+ * of one client need not install the other's types.
+ */
+export type RedisClient = object;
+
+/** Which client library an adapter drives. */
+export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster';
+
+/** One script call: the script, its KEYS and its ARGV. */
+export interface ScriptCall {
+  /** The script; sent by SHA, and by text only when Redis does not have it. */
+  readonly script: LuaScript;
+  /** KEYS; the first one routes the call in a cluster. */
+  readonly keys: readonly string[];
+  /** ARGV. */
+  readonly args: readonly string[];
+}
+
+/** Receives the reply (or error) of call `index`; called exactly once per call. */
+export type ReplyHandler = (index: number, error: unknown, reply: unknown) => void;
+
+/** What the store needs from a client. */
+export interface RedisAdapter {
+  /** The client library. */
+  readonly kind: ClientKind;
+  /**
+   * Why the client cannot take commands now (it knows its connection is
+   * down), or undefined. The store then fails at once instead of waiting for
+   * its timeout, and does not queue commands that would run long after their
+   * callers were answered by a fallback.
+   */
+  unavailable(): string | undefined;
+  /** Sends every call now, pipelined, and reports each reply to `onReply`. Never throws. */
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void;
+}
+
+// The slices of each client's API the adapters use; the real classes have far more.
+interface IoredisPipeline {
+  evalsha(...args: unknown[]): unknown;
+  eval(...args: unknown[]): unknown;
+  exec(): Promise<[Error | null, unknown][] | null>;
+}
+interface IoredisLike {
+  readonly isCluster: boolean;
+  readonly status: string;
+  evalsha(...args: unknown[]): Promise<unknown>;
+  eval(...args: unknown[]): Promise<unknown>;
+  pipeline(): IoredisPipeline;
+}
+interface NodeRedisLike {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  sendCommand(args: string[]): Promise<unknown>;
+}
+interface NodeRedisClusterLike {
+  sendCommand(firstKey: string, isReadonly: boolean, args: string[]): Promise<unknown>;
+}
+
+/** True for the error Redis answers EVALSHA with when its script cache lacks the script. */
+export function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/**
+ * Runs EVALSHA, and on NOSCRIPT (after a restart, a failover or SCRIPT FLUSH)
+ * EVAL, which also puts the script back in Redis's cache for the next calls.
+ */
+function evalWithFallback(
+  evalsha: () => Promise<unknown>,
+  evalText: () => Promise<unknown>,
+): Promise<unknown> {
+  return evalsha().catch((error: unknown) => {
+    if (isNoScript(error)) return evalText();
+    throw error;
+  });
+}
+
+function report(promise: Promise<unknown>, index: number, onReply: ReplyHandler): void {
+  promise.then(
+    (reply) => onReply(index, undefined, reply),
+    (error: unknown) => onReply(index, error, undefined),
+  );
+}
+
+function failAll(calls: readonly ScriptCall[], error: unknown, onReply: ReplyHandler): void {
+  for (let i = 0; i < calls.length; i++) onReply(i, error, undefined);
+}
+
+/** ioredis status while it retries a lost connection; commands would wait in its offline queue. */
+function ioredisDown(status: string): string | undefined {
+  return status === 'reconnecting' ? 'the connection to Redis is down (ioredis is reconnecting)' : undefined;
+}
+
+/** ioredis `Redis`: a flush goes out as one pipeline, i.e. one write and one round trip. */
+class IoredisAdapter implements RedisAdapter {
+  readonly kind = 'ioredis';
+  constructor(private readonly client: IoredisLike) {}
+
+  unavailable(): string | undefined {
+    return ioredisDown(this.client.status);
+  }
+
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    try {
+      if (calls.length === 1) {
+        report(this.one(calls[0]!), 0, onReply);
+        return;
+      }
+      const pipeline = this.client.pipeline();
+      for (const c of calls) pipeline.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args);
+      pipeline.exec().then(
+        (results) => this.settle(calls, results, onReply),
+        (error: unknown) => failAll(calls, error, onReply),
+      );
+    } catch (error) {
+      failAll(calls, error, onReply);
+    }
+  }
+
+  private one(c: ScriptCall): Promise<unknown> {
+    return evalWithFallback(
+      () => this.client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
+      () => this.client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
+    );
+  }
+
+  /** Reports pipeline replies; the calls that met NOSCRIPT did nothing, so they go again by EVAL. */
+  private settle(calls: readonly ScriptCall[], results: [Error | null, unknown][] | null, onReply: ReplyHandler): void {
+    const retry: number[] = [];
+    for (let i = 0; i < calls.length; i++) {
+      const result = results?.[i];
+      if (result === undefined) onReply(i, new Error('ioredis pipeline returned no reply for this call'), undefined);
+      else if (isNoScript(result[0])) retry.push(i);
+      else onReply(i, result[0] ?? undefined, result[1]);
+    }
+    if (retry.length === 0) return;
+    try {
+      const pipeline = this.client.pipeline();
+      for (const i of retry) {
+        const c = calls[i]!;
+        pipeline.eval(c.script.text, c.keys.length, ...c.keys, ...c.args);
+      }
+      pipeline.exec().then(
+        (again) => {
+          retry.forEach((i, j) => {
+            const result = again?.[j];
+            if (result === undefined) onReply(i, new Error('ioredis pipeline returned no reply for this call'), undefined);
+            else onReply(i, result[0] ?? undefined, result[1]);
+          });
+        },
+        (error: unknown) => retry.forEach((i) => onReply(i, error, undefined)),
+      );
+    } catch (error) {
+      retry.forEach((i) => onReply(i, error, undefined));
+    }
+  }
+}
+
+/**
+ * ioredis `Cluster`: one call per batch, all in the same tick. A Cluster
+ * pipeline must stay on one node, so it cannot carry a flush that spans
+ * slots; ioredis's `enableAutoPipelining` option, when set, batches the
+ * writes per node.
+ */
+class IoredisClusterAdapter implements RedisAdapter {
+  readonly kind = 'ioredis-cluster';
+  constructor(private readonly client: IoredisLike) {}
+
+  unavailable(): string | undefined {
+    return ioredisDown(this.client.status);
+  }
+
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    calls.forEach((c, i) => {
+      try {
+        report(
+          evalWithFallback(
+            () => this.client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
+            () => this.client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
+          ),
+          i,
+          onReply,
+        );
+      } catch (error) {
+        onReply(i, error, undefined);
+      }
+    });
+  }
+}
+
+/** node-redis commands as raw argument lists: EVALSHA or EVAL, then the key count, KEYS and ARGV. */
+function commandArgs(verb: 'EVALSHA' | 'EVAL', c: ScriptCall): string[] {
+  return [verb, verb === 'EVALSHA' ? c.script.sha : c.script.text, String(c.keys.length), ...c.keys, ...c.args];
+}
+
+/**
+ * node-redis client: one call per batch, all in the same tick, which
+ * node-redis writes to the socket together (it pipelines by itself).
+ */
+class NodeRedisAdapter implements RedisAdapter {
+  readonly kind = 'node-redis';
+  // node-redis is also "not ready" while its first connect runs; only a drop after that counts as down.
+  private wasReady: boolean;
+  constructor(private readonly client: NodeRedisLike) {
+    this.wasReady = client.isReady;
+  }
+
+  unavailable(): string | undefined {
+    if (this.client.isReady) {
+      this.wasReady = true;
+      return undefined;
+    }
+    return this.wasReady && this.client.isOpen ? 'the connection to Redis is down (node-redis is reconnecting)' : undefined;
+  }
+
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    calls.forEach((c, i) => {
+      try {
+        report(
+          evalWithFallback(
+            () => this.client.sendCommand(commandArgs('EVALSHA', c)),
+            () => this.client.sendCommand(commandArgs('EVAL', c)),
+          ),
+          i,
+          onReply,
+        );
+      } catch (error) {
+        onReply(i, error, undefined);
+      }
+    });
+  }
+}
+
+/** node-redis cluster: one call per batch, routed by its first key, all in the same tick. */
+class NodeRedisClusterAdapter implements RedisAdapter {
+  readonly kind = 'node-redis-cluster';
+  constructor(private readonly client: NodeRedisClusterLike) {}
+
+  unavailable(): string | undefined {
+    return undefined;
+  }
+
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    calls.forEach((c, i) => {
+      try {
+        const key = c.keys[0]!;
+        report(
+          evalWithFallback(
+            () => this.client.sendCommand(key, false, commandArgs('EVALSHA', c)),
+            () => this.client.sendCommand(key, false, commandArgs('EVAL', c)),
+          ),
+          i,
+          onReply,
+        );
+      } catch (error) {
+        onReply(i, error, undefined);
+      }
+    });
+  }
+}
+
+const fn = (value: Record<string, unknown>, name: string) => typeof value[name] === 'function';
+
+/**
+ * Wraps a supported client in its adapter.
+ * @throws FloodgateError INVALID_CLIENT for anything else
+ */
+export function adaptClient(client: unknown): RedisAdapter {
+  if (typeof client === 'object' && client !== null) {
+    const c = client as Record<string, unknown>;
+    if (fn(c, 'evalsha') && fn(c, 'eval') && fn(c, 'pipeline') && typeof c.status === 'string') {
+      if (c.isCluster === true) return new IoredisClusterAdapter(client as IoredisLike);
+      if (c.isCluster === false) return new IoredisAdapter(client as IoredisLike);
+    }
+    if (fn(c, 'sendCommand') && fn(c, 'connect')) {
+      // node-redis clusters expose their master nodes; single clients expose isOpen/isReady.
+      if ('masters' in c) return new NodeRedisClusterAdapter(client as NodeRedisClusterLike);
+      if (typeof c.isOpen === 'boolean' && typeof c.isReady === 'boolean') return new NodeRedisAdapter(client as NodeRedisLike);
+    }
+  }
+  throw new FloodgateError(
+    ErrorCode.INVALID_CLIENT,
+    `RedisStore client must be an ioredis Redis or Cluster (new Redis(url), new Cluster(nodes)) or a node-redis v4/v5 client or cluster (createClient(), createCluster(), then await client.connect()); got ${describeClient(client)}.`,
+  );
+}
+
+function describeClient(value: unknown): string {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+    return typeof name === 'string' && name !== 'Object' ? `an instance of ${name}` : 'a plain object';
+  }
+  return describe(value);
+}

@@ -1,0 +1,39 @@
+/** Redis key layout: every key of one limiter key shares one hash tag, so one slot, so one script can touch them all. */
+
+// A lone surrogate has no UTF-8 form: clients send U+FFFD, so two such keys would collide.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// A key that could break the hash tag ({ or }), pass for an encoded key (leading ~), is empty
+// ("{}" is no hash tag) or holds a lone surrogate is sent encoded instead.
+const NEEDS_ENCODING = new RegExp(`^$|^~|[{}]|${LONE_SURROGATE.source}`);
+
+/**
+ * The hash tag of a store key: the key itself when it is safe inside `{…}`,
+ * else `~` + base64url of its UTF-8 bytes. Keys with a lone surrogate, which
+ * UTF-8 cannot represent (two would collide as U+FFFD), use `~~` + base64url
+ * of their UTF-16 code units. base64url has no `~`, and plain keys never start
+ * with one, so two different keys never share a tag.
+ */
+export function hashTag(key: string): string {
+  if (!NEEDS_ENCODING.test(key)) return key;
+  if (LONE_SURROGATE.test(key)) return `~~${Buffer.from(key, 'utf16le').toString('base64url')}`;
+  return `~${Buffer.from(key, 'utf8').toString('base64url')}`;
+}
+
+/** The Redis keys that hold one store key's state. */
+export interface RedisKeys {
+  /** Hash with the algorithm's fields and `b`, the block end (ms; -1 = until reset). */
+  readonly state: string;
+  /** List of unit timestamps, oldest first; used by the sliding log only. */
+  readonly log: string;
+}
+
+/**
+ * The Redis keys of a store key (`operation.key`, prefix included), e.g.
+ * `{fg:fixed-window:10:1000:0:alice}` and `{fg:…:alice}:l`. Useful to inspect
+ * or delete a key's state by hand; a TTL on each lets Redis drop it once it no
+ * longer limits anything.
+ */
+export function redisKeys(key: string): RedisKeys {
+  const state = `{${hashTag(key)}}`;
+  return { state, log: `${state}:l` };
+}

@@ -1,0 +1,56 @@
+-- Head of every floodgate script: the arguments, constants and integer helpers that src/algorithms/*.ts also use.
+--
+-- KEYS[1]    the key's state hash: the algorithm's fields plus b, the block end (src/algorithms/index.ts KeyState)
+-- KEYS[2]    sliding log only: the list of unit timestamps, oldest first
+-- ARGV[1..3] limit, window ms, block ms of an over-limit consume (0 = none)
+-- ARGV[4]    '1' when every operation carries its own time (the store has a clock); '0' to use Redis TIME
+-- ARGV[5..]  the operations in arrival order: opcode, amount (and now, with ARGV[4] = '1')
+-- Returns five integers per operation: allowed (1/0), remaining, resetMs, retryAfterMs, emptyMs;
+-- -1 stands for Infinity (blocked until unblocked).
+
+local STATE = KEYS[1]
+local L = tonumber(ARGV[1])
+local W = tonumber(ARGV[2])
+local BLOCK_MS = tonumber(ARGV[3])
+local CLIENT_TIME = ARGV[4] == '1'
+local FIRST_OP = 5
+local STRIDE = CLIENT_TIME and 3 or 2
+
+-- src/policy.ts OP_CODE and BLOCK_FOREVER.
+local OP_CONSUME, OP_PEEK, OP_REWARD, OP_PENALTY, OP_BLOCK, OP_RESET = 1, 2, 3, 4, 5, 6
+local BLOCK_FOREVER = -1
+local INF = math.huge
+
+-- With a client clock the TTLs cannot follow that clock (Redis expires keys by its own time), so
+-- they only collect garbage and get enough slack that a clock lagging Redis never loses state.
+local CLIENT_TIME_MIN_TTL = 60000
+
+-- redis.call turns a Lua number into text with %.14g or %.17g depending on the Redis version, which
+-- can round or use exponents for large integers such as timestamps; format integers exactly instead.
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- types.ts ceilDiv: the same double arithmetic as JavaScript, exact below 2^52.
+local function ceil_div(a, b)
+  return math.floor((a + b - 1) / b)
+end
+
+-- types.ts fullView.
+local function full_view()
+  return { remaining = L, reset = 0, retry = 0, empty = 0 }
+end
+
+local function expire(key, ttl)
+  if CLIENT_TIME and ttl < CLIENT_TIME_MIN_TTL then ttl = CLIENT_TIME_MIN_TTL end
+  if ttl < 1 then ttl = 1 end
+  redis.call('PEXPIRE', key, int(ttl))
+end
+
+local server_now = 0
+if not CLIENT_TIME then
+  -- Redis before 5 replicates scripts verbatim and refuses writes after TIME unless told otherwise.
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call('TIME')
+  server_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end

@@ -1,0 +1,300 @@
+/** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster, with the calls of one event-loop turn coalesced per key and pipelined. */
+import type { Clock } from '../../clock.js';
+import { describe } from '../../duration.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
+import { ALGORITHMS, OP_CODE, type Operation, type Outcome, type Policy } from '../../policy.js';
+import { assertKnownOptions } from '../../validate.js';
+import type { Store } from '../store.js';
+import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type ScriptCall } from './clients.js';
+import { redisKeys } from './keys.js';
+import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * The client: an ioredis `Redis` or `Cluster`, or a node-redis v4/v5 client
+   * (`createClient`) or cluster (`createCluster`), already connected. The store
+   * never connects, quits or reconfigures it.
+   */
+  client: RedisClient;
+  /**
+   * How long the operations of one flush wait for Redis before they reject
+   * with STORE_TIMEOUT, in ms. Default 500. Keep it well below your request
+   * timeout: a limiter with `insurance` answers from memory after it.
+   */
+  timeoutMs?: number;
+  /**
+   * Time source. By default the scripts read Redis's own clock (`TIME`), so
+   * hosts with skewed clocks still agree. With a clock, each operation
+   * carries the clock's time instead; tests use this to drive Redis with a
+   * ManualClock. Redis then expires keys by its own time, so key TTLs are
+   * only garbage collection, at least one minute.
+   */
+  clock?: Clock;
+}
+
+const OPTION_NAMES = ['client', 'timeoutMs', 'clock'] as const;
+/** Operations per script call: a bigger batch would hold Redis's single thread for too long. */
+const MAX_OPS_PER_CALL = 500;
+/** Integers per outcome in a script reply: allowed, remaining, resetMs, retryAfterMs, emptyMs. */
+const OUTCOME_WIDTH = 5;
+/** The largest delay setTimeout honours. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+interface Waiter {
+  resolve(outcome: Outcome): void;
+  reject(error: FloodgateError): void;
+}
+
+/** The operations on one key under one policy that go in one script call, in arrival order. */
+interface Batch extends ScriptCall {
+  readonly policy: Policy;
+  readonly args: string[];
+  readonly waiters: Waiter[];
+  settled: boolean;
+}
+
+/** The batches of one flush, sharing its timeout. */
+interface Flight {
+  readonly batches: Batch[];
+  pending: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * A {@link Store} on Redis (single node or Cluster), through ioredis or
+ * node-redis.
+ *
+ * Each algorithm is one Lua script that implements `applyOperation` step for
+ * step in the same integer arithmetic, so Redis decides exactly as the
+ * memory store would. A key's state lives in the hash `{key}` (the sliding
+ * log adds the list `{key}:l`); the hash tag keeps both in one Cluster slot.
+ * Each key's TTL is the moment its state stops mattering; a forever block
+ * has none.
+ *
+ * Calls are queued and flushed once per event-loop turn: all operations on
+ * one key (under one policy) become one script call that applies them in
+ * arrival order, and the calls for different keys go out together (one
+ * pipeline on ioredis; node-redis and clusters pipeline calls issued in the
+ * same tick). Scripts are sent by SHA; when Redis has lost them (restart,
+ * failover, SCRIPT FLUSH) they are re-sent by text transparently.
+ *
+ * Failures reject with a {@link FloodgateError}: STORE_TIMEOUT when a flush
+ * gets no reply within `timeoutMs` (a late reply is then ignored, but Redis
+ * may still apply it), STORE_ERROR for a client or script error, or at once
+ * while the client reports its connection down, and CLOSED after
+ * {@link close}. Being limited is an Outcome, not an error.
+ */
+export class RedisStore implements Store {
+  /** @inheritDoc */
+  readonly name = 'redis';
+  /** The client library the store detected. */
+  readonly clientKind: ClientKind;
+  /** The flush timeout in ms. */
+  readonly timeoutMs: number;
+  private readonly adapter: RedisAdapter;
+  private readonly clock: Clock | undefined;
+  private queue: Batch[] = [];
+  /** The batch still open for more operations, per store key. */
+  private readonly openBatches = new Map<string, Batch>();
+  private immediate: NodeJS.Immediate | undefined;
+  private readonly flights = new Set<Flight>();
+  private closed = false;
+
+  /** @param options - see {@link RedisStoreOptions}; invalid ones throw a FloodgateError. */
+  constructor(options: RedisStoreOptions) {
+    assertKnownOptions(options, OPTION_NAMES, 'RedisStore');
+    const o = options as RedisStoreOptions;
+    if (o.client === undefined) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        'RedisStore needs a client, e.g. new RedisStore({ client: new Redis(url) }) with ioredis, or a connected node-redis client.',
+      );
+    }
+    this.adapter = adaptClient(o.client);
+    this.clientKind = this.adapter.kind;
+    const timeoutMs = o.timeoutMs ?? 500;
+    if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_DURATION,
+        `RedisStore timeoutMs must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${describe(timeoutMs)}.`,
+      );
+    }
+    this.timeoutMs = timeoutMs;
+    if (o.clock !== undefined && typeof o.clock !== 'function') {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `RedisStore clock must be a function returning ms; got ${describe(o.clock)}.`);
+    }
+    this.clock = o.clock;
+  }
+
+  /** @inheritDoc */
+  apply(operation: Operation): Promise<Outcome> {
+    if (this.closed) return Promise.reject(closedError());
+    const code = OP_CODE[operation.kind];
+    const policy = operation.policy;
+    if (!Object.hasOwn(OP_CODE, operation.kind) || typeof code !== 'number') {
+      return Promise.reject(
+        new FloodgateError(ErrorCode.INVALID_OPTIONS, `RedisStore cannot apply operation ${describe(operation.kind)}; known: ${Object.keys(OP_CODE).join(', ')}.`),
+      );
+    }
+    if (!ALGORITHMS.includes(policy.algorithm)) {
+      return Promise.reject(
+        new FloodgateError(ErrorCode.INVALID_ALGORITHM, `RedisStore has no script for algorithm ${describe(policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`),
+      );
+    }
+    let now: string | undefined;
+    try {
+      // Read before touching any batch, so a throwing clock cannot leave one half-written.
+      if (this.clock) now = String(this.clock());
+    } catch (error) {
+      return Promise.reject(toStoreError(error, this.name));
+    }
+    return new Promise<Outcome>((resolve, reject) => {
+      let batch = this.openBatches.get(operation.key);
+      if (batch === undefined || !samePolicy(batch.policy, policy) || batch.waiters.length >= MAX_OPS_PER_CALL) {
+        // A new batch also takes over the key, so a later operation never jumps ahead of this one.
+        batch = newBatch(operation.key, policy, this.clock !== undefined);
+        this.openBatches.set(operation.key, batch);
+        this.queue.push(batch);
+      }
+      batch.args.push(String(code), String(operation.amount));
+      if (now !== undefined) batch.args.push(now);
+      batch.waiters.push({ resolve, reject });
+      this.immediate ??= setImmediate(this.flush);
+    });
+  }
+
+  /**
+   * Rejects every queued and in-flight operation with CLOSED, and every later
+   * one. Does not quit the client, which belongs to the caller. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.immediate = undefined;
+    const queued = this.queue;
+    this.queue = [];
+    this.openBatches.clear();
+    for (const batch of queued) this.fail(batch, closedError());
+    for (const flight of this.flights) {
+      clearTimeout(flight.timer);
+      for (const batch of flight.batches) this.fail(batch, closedError());
+    }
+    this.flights.clear();
+  }
+
+  /** Sends everything queued during this event-loop turn. */
+  private readonly flush = (): void => {
+    this.immediate = undefined;
+    const batches = this.queue;
+    this.queue = [];
+    this.openBatches.clear();
+    if (batches.length === 0) return;
+
+    const down = this.adapter.unavailable();
+    if (down !== undefined) {
+      const error = new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: ${down}.`);
+      for (const batch of batches) this.fail(batch, error);
+      return;
+    }
+
+    const flight: Flight = { batches, pending: batches.length, timer: undefined };
+    flight.timer = setTimeout(() => this.expire(flight), this.timeoutMs);
+    this.flights.add(flight);
+    // Adapters never throw; a throw here would be a bug, and must still settle every waiter.
+    try {
+      this.adapter.send(batches, (index, error, reply) => this.settle(flight, index, error, reply));
+    } catch (error) {
+      for (let i = 0; i < batches.length; i++) this.settle(flight, i, error, undefined);
+    }
+  };
+
+  private settle(flight: Flight, index: number, error: unknown, reply: unknown): void {
+    const batch = flight.batches[index];
+    if (batch === undefined || batch.settled) return;
+    if (error != null) {
+      this.fail(batch, toStoreError(error, this.name));
+    } else {
+      batch.settled = true;
+      const outcomes = decodeReply(reply, batch.waiters.length);
+      if (outcomes instanceof FloodgateError) {
+        for (const waiter of batch.waiters) waiter.reject(outcomes);
+      } else {
+        batch.waiters.forEach((waiter, i) => waiter.resolve(outcomes[i]!));
+      }
+    }
+    if (--flight.pending === 0) {
+      clearTimeout(flight.timer);
+      this.flights.delete(flight);
+    }
+  }
+
+  private expire(flight: Flight): void {
+    this.flights.delete(flight);
+    const error = new FloodgateError(
+      ErrorCode.STORE_TIMEOUT,
+      `redis store did not answer within ${this.timeoutMs} ms; raise RedisStore timeoutMs if Redis is slow but healthy.`,
+    );
+    for (const batch of flight.batches) this.fail(batch, error);
+  }
+
+  private fail(batch: Batch, error: FloodgateError): void {
+    if (batch.settled) return;
+    batch.settled = true;
+    for (const waiter of batch.waiters) waiter.reject(error);
+  }
+}
+
+function newBatch(key: string, policy: Policy, clientTime: boolean): Batch {
+  const keys = redisKeys(key);
+  const script: LuaScript = LUA_SCRIPTS[policy.algorithm];
+  return {
+    script,
+    keys: policy.algorithm === 'sliding-log' ? [keys.state, keys.log] : [keys.state],
+    args: [String(policy.limit), String(policy.windowMs), String(policy.blockMs), clientTime ? '1' : '0'],
+    policy,
+    waiters: [],
+    settled: false,
+  };
+}
+
+function samePolicy(a: Policy, b: Policy): boolean {
+  return (
+    a === b ||
+    (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs)
+  );
+}
+
+/** -1 is how the scripts spell Infinity (blocked until unblocked). */
+function ms(value: number): number {
+  return value === -1 ? Infinity : value;
+}
+
+/** Turns a script reply into outcomes, or a STORE_ERROR when it has the wrong shape. */
+function decodeReply(reply: unknown, count: number): Outcome[] | FloodgateError {
+  if (!Array.isArray(reply) || reply.length !== count * OUTCOME_WIDTH) {
+    return new FloodgateError(
+      ErrorCode.STORE_ERROR,
+      `redis store failed: the script answered ${Array.isArray(reply) ? `${reply.length} values` : describe(reply)} where ${count * OUTCOME_WIDTH} integers were expected.`,
+    );
+  }
+  const outcomes: Outcome[] = new Array(count);
+  const v = new Array<number>(OUTCOME_WIDTH);
+  for (let i = 0, o = 0; i < count; i++) {
+    for (let j = 0; j < OUTCOME_WIDTH; j++, o++) {
+      // Number() because ioredis with stringNumbers: true answers integers as strings.
+      const x = Number(reply[o]);
+      if (!Number.isSafeInteger(x)) {
+        return new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: the script answered ${describe(reply[o])} where an integer was expected.`);
+      }
+      v[j] = x;
+    }
+    outcomes[i] = { allowed: v[0] === 1, remaining: v[1]!, resetMs: ms(v[2]!), retryAfterMs: ms(v[3]!), emptyMs: ms(v[4]!) };
+  }
+  return outcomes;
+}
+
+function closedError(): FloodgateError {
+  return new FloodgateError(ErrorCode.CLOSED, 'RedisStore was closed; create a new store to keep limiting.');
+}

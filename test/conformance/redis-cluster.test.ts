@@ -1,0 +1,11 @@
+// Conformance suite and shared vectors on a real 3-master Redis Cluster, through ioredis Cluster and node-redis createCluster.
+import { runVectors } from '../vectors/format.js';
+import { runConformance } from './suite.js';
+import { useRedis, ioredisCluster, nodeRedisCluster } from './targets.js';
+
+useRedis({ cluster: true });
+
+runConformance('redis cluster (ioredis)', ioredisCluster);
+runVectors('redis cluster (ioredis)', ioredisCluster);
+runConformance('redis cluster (node-redis)', nodeRedisCluster);
+runVectors('redis cluster (node-redis)', nodeRedisCluster);

@@ -1,0 +1,11 @@
+// Conformance suite and shared vectors on a real single-node Redis, through ioredis and node-redis.
+import { runVectors } from '../vectors/format.js';
+import { runConformance } from './suite.js';
+import { useRedis, ioredisSingle, nodeRedisSingle } from './targets.js';
+
+useRedis({ single: true });
+
+runConformance('redis (ioredis)', ioredisSingle);
+runVectors('redis (ioredis)', ioredisSingle);
+runConformance('redis (node-redis)', nodeRedisSingle);
+runVectors('redis (node-redis)', nodeRedisSingle);

@@ -1,0 +1,274 @@
+// Starts real redis-server processes (single nodes and a Redis Cluster) on free ports for tests and benchmarks, and stops them.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const HOST = '127.0.0.1';
+const START_TIMEOUT_MS = 10_000;
+const INSTALL_HINT =
+  'redis-server (Redis 7) was not found on PATH; the Redis tests start real servers. ' +
+  'Install it, e.g. `apt-get install -y redis-server` on Debian/Ubuntu or `brew install redis` on macOS.';
+
+/** A port that was free a moment ago (the kernel's pick for port 0). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, HOST, () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error('could not find a free port'))));
+    });
+  });
+}
+
+/** A redis-server process the test controls. */
+export interface RedisServer {
+  host: string;
+  port: number;
+  /** `redis://host:port` */
+  url: string;
+  /** SIGKILL, wait for exit */
+  kill(): Promise<void>;
+  /** start again on the same port, wait until it answers PING */
+  restart(): Promise<void>;
+  /** SIGSTOP */
+  pause(): void;
+  /** SIGCONT */
+  resume(): void;
+  /** stop and remove temp dir; idempotent */
+  stop(): Promise<void>;
+}
+
+/** A Redis Cluster of masters without replicas, every node reporting cluster_state:ok. */
+export interface RedisCluster {
+  nodes: { host: string; port: number }[];
+  stop(): Promise<void>;
+}
+
+// Every child still running and every temp dir, cleaned up when this process exits so no redis-server outlives a test run.
+const live = new Set<ChildProcess>();
+const dirs = new Set<string>();
+let exitHookInstalled = false;
+
+function cleanupAll(): void {
+  for (const child of live) child.kill('SIGKILL');
+  live.clear();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.clear();
+}
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', cleanupAll);
+  // Signals skip 'exit' handlers, so clean up, then die of the same signal.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      cleanupAll();
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
+let installChecked = false;
+
+function assertInstalled(): void {
+  if (installChecked) return;
+  const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) throw new Error(INSTALL_HINT);
+  installChecked = true;
+}
+
+/** Sends one command in RESP and resolves with the raw reply text (enough for PING and CLUSTER INFO). */
+function rawCommand(port: number, args: string[], timeoutMs = 1000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host: HOST, port });
+    let data = '';
+    const done = (error: Error | undefined, reply?: string) => {
+      socket.destroy();
+      clearTimeout(timer);
+      if (error) reject(error);
+      else resolve(reply!);
+    };
+    const timer = setTimeout(() => done(new Error(`no reply from port ${port}`)), timeoutMs);
+    socket.on('error', (error) => done(error));
+    socket.on('connect', () => {
+      socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`);
+    });
+    socket.on('data', (chunk) => {
+      data += chunk.toString('utf8');
+      if (data.startsWith('$')) {
+        const header = data.indexOf('\r\n');
+        if (header < 0) return;
+        const length = Number(data.slice(1, header));
+        if (length < 0) return done(undefined, '');
+        if (Buffer.byteLength(data) >= header + 2 + length + 2) done(undefined, data.slice(header + 2, header + 2 + length));
+      } else if (data.includes('\r\n')) {
+        done(undefined, data.slice(0, data.indexOf('\r\n')));
+      }
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `check` resolves true, or throws with `what` after the timeout. */
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = START_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/**
+ * Starts redis-server on a free port (or `port`), without persistence, in a
+ * temp dir of its own, and waits until it answers PING. `args` are extra
+ * command-line options (`['--maxmemory', '10mb']`); with `cpus` it runs
+ * under `taskset -c <cpus>`.
+ */
+export async function startRedis(options: { port?: number; args?: string[]; cpus?: string } = {}): Promise<RedisServer> {
+  assertInstalled();
+  installExitHook();
+  const port = options.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), `floodgate-redis-${port}-`));
+  dirs.add(dir);
+  const serverArgs = [
+    '--port', String(port),
+    '--bind', HOST,
+    '--save', '',
+    '--appendonly', 'no',
+    '--dir', dir,
+    '--protected-mode', 'no',
+    ...(options.args ?? []),
+  ];
+  let child: ChildProcess | undefined;
+  let output = '';
+  let stopped = false;
+
+  const launch = async (): Promise<void> => {
+    const [command, args] =
+      options.cpus === undefined ? ['redis-server', serverArgs] : ['taskset', ['-c', options.cpus, 'redis-server', ...serverArgs]];
+    const proc = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = proc;
+    live.add(proc);
+    output = '';
+    // Keep the tail of the log for error messages; reading it also keeps the pipe from filling up.
+    const keep = (chunk: Buffer) => {
+      output = (output + chunk.toString('utf8')).slice(-4000);
+    };
+    proc.stdout!.on('data', keep);
+    proc.stderr!.on('data', keep);
+    let exited = false;
+    proc.once('exit', () => {
+      exited = true;
+      live.delete(proc);
+    });
+    proc.once('error', () => {
+      exited = true;
+      live.delete(proc);
+    });
+    try {
+      await waitFor(`redis-server on port ${port} to answer PING`, async () => {
+        if (exited) throw new Error('exited');
+        return (await rawCommand(port, ['PING'], 200)) === '+PONG';
+      });
+    } catch (error) {
+      proc.kill('SIGKILL');
+      throw new Error(`redis-server on port ${port} did not start${exited ? ' (it exited)' : ''}: ${(error as Error).message}\n${output}`);
+    }
+  };
+
+  const killChild = async (): Promise<void> => {
+    const proc = child;
+    child = undefined;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    proc.kill('SIGKILL');
+    await exited;
+  };
+
+  await launch();
+  return {
+    host: HOST,
+    port,
+    url: `redis://${HOST}:${port}`,
+    kill: killChild,
+    async restart() {
+      if (stopped) throw new Error(`redis-server on port ${port} was stopped; start a new one`);
+      await killChild();
+      await launch();
+    },
+    pause() {
+      child?.kill('SIGSTOP');
+    },
+    resume() {
+      child?.kill('SIGCONT');
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await killChild();
+      rmSync(dir, { recursive: true, force: true });
+      dirs.delete(dir);
+    },
+  };
+}
+
+/**
+ * Starts a Redis Cluster of `masters` nodes (default 3, the minimum
+ * `redis-cli --cluster create` accepts) without replicas, and waits until
+ * every node reports cluster_state:ok and knows every other node.
+ */
+export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisCluster> {
+  const masters = options.masters ?? 3;
+  if (!Number.isInteger(masters) || masters < 3) {
+    throw new Error(`a Redis Cluster needs at least 3 masters (redis-cli --cluster create refuses fewer); got ${masters}`);
+  }
+  const servers: RedisServer[] = [];
+  const stop = async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+  };
+  try {
+    for (let i = 0; i < masters; i++) {
+      const port = await freePort();
+      servers.push(
+        await startRedis({
+          port,
+          args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000'],
+        }),
+      );
+    }
+    const create = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...servers.map((s) => `${s.host}:${s.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (create.error || create.status !== 0) {
+      throw new Error(`redis-cli --cluster create failed: ${create.error?.message ?? ''}${create.stdout}${create.stderr}`);
+    }
+    for (const s of servers) {
+      await waitFor(
+        `cluster node ${s.port} to report cluster_state:ok`,
+        async () => {
+          const info = await rawCommand(s.port, ['CLUSTER', 'INFO']);
+          return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`);
+        },
+        30_000,
+      );
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { nodes: servers.map((s) => ({ host: s.host, port: s.port })), stop };
+}
