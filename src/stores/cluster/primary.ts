@@ -1,0 +1,495 @@
+/** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code, answering node:cluster, worker_threads and PM2 workers. */
+import type { ChildProcess } from 'node:child_process';
+import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
+import * as clusterModule from 'node:cluster';
+import { randomBytes } from 'node:crypto';
+import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
+import { systemClock, type Clock } from '../../clock.js';
+import { describe } from '../../duration.js';
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import type { Outcome, Policy } from '../../policy.js';
+import { assertKnownOptions } from '../../validate.js';
+import { MemoryStore } from '../memory.js';
+import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
+import {
+  KIND_BY_CODE,
+  PM2_MESSAGE_TYPE,
+  PROTOCOL_VERSION,
+  decodePolicy,
+  describePolicy,
+  openWorkerEnvelope,
+  pushOutcome,
+  toWorker,
+  type BatchMessage,
+  type PrimaryMessage,
+  type ResultMessage,
+  type WorkerMessage,
+} from './protocol.js';
+
+// The CommonJS build has no esModuleInterop, so `import cluster from` would
+// read a missing `.default`; the namespace works in both builds.
+const cluster: Cluster =
+  (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
+
+/** Options of {@link ClusterStorePrimary}. */
+export interface ClusterStorePrimaryOptions {
+  /**
+   * Most keys held at once, exactly as {@link MemoryStore}'s `maxKeys`: when
+   * full, the least recently used key is forgotten. Default 100 000.
+   */
+  maxKeys?: number;
+  /** How often expired keys are dropped in the background, in ms. Default 30 000; 0 disables it. */
+  sweepIntervalMs?: number;
+  /**
+   * The primary's time source, used for operations whose worker store has no
+   * clock of its own. Default `Date.now`.
+   */
+  clock?: Clock;
+  /**
+   * Answer node:cluster workers (`cluster.on('message')`). Default: true in
+   * a cluster primary (`cluster.isPrimary`). Set false when this primary only
+   * serves worker threads or PM2.
+   */
+  cluster?: boolean;
+}
+
+/** Counters of a {@link ClusterStorePrimary}, for tests and metrics. */
+export interface ClusterPrimaryStats {
+  /** Keys held by the underlying MemoryStore. */
+  keys: number;
+  /** Keys whose policy is remembered for the conflict check (at most `maxKeys`). */
+  bindings: number;
+  /** Worker threads, ports and child processes attached with {@link ClusterStorePrimary.attach}. */
+  attached: number;
+  /** Batch messages answered since start. */
+  batches: number;
+  /** Operations applied since start (failed ones included). */
+  operations: number;
+}
+
+/**
+ * The subset of the `pm2` package's API that {@link ClusterStorePrimary.attachPm2}
+ * uses; pass `pm2` itself (`import pm2 from 'pm2'`). floodgate does not
+ * depend on pm2.
+ */
+export interface Pm2Api {
+  /** Connects to the running PM2 daemon. */
+  connect(callback: (error: Error) => void): void;
+  /** Subscribes to the daemon's event bus. */
+  launchBus(callback: (error: Error, bus: Pm2Bus) => void): void;
+  /** Sends `packet` to the process with PM2 id `processId`. */
+  sendDataToProcessId(processId: number, packet: object, callback: (error: Error, result: unknown) => void): void;
+  /** Closes the bus connection. */
+  disconnectBus?(callback?: (error: Error) => void): void;
+  /** Closes the daemon connection. */
+  disconnect?(): void;
+}
+
+/** The PM2 event bus, as far as floodgate uses it. */
+export interface Pm2Bus {
+  /** Listens for bus events. */
+  on(event: string, listener: (packet: Pm2Packet) => void): unknown;
+  /** Stops listening (axon's sub-emitter drops every listener of `event`). */
+  off?(event: string): unknown;
+}
+
+/** A `process:msg` packet on the PM2 bus. */
+export interface Pm2Packet {
+  /** What the process sent as `data`. */
+  data?: unknown;
+  /** Who sent it. */
+  process?: { pm_id?: unknown };
+}
+
+interface ResolvedPolicy {
+  policy: Policy;
+  /** The tuple as a string: equal options, equal string. */
+  fp: string;
+}
+
+interface Binding {
+  fp: string;
+  policy: Policy;
+  /** Until when the key's usage can still matter; after it, another policy may take the key over. */
+  until: number;
+}
+
+const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster'] as const;
+/** Distinct policies remembered; more than this many limiters is a leak, and the cache just restarts. */
+const POLICY_CACHE_SIZE = 1024;
+/** Distinct conflicts warned about, so a persistent misconfiguration does not flood the log. */
+const WARNED_CONFLICTS = 100;
+const ignore = (): void => {};
+
+/**
+ * The primary side of the cluster store: one {@link MemoryStore} that every
+ * worker's {@link ClusterStore} reaches over IPC. Each batch is applied
+ * synchronously with `MemoryStore.applySync`, so the algorithms are exactly
+ * the memory store's and every operation is atomic across workers.
+ *
+ * Create one per process, before or after forking: workers that start first
+ * keep their requests queued and repeat their handshake until it answers.
+ * It answers node:cluster workers on its own (see
+ * {@link ClusterStorePrimaryOptions.cluster}); {@link attach} adds worker
+ * threads or message ports and {@link attachPm2} a PM2 bus.
+ *
+ * **Conflicting options fail loudly.** The store holds no limiter
+ * configuration (each operation carries its policy), so the primary checks
+ * where sharing would bite: it remembers, per key, the policy that last
+ * touched it for as long as that usage matters (its `resetMs`). An operation
+ * on the same key with different options (two limiters given the same
+ * `prefix` but different limits, say) is refused with
+ * `FLOODGATE_CONFLICTING_OPTIONS` instead of silently sharing, or corrupting,
+ * the counter; the primary also emits one process warning per conflict. The
+ * check is per key rather than per prefix because a key does not say where
+ * its prefix ends (prefixes and keys may both contain ':'), and per key it is
+ * exact: no false alarm for limiters that merely look alike, and it also
+ * catches prefixes that collide, such as `"a"` + `"b:c"` and `"a:b"` + `"c"`.
+ * The remembered policies are bounded by `maxKeys` like the keys.
+ *
+ * A worker that dies leaves nothing behind: node:cluster workers have no
+ * per-worker state here at all, and attached threads are detached on exit.
+ */
+export class ClusterStorePrimary {
+  /** A random id of this primary, sent in the handshake; PM2 workers address their batches to it. */
+  readonly id: string = randomBytes(6).toString('hex');
+  private readonly store: MemoryStore;
+  private readonly clock: Clock;
+  private readonly maxKeys: number;
+  private readonly bindings = new Map<string, Binding>();
+  private readonly policies = new Map<string, ResolvedPolicy>();
+  private readonly warned = new Set<string>();
+  private readonly detachers = new Set<() => void | Promise<void>>();
+  private readonly attachments = new Set<() => void>();
+  private readonly local: LocalPrimary;
+  private sweeper: NodeJS.Timeout | undefined;
+  private closed = false;
+  private batches = 0;
+  private operations = 0;
+
+  /**
+   * @param options - see {@link ClusterStorePrimaryOptions}
+   * @throws FloodgateError CONFLICTING_OPTIONS when another primary is open in
+   *   this process: two would both answer every worker and count twice.
+   */
+  constructor(options: ClusterStorePrimaryOptions = {}) {
+    assertKnownOptions(options, OPTION_NAMES, 'ClusterStorePrimary');
+    if (options.cluster !== undefined && typeof options.cluster !== 'boolean') {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`);
+    }
+    const sweepIntervalMs = options.sweepIntervalMs ?? 30_000;
+    // MemoryStore validates maxKeys, sweepIntervalMs and clock with the same messages.
+    this.store = new MemoryStore({
+      ...(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys }),
+      sweepIntervalMs,
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+    });
+    this.maxKeys = options.maxKeys ?? 100_000;
+    this.clock = options.clock ?? systemClock;
+    this.local = { receive: (message, reply) => this.receive(message, reply, false) };
+    if (!claimLocalPrimary(this.local)) {
+      void this.store.close();
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'A ClusterStorePrimary is already running in this process. Create one per process (it serves every limiter and worker), or close() the old one first.',
+      );
+    }
+    if (sweepIntervalMs > 0) {
+      this.sweeper = setInterval(() => this.sweepBindings(), sweepIntervalMs);
+      this.sweeper.unref();
+    }
+    if (options.cluster ?? cluster.isPrimary) this.listenCluster();
+  }
+
+  /** Counters for tests and metrics. */
+  stats(): ClusterPrimaryStats {
+    return {
+      keys: this.store.size,
+      bindings: this.bindings.size,
+      attached: this.attachments.size,
+      batches: this.batches,
+      operations: this.operations,
+    };
+  }
+
+  /**
+   * Serves a worker thread (its `parentPort`), one end of a `MessageChannel`
+   * whose other end a {@link ClusterStore} was given as `transport`, or a
+   * `child_process.fork()` child (its IPC channel). Detaches by itself when
+   * the thread or child exits or the port closes. (node:cluster workers need
+   * no attaching.)
+   * @returns a function that detaches it earlier
+   */
+  attach(target: ThreadWorker | MessagePort | ChildProcess): () => void {
+    this.assertOpen();
+    const candidate = target as Partial<ThreadWorker & ChildProcess> | null;
+    const posts = typeof candidate?.postMessage === 'function';
+    if (typeof candidate !== 'object' || candidate === null || typeof candidate.on !== 'function' || (!posts && typeof candidate.send !== 'function')) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `ClusterStorePrimary.attach takes a worker_threads Worker, a MessagePort or a forked ChildProcess; got ${describe(target)}.`,
+      );
+    }
+    const reply = posts
+      ? (message: PrimaryMessage): void => {
+          try {
+            (target as ThreadWorker | MessagePort).postMessage(toWorker(message));
+          } catch {
+            // The thread is gone; its 'exit' detaches us.
+          }
+        }
+      : (message: PrimaryMessage): void => {
+          const child = target as ChildProcess;
+          // With a callback, a child that died meanwhile is an ignored error, not an 'error' event.
+          if (child.connected) child.send(toWorker(message), ignore);
+        };
+    // Worker, MessagePort and ChildProcess are all EventEmitters with these events.
+    const emitter = target as unknown as NodeJS.EventEmitter;
+    const onMessage = (value: unknown): void => {
+      const message = openWorkerEnvelope(value);
+      if (message) this.receive(message, reply, false);
+    };
+    const ends = ['exit', 'close', 'disconnect'] as const;
+    const detach = (): void => {
+      emitter.off('message', onMessage);
+      for (const event of ends) emitter.off(event, detach);
+      this.detachers.delete(detach);
+      this.attachments.delete(detach);
+    };
+    emitter.on('message', onMessage);
+    // A Worker emits 'exit', a MessagePort 'close', a child 'disconnect' and
+    // 'exit'; listening for all of them on each is harmless.
+    for (const event of ends) emitter.on(event, detach);
+    this.detachers.add(detach);
+    this.attachments.add(detach);
+    // A store that is already waiting need not wait for its next handshake retry.
+    reply(this.ready());
+    return detach;
+  }
+
+  /**
+   * Serves every process of a PM2 daemon: connects `pm2`, listens on its bus
+   * for workers' batches and answers each with `pm2.sendDataToProcessId`.
+   * Run it in one process per daemon, usually a small fork-mode app next to
+   * the cluster-mode one (see docs/cluster.md). Two PM2 primaries do not
+   * double-count: each worker addresses its batches to the primary that
+   * answered its handshake, but their counters are then split, so run one.
+   * {@link close} disconnects the bus and `pm2` itself, so give the primary
+   * a pm2 connection of its own.
+   */
+  async attachPm2(pm2: Pm2Api): Promise<void> {
+    this.assertOpen();
+    if (typeof pm2 !== 'object' || pm2 === null || typeof pm2.launchBus !== 'function' || typeof pm2.sendDataToProcessId !== 'function') {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describe(pm2)}.`);
+    }
+    await new Promise<void>((resolve, reject) => pm2.connect((error) => (error ? reject(error) : resolve())));
+    const bus = await new Promise<Pm2Bus>((resolve, reject) => pm2.launchBus((error, b) => (error ? reject(error) : resolve(b))));
+    const onPacket = (packet: Pm2Packet): void => {
+      const processId = packet?.process?.pm_id;
+      const message = openWorkerEnvelope({ type: PM2_MESSAGE_TYPE, data: packet?.data });
+      if (!message || typeof processId !== 'number') return;
+      this.receive(message, (reply) => pm2.sendDataToProcessId(processId, toWorker(reply), ignore), true);
+    };
+    bus.on(PM2_MESSAGE_TYPE, onPacket);
+    const detach = (): void => {
+      this.detachers.delete(detach);
+      bus.off?.(PM2_MESSAGE_TYPE);
+      pm2.disconnectBus?.(ignore);
+      pm2.disconnect?.();
+    };
+    this.detachers.add(detach);
+    if (this.closed) detach();
+  }
+
+  /** Stops answering, detaches every thread, port and PM2 bus, and frees the process's primary slot. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+    for (const detach of [...this.detachers]) await detach();
+    releaseLocalPrimary(this.local);
+    await this.store.close();
+  }
+
+  /**
+   * Handles one message from a worker. `strict` (the PM2 bus, where every
+   * primary sees every batch) ignores batches addressed to another primary.
+   */
+  private receive(message: WorkerMessage, reply: (message: PrimaryMessage) => void, strict: boolean): void {
+    if (this.closed) return;
+    if (message.floodgate !== PROTOCOL_VERSION) {
+      const id = (message as { id?: unknown }).id;
+      reply({
+        floodgate: PROTOCOL_VERSION,
+        t: 'error',
+        ...(typeof id === 'number' ? { id } : {}),
+        code: ErrorCode.STORE_ERROR,
+        message: `cluster store protocol mismatch: the worker speaks version ${describe(message.floodgate)}, this primary ${PROTOCOL_VERSION}. Run the same floodgate release in the primary and the workers.`,
+      });
+      return;
+    }
+    if (message.t === 'hello') {
+      reply(this.ready());
+    } else if (message.t === 'batch') {
+      if (strict && message.to !== undefined && message.to !== this.id) return;
+      reply(this.applyBatch(message));
+    }
+  }
+
+  private ready(): PrimaryMessage {
+    return { floodgate: PROTOCOL_VERSION, t: 'ready', id: this.id };
+  }
+
+  /** Applies a batch in order, synchronously: nothing interleaves, so each operation is atomic. */
+  private applyBatch(message: BatchMessage): PrimaryMessage {
+    const { id, p, o, n } = message;
+    if (
+      !Number.isSafeInteger(id) ||
+      !Array.isArray(p) ||
+      !Array.isArray(o) ||
+      o.length % 4 !== 0 ||
+      (n !== undefined && (!Array.isArray(n) || n.length * 4 !== o.length))
+    ) {
+      return {
+        floodgate: PROTOCOL_VERSION,
+        t: 'error',
+        ...(Number.isSafeInteger(id) ? { id } : {}),
+        code: ErrorCode.STORE_ERROR,
+        message: 'cluster store primary received a malformed batch.',
+      };
+    }
+    this.batches++;
+    const policies = p.map((tuple) => this.resolvePolicy(tuple));
+    const primaryNow = this.clock();
+    const r: (number | null)[] = [];
+    let errors: [number, string, string][] | undefined;
+    const fail = (index: number, code: string, text: string): void => {
+      r.push(-1, 0, 0, 0, 0);
+      (errors ??= []).push([index, code, text]);
+    };
+
+    for (let i = 0, j = 0; j < o.length; i++, j += 4) {
+      this.operations++;
+      const code = o[j];
+      const policyIndex = o[j + 1];
+      // typeof checks first: an index like "length" must not reach the arrays.
+      const kind = typeof code === 'number' ? KIND_BY_CODE[code] : undefined;
+      const resolved = typeof policyIndex === 'number' ? policies[policyIndex] : undefined;
+      const key = o[j + 2];
+      const amount = o[j + 3];
+      if (kind === undefined || resolved === undefined || typeof key !== 'string' || key.length === 0 || !validAmount(kind, amount)) {
+        fail(i, ErrorCode.STORE_ERROR, 'cluster store primary received a malformed operation.');
+        continue;
+      }
+      const t = n === undefined ? -1 : n[i];
+      const now = typeof t === 'number' && t >= 0 ? t : primaryNow;
+
+      const bound = this.bindings.get(key);
+      if (bound !== undefined) {
+        if (bound.fp !== resolved.fp && bound.until > now) {
+          fail(i, ErrorCode.CONFLICTING_OPTIONS, this.conflict(key, bound.policy, resolved.policy));
+          continue;
+        }
+        // Re-inserted below, which keeps the Map in least-recently-used order.
+        this.bindings.delete(key);
+      }
+
+      let outcome: Outcome;
+      try {
+        outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
+      } catch (error) {
+        fail(i, ErrorCode.STORE_ERROR, `cluster store primary failed: ${error instanceof Error ? error.message : String(error)}`);
+        continue;
+      }
+      pushOutcome(r, outcome);
+
+      const until = now + outcome.resetMs;
+      if (until > now) {
+        const binding = bound ?? { fp: resolved.fp, policy: resolved.policy, until };
+        binding.fp = resolved.fp;
+        binding.policy = resolved.policy;
+        binding.until = until;
+        this.bindings.set(key, binding);
+        if (this.bindings.size > this.maxKeys) this.bindings.delete(this.bindings.keys().next().value!);
+      }
+    }
+    const result: ResultMessage = { floodgate: PROTOCOL_VERSION, t: 'result', id, r, ...(errors ? { e: errors } : {}) };
+    return result;
+  }
+
+  private resolvePolicy(tuple: unknown): ResolvedPolicy | undefined {
+    if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
+    const fp = tuple.join(',');
+    let resolved = this.policies.get(fp);
+    if (resolved === undefined) {
+      const policy = decodePolicy(tuple);
+      if (policy === undefined) return undefined;
+      if (this.policies.size >= POLICY_CACHE_SIZE) this.policies.clear();
+      resolved = { policy, fp };
+      this.policies.set(fp, resolved);
+    }
+    return resolved;
+  }
+
+  private conflict(key: string, bound: Policy, incoming: Policy): string {
+    const text =
+      `Two limiters use the store key ${JSON.stringify(key)} with different options (${describePolicy(bound)} and ${describePolicy(incoming)}). ` +
+      'Limiters that share a prefix share counters, so they must have the same options: give each limiter its own prefix.';
+    const pair = `${describePolicy(bound)} / ${describePolicy(incoming)}`;
+    if (!this.warned.has(pair) && this.warned.size < WARNED_CONFLICTS) {
+      this.warned.add(pair);
+      process.emitWarning(text, { code: ErrorCode.CONFLICTING_OPTIONS });
+    }
+    return text;
+  }
+
+  private sweepBindings(): void {
+    const now = this.clock();
+    for (const [key, binding] of this.bindings) {
+      if (binding.until <= now) this.bindings.delete(key);
+    }
+  }
+
+  private listenCluster(): void {
+    const onMessage = (worker: ClusterWorker, value: unknown): void => {
+      const message = openWorkerEnvelope(value);
+      if (!message) return;
+      this.receive(message, (reply) => sendToWorker(worker, reply), false);
+    };
+    cluster.on('message', onMessage);
+    this.detachers.add(() => {
+      cluster.off('message', onMessage);
+    });
+    // Workers forked earlier may be waiting on a handshake; tell them now
+    // rather than at their next retry.
+    for (const worker of Object.values(cluster.workers ?? {})) {
+      if (worker) sendToWorker(worker, this.ready());
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new FloodgateError(ErrorCode.CLOSED, 'This ClusterStorePrimary was closed; create a new one.');
+  }
+}
+
+/** Sends to a node:cluster worker; a worker that died meanwhile is skipped, never an unhandled 'error'. */
+function sendToWorker(worker: ClusterWorker, message: PrimaryMessage): void {
+  if (!worker.isConnected()) return;
+  worker.send(toWorker(message), ignore);
+}
+
+/** Amount checks that keep garbage from corrupting a counter (the limiter validates the real calls). */
+function validAmount(kind: string, amount: unknown): boolean {
+  if (typeof amount !== 'number' || !Number.isSafeInteger(amount)) return false;
+  switch (kind) {
+    case 'consume':
+    case 'reward':
+    case 'penalty':
+      return amount > 0;
+    case 'block':
+      return amount > 0 || amount === -1;
+    default:
+      return true;
+  }
+}

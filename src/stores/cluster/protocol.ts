@@ -1,0 +1,192 @@
+/** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
+import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../policy.js';
+
+/**
+ * Protocol version. Every message carries it under the `floodgate` property,
+ * which is also the tag that tells floodgate's messages from any other IPC
+ * traffic; a primary answers a different version with an error instead of
+ * misreading it (a PM2 primary may run another release than the app).
+ */
+export const PROTOCOL_VERSION = 1;
+
+/**
+ * `topic` of the primary → worker envelope. It is the shape
+ * `pm2.sendDataToProcessId` delivers (`{ id, topic, data }`), so a worker
+ * reads replies the same way whoever its primary is.
+ */
+export const TOPIC = 'floodgate';
+
+/**
+ * `type` of the worker → primary envelope. PM2's daemon forwards
+ * `{ type, data }` messages to its bus under `type`, and `'process:msg'` is
+ * the event a bus listener subscribes to; node:cluster and worker_threads
+ * primaries simply unwrap it. One envelope means a worker never needs to know
+ * whether PM2 runs it.
+ */
+export const PM2_MESSAGE_TYPE = 'process:msg';
+
+/** A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs]. */
+export type PolicyTuple = [number, number, number, number];
+
+/** Worker → primary: asks whether a primary is there. Idempotent, so it may be resent until answered. */
+export interface HelloMessage {
+  readonly floodgate: number;
+  readonly t: 'hello';
+}
+
+/**
+ * Worker → primary: every operation a worker made in one event-loop turn.
+ *
+ * `o` holds four entries per operation: OP_CODE, index into `p`, full key,
+ * amount. `n`, present when a store has a clock, holds each operation's time
+ * (-1: use the primary's clock). `to` is the primary that answered the
+ * handshake; a primary ignores batches addressed to another one, so two
+ * primaries on one PM2 bus never both apply a batch.
+ */
+export interface BatchMessage {
+  readonly floodgate: number;
+  readonly t: 'batch';
+  readonly id: number;
+  readonly to?: string;
+  readonly p: PolicyTuple[];
+  readonly o: (number | string)[];
+  readonly n?: number[];
+}
+
+/** Primary → worker: the answer to a hello. `id` names this primary instance. */
+export interface ReadyMessage {
+  readonly floodgate: number;
+  readonly t: 'ready';
+  readonly id: string;
+}
+
+/**
+ * Primary → worker: the outcomes of a batch, in order. `r` holds five
+ * entries per operation: allowed (1, 0, or -1 when the operation failed and
+ * `e` says why), remaining, resetMs, retryAfterMs, emptyMs. Infinity travels
+ * as itself over structured clone and as `null` over JSON (node:cluster IPC),
+ * which decoding maps back; no sentinel can collide with a real value.
+ */
+export interface ResultMessage {
+  readonly floodgate: number;
+  readonly t: 'result';
+  readonly id: number;
+  readonly r: (number | null)[];
+  /** [operation index, error code, message] of each failed operation. */
+  readonly e?: [number, string, string][];
+}
+
+/**
+ * Primary → worker: a whole batch (or, without `id`, the handshake) failed.
+ * Its shape never changes between versions, so a worker reads it whatever
+ * version the primary speaks (that is how a version mismatch is reported).
+ */
+export interface ErrorMessage {
+  readonly floodgate: number;
+  readonly t: 'error';
+  readonly id?: number;
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Anything a worker sends. */
+export type WorkerMessage = HelloMessage | BatchMessage;
+/** Anything a primary sends. */
+export type PrimaryMessage = ReadyMessage | ResultMessage | ErrorMessage;
+
+/** The envelope around a worker's message. */
+export interface WorkerEnvelope {
+  readonly type: typeof PM2_MESSAGE_TYPE;
+  readonly data: WorkerMessage;
+}
+
+/** The envelope around a primary's message (`id` is added by PM2 only). */
+export interface PrimaryEnvelope {
+  readonly topic: typeof TOPIC;
+  readonly data: PrimaryMessage;
+}
+
+/** Wraps a worker message for sending. */
+export function toPrimary(data: WorkerMessage): WorkerEnvelope {
+  return { type: PM2_MESSAGE_TYPE, data };
+}
+
+/** Wraps a primary message for sending. */
+export function toWorker(data: PrimaryMessage): PrimaryEnvelope {
+  return { topic: TOPIC, data };
+}
+
+/** The worker message inside `value`, or undefined when it is someone else's traffic. */
+export function openWorkerEnvelope(value: unknown): WorkerMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const envelope = value as { type?: unknown; data?: unknown };
+  if (envelope.type !== PM2_MESSAGE_TYPE) return undefined;
+  const data = envelope.data as { floodgate?: unknown } | null | undefined;
+  return typeof data === 'object' && data !== null && data.floodgate !== undefined ? (data as WorkerMessage) : undefined;
+}
+
+/** The primary message inside `value`, or undefined when it is someone else's traffic. */
+export function openPrimaryEnvelope(value: unknown): PrimaryMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const envelope = value as { topic?: unknown; data?: unknown };
+  if (envelope.topic !== TOPIC) return undefined;
+  const data = envelope.data as { floodgate?: unknown } | null | undefined;
+  return typeof data === 'object' && data !== null && data.floodgate !== undefined ? (data as PrimaryMessage) : undefined;
+}
+
+/** Operation kinds by OP_CODE, for decoding. */
+export const KIND_BY_CODE: readonly (OperationKind | undefined)[] = (() => {
+  const kinds: (OperationKind | undefined)[] = [];
+  for (const [kind, code] of Object.entries(OP_CODE)) kinds[code] = kind as OperationKind;
+  return kinds;
+})();
+
+/** Encodes a policy for the wire. */
+export function encodePolicy(policy: Policy): PolicyTuple {
+  return [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs];
+}
+
+/** limit × window bound of the limiter, so a primary never runs arithmetic the algorithms do not promise to keep exact. */
+const MAX_PRODUCT = 2 ** 50;
+
+/**
+ * Decodes and validates a policy tuple; undefined when malformed. The primary
+ * checks because a worker may run another floodgate release than it does.
+ */
+export function decodePolicy(tuple: unknown): Policy | undefined {
+  if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
+  const [a, limit, windowMs, blockMs] = tuple as unknown[];
+  const algorithm = typeof a === 'number' ? ALGORITHMS[a] : undefined;
+  if (algorithm === undefined) return undefined;
+  if (!isPositiveInteger(limit) || !isPositiveInteger(windowMs)) return undefined;
+  if (!Number.isSafeInteger(blockMs) || (blockMs as number) < 0) return undefined;
+  if (limit * windowMs > MAX_PRODUCT) return undefined;
+  return Object.freeze({ algorithm, limit, windowMs, blockMs: blockMs as number });
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) > 0;
+}
+
+/** Appends an outcome's five numbers to `out`. */
+export function pushOutcome(out: (number | null)[], outcome: Outcome): void {
+  out.push(outcome.allowed ? 1 : 0, outcome.remaining, outcome.resetMs, outcome.retryAfterMs, outcome.emptyMs);
+}
+
+/** Reads the outcome at operation `index` of a result's `r`. */
+export function readOutcome(r: readonly (number | null)[], index: number): Outcome {
+  const base = index * 5;
+  return {
+    allowed: r[base] === 1,
+    remaining: r[base + 1] ?? 0,
+    resetMs: r[base + 2] ?? Infinity,
+    retryAfterMs: r[base + 3] ?? Infinity,
+    emptyMs: r[base + 4] ?? Infinity,
+  };
+}
+
+/** A short human description of a policy, for error messages. */
+export function describePolicy(policy: Policy): string {
+  const block = policy.blockMs > 0 ? `, block ${policy.blockMs} ms` : '';
+  return `${policy.algorithm} limit ${policy.limit} per ${policy.windowMs} ms${block}`;
+}
