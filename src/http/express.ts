@@ -1,0 +1,59 @@
+/** Express 4 and 5 adapter (`floodgate/express`): `rateLimit(options)` returns a middleware `(req, res, next)`. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { setHeaders, viewOf, writeResponse } from './respond.js';
+
+/**
+ * The parts of an Express request the adapter reads. Typed structurally
+ * rather than imported from `express`, so the types work for Express 4 and
+ * 5 and without `@types/express` installed; an Express `Request` fits.
+ */
+export interface ExpressRequestLike extends IncomingMessage {
+  /** Express's client address (per its `trust proxy` setting); read only with `trustProxy: "framework"`. */
+  ip?: string | undefined;
+  /** The URL before mount paths were stripped. */
+  originalUrl?: string;
+}
+
+/** An Express middleware. */
+export type ExpressMiddleware<Req extends ExpressRequestLike = ExpressRequestLike> = (
+  req: Req,
+  res: ServerResponse,
+  next: (error?: unknown) => void,
+) => void;
+
+/** Options of the Express adapter: the shared options; callbacks receive the Express request. */
+export type ExpressRateLimitOptions<Req extends ExpressRequestLike = ExpressRequestLike> = HttpRateLimitOptions<Req>;
+
+/**
+ * Creates an Express middleware. Mount it on the app for a global limit or
+ * on a route for a per-route limit. Errors from callbacks go to `next(err)`;
+ * store failures never do (they follow `onStoreError`).
+ *
+ * @example
+ * app.use(rateLimit({ limiter: new RateLimiter({ limit: 100, window: '1m' }) }));
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(
+  options: ExpressRateLimitOptions<Req>,
+): ExpressMiddleware<Req> {
+  const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/express rateLimit', frameworkIp: true });
+  return (req, res, next) => {
+    // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
+    void limiter.handle(viewOf(req, req, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined)).then((outcome) => {
+      switch (outcome.action) {
+        case 'continue':
+          setHeaders(res, outcome.headers);
+          next();
+          return;
+        case 'respond':
+          writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
+          return;
+        case 'error':
+          next(outcome.error);
+          return;
+      }
+    }).catch((error: unknown) => limiter.reportError(error, req));
+  };
+}

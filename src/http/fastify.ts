@@ -1,0 +1,138 @@
+/** Fastify 4 and 5 adapter (`floodgate/fastify`): a plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`. */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import { assertKnownOptions } from '../validate.js';
+import { HTTP_OPTION_NAMES, HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { combinedValue, type HeaderPair } from './headers.js';
+
+/** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */
+export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>> | false;
+
+/** The hook the limiter runs in. */
+export type FastifyRateLimitHook = 'onRequest' | 'preValidation' | 'preHandler';
+
+/** Options of the Fastify plugin: the shared options (callbacks receive the Fastify request) plus `global` and `hook`. */
+export interface FastifyRateLimitOptions extends Partial<HttpRateLimitOptions<FastifyRequest>> {
+  /**
+   * Limit every route (default `true`; `limiter` is then required here), or
+   * only routes with `config.rateLimit` (`false`).
+   */
+  global?: boolean;
+  /**
+   * Where the check runs. Default `"onRequest"`: before the body is read, so
+   * refused requests cost the least. Use `"preHandler"` when `key` needs
+   * what other hooks add (an authenticated user, a parsed body).
+   */
+  hook?: FastifyRateLimitHook;
+}
+
+/** The Fastify plugin type, without naming Fastify's generic parameters. */
+export interface FastifyRateLimitPlugin {
+  (instance: FastifyInstance, options: FastifyRateLimitOptions): Promise<void>;
+}
+
+const PLUGIN_OPTION_NAMES = [...HTTP_OPTION_NAMES, 'global', 'hook'] as const;
+/** Options Fastify's `register` itself understands; they may reach the plugin and are ignored. */
+const REGISTER_OPTION_NAMES = ['prefix', 'logLevel', 'logSerializers'] as const;
+const HOOKS: readonly FastifyRateLimitHook[] = ['onRequest', 'preValidation', 'preHandler'];
+/** Marks floodgate's hooks so a route seen twice (e.g. an automatic HEAD route) is not limited twice. */
+const MARK = Symbol.for('floodgate.fastify.hook');
+
+type Hook = ((request: FastifyRequest, reply: FastifyReply) => Promise<unknown>) & { [MARK]?: true };
+
+/**
+ * The plugin. Register it before the routes it should cover:
+ *
+ * @example
+ * await app.register(rateLimit, { limiter: new RateLimiter({ limit: 100, window: '1m' }) });
+ * app.get('/login', { config: { rateLimit: { limiter: loginLimiter } } }, handler);
+ * app.get('/health', { config: { rateLimit: false } }, handler);
+ *
+ * It is not encapsulated (like `fastify-plugin`), so it sees the routes of
+ * the whole application. Options are validated when it is registered, and
+ * each route's when the route is added (errors surface from `ready()`).
+ */
+export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLimit(instance, options) {
+  const owner = 'floodgate/fastify rateLimit';
+  assertKnownOptions(options, [...PLUGIN_OPTION_NAMES, ...REGISTER_OPTION_NAMES], owner);
+  const { global = true, hook = 'onRequest', ...rest } = options;
+  for (const name of REGISTER_OPTION_NAMES) delete (rest as Record<string, unknown>)[name];
+  if (typeof global !== 'boolean') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `global must be true or false; got ${describe(global)}.`);
+  }
+  if (!HOOKS.includes(hook)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `hook must be one of ${HOOKS.map((h) => JSON.stringify(h)).join(', ')}; got ${describe(hook)}.`,
+    );
+  }
+  const base = rest as Partial<HttpRateLimitOptions<FastifyRequest>>;
+  // Built now so that bad plugin options fail at register time, and shared by every route without its own options.
+  const shared = global ? new HttpLimiter<FastifyRequest>(base as HttpRateLimitOptions<FastifyRequest>, adapterConfig(owner)) : undefined;
+  const sharedHook = shared === undefined ? undefined : makeHook(shared);
+
+  instance.addHook('onRoute', (route) => {
+    const config = (route.config ?? {}) as { rateLimit?: unknown };
+    const own = config.rateLimit;
+    if (own === false) return;
+    if (own === undefined && sharedHook === undefined) return;
+    let routeHook: Hook;
+    if (own === undefined) {
+      routeHook = sharedHook!;
+    } else {
+      const where = `${owner} (route ${String(route.method)} ${route.url})`;
+      assertKnownOptions(own, HTTP_OPTION_NAMES, `${where} config.rateLimit`);
+      routeHook = makeHook(new HttpLimiter<FastifyRequest>({ ...base, ...(own as object) } as HttpRateLimitOptions<FastifyRequest>, adapterConfig(where)));
+    }
+    const existing = route[hook] as Hook | Hook[] | undefined;
+    const list = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing];
+    if (list.some((h) => h[MARK] === true)) return;
+    // First in its phase: a refused request should cost as little as possible.
+    (route as unknown as Record<string, unknown>)[hook] = [routeHook, ...list];
+  });
+};
+
+// What fastify-plugin would set: run in the parent's context (so onRoute sees every route), with a readable name.
+Object.defineProperty(rateLimit, Symbol.for('skip-override'), { value: true });
+Object.defineProperty(rateLimit, Symbol.for('fastify.display-name'), { value: 'floodgate' });
+Object.defineProperty(rateLimit, Symbol.for('plugin-meta'), { value: { name: 'floodgate', fastify: '4.x || 5.x' } });
+
+function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
+  return { owner, frameworkIp: true };
+}
+
+function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
+  const hook: Hook = async function floodgateHook(request, reply) {
+    const url = request.url;
+    const q = url.indexOf('?');
+    const outcome = await limiter.handle({
+      raw: request,
+      socketAddress: request.raw.socket?.remoteAddress,
+      frameworkIp: limiter.usesFrameworkIp ? request.ip : undefined,
+      headers: request.headers,
+      method: request.method,
+      path: q < 0 ? url : url.slice(0, q),
+    });
+    switch (outcome.action) {
+      case 'continue':
+        setAll(reply, outcome.headers);
+        return undefined;
+      case 'respond':
+        reply.code(outcome.status);
+        setAll(reply, outcome.headers);
+        reply.header('content-type', outcome.contentType);
+        // An async hook that answers must return the reply, or Fastify runs the route anyway.
+        return reply.send(outcome.body);
+      case 'error':
+        throw outcome.error;
+    }
+  };
+  hook[MARK] = true;
+  return hook;
+}
+
+/** Sets headers on the reply, appending to IETF list fields set before (by another floodgate hook, say). */
+function setAll(reply: FastifyReply, headers: readonly HeaderPair[]): void {
+  for (const pair of headers) reply.header(pair[0], combinedValue(pair, reply.getHeader(pair[0])));
+}

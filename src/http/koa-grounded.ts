@@ -1,0 +1,227 @@
+/** koa-grounded compatibility (seed 001): `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../errors.js';
+import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
+import type { Operation, Outcome } from '../policy.js';
+import { isStore, type Store } from '../stores/store.js';
+import { assertKnownOptions } from '../validate.js';
+import { HTTP_OPTION_NAMES, HttpLimiter, type DecisionInfo, type HttpRateLimitOptions } from './core.js';
+import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
+
+/**
+ * koa-grounded's options, plus the floodgate Koa options except `limiter`
+ * (which these build) and `timeout` (koa-grounded's `timeout` means
+ * something else; the middleware keeps its default 5 s bound). See
+ * docs/http/koa.md for the mapping.
+ */
+export interface GroundedOptions<Ctx extends KoaContextLike = KoaContextLike> extends Omit<HttpRateLimitOptions<Ctx>, 'limiter' | 'timeout'> {
+  /** koa-grounded: the Redis key namespace. floodgate: the limiter's `prefix`. Default: floodgate's policy-derived prefix. */
+  partitionKey?: string;
+  /** koa-grounded: requests per session. floodgate: `limit` (fixed window). Required. */
+  ratelimit: number;
+  /** koa-grounded: session length in microseconds. floodgate: `window` = globalEXP / 1000 ms; must be whole milliseconds. Required. */
+  globalEXP: number;
+  /**
+   * koa-grounded: worker ↔ Redis sync interval in ms. Reserved: floodgate
+   * has no local-first (batched) mode yet, so every decision goes to the
+   * store and this value is checked but not used.
+   */
+  timeout?: number;
+  /** koa-grounded: local LRU size. floodgate: the in-memory block list's `maxKeys` (turns the block list on). */
+  cacheSize?: number;
+  /** koa-grounded: Redis connection string. floodgate: an ioredis client and a RedisStore, loaded on first use. */
+  dbStr?: string;
+  /** koa-grounded: access log. floodgate: one line per decision through `logger`. */
+  verbose?: boolean;
+  /** Where `verbose` lines go. Default `console.log`. */
+  logger?: (line: string) => void;
+  /** A store to use instead of `dbStr` (e.g. a RedisStore you built). Default: memory, or Redis with `dbStr`. */
+  store?: Store;
+}
+
+/** The names `grounded` accepts beyond the shared HTTP options. */
+export const GROUNDED_OPTION_NAMES = [
+  'partitionKey',
+  'ratelimit',
+  'globalEXP',
+  'timeout',
+  'cacheSize',
+  'dbStr',
+  'verbose',
+  'logger',
+  'store',
+] as const;
+
+/** The middleware `grounded` returns, with a way to wait for the store and to release it. */
+export type GroundedMiddleware<Ctx extends KoaContextLike = KoaContextLike> = KoaMiddleware<Ctx> & {
+  /** The underlying limiter (for `peek`, `reset`, …). */
+  readonly limiter: RateLimiter;
+  /** Settles when the store is ready; rejects if `dbStr` could not be used (requests then follow `onStoreError`). */
+  readonly ready: Promise<void>;
+  /** Closes the Redis client this middleware opened for `dbStr`. Idempotent. */
+  close(): Promise<void>;
+};
+
+/**
+ * Creates a Koa middleware from koa-grounded's options, so an app using
+ * `Grounded({...})` can switch by changing the import.
+ *
+ * Differences from koa-grounded: clients are identified by the socket
+ * address unless `trustProxy` says otherwise (koa-grounded read `ctx.ip`,
+ * which with `app.proxy = true` believes any X-Forwarded-For a client
+ * sends); `timeout` is reserved.
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: GroundedOptions<Ctx>): GroundedMiddleware<Ctx> {
+  const owner = 'floodgate/koa grounded';
+  assertKnownOptions(options, [...GROUNDED_OPTION_NAMES, ...HTTP_OPTION_NAMES.filter((n) => n !== 'limiter' && n !== 'timeout')], owner);
+  const { partitionKey, ratelimit, globalEXP, timeout, cacheSize, dbStr, verbose, logger, store, ...http } = options;
+
+  if (typeof globalEXP !== 'number' || !Number.isSafeInteger(globalEXP) || globalEXP <= 0 || globalEXP % 1000 !== 0) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_WINDOW,
+      `globalEXP is the window in microseconds and must be a positive whole number of milliseconds (a multiple of 1000); got ${describe(globalEXP)}.`,
+    );
+  }
+  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `timeout (reserved, the sync interval in ms) must be a positive number; got ${describe(timeout)}.`);
+  }
+  if (cacheSize !== undefined && (typeof cacheSize !== 'number' || !Number.isSafeInteger(cacheSize) || cacheSize < 1)) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `cacheSize must be a positive whole number; got ${describe(cacheSize)}.`);
+  }
+  if (dbStr !== undefined && (typeof dbStr !== 'string' || dbStr.length === 0)) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `dbStr must be a Redis connection string such as "redis://127.0.0.1:6379/"; got ${describe(dbStr)}.`);
+  }
+  if (dbStr !== undefined && store !== undefined) {
+    throw new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, 'dbStr and store both say where counters live; set only one.');
+  }
+  if (verbose !== undefined && typeof verbose !== 'boolean') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `verbose must be true or false; got ${describe(verbose)}.`);
+  }
+  if (logger !== undefined && typeof logger !== 'function') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `logger must be a function; got ${describe(logger)}.`);
+  }
+  if (store !== undefined && !isStore(store)) {
+    throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describe(store)}.`);
+  }
+
+  const redis = dbStr === undefined ? undefined : new DeferredRedisStore(dbStr);
+  const limiterOptions: RateLimiterOptions = { limit: ratelimit, window: globalEXP / 1000, algorithm: 'fixed-window' };
+  if (partitionKey !== undefined) limiterOptions.prefix = partitionKey;
+  if (cacheSize !== undefined) limiterOptions.inMemoryBlock = { maxKeys: cacheSize };
+  const chosenStore = redis ?? store;
+  if (chosenStore !== undefined) limiterOptions.store = chosenStore;
+  const limiter = new RateLimiter(limiterOptions);
+
+  const log = logger ?? ((line: string) => console.log(line));
+  const userOnDecision = http.onDecision;
+  const onDecision =
+    verbose === true
+      ? (ctx: Ctx, info: DecisionInfo) => {
+          log(formatDecision(ctx, info));
+          return userOnDecision?.(ctx, info);
+        }
+      : userOnDecision;
+
+  const core = new HttpLimiter<Ctx>({ ...http, onDecision, limiter }, { owner, frameworkIp: true });
+  if (redis !== undefined) redis.onClientError = (error) => core.reportError(error, undefined);
+
+  const ready = redis === undefined ? Promise.resolve() : redis.ready.then(() => undefined);
+  // Nobody has to await ready: a failed setup already shows as store failures on each request.
+  ready.catch(() => undefined);
+
+  const middleware = koaMiddleware(core) as GroundedMiddleware<Ctx>;
+  Object.defineProperties(middleware, {
+    limiter: { value: limiter, enumerable: true },
+    ready: { value: ready, enumerable: true },
+    close: { value: () => (redis === undefined ? Promise.resolve() : redis.close()), enumerable: true },
+  });
+  return middleware;
+}
+
+/** One verbose log line, e.g. `floodgate 203.0.113.7 GET /ping allowed 999/1000 reset 3600s`. */
+function formatDecision(ctx: KoaContextLike, info: DecisionInfo): string {
+  const p = info.policies[0];
+  const state = p === undefined ? 'no-decision' : `${p.remaining}/${p.limit} reset ${Math.ceil(p.resetMs / 1000)}s`;
+  return `floodgate ${info.ip ?? 'unknown'} ${ctx.method} ${ctx.path} ${info.allowed ? 'allowed' : `refused ${info.status}`} ${state}`;
+}
+
+interface RedisClientLike {
+  on?(event: 'error', listener: (error: unknown) => void): unknown;
+  quit?(): Promise<unknown>;
+  disconnect?(): void;
+}
+
+/**
+ * A Store that creates an ioredis client and a RedisStore on first need,
+ * through dynamic imports so that `floodgate/koa` never loads Redis code
+ * unless `dbStr` is set. Until then, and if setup fails, operations reject
+ * with STORE_ERROR, which the middleware handles like any store failure.
+ */
+class DeferredRedisStore implements Store {
+  readonly name = 'redis';
+  /** Receives client connection errors (ioredis emits them as events). */
+  onClientError: ((error: unknown) => void) | undefined;
+  readonly ready: Promise<Store>;
+  private client: RedisClientLike | undefined;
+  private store: Store | undefined;
+  private closed = false;
+
+  constructor(dbStr: string) {
+    this.ready = this.connect(dbStr);
+    this.ready.catch(() => undefined);
+  }
+
+  apply(operation: Operation): Promise<Outcome> {
+    if (this.store !== undefined) return this.store.apply(operation);
+    return this.ready.then((store) => store.apply(operation));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const client = this.client;
+    try {
+      await this.ready;
+    } catch {
+      // Setup failed: nothing more to release than a client, if one was made.
+    }
+    await this.store?.close?.();
+    if (client?.quit !== undefined) await client.quit().catch(() => client.disconnect?.());
+    else client?.disconnect?.();
+  }
+
+  private async connect(dbStr: string): Promise<Store> {
+    // Specifiers in variables: the core must not depend on ioredis, nor on the Redis store at type-check time.
+    const ioredisModule = 'ioredis';
+    const storeModule = '../stores/redis/index.js';
+    let client: RedisClientLike;
+    try {
+      const mod = (await import(ioredisModule)) as { default?: unknown; Redis?: unknown };
+      const Redis = (mod.Redis ?? mod.default) as new (url: string) => RedisClientLike;
+      client = new Redis(dbStr);
+    } catch (error) {
+      throw setupError('ioredis could not be loaded or refused dbStr (npm install ioredis)', error);
+    }
+    this.client = client;
+    client.on?.('error', (error) => this.onClientError?.(error));
+    if (this.closed) {
+      client.disconnect?.();
+      throw new FloodgateError(ErrorCode.CLOSED, 'the grounded middleware was closed before Redis was ready.');
+    }
+    try {
+      const { RedisStore } = (await import(storeModule)) as { RedisStore: new (options: { client: unknown }) => Store };
+      this.store = new RedisStore({ client });
+      return this.store;
+    } catch (error) {
+      client.disconnect?.();
+      throw setupError('the Redis store could not be created', error);
+    }
+  }
+}
+
+function setupError(what: string, cause: unknown): FloodgateError {
+  const wrapped = toStoreError(cause, 'redis');
+  return new FloodgateError(ErrorCode.STORE_ERROR, `dbStr: ${what}: ${wrapped.message}`, cause);
+}

@@ -1,0 +1,66 @@
+/** The Koa middleware around the shared HTTP path, used by `rateLimit` and `grounded` in floodgate/koa. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { HttpLimiter } from './core.js';
+import { combinedValue, type HeaderPair } from './headers.js';
+
+/**
+ * The parts of a Koa context the adapter uses. Typed structurally rather
+ * than imported from `koa`, so the types do not depend on `@types/koa`'s
+ * version; a Koa `Context` fits.
+ */
+export interface KoaContextLike {
+  /** The node:http request. */
+  req: IncomingMessage;
+  /** The node:http response. */
+  res: ServerResponse;
+  /** Koa's client address (per `app.proxy`); read only with `trustProxy: "framework"`. */
+  ip: string;
+  /** URL path. */
+  path: string;
+  /** HTTP method. */
+  method: string;
+  /** Response status. */
+  status: number;
+  /** Response body. */
+  body: unknown;
+  /** Sets a response header. */
+  set(field: string, value: string): void;
+}
+
+/** A Koa middleware. */
+export type KoaMiddleware<Ctx extends KoaContextLike = KoaContextLike> = (ctx: Ctx, next: () => Promise<unknown>) => Promise<void>;
+
+/** Wraps a built {@link HttpLimiter} as a Koa middleware; shared by `rateLimit` and `grounded`. */
+export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<Ctx>): KoaMiddleware<Ctx> {
+  return async (ctx, next) => {
+    const url = ctx.req.url ?? '/';
+    const outcome = await limiter.handle({
+      raw: ctx,
+      socketAddress: ctx.req.socket?.remoteAddress,
+      frameworkIp: limiter.usesFrameworkIp ? ctx.ip : undefined,
+      headers: ctx.req.headers,
+      method: ctx.method,
+      path: ctx.path ?? url.split('?')[0]!,
+    });
+    switch (outcome.action) {
+      case 'continue':
+        setAll(ctx, outcome.headers);
+        await next();
+        return;
+      case 'respond':
+        ctx.status = outcome.status;
+        setAll(ctx, outcome.headers);
+        // Set before the body: Koa keeps an existing Content-Type instead of guessing one from a string body.
+        ctx.set('Content-Type', outcome.contentType);
+        ctx.body = outcome.body;
+        return;
+      case 'error':
+        throw outcome.error;
+    }
+  };
+}
+
+/** Sets headers through Koa, appending to IETF list fields an earlier middleware set. */
+function setAll(ctx: KoaContextLike, headers: readonly HeaderPair[]): void {
+  for (const pair of headers) ctx.set(pair[0], combinedValue(pair, ctx.res.getHeader(pair[0])));
+}

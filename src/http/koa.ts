@@ -1,0 +1,26 @@
+/** Koa 2+ adapter (`floodgate/koa`): `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names (seed 001). */
+import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
+
+export { grounded, GROUNDED_OPTION_NAMES } from './koa-grounded.js';
+export type { GroundedOptions, GroundedMiddleware } from './koa-grounded.js';
+export { koaMiddleware } from './koa-middleware.js';
+export type { KoaContextLike, KoaMiddleware } from './koa-middleware.js';
+
+/** Options of the Koa adapter: the shared options; callbacks receive the Koa context. */
+export type KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike> = HttpRateLimitOptions<Ctx>;
+
+/**
+ * Creates a Koa middleware. Use it with `app.use` for a global limit or on a
+ * router route for a per-route limit. Errors from callbacks are thrown to
+ * Koa's error handling; store failures never are (they follow
+ * `onStoreError`).
+ *
+ * @example
+ * app.use(rateLimit({ limiter: new RateLimiter({ limit: 100, window: '1m' }) }));
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function rateLimit<Ctx extends KoaContextLike = KoaContextLike>(options: KoaRateLimitOptions<Ctx>): KoaMiddleware<Ctx> {
+  return koaMiddleware(new HttpLimiter<Ctx>(options, { owner: 'floodgate/koa rateLimit', frameworkIp: true }));
+}

@@ -1,0 +1,52 @@
+/** node:http adapter (`floodgate/node`): `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { setHeaders, viewOf, writeResponse } from './respond.js';
+
+/** Options of the node:http adapter: the shared options; callbacks receive the IncomingMessage. `trustProxy: "framework"` is not available. */
+export type NodeRateLimitOptions<Req extends IncomingMessage = IncomingMessage> = HttpRateLimitOptions<Req>;
+
+/**
+ * Checks one request. Resolves true when the request may go on (rate-limit
+ * headers are already set on `res`), false when the limiter has answered
+ * (429, 403, 401/400, 503, or 500 when a callback threw). Never rejects.
+ */
+export type NodeRateLimit<Req extends IncomingMessage = IncomingMessage> = (req: Req, res: ServerResponse) => Promise<boolean>;
+
+/**
+ * Creates a rate-limit check for a plain node:http server.
+ *
+ * @example
+ * const limit = rateLimit({ limiter: new RateLimiter({ limit: 100, window: '1m' }) });
+ * http.createServer(async (req, res) => {
+ *   if (!(await limit(req, res))) return;
+ *   res.end('hello');
+ * });
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: NodeRateLimitOptions<Req>): NodeRateLimit<Req> {
+  const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/node rateLimit', frameworkIp: false });
+  return async (req, res) => {
+    const outcome = await limiter.handle(viewOf(req, req));
+    switch (outcome.action) {
+      case 'continue':
+        setHeaders(res, outcome.headers);
+        return true;
+      case 'respond':
+        writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
+        return false;
+      case 'error':
+        // No framework to hand the error to: log it and answer 500 rather than leave the request open.
+        limiter.reportError(outcome.error, req);
+        writeResponse(
+          res,
+          500,
+          [],
+          'application/problem+json',
+          JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 }),
+        );
+        return false;
+    }
+  };
+}

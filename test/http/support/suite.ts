@@ -1,0 +1,332 @@
+// The behaviour every HTTP adapter must show, run by each framework's test file against real servers on ephemeral ports.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { RateLimiter } from '../../../src/limiter.js';
+import { MemoryStore } from '../../../src/stores/memory.js';
+import { QUOTA_EXCEEDED_TYPE, type DecisionInfo } from '../../../src/http/core.js';
+import {
+  FailingStore,
+  HangingStore,
+  get,
+  readDraft6,
+  readDraft7,
+  readIetf,
+  statuses,
+} from './http.js';
+
+/** A server started by a harness. */
+export interface RunningServer {
+  /** Base URL, e.g. http://127.0.0.1:40123 */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** What to mount: one middleware for all routes, and/or per-route middleware. Every other path answers 200 "ok". */
+export interface ServerSpec {
+  /** Options of a middleware that covers every route. */
+  global?: Record<string, unknown>;
+  /** Per-route options (GET only). */
+  routes?: Record<string, Record<string, unknown>>;
+  /** Listen address; default 127.0.0.1. */
+  host?: string;
+}
+
+/** How one framework (and version) starts a server with floodgate mounted. */
+export interface Harness {
+  name: string;
+  start(spec: ServerSpec): Promise<RunningServer>;
+}
+
+const limiter = (limit: number, window: string | number = '1m', extra: Record<string, unknown> = {}): RateLimiter =>
+  new RateLimiter({ limit, window, store: new MemoryStore({ sweepIntervalMs: 0 }), ...extra });
+
+async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Promise<void>): Promise<void> {
+  const server = await h.start(spec);
+  try {
+    await fn(server.url);
+  } finally {
+    await server.close();
+  }
+}
+
+/** Registers the shared adapter tests for `h`. */
+export function adapterSuite(h: Harness): void {
+  describe(`${h.name}: shared behaviour`, () => {
+    it('admits up to the limit, then answers 429 with Retry-After and a problem body', async () => {
+      const limited: unknown[] = [];
+      await withServer(h, { global: { limiter: limiter(2), onLimited: (_req: unknown, info: unknown) => limited.push(info) } }, async (url) => {
+        assert.equal((await get(`${url}/x`)).status, 200);
+        const second = await get(`${url}/x`);
+        assert.equal(second.status, 200);
+        assert.equal(second.body, 'ok');
+        const third = await get(`${url}/x`);
+        assert.equal(third.status, 429);
+        const retryAfter = Number(third.headers['retry-after']);
+        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${third.headers['retry-after']}`);
+        assert.match(String(third.headers['content-type']), /^application\/problem\+json/);
+        const problem = JSON.parse(third.body) as Record<string, unknown>;
+        assert.equal(problem.type, QUOTA_EXCEEDED_TYPE);
+        assert.equal(problem.status, 429);
+        assert.deepEqual(problem['violated-policies'], ['2-per-1m']);
+        const ietf = readIetf(third.headers).get('2-per-1m')!;
+        assert.equal(ietf.r, 0);
+        assert.ok(ietf.t !== undefined && ietf.t <= retryAfter, 'Retry-After is not earlier than the end of the effective window');
+        assert.equal(limited.length, 1);
+      });
+    });
+
+    it('sends IETF RateLimit and RateLimit-Policy in the current draft syntax', async () => {
+      await withServer(h, { global: { limiter: { limiter: limiter(5, '1m'), name: 'per "minute"' } } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 200);
+        const policy = readIetf(reply.headers).get('per "minute"');
+        assert.deepEqual(policy, { name: 'per "minute"', q: 5, w: 60, r: 4, t: policy?.t });
+        assert.ok(policy!.t! > 0 && policy!.t! <= 60);
+        assert.equal(reply.headers['retry-after'], undefined);
+      });
+    });
+
+    it('sends the draft-7, draft-6 and legacy forms when asked, and none with "none"', async () => {
+      await withServer(h, { global: { limiter: limiter(3, '1h'), headers: 'draft-7' } }, async (url) => {
+        const d7 = readDraft7((await get(`${url}/x`)).headers);
+        assert.equal(d7.limit, 3);
+        assert.equal(d7.remaining, 2);
+        assert.ok(d7.reset > 0 && d7.reset <= 3600);
+        assert.deepEqual(d7.policies, [{ q: 3, w: 3600 }]);
+      });
+      await withServer(h, { global: { limiter: limiter(3, '1h'), headers: 'draft-6' } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        const d6 = readDraft6(reply.headers);
+        assert.deepEqual({ limit: d6.limit, remaining: d6.remaining }, { limit: 3, remaining: 2 });
+        assert.ok(d6.reset > 0 && d6.reset <= 3600);
+        assert.equal(reply.headers['ratelimit'], undefined);
+      });
+      await withServer(h, { global: { limiter: limiter(3, '1h'), headers: ['ietf', 'legacy'] } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.headers['x-ratelimit-limit'], '3');
+        assert.equal(reply.headers['x-ratelimit-remaining'], '2');
+        const reset = Number(reply.headers['x-ratelimit-reset']);
+        const now = Date.now() / 1000;
+        assert.ok(reset > now && reset <= now + 3601, 'X-RateLimit-Reset is a Unix time in seconds');
+        assert.equal(readIetf(reply.headers).get('3-per-1h')!.r, 2);
+      });
+      await withServer(h, { global: { limiter: limiter(1, '1h'), headers: 'none' } }, async (url) => {
+        const ok = await get(`${url}/x`);
+        assert.equal(ok.headers['ratelimit'], undefined);
+        assert.equal(ok.headers['ratelimit-policy'], undefined);
+        const refused = await get(`${url}/x`);
+        assert.equal(refused.status, 429);
+        assert.ok(Number(refused.headers['retry-after']) > 0, 'Retry-After is sent even without rate-limit fields');
+      });
+    });
+
+    it('identifies clients by an API-key header: missing gives 401 (or 400), keys count separately, long keys are hashed', async () => {
+      const keys: string[] = [];
+      const onDecision = (_req: unknown, info: DecisionInfo): void => {
+        keys.push(info.key);
+      };
+      await withServer(h, { global: { limiter: limiter(1), key: { header: 'X-Api-Key' }, onDecision } }, async (url) => {
+        const missing = await get(`${url}/x`);
+        assert.equal(missing.status, 401);
+        assert.match(String(missing.headers['www-authenticate']), /^ApiKey /);
+        assert.match(JSON.parse(missing.body).detail as string, /x-api-key/);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': 'alice' } })).status, 200);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': 'alice' } })).status, 429);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': 'bob' } })).status, 200);
+        const long = 'k'.repeat(5000);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': long } })).status, 200);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': long } })).status, 429);
+        assert.deepEqual(keys.slice(0, 3), ['alice', 'alice', 'bob']);
+        assert.match(keys[3]!, /^sha256:[A-Za-z0-9_-]{43}$/);
+      });
+      await withServer(h, { global: { limiter: limiter(1), key: { header: 'x-api-key', missingStatus: 400 } } }, async (url) => {
+        const missing = await get(`${url}/x`, { headers: { 'x-api-key': '   ' } });
+        assert.equal(missing.status, 400);
+        assert.equal(missing.headers['www-authenticate'], undefined);
+      });
+    });
+
+    it('honours skip, the allow list and the deny list', async () => {
+      const spec = {
+        limiter: limiter(1),
+        key: { header: 'x-api-key' },
+        skip: (_req: unknown, client: { path: string }) => client.path === '/health',
+        allowList: ['trusted-key', '10.0.0.0/8'],
+        denyList: ['banned-key', '127.0.0.1'],
+      };
+      await withServer(h, { global: spec }, async (url) => {
+        // The test client is 127.0.0.1, which is denied, before any key check.
+        const denied = await get(`${url}/x`, { headers: { 'x-api-key': 'anyone' } });
+        assert.equal(denied.status, 403);
+        assert.equal(denied.headers['ratelimit'], undefined);
+        assert.deepEqual(await statuses(`${url}/health`, 3), [200, 200, 200]);
+      });
+      await withServer(h, { global: { ...spec, denyList: ['banned-key'] } }, async (url) => {
+        assert.equal((await get(`${url}/x`, { headers: { 'x-api-key': 'banned-key' } })).status, 403);
+        assert.deepEqual(await statuses(`${url}/x`, 3, { headers: { 'x-api-key': 'trusted-key' } }), [200, 200, 200]);
+        assert.deepEqual(await statuses(`${url}/x`, 2, { headers: { 'x-api-key': 'someone' } }), [200, 429]);
+      });
+      await withServer(h, { global: { limiter: limiter(1), allowList: ['loopback'] } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.deepEqual(await statuses(`${url}/x`, 3), [200, 200, 200]);
+        assert.equal(reply.headers['ratelimit'], undefined, 'allow-listed requests are not counted or reported');
+      });
+    });
+
+    it('evaluates several policies together, reports all of them, and refunds when one refuses', async () => {
+      const perMinute = limiter(5, '1m');
+      const perHour = limiter(2, '1h');
+      await withServer(
+        h,
+        { global: { limiter: [{ limiter: perMinute, name: 'burst' }, { limiter: perHour, name: 'hourly' }] } },
+        async (url) => {
+          const first = await get(`${url}/x`);
+          const report = readIetf(first.headers);
+          assert.deepEqual([...report.keys()], ['burst', 'hourly']);
+          assert.deepEqual([report.get('burst')!.q, report.get('burst')!.w, report.get('burst')!.r], [5, 60, 4]);
+          assert.deepEqual([report.get('hourly')!.q, report.get('hourly')!.w, report.get('hourly')!.r], [2, 3600, 1]);
+          assert.equal((await get(`${url}/x`)).status, 200);
+          const refused = await get(`${url}/x`);
+          assert.equal(refused.status, 429);
+          assert.deepEqual(JSON.parse(refused.body)['violated-policies'], ['hourly']);
+          const after = readIetf(refused.headers);
+          assert.equal(after.get('hourly')!.r, 0);
+          assert.equal(after.get('burst')!.r, 3, 'the burst policy got its unit back');
+          assert.ok(Number(refused.headers['retry-after']) > 60, 'Retry-After follows the refusing hourly policy');
+          const key = '127.0.0.1';
+          assert.equal((await perMinute.peek(key)).remaining, 3, 'a refused request spent nothing');
+          assert.equal((await perHour.peek(key)).remaining, 0);
+        },
+      );
+    });
+
+    it('applies per-route limits independently', async () => {
+      await withServer(h, { routes: { '/a': { limiter: limiter(1) }, '/b': { limiter: limiter(2) } } }, async (url) => {
+        assert.deepEqual(await statuses(`${url}/a`, 2), [200, 429]);
+        assert.deepEqual(await statuses(`${url}/b`, 3), [200, 200, 429]);
+        assert.deepEqual(await statuses(`${url}/other`, 3), [200, 200, 200]);
+      });
+    });
+
+    it('answers 503 when the store fails, passes when configured, and never hangs', async () => {
+      const errors: unknown[] = [];
+      const onError = (error: unknown): void => {
+        errors.push(error);
+      };
+      const failing = new FailingStore();
+      await withServer(h, { global: { limiter: limiter(5, '1m', { store: failing, breaker: false }), onError } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 503);
+        assert.equal(JSON.parse(reply.body).status, 503);
+        assert.ok(failing.calls >= 1);
+        assert.ok(errors.length >= 1);
+      });
+      await withServer(
+        h,
+        { global: { limiter: limiter(5, '1m', { store: new FailingStore(), breaker: false }), onError, onStoreError: 'pass' } },
+        async (url) => {
+          const reply = await get(`${url}/x`);
+          assert.equal(reply.status, 200);
+          assert.equal(reply.headers['ratelimit'], undefined, 'no policy answered, so none is reported');
+        },
+      );
+      await withServer(h, { global: { limiter: limiter(5, '1m', { store: new HangingStore() }), onError, timeout: 100 } }, async (url) => {
+        const reply = await get(`${url}/x`, { timeoutMs: 3000 });
+        assert.equal(reply.status, 503);
+        assert.ok(reply.elapsedMs < 2000, `answered in ${reply.elapsedMs} ms`);
+      });
+      // The limiter's own fault options win over the middleware's: fail-open admits, fail-closed refuses.
+      await withServer(h, { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-open' }), onError } }, async (url) => {
+        assert.equal((await get(`${url}/x`)).status, 200);
+      });
+      await withServer(h, { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-closed' }), onError } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 429);
+        assert.match(JSON.parse(reply.body).type as string, /temporary-reduced-capacity$/);
+      });
+      // A store failure on one policy refunds the other, so the request spends nothing.
+      const healthy = limiter(5);
+      await withServer(
+        h,
+        { global: { limiter: [healthy, limiter(9, '1m', { store: new FailingStore(), breaker: false })], onError } },
+        async (url) => {
+          assert.equal((await get(`${url}/x`)).status, 503);
+          assert.equal((await healthy.peek('127.0.0.1')).remaining, 5);
+        },
+      );
+    });
+
+    it('ignores spoofed X-Forwarded-For unless proxies are trusted', async () => {
+      await withServer(h, { global: { limiter: limiter(1) } }, async (url) => {
+        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.1' } })).status, 200);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.2' } })).status, 429, 'a new XFF does not buy a new quota');
+      });
+      await withServer(h, { global: { limiter: limiter(1), trustProxy: 1 } }, async (url) => {
+        const spoofed = { 'x-forwarded-for': '198.51.100.9, 203.0.113.1' };
+        assert.equal((await get(`${url}/x`, { headers: spoofed })).status, 200);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.1' } })).status, 429, 'only the entry the trusted proxy wrote counts');
+        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.2' } })).status, 200);
+      });
+      await withServer(h, { global: { limiter: limiter(1), trustProxy: ['127.0.0.1/32', '10.0.0.0/8'], proxyHeader: 'forwarded' } }, async (url) => {
+        const via = (client: string): { headers: Record<string, string> } => ({ headers: { forwarded: `for=${client}, for=10.1.2.3` } });
+        assert.equal((await get(`${url}/x`, via('"[2001:db8::1]:4711"'))).status, 200);
+        assert.equal((await get(`${url}/x`, via('"[2001:db8::2]"'))).status, 429, 'same /64');
+        assert.equal((await get(`${url}/x`, via('192.0.2.60'))).status, 200);
+        assert.equal((await get(`${url}/x`)).status, 200, 'the proxy itself, with no header');
+        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '192.0.2.77' } })).status, 429, 'X-Forwarded-For is not read when Forwarded is configured');
+      });
+    });
+
+    it('normalises IPv4-mapped socket addresses and groups IPv6 clients by /64', async () => {
+      const keys: string[] = [];
+      const onDecision = (_req: unknown, info: DecisionInfo): void => {
+        keys.push(info.key);
+      };
+      let server: RunningServer;
+      try {
+        server = await h.start({ host: '::', global: { limiter: limiter(5), onDecision } });
+      } catch {
+        return; // no IPv6 on this host
+      }
+      try {
+        const port = new URL(server.url).port;
+        await get(`http://127.0.0.1:${port}/x`);
+        assert.equal(keys[0], '127.0.0.1', 'a ::ffff:127.0.0.1 socket address counts as 127.0.0.1');
+        await get(`http://[::1]:${port}/x`).then(
+          () => assert.equal(keys[1], '::/64'),
+          () => undefined,
+        );
+      } finally {
+        await server.close();
+      }
+    });
+
+    it('sends a text body or a custom one when configured', async () => {
+      await withServer(h, { global: { limiter: limiter(1), body: 'text' } }, async (url) => {
+        await get(`${url}/x`);
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 429);
+        assert.match(String(reply.headers['content-type']), /^text\/plain/);
+        assert.match(reply.body, /^Request quota exceeded; retry in \d+ seconds?\.\n$/);
+      });
+      const body = (info: { reason: string; retryAfterSeconds?: number }) => ({ error: info.reason, wait: info.retryAfterSeconds });
+      await withServer(h, { global: { limiter: limiter(1), body, statusCode: 503 } }, async (url) => {
+        await get(`${url}/x`);
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 503);
+        assert.match(String(reply.headers['content-type']), /^application\/json/);
+        assert.equal(JSON.parse(reply.body).error, 'limited');
+      });
+    });
+
+    it('hands a throwing key function to the framework as a 500, without hanging', async () => {
+      const key = (): string => {
+        throw new Error('boom');
+      };
+      await withServer(h, { global: { limiter: limiter(1), key, onError: () => undefined } }, async (url) => {
+        const reply = await get(`${url}/x`, { timeoutMs: 3000 });
+        assert.equal(reply.status, 500);
+      });
+    });
+  });
+}
