@@ -1,0 +1,95 @@
+/** Result rows of a run and how they are printed: a text table for people, a JSON array for scripts. */
+
+/** One variant's result; the JSON output is an array of these. */
+export interface Row {
+  readonly scenario: string;
+  readonly variant: string;
+  /** Requests per second over the measured period; null when the variant failed. */
+  readonly rps: number | null;
+  readonly p50Ms: number | null;
+  readonly p99Ms: number | null;
+  /**
+   * Redis commands per request: the sum of `calls` over INFO commandstats
+   * (the harness's own INFO/CONFIG/FLUSHALL left out) ÷ requests. Commands a
+   * Lua script runs count too, so one EVALSHA doing INCR + PEXPIRE is 3.
+   * Null when the run had no Redis or the variant failed.
+   */
+  readonly redisCmdsPerReq: number | null;
+  /** rps ÷ the baseline's (first variant's) rps; null when either failed. */
+  readonly ratio: number | null;
+  /** Responses completed in the measured period. */
+  readonly requests: number | null;
+  readonly p90Ms: number | null;
+  readonly maxMs: number | null;
+  /** Responses by status class. */
+  readonly status: { readonly '2xx': number; readonly '429': number; readonly other: number } | null;
+  /** wrk socket errors (connect, read, write, timeout). */
+  readonly socketErrors: { readonly connect: number; readonly read: number; readonly write: number; readonly timeout: number } | null;
+  /** Redis calls per command name over the measured period, for reading redisCmdsPerReq. */
+  readonly redisCommands: Readonly<Record<string, number>> | null;
+  /** Measured seconds and connections, so a JSON consumer knows the settings. */
+  readonly durationS: number;
+  readonly connections: number;
+  /** Why the variant failed, when it did. */
+  readonly error?: string;
+}
+
+/** Settings and machine shown above each table. */
+export interface RunInfo {
+  readonly scenario: string;
+  readonly description: string;
+  readonly lines: readonly string[];
+}
+
+interface Column {
+  readonly title: string;
+  readonly left?: boolean;
+  readonly cell: (row: Row) => string;
+}
+
+const fixed = (value: number | null | undefined, digits: number): string => (value == null ? '-' : value.toFixed(digits));
+
+const COLUMNS: readonly Column[] = [
+  { title: 'variant', left: true, cell: (r) => r.variant },
+  { title: 'requests/s', cell: (r) => (r.error ? 'FAILED' : fixed(r.rps, 0)) },
+  { title: 'p50 ms', cell: (r) => fixed(r.p50Ms, 2) },
+  { title: 'p99 ms', cell: (r) => fixed(r.p99Ms, 2) },
+  { title: 'Redis cmds/req', cell: (r) => fixed(r.redisCmdsPerReq, 2) },
+  { title: 'ratio', cell: (r) => fixed(r.ratio, 2) },
+  { title: '2xx', cell: (r) => (r.status ? String(r.status['2xx']) : '-') },
+  { title: '429', cell: (r) => (r.status ? String(r.status['429']) : '-') },
+  { title: 'other', cell: (r) => (r.status ? String(r.status.other) : '-') },
+  {
+    title: 'sock err',
+    cell: (r) => (r.socketErrors ? String(Object.values(r.socketErrors).reduce((a, b) => a + b, 0)) : '-'),
+  },
+];
+
+/** The text report of one scenario: a header, the table, and the failures' messages. */
+export function formatTable(info: RunInfo, rows: readonly Row[]): string {
+  const cells = rows.map((row) => COLUMNS.map((column) => column.cell(row)));
+  const widths = COLUMNS.map((column, i) => Math.max(column.title.length, ...cells.map((line) => line[i]!.length)));
+  const render = (values: readonly string[]): string =>
+    values
+      .map((value, i) => (COLUMNS[i]!.left ? value.padEnd(widths[i]!) : value.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  const out = [
+    `${info.scenario}: ${info.description}`,
+    ...info.lines.map((line) => `  ${line}`),
+    '',
+    render(COLUMNS.map((column) => column.title)),
+    render(widths.map((width) => '-'.repeat(width))),
+    ...cells.map(render),
+  ];
+  const failures = rows.filter((row) => row.error !== undefined);
+  if (failures.length > 0) {
+    out.push('');
+    for (const row of failures) out.push(`${row.variant} failed: ${row.error}`);
+  }
+  out.push(
+    '',
+    'ratio = requests/s ÷ the first row\'s. Redis cmds/req counts commands run inside Lua scripts too. 429 = refused by the limiter.',
+  );
+  return `${out.join('\n')}\n`;
+}

@@ -1,0 +1,326 @@
+/** The benchmark CLI: `npm run bench -- <scenario|all> [--json] [--duration S] [--warmup S] [--connections N] [--variants a,b]`. */
+import { existsSync, readdirSync } from 'node:fs';
+import { cpus, loadavg, release } from 'node:os';
+import { basename, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { killEverything, pinSelf, planCpus, stopEverything, type CpuPlan } from './lib/processes.js';
+import { snapshotDist } from './lib/dist.js';
+import { BenchError } from './lib/errors.js';
+import { lockRun } from './lib/lock.js';
+import { BenchRedis } from './lib/redis.js';
+import { formatTable, type Row, type RunInfo } from './lib/report.js';
+import { indent, startServer, type RunningServer } from './lib/server.js';
+import { assertWrk, runWrk, wrkVersion, type WrkResult } from './lib/wrk.js';
+import type { Scenario, Variant } from './types.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SCENARIO_DIR = fileURLToPath(new URL('./scenarios/', import.meta.url));
+
+const USAGE = `usage: npm run bench -- <scenario|all> [options]
+
+options:
+  --json            print one JSON array of results on stdout, nothing else
+  --duration S      measured seconds per variant (default 10)
+  --warmup S        unmeasured warm-up seconds per variant (default 2; 0 skips)
+  --connections N   wrk connections (default: the scenario's, else 100)
+  --variants a,b    run only these variants (the baseline, the first, always runs)
+  --help            this text`;
+
+/** Parsed command line. */
+interface Options {
+  readonly scenario: string | undefined;
+  readonly json: boolean;
+  readonly durationS: number;
+  readonly warmupS: number;
+  readonly connections: number | undefined;
+  readonly variants: readonly string[] | undefined;
+}
+
+/** Messages for people go to stderr, so that --json leaves stdout to the JSON alone. */
+const log = (message: string): void => void process.stderr.write(`${message}\n`);
+
+/** A bad command line: the message and the usage are printed, exit code 2. */
+class UsageError extends BenchError {}
+
+function parseOptions(argv: readonly string[]): Options | 'help' {
+  const { values, positionals } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      json: { type: 'boolean', default: false },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      variants: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) return 'help';
+  if (positionals.length > 1) throw new UsageError(`one scenario at a time (or "all"); got ${positionals.join(' ')}`);
+  return {
+    scenario: positionals[0],
+    json: values.json ?? false,
+    durationS: seconds(values.duration, 'duration', 10, 1),
+    warmupS: seconds(values.warmup, 'warmup', 2, 0),
+    connections: values.connections === undefined ? undefined : wholeNumber(values.connections, 'connections', 1),
+    variants: values.variants?.split(',').map((v) => v.trim()).filter((v) => v.length > 0),
+  };
+}
+
+function seconds(value: string | undefined, name: string, fallback: number, min: number): number {
+  return value === undefined ? fallback : wholeNumber(value, name, min);
+}
+
+function wholeNumber(value: string, name: string, min: number): number {
+  // wrk takes whole seconds and connections; reject "1.5" rather than silently rounding it.
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`--${name} must be a whole number ≥ ${min}; got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** Loads and checks every bench/scenarios/*.ts, sorted by name. */
+async function loadScenarios(): Promise<Scenario[]> {
+  const files = readdirSync(SCENARIO_DIR)
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'))
+    .sort();
+  const scenarios: Scenario[] = [];
+  for (const file of files) {
+    const module = (await import(pathToFileURL(join(SCENARIO_DIR, file)).href)) as { default?: Scenario };
+    scenarios.push(checkScenario(module.default, basename(file, '.ts')));
+  }
+  return scenarios;
+}
+
+function checkScenario(scenario: Scenario | undefined, fileName: string): Scenario {
+  const where = `bench/scenarios/${fileName}.ts`;
+  if (!scenario || typeof scenario !== 'object') throw new BenchError(`${where} must export default a Scenario (see bench/README.md)`);
+  if (scenario.name !== fileName) throw new BenchError(`${where}: name is ${JSON.stringify(scenario.name)}; it must equal the file name`);
+  if (!Array.isArray(scenario.variants) || scenario.variants.length === 0) throw new BenchError(`${where}: variants must be a non-empty array`);
+  const seen = new Set<string>();
+  for (const variant of scenario.variants) {
+    if (seen.has(variant.name)) throw new BenchError(`${where}: variant ${variant.name} appears twice`);
+    seen.add(variant.name);
+    if (!existsSync(variant.server)) throw new BenchError(`${where}: variant ${variant.name}: server ${variant.server} does not exist`);
+  }
+  return scenario;
+}
+
+function listScenarios(scenarios: readonly Scenario[]): string {
+  const lines = [USAGE, '', 'scenarios:'];
+  for (const scenario of scenarios) {
+    lines.push(`  ${scenario.name}  ${scenario.description}`);
+    const width = Math.max(...scenario.variants.map((v) => v.name.length));
+    for (const variant of scenario.variants) lines.push(`      ${variant.name.padEnd(width)}  ${variant.description ?? ''}`);
+  }
+  lines.push('  all  every scenario above, one after the other');
+  return `${lines.join('\n')}\n`;
+}
+
+/** The variants to run: all, or the named ones plus the baseline so ratios stay meaningful. */
+function selectVariants(scenario: Scenario, names: readonly string[] | undefined): Variant[] {
+  if (names === undefined) return [...scenario.variants];
+  const unknown = names.filter((name) => !scenario.variants.some((v) => v.name === name));
+  if (unknown.length > 0) {
+    throw new UsageError(`${scenario.name} has no variant ${unknown.join(', ')}; it has ${scenario.variants.map((v) => v.name).join(', ')}`);
+  }
+  return scenario.variants.filter((v, i) => i === 0 || names.includes(v.name));
+}
+
+/** What every variant of the run shares. */
+interface Context {
+  readonly options: Options;
+  readonly plan: CpuPlan;
+  /** The run's copy of dist/ (see lib/dist.ts). */
+  readonly dist: string;
+}
+
+interface Measured {
+  readonly wrk: WrkResult;
+  readonly redisCommands: Record<string, number> | null;
+}
+
+/** Start, warm up, measure, stop: one variant. Always stops its server. */
+async function measureVariant(scenario: Scenario, variant: Variant, { options, plan, dist }: Context, redis: BenchRedis | undefined): Promise<Measured> {
+  // Every variant starts from an empty Redis so none inherits another's keys.
+  await redis?.reset();
+  log(`[${scenario.name}] ${variant.name}: starting server`);
+  const server = await startServer(variant, { cwd: ROOT, cpus: plan.server, dist, redisUrl: variant.redis ? redis?.url : undefined });
+  try {
+    const load = {
+      url: `http://127.0.0.1:${server.port}${scenario.path ?? '/'}`,
+      connections: options.connections ?? scenario.connections ?? 100,
+      ...(scenario.wrkLua === undefined ? {} : { lua: scenario.wrkLua }),
+    };
+    if (options.warmupS > 0) {
+      // Unmeasured: lets V8 optimise the hot path and the limiter reach its steady state (keys blocked, scripts cached).
+      log(`[${scenario.name}] ${variant.name}: warm-up ${options.warmupS} s`);
+      await runWrk({ ...load, durationS: options.warmupS });
+      assertAlive(server);
+    }
+    await redis?.resetStats();
+    log(`[${scenario.name}] ${variant.name}: measuring ${options.durationS} s`);
+    const wrk = await runWrk({ ...load, durationS: options.durationS });
+    const redisCommands = redis ? await redis.commandCounts() : null;
+    assertAlive(server);
+    return { wrk, redisCommands };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** A server that died under load makes wrk's numbers meaningless (all connect errors); fail the variant instead. */
+function assertAlive(server: RunningServer): void {
+  const status = server.exitStatus();
+  if (status !== null) throw new Error(`server died during the run (${status})\n${indent(server.output())}`);
+}
+
+async function runScenario(scenario: Scenario, context: Context): Promise<{ rows: Row[]; info: RunInfo }> {
+  const { options, plan } = context;
+  const variants = selectVariants(scenario, options.variants);
+  const connections = options.connections ?? scenario.connections ?? 100;
+  // Other work on this small machine skews every number; say so where the numbers are.
+  const loadBefore = loadavg()[0]!;
+  if (loadBefore > 0.5) log(`[${scenario.name}] warning: load average is ${loadBefore.toFixed(2)} before the run; numbers will be noisy`);
+  let redis: BenchRedis | undefined;
+  if (variants.some((v) => v.redis)) {
+    log(`[${scenario.name}] starting redis-server`);
+    redis = await BenchRedis.start(plan.load);
+  }
+  try {
+    const measured: Array<Measured | Error> = [];
+    for (const variant of variants) {
+      try {
+        measured.push(await measureVariant(scenario, variant, context, redis));
+      } catch (error) {
+        // One broken variant should not cost the others' numbers; it is reported in its row.
+        const failure = error instanceof Error ? error : new Error(String(error));
+        log(`[${scenario.name}] ${variant.name}: FAILED: ${failure.message.split('\n')[0]}`);
+        measured.push(failure);
+      }
+    }
+    const baseline = measured[0];
+    const baseRps = baseline instanceof Error || baseline === undefined ? null : baseline.wrk.rps;
+    const rows = variants.map((variant, i): Row => toRow(scenario.name, variant.name, measured[i]!, baseRps, options.durationS, connections));
+    const info: RunInfo = {
+      scenario: scenario.name,
+      description: scenario.description,
+      lines: [
+        `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} connections; ${wrkVersion()}, 1 thread`,
+        `${cpus()[0]?.model.trim() ?? 'unknown CPU'}; ${plan.note}`,
+        `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}`,
+        `1-min load average ${loadBefore.toFixed(2)} before the run, ${loadavg()[0]!.toFixed(2)} after (the run itself raises it)`,
+      ],
+    };
+    return { rows, info };
+  } finally {
+    await redis?.stop();
+  }
+}
+
+function toRow(scenario: string, variant: string, result: Measured | Error, baseRps: number | null, durationS: number, connections: number): Row {
+  if (result instanceof Error) {
+    return {
+      scenario,
+      variant,
+      rps: null,
+      p50Ms: null,
+      p99Ms: null,
+      redisCmdsPerReq: null,
+      ratio: null,
+      requests: null,
+      p90Ms: null,
+      maxMs: null,
+      status: null,
+      socketErrors: null,
+      redisCommands: null,
+      durationS,
+      connections,
+      error: result.message,
+    };
+  }
+  const { wrk, redisCommands } = result;
+  const redisCalls = redisCommands ? Object.values(redisCommands).reduce((a, b) => a + b, 0) : null;
+  return {
+    scenario,
+    variant,
+    rps: round(wrk.rps, 1),
+    p50Ms: round(wrk.p50Ms, 3),
+    p99Ms: round(wrk.p99Ms, 3),
+    redisCmdsPerReq: redisCalls === null ? null : wrk.requests > 0 ? round(redisCalls / wrk.requests, 4) : 0,
+    ratio: baseRps ? round(wrk.rps / baseRps, 3) : null,
+    requests: wrk.requests,
+    p90Ms: round(wrk.p90Ms, 3),
+    maxMs: round(wrk.maxMs, 3),
+    status: wrk.status,
+    socketErrors: wrk.socketErrors,
+    redisCommands,
+    durationS: round(wrk.durationS, 3),
+    connections,
+  };
+}
+
+function round(value: number, digits: number): number {
+  const scale = 10 ** digits;
+  return Math.round(value * scale) / scale;
+}
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  if (options === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const scenarios = await loadScenarios();
+  if (options.scenario === undefined) {
+    process.stdout.write(options.json ? `${JSON.stringify(scenarios.map(({ name, description, variants }) => ({ name, description, variants: variants.map((v) => v.name) })))}\n` : listScenarios(scenarios));
+    return 0;
+  }
+  const selected = options.scenario === 'all' ? scenarios : scenarios.filter((s) => s.name === options.scenario);
+  if (selected.length === 0) throw new UsageError(`no scenario ${JSON.stringify(options.scenario)}; run \`npm run bench\` for the list`);
+  if (options.variants !== undefined && selected.length > 1) throw new UsageError('--variants needs a single scenario');
+  assertWrk();
+  lockRun(ROOT);
+  const dist = snapshotDist(ROOT);
+
+  const plan = planCpus();
+  pinSelf(plan.load);
+  const rows: Row[] = [];
+  for (const scenario of selected) {
+    const result = await runScenario(scenario, { options, plan, dist });
+    rows.push(...result.rows);
+    if (!options.json) process.stdout.write(`${formatTable(result.info, result.rows)}\n`);
+  }
+  if (options.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+  return rows.some((row) => row.error !== undefined) ? 1 : 0;
+}
+
+// Whatever ends the harness — Ctrl-C, kill, a crash — nothing it started may outlive it.
+process.on('exit', killEverything);
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    // Ignore repeats: test/support/redis-server.ts re-raises the signal after its own cleanup, and the stop below is bounded anyway.
+    if (stopping) return;
+    stopping = true;
+    log(`\n${signal}: stopping every server, wrk and redis-server this run started`);
+    void stopEverything().finally(() => process.exit(128 + ({ SIGINT: 2, SIGTERM: 15, SIGHUP: 1 } as const)[signal]));
+  });
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      log(`${(error as Error).message}\n\n${USAGE}`);
+      process.exitCode = 2;
+    } else {
+      // A BenchError already says what to do; anything else is a harness bug, where the stack helps.
+      log(error instanceof BenchError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error));
+      process.exitCode = 1;
+    }
+    killEverything();
+  },
+);

@@ -1,0 +1,35 @@
+/** Scenario seed-000: the in-memory block strategy (5 random keys, 5 points/s) — floodgate vs rate-limiter-flexible on Redis. */
+import { fileURLToPath } from 'node:url';
+import { defineScenario, type Variant } from '../types.js';
+
+const server = fileURLToPath(new URL('../servers/seed-000.ts', import.meta.url));
+
+/** One variant of bench/servers/seed-000.ts, configured through its SEED000_* environment. */
+function variant(name: string, description: string, limiter: string, store: string, block: boolean): Variant {
+  return {
+    name,
+    description,
+    server,
+    env: { SEED000_LIMITER: limiter, SEED000_STORE: store, SEED000_BLOCK: block ? '1' : '0' },
+    redis: store === 'redis',
+  };
+}
+
+/**
+ * Seed 000 measured rate-limiter-flexible with and without
+ * `inMemoryBlockOnConsumed`; here both libraries run the same endpoint side
+ * by side, plus a bare server as the baseline and floodgate's memory store as
+ * the in-process ceiling.
+ */
+export default defineScenario({
+  name: 'seed-000',
+  description: 'node:http, random key of 5, 5 points per 1 s: in-memory block on/off, floodgate vs rate-limiter-flexible',
+  variants: [
+    variant('bare', 'no limiter, always 200', 'none', 'memory', false),
+    variant('floodgate-memory', 'RateLimiter on MemoryStore', 'floodgate', 'memory', false),
+    variant('floodgate-redis', 'RateLimiter on RedisStore (ioredis), no in-memory block', 'floodgate', 'redis', false),
+    variant('floodgate-redis-block', 'RateLimiter on RedisStore (ioredis) + inMemoryBlock: true', 'floodgate', 'redis', true),
+    variant('rlf-redis', 'rate-limiter-flexible RateLimiterRedis (ioredis)', 'rlf', 'redis', false),
+    variant('rlf-redis-block', 'RateLimiterRedis (ioredis) + inMemoryBlockOnConsumed: 5', 'rlf', 'redis', true),
+  ],
+});

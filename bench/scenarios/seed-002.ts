@@ -1,0 +1,155 @@
+/** Scenario seed-002: node:cluster, one key, 1000 points/s — floodgate's cluster store vs rate-limiter-flexible's RateLimiterCluster; run directly, this file is also the scenario's server. */
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defineScenario, type Variant } from '../types.js';
+
+// The server lives in this file (its second half) rather than in
+// bench/servers/, to keep seed 002 in one file; the harness only imports the
+// scenario, and the server code runs only when the file is the entry point.
+const self = fileURLToPath(import.meta.url);
+
+/** The seed's policy: 1000 points per 1 s window, per client address. */
+const POINTS = 1000;
+const DURATION_S = 1;
+
+type Mode = 'bare' | 'floodgate' | 'rlf';
+
+function variant(name: string, description: string, mode: Mode): Variant {
+  return { name, description, server: self, env: { SEED002_MODE: mode } };
+}
+
+/**
+ * Seed 002 measured rate-limiter-flexible's RateLimiterCluster (the master
+ * holds the counters, workers ask it over IPC) with 4 workers under
+ * bombardier. Here: a node:http cluster with one worker per core, the same
+ * key for every request (wrk connects from one address, as the seed's
+ * `remoteAddress` key), 1000 points per second.
+ */
+export default defineScenario({
+  name: 'seed-002',
+  description: 'node:http cluster (workers = cores), one key, 1000 points per 1 s: floodgate ClusterStore vs rate-limiter-flexible RateLimiterCluster',
+  variants: [
+    variant('bare', 'node:cluster, no limiter, always 200', 'bare'),
+    variant('floodgate-cluster', 'RateLimiter on ClusterStore (ClusterStorePrimary in the primary)', 'floodgate'),
+    variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
+  ],
+});
+
+// ---------------------------------------------------------------------------
+// The server: a node:cluster primary that holds the counters and forks one
+// worker per core; the workers listen on the harness's port.
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
+  const { runServer } = await import('../lib/serve.js');
+  runServer(async () => {
+    const cluster = (await import('node:cluster')).default;
+    if (cluster.isPrimary) await primary(cluster);
+    else await worker();
+  });
+}
+
+function mode(): Mode {
+  const value = process.env.SEED002_MODE ?? 'bare';
+  if (value !== 'bare' && value !== 'floodgate' && value !== 'rlf') {
+    throw new Error(`SEED002_MODE must be bare, floodgate or rlf; got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}
+
+async function primary(cluster: typeof import('node:cluster').default): Promise<void> {
+  const { availableParallelism } = await import('node:os');
+  const { benchEnv, importDist } = await import('../lib/serve.js');
+  benchEnv(); // fail early, here, when started without the harness
+  const m = mode();
+  // The counters' owner, created in the primary as each library documents.
+  let close = async (): Promise<void> => {};
+  if (m === 'floodgate') {
+    const { ClusterStorePrimary } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
+      'esm/stores/cluster/index.js',
+      'the cluster store (src/stores/cluster)',
+    );
+    const p = new ClusterStorePrimary();
+    close = () => p.close();
+  } else if (m === 'rlf') {
+    const { RateLimiterClusterMaster } = await import('rate-limiter-flexible');
+    new RateLimiterClusterMaster();
+  }
+
+  const count = Number(process.env.SEED002_WORKERS) || availableParallelism();
+  let listening = 0;
+  let stopping = false;
+  cluster.on('listening', () => {
+    // The harness waits for this one line, once every worker accepts connections.
+    if (++listening === count) process.stdout.write('ready\n');
+  });
+  cluster.on('exit', (w, code, signal) => {
+    if (!stopping) {
+      process.stderr.write(`worker ${w.process.pid} died (${signal ?? code}) during the run\n`);
+      process.exit(1);
+    }
+  });
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
+    void close().finally(() => setTimeout(() => process.exit(0), 200));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  // Workers run this same file (cluster.fork re-runs process.argv[1] with process.execArgv, i.e. through tsx).
+  for (let i = 0; i < count; i++) cluster.fork();
+}
+
+async function worker(): Promise<void> {
+  const { createServer } = await import('node:http');
+  const { benchEnv, importDist } = await import('../lib/serve.js');
+  const env = benchEnv();
+  const m = mode();
+  let decide: ((key: string) => Promise<boolean>) | undefined;
+
+  if (m === 'floodgate') {
+    const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+    const { ClusterStore } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
+      'esm/stores/cluster/index.js',
+      'the cluster store (src/stores/cluster)',
+    );
+    // The same 3 s timeout as rate-limiter-flexible's below (its default is 5 s).
+    const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store: new ClusterStore({ timeoutMs: 3000 }) });
+    decide = (key) => limiter.consume(key).then((d) => d.allowed);
+  } else if (m === 'rlf') {
+    const { RateLimiterCluster, RateLimiterRes } = await import('rate-limiter-flexible');
+    const limiter = new RateLimiterCluster({ keyPrefix: 'seed002', points: POINTS, duration: DURATION_S, timeoutMs: 3000 });
+    // rate-limiter-flexible rejects with a RateLimiterRes when limited, with an Error on failure.
+    decide = (key) =>
+      limiter.consume(key).then(
+        () => true,
+        (reason: unknown) => {
+          if (reason instanceof RateLimiterRes) return false;
+          throw reason;
+        },
+      );
+  }
+
+  let failures = 0;
+  const server = createServer((req, res) => {
+    if (decide === undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      return;
+    }
+    decide(req.socket.remoteAddress ?? 'unknown').then(
+      (allowed) =>
+        allowed
+          ? res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+          : res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests'),
+      (error: unknown) => {
+        if (failures++ < 3) console.error('consume failed:', error);
+        res.writeHead(500).end();
+      },
+    );
+  });
+  server.listen(env.port, '127.0.0.1');
+  process.on('SIGTERM', () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  });
+}

@@ -1,0 +1,142 @@
+/** Server process of the seed-000 benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { Store } from '../../dist/esm/index.js';
+import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+
+/** Which limiter, from the variant's environment (see bench/scenarios/seed-000.ts). */
+type LimiterKind = 'none' | 'floodgate' | 'rlf';
+type StoreKind = 'memory' | 'redis';
+
+/** The seed's policy: 5 points per 1 s window. */
+const POINTS = 5;
+const DURATION_S = 1;
+
+/** Resolves true when the request is admitted, false when limited; rejects only on a real failure. */
+type Decide = (key: string) => Promise<boolean>;
+
+interface Setup {
+  decide: Decide | undefined;
+  close: () => Promise<void>;
+}
+
+/** The variant, as bench/scenarios/seed-000.ts configures it. */
+interface Config {
+  env: BenchEnv;
+  limiter: LimiterKind;
+  store: StoreKind;
+  block: boolean;
+}
+
+runServer(async () => {
+  const config: Config = {
+    env: benchEnv(),
+    limiter: oneOf<LimiterKind>('SEED000_LIMITER', ['none', 'floodgate', 'rlf']),
+    store: oneOf<StoreKind>('SEED000_STORE', ['memory', 'redis']),
+    block: process.env.SEED000_BLOCK === '1',
+  };
+  const { decide, close } = await setUp(config);
+  let failures = 0;
+  const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
+    // Bare baseline: answer synchronously, so the ratio shows the whole cost of limiting.
+    if (decide === undefined) {
+      ok(res);
+      return;
+    }
+    // As in the seed: a random one of 5 keys per request.
+    const key = String(Math.floor(Math.random() * 5));
+    decide(key).then(
+      (allowed) => (allowed ? ok(res) : limited(res)),
+      (error: unknown) => {
+        // Report the first few failures only: a dead Redis would otherwise flood stderr at wrk's rate.
+        if (failures++ < 3) console.error('consume failed:', error);
+        res.writeHead(500).end();
+      },
+    );
+  });
+  serve(server, config.env.port, close);
+});
+
+async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Config): Promise<Setup> {
+  if (limiterKind === 'none') return { decide: undefined, close: async () => {} };
+
+  // Both libraries get an ioredis client with default options, so neither gains from client tuning.
+  const client = storeKind === 'redis' ? new Redis(requireRedisUrl(env)) : undefined;
+  // Listen only once connected, so the warm-up exercises the limiter rather than ioredis's offline queue.
+  if (client) await connected(client);
+  const quit = async (): Promise<void> => {
+    await client?.quit();
+  };
+
+  if (limiterKind === 'rlf') {
+    if (client === undefined) throw new Error('rlf variants are measured on Redis only; set SEED000_STORE=redis.');
+    const limiter = new RateLimiterRedis({
+      storeClient: client,
+      points: POINTS,
+      duration: DURATION_S,
+      ...(block ? { inMemoryBlockOnConsumed: POINTS } : {}),
+    });
+    return {
+      // rate-limiter-flexible rejects with a RateLimiterRes when limited and with an Error when Redis fails.
+      decide: (key) =>
+        limiter.consume(key).then(
+          () => true,
+          (reason: unknown) => {
+            if (reason instanceof RateLimiterRes) return false;
+            throw reason;
+          },
+        ),
+      close: quit,
+    };
+  }
+
+  // From the run's copy of dist/, the package as users get it (see importDist).
+  const { MemoryStore, RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+  let store: Store;
+  if (client === undefined) {
+    store = new MemoryStore();
+  } else {
+    const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
+      'esm/stores/redis/index.js',
+      'RedisStore (src/stores/redis)',
+    );
+    store = new RedisStore({ client });
+  }
+  const limiter = new RateLimiter({
+    limit: POINTS,
+    window: `${DURATION_S}s`,
+    store,
+    ...(block ? { inMemoryBlock: true } : {}),
+  });
+  return {
+    decide: (key) => limiter.consume(key).then((decision) => decision.allowed),
+    close: async () => {
+      await store.close?.();
+      await quit();
+    },
+  };
+}
+
+function connected(client: Redis): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.once('ready', () => resolve());
+    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
+  });
+}
+
+function ok(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+}
+
+function limited(res: ServerResponse): void {
+  res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
+}
+
+function oneOf<T extends string>(name: string, allowed: readonly T[]): T {
+  const value = process.env[name] ?? allowed[0];
+  if (!allowed.includes(value as T)) {
+    throw new Error(`${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`);
+  }
+  return value as T;
+}

@@ -1,0 +1,65 @@
+/** The scenario contract of the benchmark harness: what a file in bench/scenarios/ exports. */
+
+/**
+ * One way of serving the scenario's endpoint: a server process the harness
+ * starts, loads with wrk, measures and stops.
+ *
+ * The process is started as `node --import tsx <server> ...args` with the
+ * repository root as working directory, pinned to the "server" CPU, and with
+ * these variables added to the environment (next to {@link Variant.env}):
+ *
+ * - `FLOODGATE_BENCH_PORT`: the port to listen on, on 127.0.0.1;
+ * - `FLOODGATE_BENCH_VARIANT`: the variant's name;
+ * - `FLOODGATE_BENCH_REDIS_URL`: `redis://host:port` of the run's Redis, when
+ *   the scenario run started one (some variant has `redis: true`);
+ * - `FLOODGATE_BENCH_DIST`: the run's private copy of dist/; import the
+ *   package from there with `importDist` (bench/lib/serve.ts), so a build
+ *   started elsewhere during the run cannot change or delete it.
+ *
+ * It must print a line `ready` on stdout once it listens, and exit on SIGTERM.
+ * `bench/lib/serve.ts` does both for a node:http server.
+ */
+export interface Variant {
+  /** Short name shown in the table and the JSON, e.g. `"floodgate-redis"`. Unique in the scenario. */
+  readonly name: string;
+  /** One line for `npm run bench` without arguments and for the report. */
+  readonly description?: string;
+  /** Absolute path of the server entry (`.ts` or `.js`); use `fileURLToPath(new URL(..., import.meta.url))`. */
+  readonly server: string;
+  /** Extra command-line arguments of the server process. */
+  readonly args?: readonly string[];
+  /** Extra environment of the server process. */
+  readonly env?: Readonly<Record<string, string>>;
+  /** True when the variant talks to Redis; the harness then starts one redis-server for the whole run. */
+  readonly redis?: boolean;
+}
+
+/**
+ * A benchmark scenario, usually one seed: an endpoint served several ways.
+ * The first variant is the baseline (normally the bare server without a
+ * limiter); every row's ratio is its requests/s divided by the baseline's.
+ */
+export interface Scenario {
+  /** Name used on the command line; must equal the file name without `.ts`. */
+  readonly name: string;
+  /** One line shown in the scenario list and above the table. */
+  readonly description: string;
+  /** The baseline first, then the variants to compare with it. */
+  readonly variants: readonly Variant[];
+  /** Path wrk requests. Default `"/"`. */
+  readonly path?: string;
+  /**
+   * Optional Lua for wrk that may define `init(args)` and `request()` (e.g. to
+   * send a random API key per request). The harness owns `setup`,
+   * `response` and `done`, which count statuses and report latency; do not
+   * define those.
+   */
+  readonly wrkLua?: string;
+  /** wrk connections when `--connections` is not given. Default 100. */
+  readonly connections?: number;
+}
+
+/** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */
+export function defineScenario(scenario: Scenario): Scenario {
+  return scenario;
+}
