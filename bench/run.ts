@@ -4,7 +4,7 @@ import { cpus, loadavg, release } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { killEverything, pinSelf, planCpus, stopEverything, type CpuPlan } from './lib/processes.js';
+import { killEverything, pinSelf, planCpus, stopEverything, type CpuPlan, type RedisPlacement } from './lib/processes.js';
 import { snapshotDist } from './lib/dist.js';
 import { BenchError } from './lib/errors.js';
 import { lockRun } from './lib/lock.js';
@@ -25,6 +25,8 @@ options:
   --warmup S        unmeasured warm-up seconds per variant (default 2; 0 skips)
   --connections N   wrk connections (default: the scenario's, else 100)
   --variants a,b    run only these variants (the baseline, the first, always runs)
+  --redis-cpu W     where redis-server runs: "server" (default, the core of the
+                    system under test) or "load" (with wrk)
   --help            this text`;
 
 /** Parsed command line. */
@@ -35,6 +37,7 @@ interface Options {
   readonly warmupS: number;
   readonly connections: number | undefined;
   readonly variants: readonly string[] | undefined;
+  readonly redisCpu: RedisPlacement;
 }
 
 /** Messages for people go to stderr, so that --json leaves stdout to the JSON alone. */
@@ -53,6 +56,7 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
       warmup: { type: 'string' },
       connections: { type: 'string' },
       variants: { type: 'string' },
+      'redis-cpu': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -65,7 +69,13 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
     warmupS: seconds(values.warmup, 'warmup', 2, 0),
     connections: values.connections === undefined ? undefined : wholeNumber(values.connections, 'connections', 1),
     variants: values.variants?.split(',').map((v) => v.trim()).filter((v) => v.length > 0),
+    redisCpu: placement(values['redis-cpu']),
   };
+}
+
+function placement(value: string | undefined): RedisPlacement {
+  if (value === undefined || value === 'server' || value === 'load') return value ?? 'server';
+  throw new UsageError(`--redis-cpu takes "server" or "load"; got ${JSON.stringify(value)}`);
 }
 
 function seconds(value: string | undefined, name: string, fallback: number, min: number): number {
@@ -185,7 +195,7 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
   let redis: BenchRedis | undefined;
   if (variants.some((v) => v.redis)) {
     log(`[${scenario.name}] starting redis-server`);
-    redis = await BenchRedis.start(plan.load);
+    redis = await BenchRedis.start(plan.redis);
   }
   try {
     const measured: Array<Measured | Error> = [];
@@ -283,7 +293,7 @@ async function main(): Promise<number> {
   lockRun(ROOT);
   const dist = snapshotDist(ROOT);
 
-  const plan = planCpus();
+  const plan = planCpus(options.redisCpu);
   pinSelf(plan.load);
   const rows: Row[] = [];
   for (const scenario of selected) {

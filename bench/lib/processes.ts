@@ -18,23 +18,38 @@ let shuttingDown = false;
 export interface CpuPlan {
   /** CPU list (taskset syntax) of the server under test. */
   readonly server: string | undefined;
-  /** CPU list of the harness itself, wrk and redis-server (they inherit it from the harness). */
+  /** CPU list of the harness itself and wrk (they inherit it from the harness). */
   readonly load: string | undefined;
+  /** CPU list of redis-server. */
+  readonly redis: string | undefined;
   /** Human-readable summary for the report. */
   readonly note: string;
 }
 
+/** Which side of the machine redis-server shares: the system under test (default) or the load generator. */
+export type RedisPlacement = 'server' | 'load';
+
 /**
- * Decides the pinning: with two or more CPUs the server gets CPU 1 and
- * everything else CPU 0, so the load generator never steals the server's core.
+ * Decides the pinning: with two or more CPUs the server gets CPU 1 and the
+ * harness and wrk CPU 0, so the load generator never steals the server's core.
+ *
+ * redis-server goes with the server by default: the app and its store are
+ * the system under test, and the load generator keeps a core of its own. On
+ * the load generator's core, every Redis round trip waits for the scheduler
+ * to switch away from a busy wrk, so both limiters measure mostly that
+ * scheduling latency (the server then idles half the time) rather than their
+ * own cost. `--redis-cpu load` restores that placement for comparison.
  * With one CPU (or no taskset) nothing is pinned.
  */
-export function planCpus(): CpuPlan {
+export function planCpus(redisWith: RedisPlacement = 'server'): CpuPlan {
   const nproc = Number(spawnSync('nproc', { encoding: 'utf8' }).stdout?.trim());
   const hasTaskset = spawnSync('taskset', ['-V'], { encoding: 'utf8' }).error === undefined;
-  if (!hasTaskset) return { server: undefined, load: undefined, note: 'not pinned (taskset not found)' };
-  if (!(nproc >= 2)) return { server: undefined, load: undefined, note: `not pinned (nproc = ${nproc || 1})` };
-  return { server: '1', load: '0', note: `server on CPU 1; harness, wrk and redis-server on CPU 0 (nproc = ${nproc})` };
+  if (!hasTaskset) return { server: undefined, load: undefined, redis: undefined, note: 'not pinned (taskset not found)' };
+  if (!(nproc >= 2)) return { server: undefined, load: undefined, redis: undefined, note: `not pinned (nproc = ${nproc || 1})` };
+  if (redisWith === 'load') {
+    return { server: '1', load: '0', redis: '0', note: `server on CPU 1; harness, wrk and redis-server on CPU 0 (nproc = ${nproc})` };
+  }
+  return { server: '1', load: '0', redis: '1', note: `server and redis-server on CPU 1; harness and wrk on CPU 0 (nproc = ${nproc})` };
 }
 
 /**
