@@ -69,6 +69,17 @@ export function isFloodgateError(error: unknown, code?: ErrorCodeValue): error i
   return error instanceof FloodgateError && (code === undefined || error.code === code);
 }
 
+const STORE_FAILURES: ReadonlySet<string> = new Set([ErrorCode.STORE_ERROR, ErrorCode.STORE_TIMEOUT, ErrorCode.CIRCUIT_OPEN, ErrorCode.CLOSED]);
+
+/**
+ * True when `error` means the store could not answer (failed, timed out,
+ * closed, or the breaker is open) — the cases a fallback is for — as opposed to a bad
+ * call or configuration, which no fallback should hide.
+ */
+export function isStoreFailure(error: unknown): error is FloodgateError {
+  return error instanceof FloodgateError && STORE_FAILURES.has(error.code);
+}
+
 /** Wraps any thrown value as a STORE_ERROR unless it already is a FloodgateError. */
 export function toStoreError(error: unknown, storeName: string): FloodgateError {
   if (error instanceof FloodgateError) return error;

@@ -2,7 +2,7 @@
 export { RateLimiter } from './limiter.js';
 export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode } from './limiter.js';
 export type { Decision, DecisionSource } from './decision.js';
-export { FloodgateError, ErrorCode, isFloodgateError } from './errors.js';
+export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';
 export { parseDuration } from './duration.js';
 export type { Duration } from './duration.js';

@@ -2,7 +2,7 @@
 import { systemClock, type Clock } from './clock.js';
 import type { Decision, DecisionSource } from './decision.js';
 import { describe, parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError, toStoreError } from './errors.js';
+import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { ALGORITHMS, BLOCK_FOREVER, type Algorithm, type OperationKind, type Outcome, type Policy } from './policy.js';
@@ -276,6 +276,9 @@ export class RateLimiter {
       outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
     } catch (error) {
       const failure = toStoreError(error, this.store.name);
+      // A misconfiguration the store reports (e.g. two policies under one
+      // prefix) is not an outage: falling back would hide it.
+      if (!isStoreFailure(failure)) throw failure;
       breaker?.failure(this.clock());
       return this.fallback(kind, key, amount, failure);
     }

@@ -2,7 +2,7 @@
 import { STATUS_CODES, type IncomingHttpHeaders } from 'node:http';
 import type { Decision } from '../decision.js';
 import { describe, parseDuration, type Duration } from '../duration.js';
-import { ErrorCode, FloodgateError, isFloodgateError, type ErrorCodeValue } from '../errors.js';
+import { ErrorCode, FloodgateError, isFloodgateError, isStoreFailure, type ErrorCodeValue } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
 import { assertKnownOptions } from '../validate.js';
 import {
@@ -245,14 +245,6 @@ export const REDUCED_CAPACITY_TYPE = 'https://iana.org/assignments/http-problem-
 
 /** Key used when the client address cannot be known (socket already gone, unparseable framework IP). */
 export const UNKNOWN_CLIENT_KEY = 'unknown';
-
-/** Codes that mean "the store failed", as opposed to a bad call. */
-const STORE_FAILURE_CODES: readonly ErrorCodeValue[] = [
-  ErrorCode.STORE_ERROR,
-  ErrorCode.STORE_TIMEOUT,
-  ErrorCode.CIRCUIT_OPEN,
-  ErrorCode.CLOSED,
-];
 
 const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Object.freeze([]) as readonly HeaderPair[] });
 
@@ -655,11 +647,6 @@ export class HttpLimiter<Raw> {
       );
     });
   }
-}
-
-/** True for errors that mean the store failed (as opposed to an invalid call). */
-export function isStoreFailure(error: unknown): boolean {
-  return isFloodgateError(error) && STORE_FAILURE_CODES.includes(error.code);
 }
 
 /** Formats a window for default policy names: `"1s"`, `"5m"`, `"1d"`, or `"1500ms"`. */

@@ -1,5 +1,6 @@
 /** `floodgate/http`: the framework-neutral HTTP pieces shared by the adapters (core path, client identity, header builders), for custom adapters and tests. */
-export { HttpLimiter, HTTP_OPTION_NAMES, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, UNKNOWN_CLIENT_KEY, formatWindow, isStoreFailure } from './core.js';
+export { HttpLimiter, HTTP_OPTION_NAMES, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, UNKNOWN_CLIENT_KEY, formatWindow } from './core.js';
+export { isStoreFailure } from '../errors.js';
 export type {
   AdapterConfig,
   ApiKeySource,

@@ -139,12 +139,12 @@ test('a key used under two policies is refused with CONFLICTING_OPTIONS while it
   assert.equal((await ten.consume('k')).remaining, 9);
 });
 
-test('with insurance, a conflict is a store failure like any other (insurance decides)', async () => {
+test('with insurance, a conflict still rejects: a misconfiguration is not an outage to fall back from', async () => {
   primaryOf({ sweepIntervalMs: 0 });
   const store = storeOf();
   await new RateLimiter({ limit: 5, window: '1m', store, prefix: 'q' }).consume('k');
   const insured = new RateLimiter({ limit: 9, window: '1m', store, prefix: 'q', insurance: new RateLimiter({ limit: 1, window: '1m' }) });
-  assert.equal((await insured.consume('k')).source, 'insurance');
+  await assert.rejects(insured.consume('k'), code(ErrorCode.CONFLICTING_OPTIONS));
 });
 
 test("the primary's keys and remembered policies are bounded by maxKeys", async () => {
