@@ -1,0 +1,26 @@
+/** Scenario seed-000-fastify: seed 000 (5 random keys, 5 points/s, in-memory block) under Fastify 5 — floodgate vs @fastify/rate-limit vs rate-limiter-flexible on Redis. */
+import { fileURLToPath } from 'node:url';
+import { defineScenario, type Variant } from '../types.js';
+
+const server = fileURLToPath(new URL('../servers/seed-000-fastify.ts', import.meta.url));
+
+/** One variant of bench/servers/seed-000-fastify.ts, configured through SEED000_FASTIFY_LIMITER. */
+function variant(name: string, description: string, limiter: string): Variant {
+  return { name, description, server, env: { SEED000_FASTIFY_LIMITER: limiter }, redis: limiter !== 'none' };
+}
+
+/**
+ * The seed-000 endpoint on Fastify, the companion of seed-000-express: a
+ * scenario of its own so that its ratios divide by a bare Fastify server,
+ * not by bare Express (the harness's baseline is always the first row).
+ */
+export default defineScenario({
+  name: 'seed-000-fastify',
+  description: 'Fastify 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs @fastify/rate-limit vs rate-limiter-flexible',
+  variants: [
+    variant('fastify-bare', 'Fastify, no limiter, always 200', 'none'),
+    variant('fastify-floodgate', "floodgate/fastify plugin on RedisStore (ioredis) + inMemoryBlock: true, headers: 'legacy'", 'floodgate'),
+    variant('fastify-rate-limit', '@fastify/rate-limit with redis: ioredis client, default headers', 'fastify-rate-limit'),
+    variant('fastify-rlf', 'rate-limiter-flexible RateLimiterRedis (ioredis) + inMemoryBlockOnConsumed: 5 in an onRequest hook', 'rlf'),
+  ],
+});

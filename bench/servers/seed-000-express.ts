@@ -1,0 +1,122 @@
+/** Server process of the seed-000-express benchmark: Express 5, 5 random keys, 5 points per second, limited by nothing, floodgate, express-rate-limit or rate-limiter-flexible. */
+import { createServer } from 'node:http';
+import express, { type RequestHandler } from 'express';
+import { rateLimit as expressRateLimit } from 'express-rate-limit';
+import { Redis } from 'ioredis';
+import { RedisStore as ExpressRateLimitRedisStore, type RedisReply } from 'rate-limit-redis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+
+/** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/seed-000-express.ts). */
+type LimiterKind = 'none' | 'floodgate' | 'express-rate-limit' | 'rlf';
+const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'express-rate-limit', 'rlf'];
+
+/** The seed's policy: 5 points per 1 s window. */
+const POINTS = 5;
+const DURATION_S = 1;
+
+/** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
+const randomKey = (): string => String(Math.floor(Math.random() * 5));
+
+interface Setup {
+  middleware: RequestHandler | undefined;
+  close: () => Promise<void>;
+}
+
+runServer(async () => {
+  const env = benchEnv();
+  const kind = process.env.SEED000_EXPRESS_LIMITER ?? 'none';
+  if (!KINDS.includes(kind as LimiterKind)) {
+    throw new Error(`SEED000_EXPRESS_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
+  }
+  const { middleware, close } = await setUp(env, kind as LimiterKind);
+
+  // The same app for every variant; only the middleware in front of the route differs.
+  const app = express();
+  if (middleware) app.use(middleware);
+  // The seed's handler: 200 with `{}`.
+  app.get('/', (_req, res) => {
+    res.status(200).json({});
+  });
+  serve(createServer(app), env.port, close);
+});
+
+async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
+  if (kind === 'none') return { middleware: undefined, close: async () => {} };
+
+  // Every library gets an ioredis client with default options, so none gains from client tuning.
+  const client = new Redis(requireRedisUrl(env));
+  // Listen only once connected, so the warm-up exercises the limiter rather than ioredis's offline queue.
+  await connected(client);
+  const quit = async (): Promise<void> => {
+    await client.quit();
+  };
+
+  if (kind === 'express-rate-limit') {
+    const middleware = expressRateLimit({
+      windowMs: DURATION_S * 1000,
+      limit: POINTS,
+      keyGenerator: randomKey,
+      // Its defaults, spelled out: legacy X-RateLimit-* headers, no IETF draft headers.
+      legacyHeaders: true,
+      standardHeaders: false,
+      // rate-limit-redis's documented ioredis adapter.
+      store: new ExpressRateLimitRedisStore({
+        sendCommand: (command: string, ...args: string[]) => client.call(command, ...args) as Promise<RedisReply>,
+      }),
+    });
+    return { middleware, close: quit };
+  }
+
+  if (kind === 'rlf') {
+    const limiter = new RateLimiterRedis({
+      storeClient: client,
+      points: POINTS,
+      duration: DURATION_S,
+      // The seed's in-memory block: keys that used their 5 points are refused without Redis until the window ends.
+      inMemoryBlockOnConsumed: POINTS,
+    });
+    // rate-limiter-flexible has no Express middleware; this is the seed's few lines, made a middleware.
+    const middleware: RequestHandler = (_req, res, next) => {
+      limiter.consume(randomKey()).then(
+        () => next(),
+        (reason: unknown) => {
+          // It rejects with a RateLimiterRes when limited and with an Error when Redis fails.
+          if (reason instanceof RateLimiterRes) res.status(429).send('Too Many Requests');
+          else next(reason);
+        },
+      );
+    };
+    return { middleware, close: quit };
+  }
+
+  // From the run's copy of dist/, the package as users get it (see importDist).
+  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
+    'esm/stores/redis/index.js',
+    'RedisStore (src/stores/redis)',
+  );
+  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/express.js')>('esm/http/express.js', 'the Express middleware (src/http/express)');
+  const store = new RedisStore({ client });
+  const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, inMemoryBlock: true });
+  const middleware = rateLimit({
+    limiter,
+    key: randomKey,
+    // express-rate-limit's default is the legacy X-RateLimit-* trio (rlf sends none), so floodgate sends the same.
+    headers: 'legacy',
+  });
+  return {
+    middleware,
+    close: async () => {
+      await store.close?.();
+      await quit();
+    },
+  };
+}
+
+function connected(client: Redis): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.once('ready', () => resolve());
+    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
+  });
+}

@@ -1,0 +1,110 @@
+/** Server process of the seed-000-fastify benchmark: Fastify 5, 5 random keys, 5 points per second, limited by nothing, floodgate, @fastify/rate-limit or rate-limiter-flexible. */
+import fastifyRateLimit from '@fastify/rate-limit';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+
+/** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/seed-000-fastify.ts). */
+type LimiterKind = 'none' | 'floodgate' | 'fastify-rate-limit' | 'rlf';
+const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'fastify-rate-limit', 'rlf'];
+
+/** The seed's policy: 5 points per 1 s window. */
+const POINTS = 5;
+const DURATION_S = 1;
+
+/** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
+const randomKey = (): string => String(Math.floor(Math.random() * 5));
+
+runServer(async () => {
+  const env = benchEnv();
+  const kind = process.env.SEED000_FASTIFY_LIMITER ?? 'none';
+  if (!KINDS.includes(kind as LimiterKind)) {
+    throw new Error(`SEED000_FASTIFY_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
+  }
+  // Fastify's defaults (logger off) for every variant; only the limiter differs.
+  const app = Fastify();
+  // Limiters are registered before the route: the plugins see routes as they are added.
+  const close = await addLimiter(app, env, kind as LimiterKind);
+  // The seed's handler: 200 with `{}`.
+  app.get('/', (_request, reply) => {
+    reply.code(200).send({});
+  });
+  await app.ready();
+  // Fastify's server is a plain node:http server once ready, so the shared helper gives it the harness's
+  // `ready` line and SIGTERM handling; the Redis client is quit on the way out.
+  serve(app.server, env.port, close);
+});
+
+/** Adds the variant's limiter to `app`; returns what to close at exit. */
+async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind): Promise<() => Promise<void>> {
+  if (kind === 'none') return async () => {};
+
+  // Every library gets an ioredis client with default options, so none gains from client tuning.
+  const client = new Redis(requireRedisUrl(env));
+  // Listen only once connected, so the warm-up exercises the limiter rather than ioredis's offline queue.
+  await connected(client);
+  const quit = async (): Promise<void> => {
+    await client.quit();
+  };
+
+  if (kind === 'fastify-rate-limit') {
+    // Its defaults otherwise: onRequest hook, x-ratelimit-* headers, JSON error body.
+    await app.register(fastifyRateLimit, {
+      max: POINTS,
+      timeWindow: DURATION_S * 1000,
+      redis: client,
+      keyGenerator: randomKey,
+    });
+    return quit;
+  }
+
+  if (kind === 'rlf') {
+    const limiter = new RateLimiterRedis({
+      storeClient: client,
+      points: POINTS,
+      duration: DURATION_S,
+      // The seed's in-memory block: keys that used their 5 points are refused without Redis until the window ends.
+      inMemoryBlockOnConsumed: POINTS,
+    });
+    // rate-limiter-flexible has no Fastify plugin; an onRequest hook is where the other two check too.
+    app.addHook('onRequest', (_request, reply, done) => {
+      limiter.consume(randomKey()).then(
+        () => done(),
+        (reason: unknown) => {
+          // It rejects with a RateLimiterRes when limited (answer without calling done) and with an Error when Redis fails.
+          if (reason instanceof RateLimiterRes) reply.code(429).send('Too Many Requests');
+          else done(reason instanceof Error ? reason : new Error(String(reason)));
+        },
+      );
+    });
+    return quit;
+  }
+
+  // From the run's copy of dist/, the package as users get it (see importDist).
+  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
+    'esm/stores/redis/index.js',
+    'RedisStore (src/stores/redis)',
+  );
+  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/fastify.js')>('esm/http/fastify.js', 'the Fastify plugin (src/http/fastify)');
+  const store = new RedisStore({ client });
+  const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, inMemoryBlock: true });
+  await app.register(rateLimit, {
+    limiter,
+    key: randomKey,
+    // @fastify/rate-limit's default is the x-ratelimit-* trio (rlf sends none); 'legacy' is floodgate's closest mode.
+    headers: 'legacy',
+  });
+  return async () => {
+    await store.close?.();
+    await quit();
+  };
+}
+
+function connected(client: Redis): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.once('ready', () => resolve());
+    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
+  });
+}
