@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { RedisStore as ExpressRateLimitRedisStore, type RedisReply } from 'rate-limit-redis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/seed-000-express.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'express-rate-limit' | 'rlf';
@@ -114,9 +115,3 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
   };
 }
 
-function connected(client: Redis): Promise<void> {
-  return new Promise((resolve, reject) => {
-    client.once('ready', () => resolve());
-    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
-  });
-}

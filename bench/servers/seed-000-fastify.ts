@@ -4,6 +4,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/seed-000-fastify.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'fastify-rate-limit' | 'rlf';
@@ -102,9 +103,3 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
   };
 }
 
-function connected(client: Redis): Promise<void> {
-  return new Promise((resolve, reject) => {
-    client.once('ready', () => resolve());
-    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
-  });
-}

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Store } from '../../dist/esm/index.js';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { connected, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-000.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
@@ -118,25 +119,3 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
   };
 }
 
-function connected(client: Redis): Promise<void> {
-  return new Promise((resolve, reject) => {
-    client.once('ready', () => resolve());
-    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
-  });
-}
-
-function ok(res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-}
-
-function limited(res: ServerResponse): void {
-  res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
-}
-
-function oneOf<T extends string>(name: string, allowed: readonly T[]): T {
-  const value = process.env[name] ?? allowed[0];
-  if (!allowed.includes(value as T)) {
-    throw new Error(`${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`);
-  }
-  return value as T;
-}

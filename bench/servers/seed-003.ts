@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { RedisRateLimiter } from 'rolling-rate-limiter';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { connected, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-003.ts). */
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
@@ -140,25 +141,3 @@ async function setUp(kind: Exclude<LimiterKind, 'none'>, redisUrl: string): Prom
   }
 }
 
-function connected(client: Redis): Promise<void> {
-  return new Promise((resolve, reject) => {
-    client.once('ready', () => resolve());
-    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
-  });
-}
-
-function ok(res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-}
-
-function limited(res: ServerResponse): void {
-  res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
-}
-
-function oneOf<T extends string>(name: string, allowed: readonly T[]): T {
-  const value = process.env[name] ?? allowed[0];
-  if (!allowed.includes(value as T)) {
-    throw new Error(`${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`);
-  }
-  return value as T;
-}

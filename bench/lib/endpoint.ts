@@ -1,0 +1,30 @@
+/** Pieces every benchmark server shares: waiting for Redis, the seed's 200 and 429 answers, and reading its variant from the environment. */
+import type { ServerResponse } from 'node:http';
+import type { Redis } from 'ioredis';
+
+/** Resolves once `client` is ready, so a warm-up exercises the limiter rather than ioredis's offline queue. */
+export function connected(client: Redis): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.once('ready', () => resolve());
+    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
+  });
+}
+
+/** The seed's answer to an admitted request: 200 `{}`. */
+export function ok(res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+}
+
+/** The seed's answer to a limited request: 429 `Too Many Requests`. */
+export function limited(res: ServerResponse): void {
+  res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
+}
+
+/** Reads environment variable `name`, which must be one of `allowed` (default: the first). */
+export function oneOf<T extends string>(name: string, allowed: readonly T[]): T {
+  const value = process.env[name] ?? allowed[0];
+  if (!allowed.includes(value as T)) {
+    throw new Error(`${name} must be one of ${allowed.join(', ')}; got ${JSON.stringify(value)}.`);
+  }
+  return value as T;
+}
