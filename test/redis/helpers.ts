@@ -13,18 +13,7 @@ import {
   type Policy,
   type Store,
 } from '../../src/index.js';
-
-/** A small seeded PRNG (mulberry32), so a failing run can be replayed from its seed. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../accuracy/traffic.js';
 
 /** Options of {@link differential}. */
 export interface DifferentialOptions {
@@ -49,7 +38,7 @@ const WINDOWS = [1, 7, 100, 1000, 1500, 60_000];
  * them, so they share one flush (one script call per key) on Redis.
  */
 export async function differential(options: DifferentialOptions): Promise<number> {
-  const random = prng(options.seed);
+  const random = mulberry32(options.seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
   let checked = 0;
