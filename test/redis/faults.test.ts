@@ -98,8 +98,10 @@ test('SIGKILL under load: every consume resolves in time from store or insurance
   const run = load(limiter);
 
   await sleep(400);
-  await server.kill();
+  // Taken before the kill: kill() resolves only once the process is gone, and
+  // calls that fail over to insurance in between belong to the down phase.
   const killedAt = Date.now();
+  await server.kill();
   await sleep(2500);
   await server.restart();
   const restartedAt = Date.now();
