@@ -2,10 +2,15 @@
 
 -- The key's whole state, as applyOperation's KeyState: a (algorithm state or nil) and b (block).
 local a, b
+-- Whether the state hash existed when the script began: a hash that never existed needs no DEL.
+local had_hash = false
 
 local function load_state()
   local fields = impl.fields
   local v = redis.call('HMGET', STATE, 'b', unpack(fields))
+  for i = 1, #fields + 1 do
+    if v[i] then had_hash = true end
+  end
   b = tonumber(v[1]) or 0
   table.remove(v, 1)
   a = impl.decode(v)
@@ -78,7 +83,7 @@ local function persist(now)
     fields[#fields + 1] = int(b)
   end
   -- DEL first: a state that shrank (no algorithm state left, or no block) must lose those fields.
-  redis.call('DEL', STATE)
+  if had_hash then redis.call('DEL', STATE) end
   if #fields == 0 then return end
   redis.call('HSET', STATE, unpack(fields))
   if b == BLOCK_FOREVER then return end
@@ -99,4 +104,6 @@ end
 -- Algorithms hand back the very table they were given when nothing changed, so an
 -- unchanged identity means there is nothing to write (peeks and refused consumes).
 if a ~= a0 or b ~= b0 then persist(now) end
+-- Work an algorithm defers to the end of the batch (the sliding log's TTL).
+if impl.finish then impl.finish(now) end
 return out

@@ -8,8 +8,21 @@ local LOG = KEYS[2]
 local SCAN_CHUNK = 32
 local PUSH_CHUNK = 1000
 
+-- Timestamps already read or written during this script, by list index. A batch of operations on
+-- one key reads the same few indexes again and again (the head for trimming, the newest for the
+-- reset, the unit that must leave for retryAfter), so each is fetched once; every edit that moves
+-- indexes clears the cache.
+local cache = {}
+-- Whether this script appended to the log: its TTL is then set once at the end, not per push.
+local log_pushed = false
+
 local function ts(i)
-  return tonumber(redis.call('LINDEX', LOG, i))
+  local v = cache[i]
+  if v == nil then
+    v = tonumber(redis.call('LINDEX', LOG, i))
+    cache[i] = v
+  end
+  return v
 end
 
 -- Appends amount copies of now (sliding-log.ts pushMany); RPUSH in chunks to stay under Lua's unpack limit.
@@ -23,8 +36,9 @@ local function push_many(n, amount, now)
     redis.call('RPUSH', LOG, unpack(chunk, 1, k))
     left = left - k
   end
-  -- The newest timestamp is now, so the log is worthless W ms from now (expires_at).
-  expire(LOG, W)
+  -- Appending leaves the existing indexes in place, so the cache stays valid and learns the new ones.
+  for i = n, n + amount - 1 do cache[i] = now end
+  log_pushed = true
   return { n = n + amount }
 end
 
@@ -45,6 +59,8 @@ end
 
 function impl.discard(state)
   if state then redis.call('DEL', LOG) end
+  cache = {}
+  log_pushed = false
 end
 
 -- Drops the leading timestamps at or before now - W, stopping at the first later one, as the TypeScript does.
@@ -61,8 +77,10 @@ function impl.normalize(state, now)
     first = first + k - 1
     if k <= #chunk or #chunk == 0 then break end
   end
+  cache = {}
   if first >= n then
     redis.call('DEL', LOG)
+    log_pushed = false
     return nil
   end
   redis.call('LTRIM', LOG, first, -1)
@@ -83,8 +101,11 @@ end
 function impl.remove(state, amount, now)
   if not state then return nil end
   local keep = math.max(0, state.n - amount)
+  -- Dropping the newest units leaves the older indexes in place.
+  for i = keep, state.n - 1 do cache[i] = nil end
   if keep == 0 then
     redis.call('DEL', LOG)
+    log_pushed = false
     return nil
   end
   redis.call('LTRIM', LOG, 0, keep - 1)
@@ -105,4 +126,10 @@ end
 
 function impl.expires_at(state)
   return ts(state.n - 1) + W
+end
+
+-- Called once after the batch (apply.lua): the newest timestamp is the last push's now, so the
+-- log is worthless W ms from then (expires_at); one PEXPIRE instead of one per push.
+function impl.finish(now)
+  if log_pushed then expire(LOG, W) end
 end
