@@ -275,6 +275,16 @@ export class HttpLimiter<Raw> {
   private readonly policies: readonly Policy[];
   private readonly keySource: 'ip' | ApiKeySource | KeyFunction<Raw>;
   private readonly resolveIp: ((view: RequestView<Raw>) => IpAddress | undefined);
+  /**
+   * Which string alone determines the client address (the socket peer, or the
+   * framework's IP), when proxy headers do not take part; identities are then
+   * memoised by it, since parsing and formatting an address costs more than
+   * the rest of a decision on the memory store.
+   */
+  private readonly identityInput: ((view: RequestView<Raw>) => string | undefined) | undefined;
+  private readonly identities = new Map<string, Identity>();
+  /** Built-in response bodies by what they depend on; see {@link renderBody}. */
+  private readonly bodies = new Map<string, { contentType: string; body: string }>();
   private readonly ipv6Subnet: number | false;
   private readonly maxKeyLength: number;
   private readonly cost: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
@@ -341,9 +351,11 @@ export class HttpLimiter<Raw> {
         );
       }
       this.resolveIp = (view) => (view.frameworkIp === undefined ? undefined : parseIp(view.frameworkIp));
+      this.identityInput = (view) => view.frameworkIp;
     } else {
       const resolver = createIpResolver({ trustProxy: o.trustProxy ?? false, proxyHeader: o.proxyHeader ?? 'x-forwarded-for' });
       this.resolveIp = (view) => resolver(view.socketAddress, view.headers);
+      this.identityInput = (o.trustProxy ?? false) === false ? (view) => view.socketAddress : undefined;
     }
 
     const subnet = o.ipv6Subnet ?? 64;
@@ -422,18 +434,40 @@ export class HttpLimiter<Raw> {
     }
   }
 
-  private async evaluate(view: RequestView<Raw>): Promise<HttpOutcome> {
+  /** The client's address, its text and its IP key; memoised per input string when proxy headers play no part. */
+  private identify(view: RequestView<Raw>): Identity {
+    const input = this.identityInput?.(view);
+    if (input !== undefined) {
+      const known = this.identities.get(input);
+      if (known !== undefined) return known;
+    }
     const address = this.resolveIp(view);
-    const ip = address === undefined ? undefined : formatIp(address);
+    const identity: Identity = {
+      address,
+      ip: address === undefined ? undefined : formatIp(address),
+      key: address === undefined ? UNKNOWN_CLIENT_KEY : ipKey(address, this.ipv6Subnet),
+    };
+    if (input !== undefined) {
+      // Bounded: a flood of distinct addresses only costs the memo its hits.
+      if (this.identities.size >= MAX_MEMOISED_IDENTITIES) this.identities.clear();
+      this.identities.set(input, identity);
+    }
+    return identity;
+  }
+
+  private async evaluate(view: RequestView<Raw>): Promise<HttpOutcome> {
+    const { address, ip, key: ipKeyValue } = this.identify(view);
     const client: ClientInfo = { ip, method: view.method, path: view.path, headers: view.headers };
     if (this.skip !== undefined && (await this.skip(view.raw, client)) === true) return CONTINUE;
 
     let rawKey: string | undefined;
     const source = this.keySource;
     if (source === 'ip') {
-      rawKey = address === undefined ? UNKNOWN_CLIENT_KEY : ipKey(address, this.ipv6Subnet);
+      rawKey = ipKeyValue;
     } else if (typeof source === 'function') {
-      const value = await source(view.raw, client);
+      // Awaited only when it is a promise: most key functions are synchronous, and every await is a turn of the microtask queue per request.
+      const returned = source(view.raw, client);
+      const value = isThenable(returned) ? await returned : returned;
       if (typeof value !== 'string' || value.length === 0) {
         throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
       }
@@ -455,10 +489,16 @@ export class HttpLimiter<Raw> {
       return this.refuse(view.raw, { reason: 'missing-key', status, key: undefined, ip, missingHeader: missing.header }, extra);
     }
     const key = boundKey(rawKey, this.maxKeyLength);
-    const cost = typeof this.cost === 'number' ? this.cost : await this.cost(view.raw, client);
+    let cost: number;
+    if (typeof this.cost === 'number') {
+      cost = this.cost;
+    } else {
+      const returned = this.cost(view.raw, client);
+      cost = isThenable(returned) ? await returned : returned;
+    }
 
     const calls = this.policies.map((p) => p.limiter.consume(key, cost));
-    const settled = await Promise.allSettled(calls.map((call) => this.guard(call)));
+    const settled = calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
     const decisions: Array<Decision | undefined> = [];
     const storeErrors: unknown[] = [];
     let badCall: unknown;
@@ -478,7 +518,8 @@ export class HttpLimiter<Raw> {
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.passOnStoreError);
     if (giveBack) {
       this.refundLate(calls, settled, key, cost, view.raw);
-      await this.refund(decisions, key, cost, view.raw);
+      // Most refusals have nothing to give back (one policy, which refused): skip the promise machinery then.
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await this.refund(decisions, key, cost, view.raw);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
@@ -565,7 +606,25 @@ export class HttpLimiter<Raw> {
     return { action: 'respond', status: info.status, headers, contentType, body };
   }
 
+  /**
+   * The built-in bodies depend on a handful of values that repeat from one
+   * refusal to the next (status, reason, Retry-After, the violated policies),
+   * so each distinct one is rendered once: under a flood of refusals the JSON
+   * would otherwise be rebuilt and re-serialised for every request.
+   */
   private renderBody(info: RefusalInfo, problemType: string): { contentType: string; body: string } {
+    if (typeof this.body === 'function') return this.renderBodyUncached(info, problemType);
+    const memoKey = `${info.reason}|${info.status}|${problemType}|${info.retryAfterSeconds}|${info.missingHeader}|${info.violatedPolicies.join('\u0000')}`;
+    let rendered = this.bodies.get(memoKey);
+    if (rendered === undefined) {
+      rendered = this.renderBodyUncached(info, problemType);
+      if (this.bodies.size >= MAX_MEMOISED_BODIES) this.bodies.clear();
+      this.bodies.set(memoKey, rendered);
+    }
+    return rendered;
+  }
+
+  private renderBodyUncached(info: RefusalInfo, problemType: string): { contentType: string; body: string } {
     if (typeof this.body === 'function') {
       const value = this.body(info);
       if (typeof value === 'string') return { contentType: 'text/plain; charset=utf-8', body: value };
@@ -647,6 +706,31 @@ export class HttpLimiter<Raw> {
       );
     });
   }
+}
+
+/** A client's address as parsed, as text (for callbacks) and as its limiter key (grouped by IPv6 subnet). */
+interface Identity {
+  readonly address: IpAddress | undefined;
+  readonly ip: string | undefined;
+  readonly key: string;
+}
+
+/** Distinct built-in bodies an HttpLimiter keeps before it starts over. */
+const MAX_MEMOISED_BODIES = 256;
+
+/** Entries in an HttpLimiter's identity memo before it starts over. */
+const MAX_MEMOISED_IDENTITIES = 4096;
+
+function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | null)?.then === 'function';
+}
+
+/** Promise.allSettled for one promise, without the array and combinator. */
+function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({ status: 'fulfilled', value }),
+    (reason: unknown) => ({ status: 'rejected', reason }),
+  );
 }
 
 /** Formats a window for default policy names: `"1s"`, `"5m"`, `"1d"`, or `"1500ms"`. */

@@ -134,5 +134,8 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
 
 /** Sets headers on the reply, appending to IETF list fields set before (by another floodgate hook, say). */
 function setAll(reply: FastifyReply, headers: readonly HeaderPair[]): void {
-  for (const pair of headers) reply.header(pair[0], combinedValue(pair, reply.getHeader(pair[0])));
+  for (const pair of headers) {
+    // Only IETF list fields combine with an earlier value; asking Fastify for the others is wasted work per request.
+    reply.header(pair[0], pair[2] === true ? combinedValue(pair, reply.getHeader(pair[0])) : pair[1]);
+  }
 }
