@@ -11,6 +11,7 @@ import { lockRun } from './lib/lock.js';
 import { BenchRedis } from './lib/redis.js';
 import { formatTable, type Row, type RunInfo } from './lib/report.js';
 import { indent, startServer, type RunningServer } from './lib/server.js';
+import { runFixedRate, type RateResult } from './lib/rate.js';
 import { assertWrk, runWrk, wrkVersion, type WrkResult } from './lib/wrk.js';
 import type { Scenario, Variant } from './types.js';
 
@@ -148,6 +149,7 @@ interface Context {
 interface Measured {
   readonly wrk: WrkResult;
   readonly redisCommands: Record<string, number> | null;
+  readonly fixedRate: RateResult | null;
 }
 
 /** Start, warm up, measure, stop: one variant. Always stops its server. */
@@ -173,7 +175,13 @@ async function measureVariant(scenario: Scenario, variant: Variant, { options, p
     const wrk = await runWrk({ ...load, durationS: options.durationS });
     const redisCommands = redis ? await redis.commandCounts() : null;
     assertAlive(server);
-    return { wrk, redisCommands };
+    let fixedRate: RateResult | null = null;
+    if (scenario.fixedRate !== undefined) {
+      log(`[${scenario.name}] ${variant.name}: ${scenario.fixedRate} requests/s open-loop for ${options.durationS} s`);
+      fixedRate = await runFixedRate({ url: load.url, rps: scenario.fixedRate, durationS: options.durationS, connections: load.connections });
+      assertAlive(server);
+    }
+    return { wrk, redisCommands, fixedRate };
   } finally {
     await server.stop();
   }
@@ -249,7 +257,7 @@ function toRow(scenario: string, variant: string, result: Measured | Error, base
       error: result.message,
     };
   }
-  const { wrk, redisCommands } = result;
+  const { wrk, redisCommands, fixedRate } = result;
   const redisCalls = redisCommands ? Object.values(redisCommands).reduce((a, b) => a + b, 0) : null;
   return {
     scenario,
@@ -267,6 +275,19 @@ function toRow(scenario: string, variant: string, result: Measured | Error, base
     redisCommands,
     durationS: round(wrk.durationS, 3),
     connections,
+    ...(fixedRate === null
+      ? {}
+      : {
+          fixedRate: {
+            targetRps: fixedRate.targetRps,
+            achievedRps: round(fixedRate.achievedRps, 1),
+            requests: fixedRate.requests,
+            p50Ms: round(fixedRate.p50Ms, 3),
+            p99Ms: round(fixedRate.p99Ms, 3),
+            maxMs: round(fixedRate.maxMs, 3),
+            errors: fixedRate.errors,
+          },
+        }),
   };
 }
 

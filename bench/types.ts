@@ -57,6 +57,13 @@ export interface Scenario {
   readonly wrkLua?: string;
   /** wrk connections when `--connections` is not given. Default 100. */
   readonly connections?: number;
+  /**
+   * When set, each variant is also loaded open-loop at this many requests/s
+   * (after the saturation run, for the same duration) and the table gains
+   * p50/p99 at that rate, counted from each request's scheduled start
+   * (bench/lib/rate.ts). Seed 002 reports its latencies this way.
+   */
+  readonly fixedRate?: number;
 }
 
 /** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */

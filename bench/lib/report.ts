@@ -32,6 +32,18 @@ export interface Row {
   readonly connections: number;
   /** Why the variant failed, when it did. */
   readonly error?: string;
+  /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate). */
+  readonly fixedRate?: {
+    readonly targetRps: number;
+    readonly achievedRps: number;
+    readonly requests: number;
+    /** ms from each request's scheduled start to its response's end. */
+    readonly p50Ms: number;
+    readonly p99Ms: number;
+    readonly maxMs: number;
+    /** Socket errors and requests unanswered 2 s after the last was due. */
+    readonly errors: number;
+  };
 }
 
 /** Settings and machine shown above each table. */
@@ -49,7 +61,7 @@ interface Column {
 
 const fixed = (value: number | null | undefined, digits: number): string => (value == null ? '-' : value.toFixed(digits));
 
-const COLUMNS: readonly Column[] = [
+const BASE_COLUMNS: readonly Column[] = [
   { title: 'variant', left: true, cell: (r) => r.variant },
   { title: 'requests/s', cell: (r) => (r.error ? 'FAILED' : fixed(r.rps, 0)) },
   { title: 'p50 ms', cell: (r) => fixed(r.p50Ms, 2) },
@@ -65,20 +77,32 @@ const COLUMNS: readonly Column[] = [
   },
 ];
 
+/** Columns of the fixed-rate run, shown only for scenarios that have one. */
+function rateColumns(rps: number): Column[] {
+  return [
+    { title: `p50 ms @${rps}/s`, cell: (r) => fixed(r.fixedRate?.p50Ms, 2) },
+    { title: `p99 ms @${rps}/s`, cell: (r) => fixed(r.fixedRate?.p99Ms, 2) },
+    { title: 'achieved/s', cell: (r) => fixed(r.fixedRate?.achievedRps, 0) },
+    { title: 'err', cell: (r) => (r.fixedRate ? String(r.fixedRate.errors) : '-') },
+  ];
+}
+
 /** The text report of one scenario: a header, the table, and the failures' messages. */
 export function formatTable(info: RunInfo, rows: readonly Row[]): string {
-  const cells = rows.map((row) => COLUMNS.map((column) => column.cell(row)));
-  const widths = COLUMNS.map((column, i) => Math.max(column.title.length, ...cells.map((line) => line[i]!.length)));
+  const rate = rows.find((row) => row.fixedRate !== undefined)?.fixedRate?.targetRps;
+  const columns = rate === undefined ? BASE_COLUMNS : [...BASE_COLUMNS, ...rateColumns(rate)];
+  const cells = rows.map((row) => columns.map((column) => column.cell(row)));
+  const widths = columns.map((column, i) => Math.max(column.title.length, ...cells.map((line) => line[i]!.length)));
   const render = (values: readonly string[]): string =>
     values
-      .map((value, i) => (COLUMNS[i]!.left ? value.padEnd(widths[i]!) : value.padStart(widths[i]!)))
+      .map((value, i) => (columns[i]!.left ? value.padEnd(widths[i]!) : value.padStart(widths[i]!)))
       .join('  ')
       .trimEnd();
   const out = [
     `${info.scenario}: ${info.description}`,
     ...info.lines.map((line) => `  ${line}`),
     '',
-    render(COLUMNS.map((column) => column.title)),
+    render(columns.map((column) => column.title)),
     render(widths.map((width) => '-'.repeat(width))),
     ...cells.map(render),
   ];
@@ -91,5 +115,8 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
     '',
     'ratio = requests/s ÷ the first row\'s. Redis cmds/req counts commands run inside Lua scripts too. 429 = refused by the limiter.',
   );
+  if (rate !== undefined) {
+    out.push(`@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`);
+  }
   return `${out.join('\n')}\n`;
 }

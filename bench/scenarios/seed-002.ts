@@ -12,7 +12,7 @@ const self = fileURLToPath(import.meta.url);
 const POINTS = 1000;
 const DURATION_S = 1;
 
-type Mode = 'bare' | 'floodgate' | 'rlf';
+type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'rlf';
 
 function variant(name: string, description: string, mode: Mode): Variant {
   return { name, description, server: self, env: { SEED002_MODE: mode } };
@@ -31,8 +31,11 @@ export default defineScenario({
   variants: [
     variant('bare', 'node:cluster, no limiter, always 200', 'bare'),
     variant('floodgate-cluster', 'RateLimiter on ClusterStore (ClusterStorePrimary in the primary)', 'floodgate'),
+    variant('floodgate-cluster-block', 'the same with inMemoryBlock: a refused key skips IPC until its window ends', 'floodgate-block'),
     variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
   ],
+  // The seed's own measurement: bombardier at a fixed 2000 requests/s.
+  fixedRate: 2000,
 });
 
 // ---------------------------------------------------------------------------
@@ -50,8 +53,8 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
 
 function mode(): Mode {
   const value = process.env.SEED002_MODE ?? 'bare';
-  if (value !== 'bare' && value !== 'floodgate' && value !== 'rlf') {
-    throw new Error(`SEED002_MODE must be bare, floodgate or rlf; got ${JSON.stringify(value)}.`);
+  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'rlf') {
+    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block or rlf; got ${JSON.stringify(value)}.`);
   }
   return value;
 }
@@ -63,7 +66,7 @@ async function primary(cluster: typeof import('node:cluster').default): Promise<
   const m = mode();
   // The counters' owner, created in the primary as each library documents.
   let close = async (): Promise<void> => {};
-  if (m === 'floodgate') {
+  if (m === 'floodgate' || m === 'floodgate-block') {
     const { ClusterStorePrimary } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
       'the cluster store (src/stores/cluster)',
@@ -107,14 +110,19 @@ async function worker(): Promise<void> {
   const m = mode();
   let decide: ((key: string) => Promise<boolean>) | undefined;
 
-  if (m === 'floodgate') {
+  if (m === 'floodgate' || m === 'floodgate-block') {
     const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
     const { ClusterStore } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
       'the cluster store (src/stores/cluster)',
     );
     // The same 3 s timeout as rate-limiter-flexible's below (its default is 5 s).
-    const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store: new ClusterStore({ timeoutMs: 3000 }) });
+    const limiter = new RateLimiter({
+      limit: POINTS,
+      window: `${DURATION_S}s`,
+      store: new ClusterStore({ timeoutMs: 3000 }),
+      inMemoryBlock: m === 'floodgate-block',
+    });
     decide = (key) => limiter.consume(key).then((d) => d.allowed);
   } else if (m === 'rlf') {
     const { RateLimiterCluster, RateLimiterRes } = await import('rate-limiter-flexible');
