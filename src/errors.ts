@@ -39,6 +39,16 @@ export const ErrorCode = {
   CIRCUIT_OPEN: 'FLOODGATE_CIRCUIT_OPEN',
   /** The store or limiter was closed. */
   CLOSED: 'FLOODGATE_CLOSED',
+  /** A gateway config file field is missing, of the wrong type or out of range; the message names the file, line and field. */
+  INVALID_CONFIG: 'FLOODGATE_INVALID_CONFIG',
+  /** A gateway config file is not valid YAML; the message names the file and line. */
+  CONFIG_SYNTAX: 'FLOODGATE_CONFIG_SYNTAX',
+  /** A gateway config file cannot be read (missing, unreadable). */
+  CONFIG_UNREADABLE: 'FLOODGATE_CONFIG_UNREADABLE',
+  /** A command-line argument of the `floodgate` CLI is unknown or malformed. */
+  INVALID_ARGUMENT: 'FLOODGATE_INVALID_ARGUMENT',
+  /** An optional package the gateway needs (undici, prom-client, yaml, pino, ioredis) is not installed. */
+  MISSING_DEPENDENCY: 'FLOODGATE_MISSING_DEPENDENCY',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

@@ -1,0 +1,46 @@
+/** Scenario seed-004: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs the seed's MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
+import { fileURLToPath } from 'node:url';
+import { defineScenario, type Variant } from '../types.js';
+
+const server = fileURLToPath(new URL('../servers/seed-004.ts', import.meta.url));
+
+/** One variant of bench/servers/seed-004.ts, selected by SEED004_MODE. */
+function variant(name: string, description: string, mode: string, redis = false): Variant {
+  return { name, description, server, env: { SEED004_MODE: mode }, redis };
+}
+
+/**
+ * Seed 004 put a Go proxy in front of an app service: every request carries
+ * one of 20 API keys in X-API-KEY, 3 requests per key per 5 s window, so at
+ * saturation ~all answers are 429 — and each 429 still cost the seed one
+ * Redis transaction (`MULTI; SET key 0 NX EX 5; INCR key; EXEC`).
+ *
+ * Every variant forwards with the same proxy code (floodgate's
+ * UpstreamProxy, an undici pool) to the same upstream (a child process
+ * answering 200 `{}`); only the limiting differs. The first row, the bare
+ * proxy, is the baseline of the ratio column. Targets: gateway-redis ≥ 3 ×
+ * seed-baseline (in-memory block: known-exhausted keys are refused without
+ * Redis), and gateway-high ≥ 0.85 × bare-proxy (a limit no key reaches, so
+ * every request is forwarded and the limiter's cost shows).
+ */
+export default defineScenario({
+  name: 'seed-004',
+  description: 'gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed\'s MULTI+INCR proxy',
+  connections: 256,
+  wrkLua: `
+local keys = {}
+for i = 1, 20 do keys[i] = "api-key-" .. i end
+request = function()
+  return wrk.format("GET", "/", { ["X-API-KEY"] = keys[math.random(1, 20)] })
+end
+`,
+  variants: [
+    variant('bare-proxy', 'the gateway with no rules: proxy only, every request forwarded', 'bare'),
+    variant('gateway-memory', 'floodgate serve: 3/5s per X-API-KEY on the embedded memory store', 'memory'),
+    variant('gateway-redis', 'floodgate serve --redis: RedisStore (ioredis) + in-memory block', 'redis', true),
+    variant('gateway-redis-local-first', 'floodgate serve --redis --local-first: LocalFirstStore (ioredis)', 'local-first', true),
+    variant('seed-baseline', 'the seed: same proxy, one MULTI SET NX EX 5 + INCR round trip per request, no in-memory block', 'seed', true),
+    variant('gateway-high', 'floodgate serve, memory store, limit 1e9/5s: every request forwarded (compare with bare-proxy)', 'memory-high'),
+    variant('gateway-redis-high', 'floodgate serve --redis, limit 1e9/5s: every request forwarded, one Redis call each', 'redis-high', true),
+  ],
+});

@@ -1,0 +1,98 @@
+/** Server process of the seed-004 benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
+import { fork } from 'node:child_process';
+import { createServer } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { connected, limited, oneOf } from '../lib/endpoint.js';
+
+type Gw = typeof import('../../dist/esm/gateway/index.js');
+const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high'] as const;
+type Mode = (typeof MODES)[number];
+
+/** The seed's policy: 3 requests per 5 s window per API key. */
+const LIMIT = 3;
+const WINDOW_S = 5;
+const HIGH_LIMIT = 1_000_000_000;
+
+runServer(async () => {
+  const env = benchEnv();
+  const mode = oneOf<Mode>('SEED004_MODE', MODES);
+  const upstreamUrl = await startUpstream();
+  const gw = await importDist<Gw>('esm/gateway/index.js', 'the gateway (src/gateway)');
+  const deps = await gw.loadGatewayDeps();
+  const log = gw.createLogger(deps.pino, 'silent');
+
+  if (mode === 'seed') {
+    await seedBaseline(gw, deps, log, upstreamUrl, requireRedisUrl(env), env.port);
+    return;
+  }
+
+  const limit = mode.endsWith('-high') ? HIGH_LIMIT : LIMIT;
+  const redis = mode === 'redis' || mode === 'local-first' || mode === 'redis-high';
+  const yaml = [
+    `upstream: ${upstreamUrl}`,
+    `listen: 127.0.0.1:${env.port}`,
+    'drainTimeout: 1s',
+    redis ? `store: { type: redis, url: "${requireRedisUrl(env)}"${mode === 'local-first' ? ', localFirst: true' : ''} }` : '',
+    mode === 'bare' ? 'rules: []' : `rules: [{ name: api, key: "header:x-api-key", policies: ["${limit}/${WINDOW_S}s"] }]`,
+  ].join('\n');
+  const settings = await gw.parseConfigText(yaml, 'seed-004.yaml', { watch: false });
+  const gateway = await gw.Gateway.start(settings, deps, log);
+  // Let the Redis client connect, so the warm-up measures the limiter, not the connect.
+  for (let i = 0; i < 100 && gateway.notReady() !== undefined; i += 1) await new Promise((r) => setTimeout(r, 20));
+  process.stdout.write('ready\n');
+  const stop = (): void => {
+    gateway.server.closeAllConnections();
+    gateway.shutdown().finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+});
+
+/** Forks the upstream and resolves with its URL. */
+function startUpstream(): Promise<string> {
+  const child = fork(fileURLToPath(new URL('./seed-004-upstream.ts', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  process.on('exit', () => child.kill('SIGKILL'));
+  return new Promise((resolve, reject) => {
+    child.once('message', (m: { port: number }) => resolve(`http://127.0.0.1:${m.port}`));
+    child.once('exit', (code) => reject(new Error(`the seed-004 upstream exited (${code}) before listening`)));
+  });
+}
+
+/**
+ * The seed's limiter: per request, one `MULTI; SET key 0 NX EX 5; INCR key;
+ * EXEC` round trip, forward when the count is at most 3, else 429 — with the
+ * same UpstreamProxy the gateway uses, so only the limiting differs.
+ */
+async function seedBaseline(gw: Gw, deps: Awaited<ReturnType<Gw['loadGatewayDeps']>>, log: ReturnType<Gw['createLogger']>, upstreamUrl: string, redisUrl: string, port: number): Promise<void> {
+  const client = new Redis(redisUrl);
+  await connected(client);
+  const metrics = new gw.GatewayMetrics(deps.prom);
+  const settings = (await gw.parseConfigText(`upstream: ${upstreamUrl}`, 'seed-004.yaml')).proxy;
+  const proxy = new gw.UpstreamProxy(deps.undici, new URL(upstreamUrl), settings, false, metrics, log);
+  let failures = 0;
+  const server = createServer((req, res) => {
+    const key = String(req.headers['x-api-key'] ?? req.socket.remoteAddress);
+    client
+      .multi()
+      .set(key, 0, 'EX', WINDOW_S, 'NX')
+      .incr(key)
+      .exec()
+      .then(
+        (replies) => {
+          const count = Number(replies?.[1]?.[1]);
+          if (count <= LIMIT) proxy.forward(req, res, []);
+          else limited(res);
+        },
+        (error: unknown) => {
+          if (failures++ < 3) console.error('MULTI failed:', error);
+          res.writeHead(500).end();
+        },
+      );
+  });
+  serve(server, port, async () => {
+    await proxy.close();
+    client.disconnect();
+  });
+}

@@ -1,0 +1,49 @@
+/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (the store is reachable and the gateway is not draining). */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+
+/** What the admin endpoints ask the gateway. */
+export interface AdminSource {
+  /** Renders the metrics (an aggregated registry under `--workers`). */
+  renderMetrics(): Promise<{ contentType: string; body: string }>;
+  /** Why the gateway is not ready, or undefined when it is. */
+  notReady(): string | undefined;
+}
+
+/** An {@link AdminSource} metrics function over one prom-client registry. */
+export function registryMetrics(registry: Registry): AdminSource['renderMetrics'] {
+  return async () => ({ contentType: registry.contentType, body: await registry.metrics() });
+}
+
+/**
+ * Answers `path` if it is an admin endpoint (`/metrics`, `/healthz`,
+ * `/readyz`); returns false otherwise so the caller can go on.
+ */
+export function handleAdmin(path: string, req: IncomingMessage, res: ServerResponse, source: AdminSource): boolean {
+  switch (path) {
+    case '/metrics':
+      source.renderMetrics().then(
+        ({ contentType, body }) => send(res, 200, contentType, body),
+        (error: unknown) => send(res, 500, 'text/plain; charset=utf-8', `metrics failed: ${(error as Error).message}\n`),
+      );
+      return true;
+    case '/healthz':
+      send(res, 200, 'application/json', '{"status":"ok"}\n');
+      return true;
+    case '/readyz': {
+      const reason = source.notReady();
+      if (reason === undefined) send(res, 200, 'application/json', '{"status":"ready"}\n');
+      else send(res, 503, 'application/json', `${JSON.stringify({ status: 'not ready', reason })}\n`);
+      return true;
+    }
+    default:
+      void req;
+      return false;
+  }
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
+  res.end(body);
+}

@@ -1,0 +1,151 @@
+/** Command-line parsing for `floodgate`: flags → settings (alone or over a config file), with typed errors for bad flags. */
+import { parseArgs } from 'node:util';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import { parseDecisionPath, parseFailurePolicy, parseLogLevel, type SettingsOverrides } from './config.js';
+import {
+  InvalidValue,
+  makePolicy,
+  parseAlgorithm,
+  parseHeaders,
+  parseKeySpec,
+  parseLimitSpec,
+  parseListen,
+  parseMs,
+  parsePositiveInt,
+  parseRedisUrl,
+  parseTrustProxy,
+  parseUpstream,
+} from './parse.js';
+import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, DEFAULT_PROXY, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
+
+/** What the command line asks for. */
+export type Command =
+  | { readonly kind: 'help' }
+  | { readonly kind: 'serve'; readonly configFile: string | undefined; readonly overrides: SettingsOverrides; readonly settings: GatewaySettings | undefined }
+  | { readonly kind: 'check'; readonly configFile: string };
+
+const OPTIONS = {
+  upstream: { type: 'string' },
+  listen: { type: 'string' },
+  limit: { type: 'string', multiple: true },
+  key: { type: 'string' },
+  algorithm: { type: 'string' },
+  'block-duration': { type: 'string' },
+  shadow: { type: 'boolean' },
+  redis: { type: 'string' },
+  'local-first': { type: 'boolean' },
+  'on-store-failure': { type: 'string' },
+  workers: { type: 'string' },
+  config: { type: 'string' },
+  'no-watch': { type: 'boolean' },
+  admin: { type: 'string' },
+  'trust-proxy': { type: 'string' },
+  headers: { type: 'string' },
+  'drain-timeout': { type: 'string' },
+  'decision-path': { type: 'string' },
+  'log-level': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Flags that define the default rule, which a config file defines instead. */
+const RULE_FLAGS = ['limit', 'key', 'algorithm', 'block-duration', 'shadow'] as const;
+
+function bad(message: string): FloodgateError {
+  return new FloodgateError(ErrorCode.INVALID_ARGUMENT, message);
+}
+
+/** Parses one flag's value, naming the flag in the error. */
+function flag<T>(name: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof InvalidValue || error instanceof FloodgateError) throw bad(`--${name} ${error.message}`);
+    throw error;
+  }
+}
+
+/**
+ * Parses `argv` (without node and the script).
+ * @throws FloodgateError INVALID_ARGUMENT for an unknown command or flag, a missing or malformed value, or conflicting flags
+ */
+export function parseCommandLine(argv: readonly string[]): Command {
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; strict: true }>>;
+  try {
+    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw bad((error as Error).message.replace(/^Unknown option/, 'unknown option'));
+  }
+  const { values: v, positionals } = parsed;
+  if (v.help === true || positionals[0] === 'help' || argv.length === 0) return { kind: 'help' };
+  const command = positionals[0];
+  if (command !== 'serve' && command !== 'check') {
+    throw bad(`unknown command ${JSON.stringify(command)}; use "floodgate serve" or "floodgate check".`);
+  }
+  if (positionals.length > 1) throw bad(`unexpected argument ${JSON.stringify(positionals[1])}; options start with --.`);
+  if (command === 'check') {
+    if (v.config === undefined) throw bad('check needs --config FILE.');
+    return { kind: 'check', configFile: v.config };
+  }
+
+  const o: SettingsOverrides = {};
+  if (v.upstream !== undefined) o.upstream = flag('upstream', () => parseUpstream(v.upstream));
+  if (v.listen !== undefined) o.listen = flag('listen', () => parseListen(v.listen));
+  if (v.admin !== undefined) o.admin = flag('admin', () => parseListen(v.admin));
+  if (v.workers !== undefined) o.workers = flag('workers', () => parsePositiveInt(v.workers, 256, true));
+  if (v['trust-proxy'] !== undefined) o.trustProxy = flag('trust-proxy', () => parseTrustProxy(v['trust-proxy']));
+  if (v.headers !== undefined) o.headers = flag('headers', () => parseHeaders(v.headers));
+  if (v['drain-timeout'] !== undefined) o.drainTimeoutMs = flag('drain-timeout', () => parseMs(v['drain-timeout']));
+  if (v['log-level'] !== undefined) o.logLevel = flag('log-level', () => parseLogLevel(v['log-level']));
+  if (v['decision-path'] !== undefined) o.decisionPath = flag('decision-path', () => parseDecisionPath(v['decision-path'] === 'false' ? false : v['decision-path']));
+  if (v['no-watch'] === true) {
+    if (v.config === undefined) throw bad('--no-watch only applies with --config FILE.');
+    o.watch = false;
+  }
+  const store: { -readonly [K in keyof StoreSettings]?: StoreSettings[K] } = {};
+  if (v.redis !== undefined) Object.assign(store, { kind: 'redis', url: flag('redis', () => parseRedisUrl(v.redis)) });
+  if (v['local-first'] === true) store.localFirst = true;
+  if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
+  if (Object.keys(store).length > 0) o.storeOverrides = store;
+
+  if (v.config !== undefined) {
+    const given = RULE_FLAGS.filter((name) => v[name] !== undefined);
+    if (given.length > 0) {
+      throw bad(`--${given[0]} defines the default rule, but --config ${v.config} defines the rules; put the policy in the file's rules instead.`);
+    }
+    return { kind: 'serve', configFile: v.config, overrides: o, settings: undefined };
+  }
+
+  // No config file: one rule from the flags, applied to every request.
+  if (o.upstream === undefined) throw bad('serve needs --upstream URL (where admitted requests go), or --config FILE.');
+  if (v.limit === undefined || v.limit.length === 0) throw bad('serve needs at least one --limit N/WINDOW (e.g. --limit 100/1m), or --config FILE with rules.');
+  const algorithm = v.algorithm === undefined ? 'fixed-window' : flag('algorithm', () => parseAlgorithm(v.algorithm));
+  const blockMs = v['block-duration'] === undefined ? 0 : flag('block-duration', () => parseMs(v['block-duration']));
+  const seen = new Set<string>();
+  const policies = v.limit.map((spec) => {
+    const { limit, windowMs } = flag('limit', () => parseLimitSpec(spec));
+    if (seen.has(`${limit}/${windowMs}`)) throw bad(`--limit ${spec} is given twice.`);
+    seen.add(`${limit}/${windowMs}`);
+    return flag('limit', () => makePolicy(undefined, limit, windowMs, algorithm, blockMs));
+  });
+  const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
+  const storeSettings: StoreSettings = { ...DEFAULT_STORE, ...store };
+  if (storeSettings.localFirst && storeSettings.kind !== 'redis') throw bad('--local-first needs --redis URL.');
+  const settings: GatewaySettings = {
+    configFile: undefined,
+    upstream: o.upstream,
+    listen: o.listen ?? DEFAULT_LISTEN,
+    admin: o.admin,
+    workers: o.workers ?? 0,
+    store: storeSettings,
+    trustProxy: o.trustProxy ?? false,
+    headers: o.headers ?? ['ietf'],
+    inMemoryBlock: true,
+    proxy: DEFAULT_PROXY,
+    decisionPath: o.decisionPath ?? DEFAULT_DECISION_PATH,
+    drainTimeoutMs: o.drainTimeoutMs ?? 30_000,
+    logLevel: o.logLevel ?? 'info',
+    watch: false,
+    rules: [{ name: 'default', match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined }, key, policies, shadow: v.shadow === true }],
+  };
+  return { kind: 'serve', configFile: undefined, overrides: o, settings };
+}

@@ -1,0 +1,41 @@
+/** The decision endpoint for nginx `auth_request` and other proxies: decides about the request described by X-Original-* headers and answers 204, or 429 (or the status asked for) with the RateLimit fields. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestView } from '../http/core.js';
+import { headerValue } from '../http/keys.js';
+import { setHeaders, writeResponse } from '../http/respond.js';
+import type { RuleSet } from './rules.js';
+
+/**
+ * Answers one decision request. The original request is read from
+ * `X-Original-Method` (default GET), `X-Original-URI` (default `/`) and
+ * `X-Original-Host` (default this request's Host); every other header,
+ * the API key included, is this request's own (nginx passes the client's
+ * headers to the auth subrequest). The client address comes from the
+ * socket or, with trustProxy, from X-Forwarded-For as for proxied requests.
+ *
+ * `?status=403` (or 401) makes refusals use that status: nginx's
+ * auth_request only passes 401 and 403 on; any other status is an error.
+ */
+export function handleDecision(req: IncomingMessage, res: ServerResponse, query: string, rules: RuleSet): void {
+  const refusedStatus = /(?:^|&)status=(401|403)(?:&|$)/.exec(query)?.[1];
+  const uri = headerValue(req.headers, 'x-original-uri') ?? '/';
+  const q = uri.indexOf('?');
+  const view: RequestView<IncomingMessage> = {
+    raw: req,
+    socketAddress: req.socket.remoteAddress,
+    headers: req.headers,
+    method: (headerValue(req.headers, 'x-original-method') ?? 'GET').toUpperCase(),
+    path: q < 0 ? uri : uri.slice(0, q),
+  };
+  const host = headerValue(req.headers, 'x-original-host') ?? req.headers.host;
+  rules.decide(view, host).then((verdict) => {
+    if (verdict.forward) {
+      setHeaders(res, verdict.headers);
+      res.statusCode = 204;
+      res.end();
+      return;
+    }
+    const status = refusedStatus !== undefined && verdict.status === 429 ? Number(refusedStatus) : verdict.status;
+    writeResponse(res, status, verdict.headers, verdict.contentType, verdict.body);
+  });
+}

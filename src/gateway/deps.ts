@@ -1,0 +1,67 @@
+/** Lazy loading of the gateway's optional packages, so `import 'floodgate'` never loads them and a missing one fails with the package to install. */
+import { ErrorCode, FloodgateError } from '../errors.js';
+
+/** The undici module. */
+export type Undici = typeof import('undici');
+/** The prom-client module. */
+export type PromClient = typeof import('prom-client');
+/** The yaml module. */
+export type Yaml = typeof import('yaml');
+/** The pino factory. */
+export type PinoModule = typeof import('pino');
+/** The ioredis module. */
+export type Ioredis = typeof import('ioredis');
+
+/** Every package the gateway may load, with what it is used for (shown in the error). */
+const PURPOSE: Record<string, string> = {
+  undici: 'the upstream connection pool',
+  'prom-client': 'the /metrics endpoint',
+  yaml: 'reading --config files',
+  pino: 'structured logs',
+  ioredis: 'the Redis store (--redis)',
+};
+
+const cache = new Map<string, Promise<unknown>>();
+
+/**
+ * Imports `name` once. A missing package rejects with MISSING_DEPENDENCY
+ * naming the `npm install` to run; any other failure is passed through.
+ */
+function load<T>(name: string, importer: () => Promise<unknown>): Promise<T> {
+  let pending = cache.get(name);
+  if (pending === undefined) {
+    pending = importer().catch((error: unknown) => {
+      cache.delete(name);
+      const code = (error as NodeJS.ErrnoException | undefined)?.code;
+      if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+        throw new FloodgateError(
+          ErrorCode.MISSING_DEPENDENCY,
+          `floodgate serve needs the package "${name}" for ${PURPOSE[name] ?? 'the gateway'}; install it next to floodgate: npm install ${name}`,
+          error,
+        );
+      }
+      throw error;
+    });
+    cache.set(name, pending);
+  }
+  return pending as Promise<T>;
+}
+
+// Each import is spelled out so bundlers and the CommonJS build see a plain specifier.
+
+/** Loads undici. */
+export const loadUndici = (): Promise<Undici> => load('undici', () => import('undici'));
+/** Loads prom-client. */
+export const loadPromClient = (): Promise<PromClient> => load('prom-client', () => import('prom-client'));
+/** Loads yaml. */
+export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
+/** Loads pino. */
+export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
+/** Loads ioredis. */
+export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+
+/** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
+export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
+  const [undici, prom, pino] = await Promise.all([loadUndici(), loadPromClient(), loadPino()]);
+  return { undici, prom, pino };
+}

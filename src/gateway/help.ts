@@ -1,0 +1,69 @@
+/** The text `floodgate --help` prints: every command and option, each with an example. */
+
+/** Full usage text. */
+export const HELP = `floodgate — a rate-limiting reverse proxy (and decision service) on floodgate.
+
+Usage:
+  floodgate serve --upstream URL [options]     run the gateway in front of URL
+  floodgate serve --config FILE [options]      run it with rules from a YAML file
+  floodgate check --config FILE                validate a config file and exit (0 valid, 2 not)
+  floodgate --help                             this text
+
+Options of serve (flags win over the config file's values):
+  --upstream URL          where admitted requests go; http or https, may carry a base path
+                            e.g. --upstream http://127.0.0.1:3000
+  --listen HOST:PORT      the proxy listener (default 127.0.0.1:8080; port 0 picks a free one)
+                            e.g. --listen 0.0.0.0:8080
+  --limit N/WINDOW        a policy of the default rule; repeat for several (all must admit)
+                            e.g. --limit 3/5s --limit 1000/1d
+  --key SOURCE            who a request counts against: ip (default), header:NAME, or
+                          header:NAME,ip (the header, else the client address)
+                            e.g. --key header:x-api-key
+  --algorithm NAME        fixed-window (default), sliding-window, sliding-log or token-bucket
+                            e.g. --algorithm sliding-window
+  --block-duration D      after going over the limit, refuse the key for this long
+                            e.g. --block-duration 1m
+  --shadow                report what the default rule would do (Floodgate-Shadow header,
+                          metrics, logs) without refusing anything
+                            e.g. --limit 100/1m --shadow
+  --redis URL             count in Redis (shared by every instance) instead of in memory
+                            e.g. --redis redis://10.0.0.5:6379
+  --local-first           with --redis: spend quota locally and settle with Redis in batches
+                            e.g. --redis redis://127.0.0.1:6379 --local-first
+  --on-store-failure P    while Redis is away: insurance (default; per-instance memory
+                          limits), fail-open, fail-closed, or reject (answer 503)
+                            e.g. --on-store-failure fail-open
+  --workers N             run N worker processes on this host; without --redis they share
+                          counts through the cluster store in the primary
+                            e.g. --workers 4
+  --config FILE           rules, store and proxy settings in YAML (see docs/gateway.md);
+                          reloaded on SIGHUP and when the file changes
+                            e.g. --config /etc/floodgate.yaml
+  --no-watch              with --config: reload on SIGHUP only, not on file changes
+                            e.g. --config floodgate.yaml --no-watch
+  --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener (they are
+                          always also at /_floodgate/metrics etc. on the proxy listener)
+                            e.g. --admin 127.0.0.1:9090
+  --trust-proxy VALUE     believe X-Forwarded-For from this many proxies, or from these
+                          addresses (comma-separated IPs/CIDRs, "loopback", "private")
+                            e.g. --trust-proxy 1   or   --trust-proxy 10.0.0.0/8,loopback
+  --headers MODE          RateLimit header family: ietf (default), draft-7, draft-6, legacy,
+                          a comma-separated combination, or none
+                            e.g. --headers draft-7,legacy
+  --drain-timeout D       on SIGTERM, wait this long for in-flight requests (default 30s)
+                            e.g. --drain-timeout 10s
+  --log-level LEVEL       fatal, error, warn, info (default), debug, trace or silent
+                            e.g. --log-level debug
+  -h, --help              this text
+
+Endpoints on the proxy listener:
+  /_floodgate/decide      decision endpoint for nginx auth_request: 204 or 429 (?status=403)
+  /_floodgate/metrics     Prometheus metrics;  /_floodgate/healthz, /_floodgate/readyz
+
+Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads --config (a bad file is
+logged and the last good config stays).
+
+Example:
+  floodgate serve --upstream http://127.0.0.1:3000 --limit 3/5s --key header:x-api-key
+  curl -i -H 'X-API-Key: alice' http://127.0.0.1:8080/
+`;

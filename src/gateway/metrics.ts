@@ -1,0 +1,137 @@
+/** The gateway's Prometheus metrics (prom-client, on a registry of its own): decisions by rule and outcome, store and upstream latency, reloads. */
+import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PromClient } from './deps.js';
+
+/** Outcomes counted in `floodgate_decisions_total`. */
+export type DecisionOutcome =
+  | 'allowed'
+  | 'limited'
+  | 'missing_key'
+  | 'store_error'
+  | 'error'
+  | 'shadow_allowed'
+  | 'shadow_limited'
+  | 'unmatched';
+
+/** How an upstream exchange ended, for `floodgate_upstream_duration_seconds`. */
+export type UpstreamOutcome = 'response' | 'error' | 'timeout';
+
+/** Latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
+const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** Every metric the gateway exports, with per-label-set children cached so the hot path does no label hashing. */
+export class GatewayMetrics {
+  /** The registry `/metrics` renders. */
+  readonly registry: Registry;
+  private readonly decisions: Counter<'rule' | 'outcome'>;
+  private readonly storeLatency: Histogram<'store' | 'result'>;
+  private readonly upstreamLatency: Histogram<'outcome'>;
+  private readonly upstreamErrors: Counter<'kind'>;
+  private readonly reloads: Counter<'result'>;
+  private readonly lastReload: Gauge;
+  private readonly decisionChildren = new Map<string, { inc(): void }>();
+  private readonly storeChildren = new Map<string, { observe(v: number): void }>();
+  private readonly upstreamChildren = new Map<string, { observe(v: number): void }>();
+
+  /** @param prom - the prom-client module */
+  constructor(prom: PromClient) {
+    this.registry = new prom.Registry();
+    const registers = [this.registry];
+    prom.collectDefaultMetrics({ register: this.registry });
+    this.decisions = new prom.Counter({
+      name: 'floodgate_decisions_total',
+      help: 'Rate-limit decisions by rule and outcome (shadow_* for rules in shadow mode; unmatched when no rule applied).',
+      labelNames: ['rule', 'outcome'],
+      registers,
+    });
+    this.storeLatency = new prom.Histogram({
+      name: 'floodgate_store_duration_seconds',
+      help: 'Time the store took to answer one operation (in-memory block hits do not reach the store).',
+      labelNames: ['store', 'result'],
+      buckets: STORE_BUCKETS,
+      registers,
+    });
+    this.upstreamLatency = new prom.Histogram({
+      name: 'floodgate_upstream_duration_seconds',
+      help: 'Time from forwarding a request to the upstream\'s response headers (or its failure).',
+      labelNames: ['outcome'],
+      buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+    this.upstreamErrors = new prom.Counter({
+      name: 'floodgate_upstream_errors_total',
+      help: 'Upstream failures by kind: connect (refused, reset, DNS), timeout (connect or headers), body (failed mid-response).',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.reloads = new prom.Counter({
+      name: 'floodgate_config_reloads_total',
+      help: 'Config reloads (SIGHUP or file change) by result; a failed reload keeps the last good config.',
+      labelNames: ['result'],
+      registers,
+    });
+    this.lastReload = new prom.Gauge({
+      name: 'floodgate_config_last_reload_success',
+      help: '1 when the last config reload succeeded (or none was tried), 0 when it failed.',
+      registers,
+    });
+    this.lastReload.set(1);
+    const self = this;
+    new prom.Gauge({
+      name: 'floodgate_requests_in_flight',
+      help: 'Requests being decided or proxied now.',
+      registers,
+      // Read at scrape time, so the hot path only bumps a plain number.
+      collect() {
+        this.set(self.inFlight());
+      },
+    });
+  }
+
+  /** Source of `floodgate_requests_in_flight`; the server replaces it. */
+  inFlight: () => number = () => 0;
+
+  /** Counts one decision. */
+  decision(rule: string, outcome: DecisionOutcome): void {
+    const id = `${rule}\0${outcome}`;
+    let child = this.decisionChildren.get(id);
+    if (child === undefined) {
+      child = this.decisions.labels(rule, outcome);
+      this.decisionChildren.set(id, child);
+    }
+    child.inc();
+  }
+
+  /** Records one store call. */
+  storeCall(store: string, ok: boolean, seconds: number): void {
+    const id = `${store}\0${ok}`;
+    let child = this.storeChildren.get(id);
+    if (child === undefined) {
+      child = this.storeLatency.labels(store, ok ? 'ok' : 'error');
+      this.storeChildren.set(id, child);
+    }
+    child.observe(seconds);
+  }
+
+  /** Records one upstream exchange (to headers or failure). */
+  upstream(outcome: UpstreamOutcome, seconds: number): void {
+    let child = this.upstreamChildren.get(outcome);
+    if (child === undefined) {
+      child = this.upstreamLatency.labels(outcome);
+      this.upstreamChildren.set(outcome, child);
+    }
+    child.observe(seconds);
+  }
+
+  /** Counts an upstream failure. */
+  upstreamError(kind: 'connect' | 'timeout' | 'body'): void {
+    this.upstreamErrors.labels(kind).inc();
+  }
+
+  /** Records a reload attempt. */
+  reload(ok: boolean): void {
+    this.reloads.labels(ok ? 'success' : 'failure').inc();
+    this.lastReload.set(ok ? 1 : 0);
+  }
+}

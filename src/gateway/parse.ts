@@ -1,0 +1,172 @@
+/** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
+import { describe, parseDuration } from '../duration.js';
+import { ALGORITHMS, type Algorithm } from '../policy.js';
+import { parseHeaderModes, type HeaderMode } from '../http/headers.js';
+import { AddressMatcher, type TrustProxy } from '../http/keys.js';
+import type { KeySettings, ListenAddress, PolicySettings } from './settings.js';
+
+/** A bad value; the message says what was expected. The CLI and the config loader add where it came from. */
+export class InvalidValue extends Error {
+  /** @param message - what is wrong and what would be right */
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidValue';
+  }
+}
+
+/** Runs `parse`, turning any error it throws into an {@link InvalidValue} with the same message. */
+export function asInvalid<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof InvalidValue) throw error;
+    throw new InvalidValue(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/** Parses `HOST:PORT`, `:PORT`, `PORT` or `[v6]:PORT`. */
+export function parseListen(value: unknown): ListenAddress {
+  if (typeof value === 'number') return { host: '127.0.0.1', port: checkPort(value, String(value)) };
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080" or "0.0.0.0:8080"; got ${describe(value)}.`);
+  }
+  const text = value.trim();
+  let host = '127.0.0.1';
+  let port: string;
+  const v6 = /^\[([^\]]+)\]:(\d+)$/.exec(text);
+  if (v6) {
+    host = v6[1]!;
+    port = v6[2]!;
+  } else if (/^\d+$/.test(text)) {
+    port = text;
+  } else {
+    const colon = text.lastIndexOf(':');
+    if (colon < 0) throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080"; got ${describe(value)} (no port).`);
+    if (colon > 0) host = text.slice(0, colon);
+    port = text.slice(colon + 1);
+  }
+  if (!/^\d+$/.test(port)) throw new InvalidValue(`must be HOST:PORT with a numeric port; got ${describe(value)}.`);
+  return { host, port: checkPort(Number(port), text) };
+}
+
+function checkPort(port: number, text: string): number {
+  if (!Number.isSafeInteger(port) || port < 0 || port > 65535) {
+    throw new InvalidValue(`port must be a whole number from 0 to 65535; got ${JSON.stringify(text)}.`);
+  }
+  return port;
+}
+
+/** Parses an upstream URL: http or https, no query or fragment. */
+export function parseUpstream(value: unknown): URL {
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describe(value)}.`);
+  }
+  let url: URL;
+  try {
+    url = new URL(value.trim());
+  } catch {
+    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describe(value)}.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidValue(`must use http:// or https://; got ${describe(value)}.`);
+  }
+  if (url.search !== '' || url.hash !== '') throw new InvalidValue(`must not have a query string or fragment; got ${describe(value)}.`);
+  if (url.username !== '' || url.password !== '') throw new InvalidValue('must not carry credentials; the gateway forwards the client\'s own Authorization header.');
+  return url;
+}
+
+/** Parses a Redis URL (redis:// or rediss://). */
+export function parseRedisUrl(value: unknown): string {
+  if (typeof value !== 'string' || !/^rediss?:\/\/[^\s]+$/.test(value.trim())) {
+    throw new InvalidValue(`must be a Redis URL such as "redis://127.0.0.1:6379"; got ${describe(value)}.`);
+  }
+  return value.trim();
+}
+
+/** Parses `N/DURATION`, e.g. `"3/5s"`, `"100/1m"`, into a policy's limit and window. */
+export function parseLimitSpec(value: unknown): { limit: number; windowMs: number } {
+  const match = typeof value === 'string' ? /^\s*(\d+)\s*\/\s*(\S+)\s*$/.exec(value) : null;
+  if (!match) {
+    throw new InvalidValue(`must be LIMIT/WINDOW such as "3/5s" or "100/1m"; got ${describe(value)}.`);
+  }
+  const limit = Number(match[1]);
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidValue(`the limit must be a positive whole number; got ${describe(value)}.`);
+  const windowMs = asInvalid(() => parseDuration(match[2], 'the window'));
+  return { limit, windowMs };
+}
+
+/** Parses an algorithm name. */
+export function parseAlgorithm(value: unknown): Algorithm {
+  if (!ALGORITHMS.includes(value as Algorithm)) {
+    throw new InvalidValue(`must be one of ${ALGORITHMS.join(', ')}; got ${describe(value)}.`);
+  }
+  return value as Algorithm;
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Parses a header name (returned lower-case). */
+export function parseHeaderName(value: unknown): string {
+  if (typeof value !== 'string' || !HEADER_NAME.test(value)) throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describe(value)}.`);
+  return value.toLowerCase();
+}
+
+/** Parses `ip`, `header:NAME` or `header:NAME,ip` (the header, else the client address). */
+export function parseKeySpec(value: unknown): KeySettings {
+  if (value === 'ip') return { kind: 'ip' };
+  const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
+  if (!match) {
+    throw new InvalidValue(`must be "ip", "header:NAME" (e.g. "header:x-api-key") or "header:NAME,ip" (the header, else the client address); got ${describe(value)}.`);
+  }
+  return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };
+}
+
+/** Parses a trust-proxy value: `false`, a hop count, or a list of IPs/CIDRs (a comma-separated string on the CLI). */
+export function parseTrustProxy(value: unknown): TrustProxy {
+  if (value === false || value === 'false' || value === 0 || value === '0') return false;
+  if (typeof value === 'number' || (typeof value === 'string' && /^\d+$/.test(value))) {
+    const hops = Number(value);
+    if (!Number.isSafeInteger(hops) || hops < 1 || hops > 32) throw new InvalidValue(`as a hop count must be from 1 to 32; got ${describe(value)}.`);
+    return hops;
+  }
+  const list = typeof value === 'string' ? value.split(',').map((s) => s.trim()).filter((s) => s !== '') : value;
+  if (!Array.isArray(list) || list.length === 0 || !list.every((s) => typeof s === 'string')) {
+    throw new InvalidValue(`must be false, the number of proxies in front of the gateway, or a list of their IPs/CIDRs (e.g. "10.0.0.0/8,loopback"); got ${describe(value)}.`);
+  }
+  asInvalid(() => new AddressMatcher(list as string[], 'trustProxy'));
+  return list as string[];
+}
+
+/** Parses a header-mode value: one mode, a list, or `"none"`. */
+export function parseHeaders(value: unknown): readonly HeaderMode[] | 'none' {
+  if (value === 'none' || value === false) return 'none';
+  const list = typeof value === 'string' ? value.split(',').map((s) => s.trim()) : value;
+  return asInvalid(() => parseHeaderModes(list));
+}
+
+/** Parses a whole positive number within `max`. */
+export function parsePositiveInt(value: unknown, max = Number.MAX_SAFE_INTEGER, allowZero = false): number {
+  const n = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < (allowZero ? 0 : 1) || n > max) {
+    throw new InvalidValue(`must be a whole number from ${allowZero ? 0 : 1} to ${max}; got ${describe(value)}.`);
+  }
+  return n;
+}
+
+/** Parses a duration (ms or "5s"); `allowZero` accepts 0 / "0" meaning "no limit". */
+export function parseMs(value: unknown, allowZero = false): number {
+  if (allowZero && (value === 0 || value === '0')) return 0;
+  return asInvalid(() => parseDuration(value, 'the duration'));
+}
+
+/** Parses a boolean; strings only as the CLI would spell them. */
+export function parseBoolean(value: unknown): boolean {
+  if (typeof value === 'boolean') return value;
+  throw new InvalidValue(`must be true or false; got ${describe(value)}.`);
+}
+
+/** Builds a policy from its parts, checking them. */
+export function makePolicy(name: string | undefined, limit: number, windowMs: number, algorithm: Algorithm, blockMs: number): PolicySettings {
+  if (name !== undefined && !/^[\x20-\x7e]+$/.test(name)) throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describe(name)}.`);
+  return { name, limit, windowMs, algorithm, blockMs };
+}

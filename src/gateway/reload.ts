@@ -1,0 +1,115 @@
+/** Config reloads on SIGHUP and on file change: read, validate, apply; a bad file is logged and the last good config stays in force. */
+import { createHash } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
+import { isFloodgateError } from '../errors.js';
+import { parseConfigText, type SettingsOverrides } from './config.js';
+import type { GatewayLogger } from './log.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { GatewaySettings } from './settings.js';
+
+/** Options of {@link ConfigReloader}. */
+export interface ReloaderOptions {
+  /** The config file. */
+  readonly file: string;
+  /** The CLI's settings, applied over the file's on every reload. */
+  readonly overrides: SettingsOverrides;
+  /** Applies validated settings; throws to refuse them (the old ones stay). */
+  readonly apply: (settings: GatewaySettings) => void;
+  /** Logger. */
+  readonly log: GatewayLogger;
+  /** Metrics (`floodgate_config_reloads_total`). */
+  readonly metrics: GatewayMetrics;
+  /** Also reload when the file changes. */
+  readonly watch: boolean;
+  /** The text the running config was read from, so an unchanged file is not reapplied. */
+  readonly initialText?: string;
+}
+
+/** Editors save by writing a temporary file and renaming it; wait for the burst of events to end. */
+const DEBOUNCE_MS = 150;
+
+/** Reloads the config on SIGHUP and (optionally) when the file changes. */
+export class ConfigReloader {
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private lastHash: string | undefined;
+
+  /** @param options - see {@link ReloaderOptions} */
+  constructor(private readonly options: ReloaderOptions) {
+    if (options.initialText !== undefined) this.lastHash = hash(options.initialText);
+  }
+
+  /** Starts listening for SIGHUP and file changes. */
+  start(): void {
+    process.on('SIGHUP', this.onSignal);
+    if (this.options.watch) {
+      // The directory, not the file: a rename-on-save replaces the file's inode, which would end a watch on the file itself.
+      const name = basename(this.options.file);
+      try {
+        this.watcher = watch(dirname(this.options.file), (_event, changed) => {
+          if (changed !== null && changed !== name) return;
+          clearTimeout(this.timer);
+          this.timer = setTimeout(() => void this.reload('file change'), DEBOUNCE_MS);
+        });
+        this.watcher.on('error', (error) => this.options.log.warn({ error: error.message }, 'config file watch failed; SIGHUP still reloads'));
+      } catch (error) {
+        this.options.log.warn({ error: (error as Error).message }, 'cannot watch the config file; SIGHUP still reloads');
+      }
+    }
+  }
+
+  /** Stops listening. */
+  stop(): void {
+    process.off('SIGHUP', this.onSignal);
+    this.watcher?.close();
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * Reads the file and applies it. Reloads run one after another. A file
+   * change that leaves the content as it was is ignored; SIGHUP always
+   * re-applies.
+   */
+  reload(trigger: 'SIGHUP' | 'file change'): Promise<void> {
+    this.chain = this.chain.then(() => this.run(trigger));
+    return this.chain;
+  }
+
+  private readonly onSignal = (): void => void this.reload('SIGHUP');
+
+  private async run(trigger: 'SIGHUP' | 'file change'): Promise<void> {
+    const { file, log, metrics } = this.options;
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      // Mid-rename the file can be briefly missing; the rename's own event follows.
+      if (trigger === 'file change') return;
+      metrics.reload(false);
+      log.error({ file, error: (error as Error).message }, 'config reload failed: cannot read the file; keeping the last good config');
+      return;
+    }
+    const digest = hash(text);
+    if (trigger === 'file change' && digest === this.lastHash) return;
+    try {
+      const settings = await parseConfigText(text, file, this.options.overrides);
+      this.options.apply(settings);
+      this.lastHash = digest;
+      metrics.reload(true);
+      log.info({ file, trigger }, 'config reloaded');
+    } catch (error) {
+      // Remember the bad text too, so the watcher does not report the same error on every touch.
+      this.lastHash = digest;
+      metrics.reload(false);
+      const code = isFloodgateError(error) ? error.code : undefined;
+      log.error({ file, trigger, code, error: (error as Error).message }, 'config reload failed; keeping the last good config');
+    }
+  }
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

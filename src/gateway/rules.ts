@@ -1,0 +1,274 @@
+/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
+import { headerValue } from '../http/keys.js';
+import type { HeaderPair } from '../http/headers.js';
+import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
+import type { Store } from '../stores/store.js';
+import { loggableKey, type GatewayLogger } from './log.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
+
+/** A compiled rule. */
+export interface Rule {
+  /** The rule's name (metrics label, log field, store key part). */
+  readonly name: string;
+  /** Reports without refusing. */
+  readonly shadow: boolean;
+  /** True when the request facts satisfy every condition of the rule's match. */
+  readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
+  /** Decides about one request. */
+  readonly limiter: HttpLimiter<IncomingMessage>;
+}
+
+/** What the gateway does with a request after every rule that applies has decided. */
+export type Verdict =
+  /** Forward it; add `headers` to the upstream's response. */
+  | { readonly forward: true; readonly headers: readonly HeaderPair[] }
+  /** Answer it with this response. */
+  | {
+      readonly forward: false;
+      readonly status: number;
+      readonly headers: readonly HeaderPair[];
+      readonly contentType: string;
+      readonly body: string;
+    };
+
+const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
+const FORWARD: Verdict = Object.freeze({ forward: true, headers: NO_HEADERS });
+
+/** What the rules need from the running gateway. */
+export interface RuleContext {
+  /** The store every limiter counts in. */
+  readonly store: Store;
+  /** True when the store can fail (Redis, cluster), so the failure policy applies. */
+  readonly storeCanFail: boolean;
+  /** The store of the insurance limiters (memory), kept across reloads. */
+  readonly insuranceStore: Store;
+  /** Logger. */
+  readonly log: GatewayLogger;
+  /** Metrics. */
+  readonly metrics: GatewayMetrics;
+}
+
+/**
+ * The rules of one configuration. Rules are tried in order: the first
+ * matching enforced rule decides, and every matching shadow rule met on the
+ * way also counts and reports. A request no rule matches is forwarded
+ * without limits.
+ */
+export class RuleSet {
+  /** Whether any rule looks at the Host header (so it is parsed only then). */
+  private readonly needsHost: boolean;
+
+  /**
+   * @param rules - compiled rules, in order
+   * @param settings - the rules' settings, in the same order
+   * @param metrics - where decisions are counted
+   */
+  constructor(
+    readonly rules: readonly Rule[],
+    settings: readonly RuleSettings[],
+    private readonly metrics: GatewayMetrics,
+  ) {
+    this.needsHost = settings.some((r) => r.match.hosts !== undefined);
+  }
+
+  /**
+   * Decides about a request (a proxied one, or the original request the
+   * decision endpoint describes). Never rejects.
+   */
+  async decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Promise<Verdict> {
+    const host = this.needsHost ? hostOf(hostHeader) : undefined;
+    let shadows: Rule[] | undefined;
+    let enforced: Rule | undefined;
+    for (const rule of this.rules) {
+      if (!rule.matches(view.method, view.path, host, view.headers)) continue;
+      if (rule.shadow) (shadows ??= []).push(rule);
+      else {
+        enforced = rule;
+        break;
+      }
+    }
+    if (shadows === undefined) return enforced === undefined ? this.unmatched() : this.enforce(enforced, view);
+    const [verdict, shadowHeader] = await Promise.all([
+      enforced === undefined ? this.unmatched() : this.enforce(enforced, view),
+      Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
+    ]);
+    const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
+    return { ...verdict, headers };
+  }
+
+  private unmatched(): Verdict {
+    this.metrics.decision('(none)', 'unmatched');
+    return FORWARD;
+  }
+
+  private async enforce(rule: Rule, view: RequestView<IncomingMessage>): Promise<Verdict> {
+    const outcome = await rule.limiter.handle(view);
+    const metrics = this.metrics;
+    switch (outcome.action) {
+      case 'continue':
+        metrics.decision(rule.name, 'allowed');
+        return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
+      case 'respond':
+        metrics.decision(rule.name, refusalOutcome(outcome.status));
+        return { forward: false, status: outcome.status, headers: outcome.headers, contentType: outcome.contentType, body: outcome.body };
+      case 'error':
+        metrics.decision(rule.name, 'error');
+        rule.limiter.reportError(outcome.error, undefined);
+        return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
+    }
+  }
+
+  /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
+  private async shadow(rule: Rule, view: RequestView<IncomingMessage>): Promise<string> {
+    const outcome: HttpOutcome = await rule.limiter.handle(view);
+    const limited = outcome.action === 'respond' && outcome.status === 429;
+    this.metrics.decision(rule.name, limited ? 'shadow_limited' : 'shadow_allowed');
+    const result = outcome.action === 'continue' ? 'allowed' : limited ? 'limited' : outcome.action === 'respond' ? `refused-${outcome.status}` : 'error';
+    return `"${rule.name}";outcome=${result}`;
+  }
+}
+
+const INTERNAL_ERROR_BODY = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
+
+function refusalOutcome(status: number): 'limited' | 'missing_key' | 'store_error' | 'error' {
+  if (status === 429) return 'limited';
+  if (status === 401 || status === 400) return 'missing_key';
+  if (status === 503) return 'store_error';
+  return 'error';
+}
+
+/** The host name of a Host header, lower case, without port. */
+function hostOf(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const v = value.trim().toLowerCase();
+  if (v.startsWith('[')) return v.slice(0, v.indexOf(']') + 1);
+  const colon = v.indexOf(':');
+  return colon < 0 ? v : v.slice(0, colon);
+}
+
+/**
+ * Compiles the rules of `settings`: one RateLimiter per policy, on the
+ * shared store under a prefix made of the rule, the policy and its numbers,
+ * so a reload that keeps a policy keeps its counters, and one that changes
+ * its numbers starts it afresh instead of reading counts made under others.
+ */
+export function compileRules(settings: GatewaySettings, context: RuleContext): RuleSet {
+  const rules = settings.rules.map((rule) => compileRule(rule, settings, context));
+  return new RuleSet(rules, settings.rules, context.metrics);
+}
+
+function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
+  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context), ...(p.name === undefined ? {} : { name: p.name }) }));
+  const log = context.log.child({ rule: rule.name });
+  let warned = 0;
+  const options: HttpRateLimitOptions<IncomingMessage> = {
+    limiter: policies,
+    key: keySource(rule),
+    trustProxy: settings.trustProxy,
+    headers: settings.headers === 'none' ? 'none' : [...settings.headers],
+    onStoreError: 'respond',
+    // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
+    timeout: false,
+    // One line per 10 s at most: an outage would otherwise log at the request rate.
+    onError: (error) => {
+      const now = Date.now();
+      if (now - warned < 10_000) return;
+      warned = now;
+      log.warn({ err: error }, 'rate-limit store problem');
+    },
+  };
+  const keyIsIp = rule.key.kind === 'ip';
+  if (rule.shadow) {
+    let last = 0;
+    let held = 0;
+    options.onLimited = (_req, info) => {
+      const now = Date.now();
+      // At most one line per second per shadow rule: a shadow rule exists to be measured, not to flood the log.
+      if (now - last < 1000) {
+        held += 1;
+        return;
+      }
+      last = now;
+      log.info({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies, suppressed: held }, 'shadow rule would have limited');
+      held = 0;
+    };
+  } else if (context.log.isLevelEnabled('debug')) {
+    options.onLimited = (_req, info) => log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
+  }
+  return { name: rule.name, shadow: rule.shadow, matches: compileMatch(rule.match), limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }) };
+}
+
+function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
+  const key = rule.key;
+  if (key.kind === 'ip') return 'ip';
+  if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
+  const header = key.header;
+  // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.
+  return (_req, client) => {
+    const value = headerValue(client.headers, header);
+    return value === undefined ? `ip:${client.ip ?? 'unknown'}` : `key:${value}`;
+  };
+}
+
+function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
+  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
+  const base: RateLimiterOptions = {
+    limit: p.limit,
+    window: p.windowMs,
+    algorithm: p.algorithm,
+    prefix,
+    ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
+  };
+  const options: RateLimiterOptions = { ...base, store: context.store, inMemoryBlock: settings.inMemoryBlock };
+  if (context.storeCanFail) {
+    switch (settings.store.onFailure) {
+      case 'insurance':
+        // The insurance counts per process: while the store is away, each instance admits up to the full limit.
+        options.insurance = new RateLimiter({ ...base, store: context.insuranceStore });
+        break;
+      case 'fail-open':
+      case 'fail-closed':
+        options.onStoreFailure = settings.store.onFailure;
+        break;
+      case 'reject':
+        break;
+    }
+  }
+  return new RateLimiter(options);
+}
+
+function compileMatch(m: MatchSettings): Rule['matches'] {
+  const checks: Array<(method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean> = [];
+  if (m.methods !== undefined) {
+    const methods = new Set(m.methods);
+    checks.push((method) => methods.has(method));
+  }
+  if (m.pathPrefix !== undefined) {
+    const prefix = m.pathPrefix;
+    checks.push((_m, path) => path.startsWith(prefix));
+  }
+  if (m.pathPattern !== undefined) {
+    const pattern = m.pathPattern;
+    checks.push((_m, path) => pattern.test(path));
+  }
+  if (m.hosts !== undefined) {
+    const exact = new Set(m.hosts.filter((h) => !h.startsWith('*.')));
+    const suffixes = m.hosts.filter((h) => h.startsWith('*.')).map((h) => h.slice(1));
+    checks.push((_m, _p, host) => host !== undefined && (exact.has(host) || suffixes.some((s) => host.endsWith(s))));
+  }
+  if (m.headers !== undefined) {
+    const wanted = m.headers;
+    checks.push((_m, _p, _h, headers) =>
+      wanted.every(([name, value]) => {
+        const actual = headerValue(headers, name);
+        return value === true ? actual !== undefined : actual === value;
+      }),
+    );
+  }
+  if (checks.length === 0) return () => true;
+  if (checks.length === 1) return checks[0]!;
+  return (method, path, host, headers) => checks.every((check) => check(method, path, host, headers));
+}

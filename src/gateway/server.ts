@@ -1,0 +1,321 @@
+/** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { viewOf, writeResponse } from '../http/respond.js';
+import { MemoryStore } from '../stores/memory.js';
+import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
+import { handleDecision } from './decision.js';
+import type { PinoModule, PromClient, Undici } from './deps.js';
+import type { GatewayLogger } from './log.js';
+import { GatewayMetrics } from './metrics.js';
+import { UpstreamProxy, writeRaw } from './proxy.js';
+import { compileRules, type RuleContext, type RuleSet } from './rules.js';
+import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
+import { openStore, type GatewayStore } from './store.js';
+
+/** The packages a gateway runs on, loaded by the caller (see deps.ts). */
+export interface GatewayDeps {
+  /** undici. */
+  readonly undici: Undici;
+  /** prom-client. */
+  readonly prom: PromClient;
+  /** pino. */
+  readonly pino: PinoModule;
+}
+
+/** Options of {@link Gateway.start}. */
+export interface GatewayStartOptions {
+  /** True in a `--workers` worker: counters go to the primary's cluster store, and the admin listener is the primary's. */
+  readonly clustered?: boolean;
+}
+
+const NO_UPSTREAM_BODY = JSON.stringify({
+  type: 'about:blank',
+  title: 'Not Found',
+  status: 404,
+  detail: 'This floodgate gateway runs without an upstream; it answers only its decision endpoint.',
+});
+
+/**
+ * A running gateway. Create with {@link Gateway.start}; change with
+ * {@link apply}; stop with {@link shutdown}.
+ */
+export class Gateway implements AdminSource {
+  /** The proxy listener. */
+  readonly server: Server;
+  /** The admin listener, when `admin` is set. */
+  readonly adminServer: Server | undefined;
+  /** Metrics of this process. */
+  readonly metrics: GatewayMetrics;
+  private settings: GatewaySettings;
+  private rules: RuleSet;
+  private proxy: UpstreamProxy | undefined;
+  private inFlight = 0;
+  private draining = false;
+  private drained: (() => void) | undefined;
+  private readonly ruleContext: RuleContext;
+  /** Upgraded (WebSocket) connections: no longer HTTP, so closeAllConnections does not see them. */
+  private readonly tunnels = new Set<Duplex>();
+
+  private constructor(
+    settings: GatewaySettings,
+    private readonly deps: GatewayDeps,
+    private readonly log: GatewayLogger,
+    metrics: GatewayMetrics,
+    private readonly store: GatewayStore,
+    private readonly clustered: boolean,
+  ) {
+    this.settings = settings;
+    this.metrics = metrics;
+    metrics.inFlight = () => this.inFlight;
+    const insuranceStore = new MemoryStore();
+    this.ruleContext = {
+      store: store.store,
+      storeCanFail: settings.store.kind === 'redis' || clustered,
+      insuranceStore,
+      log,
+      metrics,
+    };
+    this.rules = compileRules(settings, this.ruleContext);
+    this.proxy = this.makeProxy(settings);
+    const p = settings.proxy;
+    this.server = createServer(
+      {
+        maxHeaderSize: p.maxHeaderSize,
+        headersTimeout: p.clientHeadersTimeoutMs,
+        requestTimeout: p.clientRequestTimeoutMs,
+        keepAliveTimeout: p.clientKeepAliveTimeoutMs,
+      },
+      this.onRequest,
+    );
+    this.server.on('upgrade', this.onUpgrade);
+    this.server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+      // Node answers 431 for oversized headers and 408 for slow ones only when told to; a bare socket close would hide why.
+      const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+      if (socket.writable && !(socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
+        socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      } else {
+        socket.destroy();
+      }
+    });
+    this.adminServer =
+      settings.admin === undefined || clustered
+        ? undefined
+        : createServer((req, res) => {
+            const path = (req.url ?? '/').split('?')[0]!;
+            if (!handleAdmin(path, req, res, this)) writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
+          });
+  }
+
+  /**
+   * Opens the store, compiles the rules, and listens. Resolves once both
+   * listeners are up.
+   * @throws FloodgateError when the store cannot be opened or a rule is invalid; the listen error when the port is taken
+   */
+  static async start(settings: GatewaySettings, deps: GatewayDeps, log: GatewayLogger, options: GatewayStartOptions = {}): Promise<Gateway> {
+    const metrics = new GatewayMetrics(deps.prom);
+    const clustered = options.clustered ?? false;
+    const store = await openStore(settings.store, metrics, clustered);
+    let gateway: Gateway;
+    try {
+      gateway = new Gateway(settings, deps, log, metrics, store, clustered);
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    await listen(gateway.server, settings.listen);
+    if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!);
+    log.info(
+      {
+        url: gateway.url,
+        admin: gateway.adminUrl,
+        upstream: settings.upstream?.href,
+        store: store.description,
+        rules: settings.rules.map((r) => r.name),
+      },
+      'floodgate gateway listening',
+    );
+    return gateway;
+  }
+
+  /** `http://host:port` of the proxy listener. */
+  get url(): string {
+    return urlOf(this.server);
+  }
+
+  /** `http://host:port` of the admin listener, when there is one. */
+  get adminUrl(): string | undefined {
+    return this.adminServer === undefined ? undefined : urlOf(this.adminServer);
+  }
+
+  /** The settings in force. */
+  get current(): GatewaySettings {
+    return this.settings;
+  }
+
+  /** Renders this process's metrics in the Prometheus text format. */
+  renderMetrics(): Promise<{ contentType: string; body: string }> {
+    return registryMetrics(this.metrics.registry)();
+  }
+
+  /** Why the gateway should not get traffic now (draining, store down), or undefined when ready. */
+  notReady(): string | undefined {
+    if (this.draining) return 'draining';
+    if (!this.store.ready()) return 'store not connected';
+    return undefined;
+  }
+
+  /**
+   * Applies new settings: the rules, headers, trust and the upstream change
+   * at once (counters are kept for policies that did not change). Settings
+   * that need new listeners or a new store are reported and kept as they are.
+   * @throws FloodgateError when the new rules are invalid; nothing changes then
+   */
+  apply(next: GatewaySettings): void {
+    const kept: string[] = [];
+    const prev = this.settings;
+    if (!sameAddress(prev.listen, next.listen)) kept.push('listen');
+    if (!sameAddress(prev.admin, next.admin)) kept.push('admin');
+    if (prev.workers !== next.workers) kept.push('workers');
+    if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
+    if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
+    const effective: GatewaySettings = {
+      ...next,
+      listen: prev.listen,
+      admin: prev.admin,
+      workers: prev.workers,
+      store: prev.store,
+      proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
+    };
+    const rules = compileRules(effective, this.ruleContext);
+    const proxyChanged =
+      prev.upstream?.href !== effective.upstream?.href ||
+      JSON.stringify(prev.proxy) !== JSON.stringify(effective.proxy) ||
+      JSON.stringify(prev.trustProxy) !== JSON.stringify(effective.trustProxy);
+    const proxy = proxyChanged ? this.makeProxy(effective) : this.proxy;
+    const old = this.proxy;
+    this.rules = rules;
+    this.proxy = proxy;
+    this.settings = effective;
+    if (proxyChanged && old !== undefined) old.close().catch(() => undefined);
+    this.server.headersTimeout = effective.proxy.clientHeadersTimeoutMs;
+    this.server.requestTimeout = effective.proxy.clientRequestTimeoutMs;
+    this.server.keepAliveTimeout = effective.proxy.clientKeepAliveTimeoutMs;
+    this.log.level = effective.logLevel;
+    if (kept.length > 0) this.log.warn({ settings: kept }, 'these settings changed in the config file but need a restart; the running values are kept');
+    this.log.info({ rules: effective.rules.map((r) => r.name), upstream: effective.upstream?.href }, 'config applied');
+  }
+
+  /**
+   * Graceful stop: readiness turns false, listeners stop accepting, idle
+   * keep-alive connections close, in-flight requests finish (their
+   * connections close after the response), then the upstream pool and the
+   * store close. Connections still busy after `drainTimeout` are cut.
+   */
+  async shutdown(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    this.log.info({ inFlight: this.inFlight }, 'draining');
+    const closed = Promise.all([closeServer(this.server), this.adminServer ? closeServer(this.adminServer) : Promise.resolve()]);
+    this.server.closeIdleConnections();
+    if (this.inFlight > 0) {
+      const idle = setInterval(() => this.server.closeIdleConnections(), 100);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => (this.drained = resolve)),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, this.settings.drainTimeoutMs))),
+      ]);
+      clearInterval(idle);
+      clearTimeout(timer);
+      if (this.inFlight > 0) this.log.warn({ inFlight: this.inFlight }, 'drain timeout: cutting the remaining requests');
+    }
+    this.server.closeAllConnections();
+    this.adminServer?.closeAllConnections();
+    // Long-lived tunnels have no request boundary to wait for; their clients reconnect to another instance.
+    for (const socket of this.tunnels) socket.destroy();
+    await closed;
+    await this.proxy?.close().catch(() => undefined);
+    await this.store.close().catch(() => undefined);
+    this.log.info('stopped');
+  }
+
+  private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {
+    if (settings.upstream === undefined) return undefined;
+    return new UpstreamProxy(this.deps.undici, settings.upstream, settings.proxy, settings.trustProxy, this.metrics, this.log);
+  }
+
+  private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const url = req.url ?? '/';
+    if (url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
+    this.inFlight += 1;
+    res.once('close', this.requestDone);
+    // During the drain, each answer closes its connection, so keep-alive clients reconnect to another instance.
+    if (this.draining) res.setHeader('Connection', 'close');
+    const proxy = this.proxy;
+    this.rules.decide(viewOf(req, req, url), req.headers.host).then((verdict) => {
+      if (!verdict.forward) {
+        writeResponse(res, verdict.status, verdict.headers, verdict.contentType, verdict.body);
+      } else if (proxy === undefined) {
+        writeResponse(res, 404, verdict.headers, 'application/problem+json', NO_UPSTREAM_BODY);
+      } else {
+        proxy.forward(req, res, verdict.headers);
+      }
+    });
+  };
+
+  private readonly requestDone = (): void => {
+    this.inFlight -= 1;
+    if (this.inFlight === 0 && this.drained !== undefined) this.drained();
+  };
+
+  /** The gateway's own endpoints under /_floodgate/; false when `url` is none of them (it is then proxied). */
+  private internal(req: IncomingMessage, res: ServerResponse, url: string): boolean {
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (this.settings.decisionPath !== false && path === this.settings.decisionPath) {
+      handleDecision(req, res, q < 0 ? '' : url.slice(q + 1), this.rules);
+      return true;
+    }
+    return handleAdmin(path.slice(INTERNAL_PREFIX.length - 1), req, res, this);
+  }
+
+  private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const proxy = this.proxy;
+    if (proxy === undefined || this.draining) {
+      writeRaw(socket, 502, []);
+      return;
+    }
+    this.tunnels.add(socket);
+    socket.once('close', () => this.tunnels.delete(socket));
+    this.rules.decide(viewOf(req, req), req.headers.host).then((verdict) => {
+      if (!verdict.forward) writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
+      else proxy.upgrade(req, socket, head, verdict.headers);
+    });
+  };
+}
+
+function listen(server: Server, address: ListenAddress): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(address.port, address.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+function urlOf(server: Server): string {
+  const a = server.address() as AddressInfo | null;
+  if (a === null) return '(not listening)';
+  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+  return `http://${host}:${a.port}`;
+}
+
+function sameAddress(a: ListenAddress | undefined, b: ListenAddress | undefined): boolean {
+  return a?.host === b?.host && a?.port === b?.port;
+}

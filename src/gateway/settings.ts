@@ -1,0 +1,174 @@
+/** The gateway's validated settings (from flags and the config file) and their defaults. */
+import type { Algorithm } from '../policy.js';
+import type { HeaderMode } from '../http/headers.js';
+import type { TrustProxy } from '../http/keys.js';
+
+/** A host and port to listen on. */
+export interface ListenAddress {
+  /** Host or address, e.g. `"127.0.0.1"`, `"0.0.0.0"`, `"::"`. */
+  readonly host: string;
+  /** Port; 0 picks a free one (printed in the `listening` log line). */
+  readonly port: number;
+}
+
+/** One policy of a rule: a limit per window under one algorithm. */
+export interface PolicySettings {
+  /** Name in the RateLimit fields; default `"<limit>-per-<window>"`. */
+  readonly name: string | undefined;
+  /** Requests per window. */
+  readonly limit: number;
+  /** Window in ms. */
+  readonly windowMs: number;
+  /** The algorithm. */
+  readonly algorithm: Algorithm;
+  /** Block after going over the limit, in ms; 0 for none. */
+  readonly blockMs: number;
+}
+
+/** Who a request counts against. */
+export type KeySettings =
+  /** The client address (after `trustProxy`). */
+  | { readonly kind: 'ip' }
+  /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
+  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean };
+
+/** Which requests a rule applies to; every given condition must hold. */
+export interface MatchSettings {
+  /** Upper-case methods; undefined for any. */
+  readonly methods: readonly string[] | undefined;
+  /** Path prefix. */
+  readonly pathPrefix: string | undefined;
+  /** Regular expression tested against the path (no query string). */
+  readonly pathPattern: RegExp | undefined;
+  /** Lower-case host names without port; a leading `*.` matches any subdomain. */
+  readonly hosts: readonly string[] | undefined;
+  /** Header name (lower case) → exact value, or `true` for "present". */
+  readonly headers: ReadonlyArray<readonly [string, string | true]> | undefined;
+}
+
+/** One rule: a match, a key and the policies every matching request counts against. */
+export interface RuleSettings {
+  /** Unique name, used in metrics, logs and store keys. */
+  readonly name: string;
+  /** The match. */
+  readonly match: MatchSettings;
+  /** Who a request counts against. */
+  readonly key: KeySettings;
+  /** The policies; a request passes only when all admit it. */
+  readonly policies: readonly PolicySettings[];
+  /** Report what the rule would do (headers, metrics, logs) without refusing anything. */
+  readonly shadow: boolean;
+}
+
+/** What a limiter does while its store fails. */
+export type FailurePolicy = 'insurance' | 'fail-open' | 'fail-closed' | 'reject';
+
+/** Where the counters live. */
+export interface StoreSettings {
+  /** `memory` (embedded; the cluster store under `--workers`), or `redis`. */
+  readonly kind: 'memory' | 'redis';
+  /** Redis URL when `kind` is `redis`. */
+  readonly url: string | undefined;
+  /** Spend quota locally and settle with Redis in the background (LocalFirstStore). */
+  readonly localFirst: boolean;
+  /** Store call timeout in ms. */
+  readonly timeoutMs: number;
+  /** What to do while the store fails. */
+  readonly onFailure: FailurePolicy;
+  /** Namespace of the gateway's keys in the store. */
+  readonly prefix: string;
+}
+
+/** Upstream connection and client-side protection settings. */
+export interface ProxySettings {
+  /** Connect timeout to the upstream, ms. */
+  readonly connectTimeoutMs: number;
+  /** Wait for the upstream's response headers, ms (then 504). */
+  readonly headersTimeoutMs: number;
+  /** Longest pause between upstream body chunks, ms. */
+  readonly bodyTimeoutMs: number;
+  /** Idle upstream keep-alive connections are closed after this, ms. */
+  readonly idleTimeoutMs: number;
+  /** Most upstream connections. */
+  readonly connections: number;
+  /** Largest request header block a client may send, bytes (then 431). */
+  readonly maxHeaderSize: number;
+  /** A client must send its headers within this, ms (slowloris cap). */
+  readonly clientHeadersTimeoutMs: number;
+  /** A client must send its whole request within this, ms; 0 for no limit. */
+  readonly clientRequestTimeoutMs: number;
+  /** Idle client keep-alive connections are closed after this, ms. */
+  readonly clientKeepAliveTimeoutMs: number;
+}
+
+/** Everything `floodgate serve` runs with. */
+export interface GatewaySettings {
+  /** The config file, when one was given (reloads read it again). */
+  readonly configFile: string | undefined;
+  /** Where requests are forwarded; undefined for a decision-only service. */
+  readonly upstream: URL | undefined;
+  /** The proxy listener. */
+  readonly listen: ListenAddress;
+  /** A separate listener for /metrics, /healthz, /readyz; undefined to serve them under /_floodgate/ only. */
+  readonly admin: ListenAddress | undefined;
+  /** Worker processes; 0 runs in this process. */
+  readonly workers: number;
+  /** The store. */
+  readonly store: StoreSettings;
+  /** Proxies whose X-Forwarded-For to believe. */
+  readonly trustProxy: TrustProxy;
+  /** RateLimit header families. */
+  readonly headers: readonly HeaderMode[] | 'none';
+  /** Answer keys known to be over their limit from memory. */
+  readonly inMemoryBlock: boolean;
+  /** Proxy settings. */
+  readonly proxy: ProxySettings;
+  /** Path of the decision endpoint, or false to disable it. */
+  readonly decisionPath: string | false;
+  /** Longest wait for in-flight requests on SIGTERM, ms. */
+  readonly drainTimeoutMs: number;
+  /** pino level. */
+  readonly logLevel: LogLevel;
+  /** Watch the config file and reload it when it changes. */
+  readonly watch: boolean;
+  /** The rules, in order. */
+  readonly rules: readonly RuleSettings[];
+}
+
+/** pino levels the CLI accepts. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Failure policies the config accepts. */
+export const FAILURE_POLICIES: readonly FailurePolicy[] = ['insurance', 'fail-open', 'fail-closed', 'reject'];
+
+/** Defaults of {@link ProxySettings}. */
+export const DEFAULT_PROXY: ProxySettings = {
+  connectTimeoutMs: 5_000,
+  headersTimeoutMs: 30_000,
+  bodyTimeoutMs: 30_000,
+  idleTimeoutMs: 60_000,
+  connections: 128,
+  maxHeaderSize: 16_384,
+  clientHeadersTimeoutMs: 10_000,
+  clientRequestTimeoutMs: 60_000,
+  clientKeepAliveTimeoutMs: 5_000,
+};
+
+/** Defaults of {@link StoreSettings}. */
+export const DEFAULT_STORE: StoreSettings = {
+  kind: 'memory',
+  url: undefined,
+  localFirst: false,
+  timeoutMs: 500,
+  onFailure: 'insurance',
+  prefix: 'fg:gw',
+};
+
+/** Default proxy listener. */
+export const DEFAULT_LISTEN: ListenAddress = { host: '127.0.0.1', port: 8080 };
+/** Default decision endpoint path. */
+export const DEFAULT_DECISION_PATH = '/_floodgate/decide';
+/** Prefix of the gateway's own endpoints on the proxy listener. */
+export const INTERNAL_PREFIX = '/_floodgate/';

@@ -1,0 +1,121 @@
+/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe. */
+import { performance } from 'node:perf_hooks';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import type { Operation, Outcome } from '../policy.js';
+import { MemoryStore } from '../stores/memory.js';
+import type { Store } from '../stores/store.js';
+import { loadIoredis } from './deps.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { StoreSettings } from './settings.js';
+
+/** The store in use and what the gateway needs around it. */
+export interface GatewayStore {
+  /** The store the limiters use (already timed). */
+  readonly store: Store;
+  /** Short description for the start-up log, e.g. `"redis redis://127.0.0.1:6379"`. */
+  readonly description: string;
+  /** True when the store can be used now (Redis connected); `/readyz` reports it. */
+  ready(): boolean;
+  /** Closes the store and any client it opened. */
+  close(): Promise<void>;
+}
+
+/** Wraps a store so every operation's latency lands in `floodgate_store_duration_seconds`. */
+class TimedStore implements Store {
+  readonly name: string;
+
+  constructor(
+    private readonly inner: Store,
+    private readonly metrics: GatewayMetrics,
+  ) {
+    this.name = inner.name;
+  }
+
+  apply(operation: Operation): Promise<Outcome> {
+    const started = performance.now();
+    return this.inner.apply(operation).then(
+      (outcome) => {
+        this.metrics.storeCall(this.name, true, (performance.now() - started) / 1000);
+        return outcome;
+      },
+      (error: unknown) => {
+        this.metrics.storeCall(this.name, false, (performance.now() - started) / 1000);
+        throw error;
+      },
+    );
+  }
+
+  close(): Promise<void> {
+    return this.inner.close?.() ?? Promise.resolve();
+  }
+}
+
+/**
+ * Opens the store `settings` describe.
+ *
+ * @param clustered - true in a `--workers` worker: the memory store is then the cluster store, shared through the primary
+ * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis; INVALID_OPTIONS when local-first is asked for but not available
+ */
+export async function openStore(settings: StoreSettings, metrics: GatewayMetrics, clustered: boolean): Promise<GatewayStore> {
+  if (settings.kind === 'memory') {
+    if (clustered) {
+      const { ClusterStore } = await import('../stores/cluster/index.js');
+      const store = new ClusterStore({ timeoutMs: settings.timeoutMs });
+      return { store: new TimedStore(store, metrics), description: 'cluster (memory in the primary)', ready: () => true, close: () => store.close() };
+    }
+    const store = new MemoryStore();
+    return { store: new TimedStore(store, metrics), description: 'memory', ready: () => true, close: () => store.close?.() ?? Promise.resolve() };
+  }
+
+  const { Redis } = await loadIoredis();
+  // The store already fails calls at once while ioredis reconnects; short reconnect steps let it notice a restarted Redis within a second.
+  const client = new Redis(settings.url!, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
+  // Connection errors are retried by ioredis and show as store failures; an unhandled 'error' event would crash the process.
+  client.on('error', () => {});
+  const { RedisStore } = await import('../stores/redis/index.js');
+  let store: Store;
+  let description = `redis ${redactUrl(settings.url!)}`;
+  if (settings.localFirst) {
+    store = await localFirstStore(client, settings);
+    description += ' (local-first)';
+  } else {
+    store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
+  }
+  return {
+    store: new TimedStore(store, metrics),
+    description,
+    ready: () => client.status === 'ready',
+    close: async () => {
+      await store.close?.();
+      client.disconnect();
+    },
+  };
+}
+
+/**
+ * The LocalFirstStore, when this build of floodgate has it. It is looked up
+ * by name rather than imported, so the gateway builds and runs (without
+ * `localFirst`) on versions that do not export it.
+ */
+async function localFirstStore(client: unknown, settings: StoreSettings): Promise<Store> {
+  const mod = (await import('../stores/redis/index.js')) as Record<string, unknown>;
+  const LocalFirst = mod['LocalFirstStore'] as (new (options: Record<string, unknown>) => Store) | undefined;
+  if (typeof LocalFirst !== 'function') {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      'local-first mode (--local-first / store.localFirst) needs LocalFirstStore, which this build of floodgate does not export yet; run without it.',
+    );
+  }
+  return new LocalFirst({ client, timeoutMs: settings.timeoutMs });
+}
+
+/** The URL without a password, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}

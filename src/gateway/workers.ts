@@ -1,0 +1,85 @@
+/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics on --admin, and passes SIGHUP/SIGTERM on. */
+import * as clusterModule from 'node:cluster';
+import type { Cluster, Worker } from 'node:cluster';
+import { createServer, type Server } from 'node:http';
+import { writeResponse } from '../http/respond.js';
+import { handleAdmin } from './admin.js';
+import type { GatewayDeps } from './server.js';
+import { createLogger } from './log.js';
+import type { GatewaySettings } from './settings.js';
+
+const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
+
+/** A worker that dies sooner than this after starting is not restarted again at once, so a crash loop does not spin. */
+const RESTART_DELAY_MS = 1000;
+
+/**
+ * Runs the primary of a `--workers` gateway until SIGTERM/SIGINT. Workers
+ * are this same program (cluster.fork re-runs it with the same arguments)
+ * and share the proxy port through node:cluster.
+ */
+export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): Promise<void> {
+  const log = createLogger(deps.pino, settings.logLevel, { role: 'primary' });
+  let primaryStore: { close(): Promise<void> } | undefined;
+  if (settings.store.kind === 'memory') {
+    const { ClusterStorePrimary } = await import('../stores/cluster/index.js');
+    primaryStore = new ClusterStorePrimary();
+  }
+  let stopping = false;
+  const fork = (): Worker => cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' });
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    log.error({ worker: worker.id, code, signal }, 'worker exited; starting another');
+    setTimeout(() => {
+      if (!stopping) fork();
+    }, RESTART_DELAY_MS).unref();
+  });
+  for (let i = 0; i < settings.workers; i += 1) fork();
+
+  let admin: Server | undefined;
+  if (settings.admin !== undefined) {
+    const aggregator = new deps.prom.AggregatorRegistry();
+    let ready = 0;
+    cluster.on('listening', () => (ready += 1));
+    const source = {
+      renderMetrics: async () => ({ contentType: aggregator.contentType, body: await (await aggregator.clusterMetrics()) }),
+      notReady: () => (stopping ? 'draining' : ready < settings.workers ? `${ready} of ${settings.workers} workers listening` : undefined),
+    };
+    admin = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0]!;
+      if (!handleAdmin(path, req, res, source)) writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
+    });
+    await new Promise<void>((resolve, reject) => {
+      admin!.once('error', reject);
+      admin!.listen(settings.admin!.port, settings.admin!.host, () => resolve());
+    });
+  }
+  log.info({ workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : 'redis', admin: settings.admin }, 'floodgate primary started');
+
+  process.on('SIGHUP', () => {
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGHUP');
+  });
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping workers');
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+    let left = workers.length;
+    const finish = (): void => {
+      admin?.close();
+      admin?.closeAllConnections();
+      Promise.resolve(primaryStore?.close()).finally(() => process.exit(0));
+    };
+    if (left === 0) finish();
+    for (const worker of workers) {
+      worker.once('exit', () => {
+        left -= 1;
+        if (left === 0) finish();
+      });
+      // Each worker drains on its own; a signal sent to the whole process group reaches them anyway, and a second one is ignored.
+      worker.process.kill('SIGTERM');
+    }
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}

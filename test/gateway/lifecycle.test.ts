@@ -1,0 +1,97 @@
+// The CLI as a child process: SIGHUP and file-change reloads (a bad file keeps the last good config), SIGTERM under load (nothing cut, exit 0), and --workers sharing counts through the cluster store.
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { get, statuses } from '../http/support/http.js';
+import { freePort } from '../support/redis-server.js';
+import { parseMetrics, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from './support/harness.js';
+
+let upstream: Upstream;
+before(async () => {
+  upstream = await startUpstream();
+});
+after(async () => {
+  await upstream.close();
+});
+
+const config = (limit: string) => `upstream: ${upstream.url}\nrules:\n  - name: api\n    key: "header:x-api-key"\n    policies: ["${limit}"]\n`;
+
+describe('gateway lifecycle (CLI child process)', () => {
+  it('reloads on SIGHUP and on file change; a malformed file is logged with file:line and the last good config stays', async () => {
+    const file = writeTemp('floodgate.yaml', config('1/1m'));
+    const cli = await serveCli(['--config', file]);
+    try {
+      const h = (k: string) => ({ headers: { 'x-api-key': k } });
+      assert.deepEqual(await statuses(`${cli.url}/`, 2, h('a')), [200, 429]);
+
+      writeFileSync(file, config('3/1m'));
+      cli.child.kill('SIGHUP');
+      await cli.waitForLog((l) => l.msg === 'config reloaded');
+      assert.deepEqual(await statuses(`${cli.url}/`, 4, h('b')), [200, 200, 200, 429]);
+
+      writeFileSync(file, `${config('3/1m')}    shadow: maybe\n`);
+      const failure = await cli.waitForLog((l) => l.msg === 'config reload failed; keeping the last good config');
+      assert.equal(failure.code, 'FLOODGATE_INVALID_CONFIG');
+      assert.match(String(failure.error), /floodgate\.yaml:6:13: rules\[0\]\.shadow: must be true or false/);
+      assert.deepEqual(await statuses(`${cli.url}/`, 4, h('c')), [200, 200, 200, 429], 'the last good config (3/1m) still applies');
+
+      writeFileSync(file, config('2/1m'));
+      await cli.waitForLog((l) => l.msg === 'config reloaded' && l.trigger === 'file change');
+      assert.deepEqual(await statuses(`${cli.url}/`, 3, h('d')), [200, 200, 429]);
+
+      const m = parseMetrics((await get(`${cli.url}/_floodgate/metrics`)).body);
+      assert.equal(m.get('floodgate_config_reloads_total{result="success"}'), 2);
+      assert.equal(m.get('floodgate_config_reloads_total{result="failure"}'), 1);
+      assert.equal(m.get('floodgate_config_last_reload_success'), 1);
+    } finally {
+      assert.equal(await stopCli(cli), 0);
+    }
+  });
+
+  it('SIGTERM under load: stops accepting, finishes every in-flight request, exits 0', async () => {
+    const cli = await serveCli(['--upstream', upstream.url, '--limit', '1000/1m']);
+    const agent = new Agent({ keepAlive: true, maxSockets: 40 });
+    const seenBefore = upstream.seen.length;
+    try {
+      const inFlight = Array.from({ length: 40 }, (_, i) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const req = request(`${cli.url}/slow?ms=${300 + (i % 5) * 50}`, { agent }, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+            res.on('error', reject);
+          });
+          req.on('error', reject);
+          req.end();
+        }),
+      );
+      // SIGTERM once all 40 are at the upstream, i.e. truly in flight (a request still in the accept backlog is not).
+      while (upstream.seen.length < seenBefore + 40) await sleep(10);
+      cli.child.kill('SIGTERM');
+      const results = await Promise.all(inFlight);
+      assert.deepEqual(new Set(results.map((r) => r.status)), new Set([200]), 'no request cut or refused');
+      assert.ok(results.every((r) => JSON.parse(r.body).url.startsWith('/slow')));
+      assert.equal(await cli.exited, 0);
+      await assert.rejects(get(`${cli.url}/`), /ECONNREFUSED/);
+    } finally {
+      agent.destroy();
+      await stopCli(cli);
+    }
+  });
+
+  it('--workers 2 share one quota through the cluster store and stop on SIGTERM', async () => {
+    const port = await freePort();
+    const cli = await serveCli(['--upstream', upstream.url, '--limit', '3/1m', '--workers', '2', '--listen', `127.0.0.1:${port}`]);
+    try {
+      await cli.waitForLog((l) => l.msg === 'floodgate gateway listening' && l.worker !== undefined && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
+      // Fresh connections, so node:cluster spreads them over both workers.
+      const seen = await statuses(`http://127.0.0.1:${port}/`, 6);
+      assert.deepEqual(seen, [200, 200, 200, 429, 429, 429]);
+      const pids = new Set(cli.logs.filter((l) => l.msg === 'floodgate gateway listening').map((l) => l.pid));
+      assert.equal(pids.size, 2);
+    } finally {
+      assert.equal(await stopCli(cli), 0);
+    }
+  });
+});
