@@ -26,7 +26,10 @@ export function viewOf<Raw>(req: IncomingMessage, raw: Raw, url = req.url ?? '/'
 /** Sets each header on `res` (appending to IETF list fields already there), unless the response has already started. */
 export function setHeaders(res: ServerResponse, headers: readonly HeaderPair[]): void {
   if (res.headersSent) return;
-  for (const pair of headers) res.setHeader(pair[0], combinedValue(pair, res.getHeader(pair[0])));
+  for (const pair of headers) {
+    // Only IETF list fields combine with an earlier value (another floodgate middleware's); the rest need no lookup.
+    res.setHeader(pair[0], pair[2] === true ? combinedValue(pair, res.getHeader(pair[0])) : pair[1]);
+  }
 }
 
 /** Writes a complete response; a no-op if one has already started (the client is gone or another handler answered). */
