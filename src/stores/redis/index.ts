@@ -4,3 +4,5 @@ export type { RedisStoreOptions } from './store.js';
 export type { RedisClient, ClientKind } from './clients.js';
 export { redisKeys } from './keys.js';
 export type { RedisKeys } from './keys.js';
+export { LocalFirstStore } from './local-first/index.js';
+export type { LocalFirstStoreOptions, LocalFirstStats } from './local-first/index.js';

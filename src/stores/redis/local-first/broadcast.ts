@@ -1,0 +1,204 @@
+/** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
+import { describe } from '../../../duration.js';
+import { ErrorCode, FloodgateError } from '../../../errors.js';
+
+/**
+ * What a message says about a key:
+ * - `x` exhausted: Redis has no quota left until the window ends in `ms`;
+ * - `b` blocked for `ms` (-1: until reset);
+ * - `a` available: units came back (a return or a reward), forget `x`;
+ * - `r` reset: forget everything about the key, its leases included.
+ */
+export type MessageKind = 'x' | 'b' | 'a' | 'r';
+
+/** One decoded message. */
+export interface Message {
+  /** See {@link MessageKind}. */
+  readonly kind: MessageKind;
+  /** Id of the store that sent it. */
+  readonly sender: string;
+  /** ms the state lasts from when Redis published it; -1 for "until reset". */
+  readonly ms: number;
+  /** The store key (prefix included). */
+  readonly key: string;
+}
+
+/**
+ * `kind\nsender\nms\nkey`, as lease-fixed-window.lua also writes it. The key
+ * goes last so it may hold any character, newlines included.
+ */
+export function encodeMessage(message: Message): string {
+  return `${message.kind}\n${message.sender}\n${Math.trunc(message.ms)}\n${message.key}`;
+}
+
+/** Parses a message, or returns undefined for anything else on the channel (never throws). */
+export function decodeMessage(text: string): Message | undefined {
+  const a = text.indexOf('\n');
+  const b = text.indexOf('\n', a + 1);
+  const c = text.indexOf('\n', b + 1);
+  if (a !== 1 || b < 0 || c < 0) return undefined;
+  const kind = text[0];
+  if (kind !== 'x' && kind !== 'b' && kind !== 'a' && kind !== 'r') return undefined;
+  const ms = Number(text.slice(b + 1, c));
+  if (!Number.isSafeInteger(ms)) return undefined;
+  return { kind, sender: text.slice(a + 1, b), ms, key: text.slice(c + 1) };
+}
+
+/** What a subscription reports to its owner. */
+export interface SubscriptionHandlers {
+  /** A message arrived on the channel. */
+  message(text: string): void;
+  /** The subscription is confirmed: messages from now on will arrive. */
+  up(): void;
+  /** The connection dropped: messages may have been missed. */
+  down(): void;
+}
+
+/** A live subscription to one channel. */
+export interface Subscription {
+  /** Unsubscribes, removes its listeners, and quits the connection if the store opened it. */
+  close(): Promise<void>;
+}
+
+// The slices of each client's pub/sub API used here.
+interface IoredisSubscriber {
+  readonly status: string;
+  subscribe(channel: string): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+interface NodeRedisSubscriber {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  connect(): Promise<unknown>;
+  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<unknown>;
+  unsubscribe(channel: string, listener?: (message: string, channel: string) => void): Promise<unknown>;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+  destroy?(): unknown;
+  disconnect?(): Promise<unknown>;
+  quit?(): Promise<unknown>;
+}
+
+const noop = (): void => {};
+
+/**
+ * Subscribes `subscriber` (an ioredis Redis/Cluster or a node-redis client)
+ * to `channel`. `up` is reported once Redis confirms the subscription, and
+ * again after every reconnection; `down` whenever the connection is lost.
+ * Errors never escape: a failed subscribe just leaves the subscription down.
+ */
+export function subscribe(subscriber: object, owned: boolean, channel: string, handlers: SubscriptionHandlers): Subscription {
+  const s = subscriber as Record<string, unknown>;
+  if (typeof s.subscribe !== 'function' || typeof s.on !== 'function') {
+    throw new FloodgateError(
+      ErrorCode.INVALID_CLIENT,
+      `LocalFirstStore subscriber must be an ioredis or node-redis client it can SUBSCRIBE with (e.g. client.duplicate()); got ${describe(subscriber)}.`,
+    );
+  }
+  if (typeof s.status === 'string') return ioredisSubscription(subscriber as IoredisSubscriber, owned, channel, handlers);
+  if (typeof s.isOpen === 'boolean' && typeof s.connect === 'function') {
+    return nodeRedisSubscription(subscriber as NodeRedisSubscriber, owned, channel, handlers);
+  }
+  throw new FloodgateError(
+    ErrorCode.INVALID_CLIENT,
+    `LocalFirstStore subscriber must be an ioredis Redis/Cluster or a node-redis client; got ${describe(subscriber)}.`,
+  );
+}
+
+function ioredisSubscription(sub: IoredisSubscriber, owned: boolean, channel: string, h: SubscriptionHandlers): Subscription {
+  let closed = false;
+  const onMessage = (ch: string, message: string): void => {
+    if (ch === channel) h.message(message);
+  };
+  // Subscribing again on every 'ready' is harmless when ioredis also resubscribes, and it is
+  // the only way to learn when the subscription is confirmed.
+  const onReady = (): void => {
+    if (closed) return;
+    sub.subscribe(channel).then(
+      () => {
+        if (!closed && sub.status === 'ready') h.up();
+      },
+      noop,
+    );
+  };
+  const onDown = (): void => {
+    if (!closed) h.down();
+  };
+  sub.on('message', onMessage as never);
+  sub.on('ready', onReady);
+  sub.on('close', onDown);
+  sub.on('end', onDown);
+  sub.on('reconnecting', onDown);
+  // An ioredis client with no 'error' listener prints every connection error; ours are reported as `down`.
+  if (owned) sub.on('error', noop);
+  if (sub.status === 'ready') onReady();
+  return {
+    async close() {
+      if (closed) return;
+      closed = true;
+      sub.off('message', onMessage as never);
+      sub.off('ready', onReady);
+      sub.off('close', onDown);
+      sub.off('end', onDown);
+      sub.off('reconnecting', onDown);
+      if (owned) {
+        if (sub.status === 'ready') await sub.quit().catch(noop);
+        sub.disconnect();
+      } else if (sub.status === 'ready') {
+        await sub.unsubscribe(channel).catch(noop);
+      }
+    },
+  };
+}
+
+function nodeRedisSubscription(sub: NodeRedisSubscriber, owned: boolean, channel: string, h: SubscriptionHandlers): Subscription {
+  let closed = false;
+  const listener = (message: string): void => {
+    if (!closed) h.message(message);
+  };
+  // node-redis resubscribes by itself after a reconnection; subscribing with the same listener
+  // again is deduplicated, and its reply is the confirmation we wait for.
+  const confirm = (): void => {
+    if (closed) return;
+    sub.subscribe(channel, listener).then(
+      () => {
+        if (!closed && sub.isReady) h.up();
+      },
+      noop,
+    );
+  };
+  const onDown = (): void => {
+    if (!closed) h.down();
+  };
+  sub.on('ready', confirm);
+  sub.on('end', onDown);
+  sub.on('reconnecting', onDown);
+  sub.on('error', onDown);
+  if (sub.isReady) confirm();
+  else if (owned && !sub.isOpen) sub.connect().catch(noop);
+  return {
+    async close() {
+      if (closed) return;
+      closed = true;
+      sub.off('ready', confirm);
+      sub.off('end', onDown);
+      sub.off('reconnecting', onDown);
+      if (owned) {
+        try {
+          if (typeof sub.destroy === 'function') sub.destroy();
+          else if (typeof sub.disconnect === 'function') await sub.disconnect();
+        } catch {
+          // already closed
+        }
+        sub.off('error', onDown);
+      } else {
+        sub.off('error', onDown);
+        if (sub.isReady) await sub.unsubscribe(channel, listener).catch(noop);
+      }
+    },
+  };
+}

@@ -1,0 +1,35 @@
+// The shared conformance suite against LocalFirstStore on a real Redis (ioredis and node-redis), driven by the suite's ManualClock.
+import { after, before } from 'node:test';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { LocalFirstStore } from '../../src/stores/redis/index.js';
+import { runConformance, type ConformanceFactory } from '../conformance/suite.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { untilLive } from '../support/local-first.js';
+
+let server: RedisServer;
+before(async () => {
+  server = await startRedis();
+});
+after(async () => {
+  await server.stop();
+});
+
+const ioredis: ConformanceFactory = async (clock) => {
+  const client = new Redis({ port: server.port, host: server.host });
+  const store = new LocalFirstStore({ client, clock, channel: `conf-io-${process.pid}` });
+  await untilLive(store);
+  return { store, teardown: async () => (await store.close(), client.disconnect()) };
+};
+
+const nodeRedis: ConformanceFactory = async (clock) => {
+  const client = createClient({ url: server.url });
+  client.on('error', () => {});
+  await client.connect();
+  const store = new LocalFirstStore({ client, clock, channel: `conf-nr-${process.pid}` });
+  await untilLive(store);
+  return { store, teardown: async () => (await store.close(), client.destroy()) };
+};
+
+runConformance('redis-local-first (ioredis)', ioredis);
+runConformance('redis-local-first (node-redis)', nodeRedis);
