@@ -22,14 +22,16 @@ export interface GroundedOptions<Ctx extends KoaContextLike = KoaContextLike> ex
   /** koa-grounded: session length in microseconds. floodgate: `window` = globalEXP / 1000 ms; must be whole milliseconds. Required. */
   globalEXP: number;
   /**
-   * koa-grounded: worker ↔ Redis sync interval in ms. Reserved: floodgate
-   * has no local-first (batched) mode yet, so every decision goes to the
-   * store and this value is checked but not used.
+   * koa-grounded: worker ↔ Redis sync interval in ms. floodgate: with
+   * `dbStr`, the LocalFirstStore's `leaseMs` — each lease covers about this
+   * long of the process's own traffic, so Redis is asked about as often as
+   * koa-grounded synced, but without deciding on stale counts. A whole
+   * number from 1 to 3 600 000. Default 100.
    */
   timeout?: number;
-  /** koa-grounded: local LRU size. floodgate: the in-memory block list's `maxKeys` (turns the block list on). */
+  /** koa-grounded: local LRU size. floodgate: the in-memory block list's `maxKeys` (turns the block list on), and with `dbStr` the LocalFirstStore's `maxKeys`. */
   cacheSize?: number;
-  /** koa-grounded: Redis connection string. floodgate: an ioredis client and a RedisStore, loaded on first use. */
+  /** koa-grounded: Redis connection string. floodgate: an ioredis client and a LocalFirstStore (local-first mode, as koa-grounded worked), loaded on first use. */
   dbStr?: string;
   /** koa-grounded: access log. floodgate: one line per decision through `logger`. */
   verbose?: boolean;
@@ -69,7 +71,8 @@ export type GroundedMiddleware<Ctx extends KoaContextLike = KoaContextLike> = Ko
  * Differences from koa-grounded: clients are identified by the socket
  * address unless `trustProxy` says otherwise (koa-grounded read `ctx.ip`,
  * which with `app.proxy = true` believes any X-Forwarded-For a client
- * sends); `timeout` is reserved.
+ * sends); and counters are kept exactly: a process spends only quota it has leased,
+where koa-grounded decided on counts up to `timeout` ms stale.
  *
  * @throws FloodgateError for invalid options
  */
@@ -84,8 +87,11 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
       `globalEXP is the window in microseconds and must be a positive whole number of milliseconds (a multiple of 1000); got ${describe(globalEXP)}.`,
     );
   }
-  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `timeout (reserved, the sync interval in ms) must be a positive number; got ${describe(timeout)}.`);
+  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > 3_600_000)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `timeout (the sync interval in ms, floodgate's lease horizon) must be a whole number from 1 to 3600000; got ${describe(timeout)}.`,
+    );
   }
   if (cacheSize !== undefined && (typeof cacheSize !== 'number' || !Number.isSafeInteger(cacheSize) || cacheSize < 1)) {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `cacheSize must be a positive whole number; got ${describe(cacheSize)}.`);
@@ -106,7 +112,7 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
     throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describe(store)}.`);
   }
 
-  const redis = dbStr === undefined ? undefined : new DeferredRedisStore(dbStr);
+  const redis = dbStr === undefined ? undefined : new DeferredRedisStore(dbStr, { leaseMs: timeout, maxKeys: cacheSize });
   const limiterOptions: RateLimiterOptions = { limit: ratelimit, window: globalEXP / 1000, algorithm: 'fixed-window' };
   if (partitionKey !== undefined) limiterOptions.prefix = partitionKey;
   if (cacheSize !== undefined) limiterOptions.inMemoryBlock = { maxKeys: cacheSize };
@@ -153,14 +159,20 @@ interface RedisClientLike {
   disconnect?(): void;
 }
 
+/** What `grounded` passes on to the LocalFirstStore (undefined: its defaults). */
+interface LocalFirstTuning {
+  readonly leaseMs: number | undefined;
+  readonly maxKeys: number | undefined;
+}
+
 /**
- * A Store that creates an ioredis client and a RedisStore on first need,
- * through dynamic imports so that `floodgate/koa` never loads Redis code
- * unless `dbStr` is set. Until then, and if setup fails, operations reject
- * with STORE_ERROR, which the middleware handles like any store failure.
+ * A Store that creates an ioredis client and a LocalFirstStore on first
+ * need, through dynamic imports so that `floodgate/koa` never loads Redis
+ * code unless `dbStr` is set. Until then, and if setup fails, operations
+ * reject with STORE_ERROR, which the middleware handles like any store failure.
  */
 class DeferredRedisStore implements Store {
-  readonly name = 'redis';
+  readonly name = 'redis-local-first';
   /** Receives client connection errors (ioredis emits them as events). */
   onClientError: ((error: unknown) => void) | undefined;
   readonly ready: Promise<Store>;
@@ -168,7 +180,10 @@ class DeferredRedisStore implements Store {
   private store: Store | undefined;
   private closed = false;
 
-  constructor(dbStr: string) {
+  constructor(
+    dbStr: string,
+    private readonly tuning: LocalFirstTuning,
+  ) {
     this.ready = this.connect(dbStr);
     this.ready.catch(() => undefined);
   }
@@ -211,8 +226,13 @@ class DeferredRedisStore implements Store {
       throw new FloodgateError(ErrorCode.CLOSED, 'the grounded middleware was closed before Redis was ready.');
     }
     try {
-      const { RedisStore } = (await import(storeModule)) as { RedisStore: new (options: { client: unknown }) => Store };
-      this.store = new RedisStore({ client });
+      const { LocalFirstStore } = (await import(storeModule)) as {
+        LocalFirstStore: new (options: { client: unknown; leaseMs?: number; maxKeys?: number }) => Store;
+      };
+      const options: { client: unknown; leaseMs?: number; maxKeys?: number } = { client };
+      if (this.tuning.leaseMs !== undefined) options.leaseMs = this.tuning.leaseMs;
+      if (this.tuning.maxKeys !== undefined) options.maxKeys = this.tuning.maxKeys;
+      this.store = new LocalFirstStore(options);
       return this.store;
     } catch (error) {
       client.disconnect?.();
