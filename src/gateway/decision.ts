@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestView } from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import { setHeaders, writeResponse } from '../http/respond.js';
-import type { RuleSet } from './rules.js';
+import { whenDecided, type RuleSet } from './rules.js';
 
 /**
  * Answers one decision request. The original request is read from
@@ -28,7 +28,7 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
     path: q < 0 ? uri : uri.slice(0, q),
   };
   const host = headerValue(req.headers, 'x-original-host') ?? req.headers.host;
-  rules.decide(view, host).then((verdict) => {
+  whenDecided(rules.decide(view, host), (verdict) => {
     if (verdict.forward) {
       setHeaders(res, verdict.headers);
       res.statusCode = 204;

@@ -16,6 +16,20 @@ export type DecisionOutcome =
 /** How an upstream exchange ended, for `floodgate_upstream_duration_seconds`. */
 export type UpstreamOutcome = 'response' | 'error' | 'timeout';
 
+/** Decisions of one `floodgate_decisions_total` series not yet added to the counter; see {@link GatewayMetrics.decisionCell}. */
+export interface DecisionCell {
+  /** The series' labels. */
+  readonly labels: { readonly rule: string; readonly outcome: DecisionOutcome };
+  /** Decisions counted since the last scrape. */
+  count: number;
+}
+
+/** One series of a latency histogram. */
+export interface LatencyChild {
+  /** Records one duration, in seconds. */
+  observe(seconds: number): void;
+}
+
 /** Latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
 const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -30,20 +44,29 @@ export class GatewayMetrics {
   private readonly upstreamErrors: Counter<'kind'>;
   private readonly reloads: Counter<'result'>;
   private readonly lastReload: Gauge;
-  private readonly decisionChildren = new Map<string, { inc(): void }>();
-  private readonly storeChildren = new Map<string, { observe(v: number): void }>();
-  private readonly upstreamChildren = new Map<string, { observe(v: number): void }>();
+  private readonly decisionCells = new Map<string, DecisionCell>();
+  private readonly storeChildren = new Map<string, LatencyChild>();
+  private readonly upstreamChildren = new Map<string, LatencyChild>();
 
   /** @param prom - the prom-client module */
   constructor(prom: PromClient) {
     this.registry = new prom.Registry();
     const registers = [this.registry];
     prom.collectDefaultMetrics({ register: this.registry });
+    const cells = this.decisionCells;
     this.decisions = new prom.Counter({
       name: 'floodgate_decisions_total',
       help: 'Rate-limit decisions by rule and outcome (shadow_* for rules in shadow mode; unmatched when no rule applied).',
       labelNames: ['rule', 'outcome'],
       registers,
+      // The hot path bumps plain numbers (a prom-client inc hashes and validates its labels each time); they are added here, at scrape time.
+      collect() {
+        for (const cell of cells.values()) {
+          if (cell.count === 0) continue;
+          this.inc(cell.labels, cell.count);
+          cell.count = 0;
+        }
+      },
     });
     this.storeLatency = new prom.Histogram({
       name: 'floodgate_store_duration_seconds',
@@ -94,34 +117,53 @@ export class GatewayMetrics {
 
   /** Counts one decision. */
   decision(rule: string, outcome: DecisionOutcome): void {
+    this.decisionCell(rule, outcome).count += 1;
+  }
+
+  /**
+   * The cell that counts `outcome` for `rule`, for callers that bind it once
+   * (per compiled rule) and bump `count` per request. Cells live as long as
+   * the metrics, so a reload that keeps a rule keeps counting into its series.
+   */
+  decisionCell(rule: string, outcome: DecisionOutcome): DecisionCell {
     const id = `${rule}\0${outcome}`;
-    let child = this.decisionChildren.get(id);
-    if (child === undefined) {
-      child = this.decisions.labels(rule, outcome);
-      this.decisionChildren.set(id, child);
+    let cell = this.decisionCells.get(id);
+    if (cell === undefined) {
+      cell = { labels: { rule, outcome }, count: 0 };
+      this.decisionCells.set(id, cell);
     }
-    child.inc();
+    return cell;
   }
 
   /** Records one store call. */
   storeCall(store: string, ok: boolean, seconds: number): void {
+    this.storeLatencyChild(store, ok).observe(seconds);
+  }
+
+  /** The `floodgate_store_duration_seconds` series of `store` and a result, for callers that bind it once. */
+  storeLatencyChild(store: string, ok: boolean): LatencyChild {
     const id = `${store}\0${ok}`;
     let child = this.storeChildren.get(id);
     if (child === undefined) {
       child = this.storeLatency.labels(store, ok ? 'ok' : 'error');
       this.storeChildren.set(id, child);
     }
-    child.observe(seconds);
+    return child;
   }
 
   /** Records one upstream exchange (to headers or failure). */
   upstream(outcome: UpstreamOutcome, seconds: number): void {
+    this.upstreamLatencyChild(outcome).observe(seconds);
+  }
+
+  /** The `floodgate_upstream_duration_seconds` series of `outcome`, for callers that bind it once. */
+  upstreamLatencyChild(outcome: UpstreamOutcome): LatencyChild {
     let child = this.upstreamChildren.get(outcome);
     if (child === undefined) {
       child = this.upstreamLatency.labels(outcome);
       this.upstreamChildren.set(outcome, child);
     }
-    child.observe(seconds);
+    return child;
   }
 
   /** Counts an upstream failure. */

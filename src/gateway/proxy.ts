@@ -7,7 +7,7 @@ import { combinedValue, type HeaderPair } from '../http/headers.js';
 import { AddressMatcher, parseIp, type TrustProxy } from '../http/keys.js';
 import type { Undici } from './deps.js';
 import type { GatewayLogger } from './log.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics, LatencyChild } from './metrics.js';
 import type { ProxySettings } from './settings.js';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1); never forwarded in either direction. */
@@ -35,6 +35,7 @@ export class UpstreamProxy {
   private readonly basePath: string;
   private readonly trusted: (peer: string | undefined) => boolean;
   private lastWarning = 0;
+  private readonly responseLatency: LatencyChild;
 
   /**
    * @param undici - the undici module
@@ -61,6 +62,7 @@ export class UpstreamProxy {
       keepAliveMaxTimeout: Math.max(settings.idleTimeoutMs, 600_000),
     });
     this.trusted = trustCheck(trustProxy);
+    this.responseLatency = metrics.upstreamLatencyChild('response');
   }
 
   /**
@@ -88,7 +90,7 @@ export class UpstreamProxy {
         },
         ({ statusCode, headers }) => {
           headersReceived = true;
-          this.metrics.upstream('response', (performance.now() - started) / 1000);
+          this.responseLatency.observe((performance.now() - started) / 1000);
           res.statusCode = statusCode;
           copyResponseHeaders(res, headers);
           for (const pair of extra) res.setHeader(pair[0], combinedValue(pair, res.getHeader(pair[0])));

@@ -1,12 +1,13 @@
-/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
+/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing; refusals of keys in the in-memory block are answered without a promise. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Decision } from '../decision.js';
 import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
-import { headerValue } from '../http/keys.js';
+import { boundKey, headerValue } from '../http/keys.js';
 import type { HeaderPair } from '../http/headers.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
 import type { Store } from '../stores/store.js';
 import { loggableKey, type GatewayLogger } from './log.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { DecisionCell, DecisionOutcome, GatewayMetrics } from './metrics.js';
 import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
 
 /** A compiled rule. */
@@ -19,6 +20,163 @@ export interface Rule {
   readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
   /** Decides about one request. */
   readonly limiter: HttpLimiter<IncomingMessage>;
+  /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
+  readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
+  /** The synchronous refusal path, when the rule qualifies (see {@link RefusalMemo}). */
+  readonly fast: FastPath | undefined;
+}
+
+/** The outcomes a rule counts. */
+type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
+const RULE_OUTCOMES: readonly RuleOutcome[] = ['allowed', 'limited', 'missing_key', 'store_error', 'error', 'shadow_allowed', 'shadow_limited'];
+
+/** A rule's synchronous refusal path: its key, computed as HttpLimiter computes it, and what its limiter's block list is known to hold. */
+export interface FastPath {
+  /** The key HttpLimiter would count the request against, or undefined when only the full path can tell (no header: 401 or the IP). */
+  readonly key: (headers: IncomingHttpHeaders) => string | undefined;
+  /** The refusals to repeat. */
+  readonly memo: RefusalMemo;
+}
+
+/**
+ * Longest key, in UTF-8 bytes, before HttpLimiter hashes it; passed to it as
+ * `maxKeyLength`, so the fast path's key is the one the limiter counts.
+ */
+const MAX_KEY_BYTES = 128;
+
+/** Keys of the in-memory block (RateLimiter's default `inMemoryBlock.maxKeys`); the memo holds at most as many. */
+const MEMO_MAX_KEYS = 10_000;
+
+/** A refusal of one key, repeated while the in-memory block that caused it lasts. */
+interface Refusal {
+  /** When the block ends, in Date.now() ms. */
+  until: number;
+  /** The Retry-After seconds `verdict` was built for; 0 before one is. */
+  seconds: number;
+  /** What HttpLimiter answered for this key while blocked, with `seconds` left. */
+  verdict: Verdict | undefined;
+}
+
+/**
+ * Under a flood (the seed-004 case: every key over its quota), almost every
+ * request is a refusal that the limiter's in-memory block answers without
+ * the store, and HttpLimiter then builds the same response again and again:
+ * its RateLimit fields, Retry-After and body depend only on the whole
+ * seconds left in the block. Building it costs several promise turns and
+ * more CPU than node:http spends on the request, so the memo keeps the last
+ * response per blocked key and the gateway repeats it, synchronously, while
+ * the block lasts and the seconds left are the same; at most once per
+ * second per key, and whenever the memo does not know, the full path runs.
+ *
+ * The memo learns block ends only from the limiter's own memory-block
+ * decisions (see {@link BlockWatchingLimiter}), so it never refuses longer
+ * than the limiter would: every other answer about a key (the store asked,
+ * a reward, a reset) forgets it. Only rules where nothing else depends on
+ * the request use it: one policy (several would report the others'
+ * changing state), not in shadow mode, no onLimited hook (debug logging),
+ * and a key read from a header.
+ */
+export class RefusalMemo {
+  private readonly entries = new Map<string, Refusal>();
+
+  /**
+   * The verdict to answer `key` with now, if its block still holds and the
+   * last refusal was built for the same whole seconds left.
+   */
+  recall(key: string, now: number): Verdict | undefined {
+    const entry = this.entries.get(key);
+    if (entry === undefined || entry.verdict === undefined) return undefined;
+    const ms = entry.until - now;
+    return ms > 0 && Math.ceil(ms / 1000) === entry.seconds ? entry.verdict : undefined;
+  }
+
+  /** Keeps `verdict`, a 429 the full path just built for `key`, when it matches what the block has left now. */
+  remember(key: string, verdict: Verdict & { readonly forward: false }, now: number): void {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return;
+    const ms = entry.until - now;
+    const retryAfter = verdict.headers.find((h) => h[0] === 'Retry-After');
+    if (ms <= 0 || retryAfter === undefined || Number(retryAfter[1]) !== Math.ceil(ms / 1000)) return;
+    const wire: string[] = [];
+    for (const [name, value] of verdict.headers) wire.push(name, value);
+    wire.push('Content-Type', verdict.contentType, 'Content-Length', String(Buffer.byteLength(verdict.body)));
+    entry.seconds = Number(retryAfter[1]);
+    entry.verdict = Object.freeze({ ...verdict, wire: Object.freeze(wire) });
+  }
+
+  /**
+   * Takes note of one of the limiter's decisions for `key`.
+   * @param started - Date.now() read just before the call, so the end computed is never later than the block list's
+   */
+  learn(key: string, decision: Decision, started: number): void {
+    if (decision.source !== 'memory-block' || decision.allowed || !Number.isFinite(decision.retryAfterMs)) {
+      this.entries.delete(key);
+      return;
+    }
+    const until = started + decision.retryAfterMs;
+    const entry = this.entries.get(key);
+    if (entry !== undefined) {
+      if (entry.until !== until) {
+        entry.until = until;
+        entry.seconds = 0;
+        entry.verdict = undefined;
+      }
+      return;
+    }
+    // Bounded like the block list itself; starting over only costs the fast path its hits.
+    if (this.entries.size >= MEMO_MAX_KEYS) this.entries.clear();
+    this.entries.set(key, { until, seconds: 0, verdict: undefined });
+  }
+
+  /** Forgets `key` (its block may have been lifted). */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+}
+
+/** A RateLimiter that tells a {@link RefusalMemo} about every decision and change it makes for a key. */
+class BlockWatchingLimiter extends RateLimiter {
+  constructor(
+    options: RateLimiterOptions,
+    private readonly memo: RefusalMemo,
+  ) {
+    super(options);
+  }
+
+  override consume(key: string, cost?: number): Promise<Decision> {
+    // The limiter reads its clock (Date.now) synchronously inside consume, in this millisecond or a later one.
+    const started = Date.now();
+    return super.consume(key, cost).then(
+      (decision) => {
+        this.memo.learn(key, decision, started);
+        return decision;
+      },
+      (error: unknown) => {
+        this.memo.forget(key);
+        throw error;
+      },
+    );
+  }
+
+  override reward(key: string, points?: number): Promise<Decision> {
+    this.memo.forget(key);
+    return super.reward(key, points);
+  }
+
+  override penalty(key: string, points?: number): Promise<Decision> {
+    this.memo.forget(key);
+    return super.penalty(key, points);
+  }
+
+  override block(key: string, duration: Parameters<RateLimiter['block']>[1]): Promise<Decision> {
+    this.memo.forget(key);
+    return super.block(key, duration);
+  }
+
+  override reset(key: string): Promise<void> {
+    this.memo.forget(key);
+    return super.reset(key);
+  }
 }
 
 /** What the gateway does with a request after every rule that applies has decided. */
@@ -32,6 +190,13 @@ export type Verdict =
       readonly headers: readonly HeaderPair[];
       readonly contentType: string;
       readonly body: string;
+      /**
+       * The same header fields, Content-Type and Content-Length included, as
+       * the flat name/value list `res.writeHead` takes: set on verdicts that
+       * are sent many times, since one writeHead costs less than a
+       * setHeader per field.
+       */
+      readonly wire?: readonly string[];
     };
 
 const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
@@ -60,6 +225,7 @@ export interface RuleContext {
 export class RuleSet {
   /** Whether any rule looks at the Host header (so it is parsed only then). */
   private readonly needsHost: boolean;
+  private readonly unmatchedCount: DecisionCell;
 
   /**
    * @param rules - compiled rules, in order
@@ -69,16 +235,19 @@ export class RuleSet {
   constructor(
     readonly rules: readonly Rule[],
     settings: readonly RuleSettings[],
-    private readonly metrics: GatewayMetrics,
+    metrics: GatewayMetrics,
   ) {
     this.needsHost = settings.some((r) => r.match.hosts !== undefined);
+    this.unmatchedCount = metrics.decisionCell('(none)', 'unmatched');
   }
 
   /**
    * Decides about a request (a proxied one, or the original request the
-   * decision endpoint describes). Never rejects.
+   * decision endpoint describes): synchronously when the answer is a
+   * refusal the rule's {@link RefusalMemo} holds, else through a promise
+   * that never rejects.
    */
-  async decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Promise<Verdict> {
+  decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Verdict | Promise<Verdict> {
     const host = this.needsHost ? hostOf(hostHeader) : undefined;
     let shadows: Rule[] | undefined;
     let enforced: Rule | undefined;
@@ -90,9 +259,21 @@ export class RuleSet {
         break;
       }
     }
-    if (shadows === undefined) return enforced === undefined ? this.unmatched() : this.enforce(enforced, view);
+    if (shadows !== undefined) return this.withShadows(enforced, shadows, view);
+    if (enforced === undefined) return this.unmatched();
+    const fast = enforced.fast;
+    if (fast === undefined) return this.enforce(enforced, view, undefined);
+    const key = fast.key(view.headers);
+    if (key === undefined) return this.enforce(enforced, view, undefined);
+    const verdict = fast.memo.recall(key, Date.now());
+    if (verdict === undefined) return this.enforce(enforced, view, key);
+    enforced.counts.limited.count += 1;
+    return verdict;
+  }
+
+  private async withShadows(enforced: Rule | undefined, shadows: readonly Rule[], view: RequestView<IncomingMessage>): Promise<Verdict> {
     const [verdict, shadowHeader] = await Promise.all([
-      enforced === undefined ? this.unmatched() : this.enforce(enforced, view),
+      enforced === undefined ? this.unmatched() : this.enforce(enforced, view, undefined),
       Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
     ]);
     const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
@@ -100,35 +281,45 @@ export class RuleSet {
   }
 
   private unmatched(): Verdict {
-    this.metrics.decision('(none)', 'unmatched');
+    this.unmatchedCount.count += 1;
     return FORWARD;
   }
 
-  private async enforce(rule: Rule, view: RequestView<IncomingMessage>): Promise<Verdict> {
-    const outcome = await rule.limiter.handle(view);
-    const metrics = this.metrics;
-    switch (outcome.action) {
-      case 'continue':
-        metrics.decision(rule.name, 'allowed');
-        return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
-      case 'respond':
-        metrics.decision(rule.name, refusalOutcome(outcome.status));
-        return { forward: false, status: outcome.status, headers: outcome.headers, contentType: outcome.contentType, body: outcome.body };
-      case 'error':
-        metrics.decision(rule.name, 'error');
-        rule.limiter.reportError(outcome.error, undefined);
-        return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
-    }
+  /** The full path: HttpLimiter decides; `key` (the fast path's) is where a refusal is remembered. */
+  private enforce(rule: Rule, view: RequestView<IncomingMessage>, key: string | undefined): Promise<Verdict> {
+    return rule.limiter.handle(view).then((outcome): Verdict => {
+      switch (outcome.action) {
+        case 'continue':
+          rule.counts.allowed.count += 1;
+          return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
+        case 'respond': {
+          rule.counts[refusalOutcome(outcome.status)].count += 1;
+          const verdict = { forward: false, status: outcome.status, headers: outcome.headers, contentType: outcome.contentType, body: outcome.body } as const;
+          if (key !== undefined && outcome.status === 429) rule.fast!.memo.remember(key, verdict, Date.now());
+          return verdict;
+        }
+        case 'error':
+          rule.counts.error.count += 1;
+          rule.limiter.reportError(outcome.error, undefined);
+          return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
+      }
+    });
   }
 
   /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
   private async shadow(rule: Rule, view: RequestView<IncomingMessage>): Promise<string> {
     const outcome: HttpOutcome = await rule.limiter.handle(view);
     const limited = outcome.action === 'respond' && outcome.status === 429;
-    this.metrics.decision(rule.name, limited ? 'shadow_limited' : 'shadow_allowed');
+    rule.counts[limited ? 'shadow_limited' : 'shadow_allowed'].count += 1;
     const result = outcome.action === 'continue' ? 'allowed' : limited ? 'limited' : outcome.action === 'respond' ? `refused-${outcome.status}` : 'error';
     return `"${rule.name}";outcome=${result}`;
   }
+}
+
+/** Runs `then` on a verdict {@link RuleSet.decide} returned, at once when it is not a promise. */
+export function whenDecided(decided: Verdict | Promise<Verdict>, then: (verdict: Verdict) => void): void {
+  if (decided instanceof Promise) decided.then(then);
+  else then(decided);
 }
 
 const INTERNAL_ERROR_BODY = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
@@ -161,7 +352,12 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context), ...(p.name === undefined ? {} : { name: p.name }) }));
+  // See RefusalMemo for why only these rules qualify; debug logging is the onLimited hook of enforced rules.
+  const memo =
+    !rule.shadow && rule.policies.length === 1 && settings.inMemoryBlock && rule.key.kind === 'header' && !context.log.isLevelEnabled('debug')
+      ? new RefusalMemo()
+      : undefined;
+  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context, memo), ...(p.name === undefined ? {} : { name: p.name }) }));
   const log = context.log.child({ rule: rule.name });
   let warned = 0;
   const options: HttpRateLimitOptions<IncomingMessage> = {
@@ -170,6 +366,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
     onStoreError: 'respond',
+    maxKeyLength: MAX_KEY_BYTES,
     // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
     timeout: false,
     // One line per 10 s at most: an outage would otherwise log at the request rate.
@@ -198,7 +395,30 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   } else if (context.log.isLevelEnabled('debug')) {
     options.onLimited = (_req, info) => log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
-  return { name: rule.name, shadow: rule.shadow, matches: compileMatch(rule.match), limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }) };
+  const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<RuleOutcome, DecisionCell>;
+  return {
+    name: rule.name,
+    shadow: rule.shadow,
+    matches: compileMatch(rule.match),
+    limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
+    counts,
+    fast: memo === undefined ? undefined : { key: fastKey(rule), memo },
+  };
+}
+
+/** The key HttpLimiter computes for a header-keyed rule (header or namespaced header, then bounded), or undefined without the header. */
+function fastKey(rule: RuleSettings): FastPath['key'] {
+  const key = rule.key;
+  if (key.kind !== 'header') return () => undefined;
+  // headerValue's reading, with the name lower-cased once here rather than per request.
+  const header = key.header.toLowerCase();
+  const namespace = key.fallbackToIp ? 'key:' : '';
+  return (headers) => {
+    const raw = headers[header];
+    if (raw === undefined) return undefined;
+    const value = (typeof raw === 'string' ? raw : raw.join(', ')).trim();
+    return value.length === 0 ? undefined : boundKey(namespace + value, MAX_KEY_BYTES);
+  };
 }
 
 function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
@@ -213,7 +433,7 @@ function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
   };
 }
 
-function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
+function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext, memo: RefusalMemo | undefined): RateLimiter {
   const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
@@ -237,7 +457,7 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
         break;
     }
   }
-  return new RateLimiter(options);
+  return memo === undefined ? new RateLimiter(options) : new BlockWatchingLimiter(options, memo);
 }
 
 function compileMatch(m: MatchSettings): Rule['matches'] {

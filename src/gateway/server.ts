@@ -10,7 +10,7 @@ import type { PinoModule, PromClient, Undici } from './deps.js';
 import type { GatewayLogger } from './log.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
-import { compileRules, type RuleContext, type RuleSet } from './rules.js';
+import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
 import { openStore, type GatewayStore } from './store.js';
 
@@ -249,19 +249,15 @@ export class Gateway implements AdminSource {
     const url = req.url ?? '/';
     if (url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
     this.inFlight += 1;
-    res.once('close', this.requestDone);
+    // 'close' comes once per response; on() spares the wrapper once() allocates per request.
+    res.on('close', this.requestDone);
     // During the drain, each answer closes its connection, so keep-alive clients reconnect to another instance.
     if (this.draining) res.setHeader('Connection', 'close');
     const proxy = this.proxy;
-    this.rules.decide(viewOf(req, req, url), req.headers.host).then((verdict) => {
-      if (!verdict.forward) {
-        writeResponse(res, verdict.status, verdict.headers, verdict.contentType, verdict.body);
-      } else if (proxy === undefined) {
-        writeResponse(res, 404, verdict.headers, 'application/problem+json', NO_UPSTREAM_BODY);
-      } else {
-        proxy.forward(req, res, verdict.headers);
-      }
-    });
+    const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
+    // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
+    if (decided instanceof Promise) decided.then((verdict) => answer(req, res, proxy, verdict));
+    else answer(req, res, proxy, decided);
   };
 
   private readonly requestDone = (): void => {
@@ -288,11 +284,28 @@ export class Gateway implements AdminSource {
     }
     this.tunnels.add(socket);
     socket.once('close', () => this.tunnels.delete(socket));
-    this.rules.decide(viewOf(req, req), req.headers.host).then((verdict) => {
+    whenDecided(this.rules.decide(viewOf(req, req), req.headers.host), (verdict) => {
       if (!verdict.forward) writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
       else proxy.upgrade(req, socket, head, verdict.headers);
     });
   };
+}
+
+/** Sends the rules' verdict: their own answer, or the upstream's (a 404 when there is none). */
+function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy | undefined, verdict: Verdict): void {
+  if (!verdict.forward) {
+    if (verdict.wire === undefined) {
+      writeResponse(res, verdict.status, verdict.headers, verdict.contentType, verdict.body);
+    } else if (!res.headersSent && !res.writableEnded) {
+      // Fields set before (Connection: close while draining) are kept: writeHead merges into them.
+      res.writeHead(verdict.status, verdict.wire as string[]);
+      res.end(verdict.body);
+    }
+  } else if (proxy === undefined) {
+    writeResponse(res, 404, verdict.headers, 'application/problem+json', NO_UPSTREAM_BODY);
+  } else {
+    proxy.forward(req, res, verdict.headers);
+  }
 }
 
 function listen(server: Server, address: ListenAddress): Promise<void> {

@@ -196,6 +196,19 @@ export function windowSeconds(windowMs: number): number | undefined {
  * @throws FloodgateError INVALID_OPTIONS for characters outside printable ASCII, which a String cannot carry
  */
 export function sfString(value: string): string {
+  // Policy names are few and fixed per limiter, and every response quotes them again.
+  const known = quoted.get(value);
+  if (known !== undefined) return known;
+  const out = quote(value);
+  if (quoted.size < MAX_QUOTED) quoted.set(value, out);
+  return out;
+}
+
+/** sfString's results by input; bounded only against misuse, since names come from configuration. */
+const quoted = new Map<string, string>();
+const MAX_QUOTED = 1024;
+
+function quote(value: string): string {
   if (!/^[\x20-\x7e]*$/.test(value)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
