@@ -1,7 +1,6 @@
 /** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe. */
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../clock.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
 import type { Operation, Outcome } from '../policy.js';
 import { MemoryStore } from '../stores/memory.js';
 import type { Store } from '../stores/store.js';
@@ -100,7 +99,7 @@ class TimedMemoryStore implements Store {
  * Opens the store `settings` describe.
  *
  * @param clustered - true in a `--workers` worker: the memory store is then the cluster store, shared through the primary
- * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis; INVALID_OPTIONS when local-first is asked for but not available
+ * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
  */
 export async function openStore(settings: StoreSettings, metrics: GatewayMetrics, clustered: boolean): Promise<GatewayStore> {
   if (settings.kind === 'memory') {
@@ -118,11 +117,11 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
   const client = new Redis(settings.url!, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
   // Connection errors are retried by ioredis and show as store failures; an unhandled 'error' event would crash the process.
   client.on('error', () => {});
-  const { RedisStore } = await import('../stores/redis/index.js');
+  const { RedisStore, LocalFirstStore } = await import('../stores/redis/index.js');
   let store: Store;
   let description = `redis ${redactUrl(settings.url!)}`;
   if (settings.localFirst) {
-    store = await localFirstStore(client, settings);
+    store = new LocalFirstStore({ client, timeoutMs: settings.timeoutMs });
     description += ' (local-first)';
   } else {
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
@@ -136,23 +135,6 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
       client.disconnect();
     },
   };
-}
-
-/**
- * The LocalFirstStore, when this build of floodgate has it. It is looked up
- * by name rather than imported, so the gateway builds and runs (without
- * `localFirst`) on versions that do not export it.
- */
-async function localFirstStore(client: unknown, settings: StoreSettings): Promise<Store> {
-  const mod = (await import('../stores/redis/index.js')) as Record<string, unknown>;
-  const LocalFirst = mod['LocalFirstStore'] as (new (options: Record<string, unknown>) => Store) | undefined;
-  if (typeof LocalFirst !== 'function') {
-    throw new FloodgateError(
-      ErrorCode.INVALID_OPTIONS,
-      'local-first mode (--local-first / store.localFirst) needs LocalFirstStore, which this build of floodgate does not export yet; run without it.',
-    );
-  }
-  return new LocalFirst({ client, timeoutMs: settings.timeoutMs });
 }
 
 /** The URL without a password, for logs. */
