@@ -197,6 +197,22 @@ export class RateLimiter {
     return this.run('consume', key, cost);
   }
 
+  /**
+   * The decision `consume(key)` would resolve to right now if the in-memory
+   * block already refuses `key` (source `"memory-block"`), or undefined when
+   * only the store can tell. Synchronous: callers that answer refusals
+   * themselves (the HTTP middleware) skip a promise per request under a
+   * flood. Spends nothing, like the refused consume it stands for.
+   * @throws FloodgateError INVALID_KEY for an invalid key
+   */
+  refusedInMemory(key: string): Decision | undefined {
+    const list = this.memoryBlock?.list;
+    if (list === undefined) return undefined;
+    assertKey(key);
+    const blockedMs = list.blockedFor(key, this.clock());
+    return blockedMs > 0 ? this.decision(refused(blockedMs), 'memory-block') : undefined;
+  }
+
   /** Reports `key`'s state without spending; `allowed` tells whether a cost-1 consume would pass. */
   peek(key: string): Promise<Decision> {
     try {

@@ -20,6 +20,11 @@ export default defineScenario({
   variants: [
     variant('fastify-bare', 'Fastify, no limiter, always 200', 'none'),
     variant('fastify-floodgate', "floodgate/fastify plugin on RedisStore (ioredis) + inMemoryBlock: true, headers: 'legacy'", 'floodgate'),
+    variant(
+      'fastify-floodgate-plain',
+      "the same plugin answering as the rlf hook does (headers: 'none', body 'Too Many Requests'), for a like-for-like comparison with it",
+      'floodgate-plain',
+    ),
     variant('fastify-rate-limit', '@fastify/rate-limit with redis: ioredis client, default headers', 'fastify-rate-limit'),
     variant('fastify-rlf', 'rate-limiter-flexible RateLimiterRedis (ioredis) + inMemoryBlockOnConsumed: 5 in an onRequest hook', 'rlf'),
   ],

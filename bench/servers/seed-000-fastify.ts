@@ -7,8 +7,8 @@ import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve 
 import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/seed-000-fastify.ts). */
-type LimiterKind = 'none' | 'floodgate' | 'fastify-rate-limit' | 'rlf';
-const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'fastify-rate-limit', 'rlf'];
+type LimiterKind = 'none' | 'floodgate' | 'floodgate-plain' | 'fastify-rate-limit' | 'rlf';
+const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'floodgate-plain', 'fastify-rate-limit', 'rlf'];
 
 /** The seed's policy: 5 points per 1 s window. */
 const POINTS = 5;
@@ -91,12 +91,14 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
   const { rateLimit } = await importDist<typeof import('../../dist/esm/http/fastify.js')>('esm/http/fastify.js', 'the Fastify plugin (src/http/fastify)');
   const store = new RedisStore({ client });
   const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, inMemoryBlock: true });
-  await app.register(rateLimit, {
-    limiter,
-    key: randomKey,
-    // @fastify/rate-limit's default is the x-ratelimit-* trio (rlf sends none); 'legacy' is floodgate's closest mode.
-    headers: 'legacy',
-  });
+  await app.register(
+    rateLimit,
+    kind === 'floodgate-plain'
+      ? // The response rlf's hook sends: 429 "Too Many Requests", no rate-limit fields, so both do the same work per refusal.
+        { limiter, key: randomKey, headers: 'none', body: () => 'Too Many Requests' }
+      : // @fastify/rate-limit's default is the x-ratelimit-* trio; 'legacy' is floodgate's closest mode.
+        { limiter, key: randomKey, headers: 'legacy' },
+  );
   return async () => {
     await store.close?.();
     await quit();

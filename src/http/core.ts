@@ -283,6 +283,8 @@ export class HttpLimiter<Raw> {
    */
   private readonly identityInput: ((view: RequestView<Raw>) => string | undefined) | undefined;
   private readonly identities = new Map<string, Identity>();
+  /** Whether {@link decideSync} can answer: one policy, and a key and cost known without calling user code. */
+  private readonly syncEligible: boolean;
   /** Built-in response bodies by what they depend on; see {@link renderBody}. */
   private readonly bodies = new Map<string, { contentType: string; body: string }>();
   private readonly ipv6Subnet: number | false;
@@ -409,6 +411,14 @@ export class HttpLimiter<Raw> {
     }
     this.passOnStoreError = mode === 'pass';
     this.timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
+    // Allow and deny lists are left to the full path: they decide before any policy does.
+    this.syncEligible =
+      this.policies.length === 1 &&
+      this.skip === undefined &&
+      typeof this.cost === 'number' &&
+      typeof this.keySource !== 'function' &&
+      this.allow === undefined &&
+      this.deny === undefined;
   }
 
   /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
@@ -529,25 +539,7 @@ export class HttpLimiter<Raw> {
     });
     const rateHeaders = rateLimitHeaders(this.modes, reports, Date.now());
 
-    if (refused) {
-      const violated = reports.filter((r) => !r.allowed);
-      const retryAfter = retryAfterSeconds(reports);
-      const headers: HeaderPair[] = [...rateHeaders];
-      if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
-      const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
-      const info = {
-        reason: 'limited',
-        status: this.statusCode,
-        key,
-        ip,
-        policies: reports,
-        violatedPolicies: violated.map((r) => r.name),
-        retryAfterSeconds: retryAfter,
-      } as const;
-      const outcome = this.refuse(view.raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
-      this.decided(view.raw, { key, ip, cost, allowed: false, status: this.statusCode, policies: reports, errors: storeErrors });
-      return outcome;
-    }
+    if (refused) return this.limited(view.raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
     if (storeErrors.length > 0 && !this.passOnStoreError) {
       const info = { reason: 'store-error', status: this.storeErrorStatus, key, ip, policies: reports, error: storeErrors[0] } as const;
       const outcome = this.refuse(view.raw, info, rateHeaders);
@@ -556,6 +548,62 @@ export class HttpLimiter<Raw> {
     }
     this.decided(view.raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
     return { action: 'continue', headers: rateHeaders };
+  }
+
+  /**
+   * The answer for a request whose only policy's in-memory block already
+   * refuses its key, built synchronously; undefined when the full path
+   * ({@link handle}) must decide (several policies, a `skip`, a key or cost
+   * function, list entries, a missing key, or a key not blocked). Adapters
+   * try it first: under a flood of refusals it spares every promise of the
+   * full path, and its answer is the one {@link handle} would give.
+   */
+  decideSync(view: RequestView<Raw>): HttpOutcome | undefined {
+    if (!this.syncEligible) return undefined;
+    try {
+      const { ip, key: ipKeyValue } = this.identify(view);
+      const source = this.keySource;
+      const rawKey = source === 'ip' ? ipKeyValue : headerValue(view.headers, (source as ApiKeySource).header);
+      if (rawKey === undefined) return undefined;
+      const key = boundKey(rawKey, this.maxKeyLength);
+      const policy = this.policies[0]!;
+      const decision = policy.limiter.refusedInMemory(key);
+      if (decision === undefined) return undefined;
+      const reports = [toReport(policy, decision)];
+      return this.limited(view.raw, key, ip, this.cost as number, [decision], reports, rateLimitHeaders(this.modes, reports, Date.now()), []);
+    } catch (error) {
+      return { action: 'error', error };
+    }
+  }
+
+  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
+  private limited(
+    raw: Raw,
+    key: string,
+    ip: string | undefined,
+    cost: number,
+    decisions: ReadonlyArray<Decision | undefined>,
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    storeErrors: unknown[],
+  ): HttpOutcome {
+    const violated = reports.filter((r) => !r.allowed);
+    const retryAfter = retryAfterSeconds(reports);
+    const headers: HeaderPair[] = [...rateHeaders];
+    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
+    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
+    const info = {
+      reason: 'limited',
+      status: this.statusCode,
+      key,
+      ip,
+      policies: reports,
+      violatedPolicies: violated.map((r) => r.name),
+      retryAfterSeconds: retryAfter,
+    } as const;
+    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
+    this.decided(raw, { key, ip, cost, allowed: false, status: this.statusCode, policies: reports, errors: storeErrors });
+    return outcome;
   }
 
   /** Gives back what admitting policies took, replacing their decisions with the post-refund state for the headers. */

@@ -1,6 +1,6 @@
 /** Express 4 and 5 adapter (`floodgate/express`): `rateLimit(options)` returns a middleware `(req, res, next)`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions } from './core.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 
 /**
@@ -39,21 +39,32 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(
   options: ExpressRateLimitOptions<Req>,
 ): ExpressMiddleware<Req> {
   const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/express rateLimit', frameworkIp: true });
+  const act = (req: Req, res: ServerResponse, next: (error?: unknown) => void, outcome: HttpOutcome): void => {
+    switch (outcome.action) {
+      case 'continue':
+        setHeaders(res, outcome.headers);
+        next();
+        return;
+      case 'respond':
+        writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
+        return;
+      case 'error':
+        next(outcome.error);
+        return;
+    }
+  };
   return (req, res, next) => {
+    const view = viewOf(req, req, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
+    // A key the in-memory block refuses is answered in this turn, without the full path's promises.
+    const known = limiter.decideSync(view);
+    if (known !== undefined) {
+      act(req, res, next, known);
+      return;
+    }
     // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
-    void limiter.handle(viewOf(req, req, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined)).then((outcome) => {
-      switch (outcome.action) {
-        case 'continue':
-          setHeaders(res, outcome.headers);
-          next();
-          return;
-        case 'respond':
-          writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
-          return;
-        case 'error':
-          next(outcome.error);
-          return;
-      }
-    }).catch((error: unknown) => limiter.reportError(error, req));
+    void limiter
+      .handle(view)
+      .then((outcome) => act(req, res, next, outcome))
+      .catch((error: unknown) => limiter.reportError(error, req));
   };
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { assertKnownOptions } from '../validate.js';
-import { HTTP_OPTION_NAMES, HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { HTTP_OPTION_NAMES, HttpLimiter, type HttpOutcome, type HttpRateLimitOptions } from './core.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 
 /** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */
@@ -39,7 +39,11 @@ const HOOKS: readonly FastifyRateLimitHook[] = ['onRequest', 'preValidation', 'p
 /** Marks floodgate's hooks so a route seen twice (e.g. an automatic HEAD route) is not limited twice. */
 const MARK = Symbol.for('floodgate.fastify.hook');
 
-type Hook = ((request: FastifyRequest, reply: FastifyReply) => Promise<unknown>) & { [MARK]?: true };
+/**
+ * A callback-style hook: Fastify runs a three-argument hook without a promise,
+ * so a refusal the in-memory block already knows is answered in the same turn.
+ */
+type Hook = ((request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void) & { [MARK]?: true };
 
 /**
  * The plugin. Register it before the routes it should cover:
@@ -103,30 +107,44 @@ function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
 }
 
 function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
-  const hook: Hook = async function floodgateHook(request, reply) {
+  const act = (reply: FastifyReply, done: (error?: Error) => void, outcome: HttpOutcome): void => {
+    switch (outcome.action) {
+      case 'continue':
+        setAll(reply, outcome.headers);
+        done();
+        return;
+      case 'respond':
+        reply.code(outcome.status);
+        setAll(reply, outcome.headers);
+        reply.header('content-type', outcome.contentType);
+        // Answering without calling done ends the request here; Fastify runs no route.
+        reply.send(outcome.body);
+        return;
+      case 'error':
+        done(outcome.error instanceof Error ? outcome.error : new Error(String(outcome.error)));
+        return;
+    }
+  };
+  const hook: Hook = function floodgateHook(request, reply, done) {
     const url = request.url;
     const q = url.indexOf('?');
-    const outcome = await limiter.handle({
+    const view = {
       raw: request,
       socketAddress: request.raw.socket?.remoteAddress,
       frameworkIp: limiter.usesFrameworkIp ? request.ip : undefined,
       headers: request.headers,
       method: request.method,
       path: q < 0 ? url : url.slice(0, q),
-    });
-    switch (outcome.action) {
-      case 'continue':
-        setAll(reply, outcome.headers);
-        return undefined;
-      case 'respond':
-        reply.code(outcome.status);
-        setAll(reply, outcome.headers);
-        reply.header('content-type', outcome.contentType);
-        // An async hook that answers must return the reply, or Fastify runs the route anyway.
-        return reply.send(outcome.body);
-      case 'error':
-        throw outcome.error;
+    };
+    const known = limiter.decideSync(view);
+    if (known !== undefined) {
+      act(reply, done, known);
+      return;
     }
+    limiter.handle(view).then(
+      (outcome) => act(reply, done, outcome),
+      (error: unknown) => done(error instanceof Error ? error : new Error(String(error))),
+    );
   };
   hook[MARK] = true;
   return hook;

@@ -34,14 +34,16 @@ export type KoaMiddleware<Ctx extends KoaContextLike = KoaContextLike> = (ctx: C
 export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<Ctx>): KoaMiddleware<Ctx> {
   return async (ctx, next) => {
     const url = ctx.req.url ?? '/';
-    const outcome = await limiter.handle({
+    const view = {
       raw: ctx,
       socketAddress: ctx.req.socket?.remoteAddress,
       frameworkIp: limiter.usesFrameworkIp ? ctx.ip : undefined,
       headers: ctx.req.headers,
       method: ctx.method,
       path: ctx.path ?? url.split('?')[0]!,
-    });
+    };
+    // A key the in-memory block refuses is answered without the full path's promises.
+    const outcome = limiter.decideSync(view) ?? (await limiter.handle(view));
     switch (outcome.action) {
       case 'continue':
         setAll(ctx, outcome.headers);

@@ -128,3 +128,29 @@ describe('HttpLimiter.handle', () => {
     assert.equal((await l.peek('192.0.2.1')).remaining, 3, 'the late admission was refunded');
   });
 });
+
+describe('HttpLimiter.decideSync', () => {
+  it('answers a key the in-memory block refuses exactly as handle() does, and leaves everything else to handle()', async () => {
+    let now = 1_000_000;
+    const clock = () => now;
+    const blocking = new RateLimiter({ limit: 2, window: '10s', inMemoryBlock: true, clock, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+    const http = build({ limiter: blocking, key: { header: 'x-api-key' }, headers: ['ietf', 'legacy'] });
+    const request = view({ headers: { 'x-api-key': 'alice' } });
+    // Unknown key, missing key: only the full path can tell.
+    assert.equal(http.decideSync(request), undefined);
+    assert.equal(http.decideSync(view()), undefined);
+    // The consume that spends the last unit teaches the block list (onConsumed defaults to the limit).
+    for (let i = 0; i < 2; i++) assert.equal((await http.handle(request)).action, 'continue');
+    now += 1500;
+    const fast = http.decideSync(request);
+    const slow = await http.handle(request);
+    assert.deepEqual(fast, slow);
+    assert.equal(fast?.action === 'respond' && fast.status, 429);
+    // Other keys are untouched; several policies, a key function or a skip never take the sync path.
+    assert.equal(http.decideSync(view({ headers: { 'x-api-key': 'bob' } })), undefined);
+    const second = new RateLimiter({ limit: 5, window: '1m', inMemoryBlock: true, clock });
+    assert.equal(build({ limiter: [blocking, second], key: { header: 'x-api-key' } }).decideSync(request), undefined);
+    assert.equal(build({ limiter: blocking, key: () => 'alice' }).decideSync(request), undefined);
+    assert.equal(build({ limiter: blocking, key: { header: 'x-api-key' }, skip: () => false }).decideSync(request), undefined);
+  });
+});
