@@ -1,4 +1,5 @@
 /** Result rows of a run and how they are printed: a text table for people, a JSON array for scripts. */
+import type { RateResult } from './rate.js';
 
 /** One variant's result; the JSON output is an array of these. */
 export interface Row {
@@ -32,18 +33,8 @@ export interface Row {
   readonly connections: number;
   /** Why the variant failed, when it did. */
   readonly error?: string;
-  /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate). */
-  readonly fixedRate?: {
-    readonly targetRps: number;
-    readonly achievedRps: number;
-    readonly requests: number;
-    /** ms from each request's scheduled start to its response's end. */
-    readonly p50Ms: number;
-    readonly p99Ms: number;
-    readonly maxMs: number;
-    /** Socket errors and requests unanswered 2 s after the last was due. */
-    readonly errors: number;
-  };
+  /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate and bench/lib/rate.ts). */
+  readonly fixedRate?: RateResult;
 }
 
 /** Settings and machine shown above each table. */

@@ -23,8 +23,8 @@ export interface GatewayStore {
 /** Wraps a store so every operation's latency lands in `floodgate_store_duration_seconds`. */
 class TimedStore implements Store {
   readonly name: string;
-  private readonly ok: LatencyChild;
-  private readonly failed: LatencyChild;
+  protected readonly ok: LatencyChild;
+  protected readonly failed: LatencyChild;
 
   constructor(
     private readonly inner: Store,
@@ -61,26 +61,20 @@ class TimedStore implements Store {
  * closure per call that TimedStore adds, which on this store cost more than
  * the operation.
  */
-class TimedMemoryStore implements Store {
-  readonly name: string;
-  private readonly ok: LatencyChild;
-  private readonly failed: LatencyChild;
-
-  /** @param inner - a MemoryStore on the system clock (applySync is given Date.now(), as its apply would) */
+class TimedMemoryStore extends TimedStore {
+  /** @param memory - a MemoryStore on the system clock (applySync is given Date.now(), as its apply would) */
   constructor(
-    private readonly inner: MemoryStore,
+    private readonly memory: MemoryStore,
     metrics: GatewayMetrics,
   ) {
-    this.name = inner.name;
-    this.ok = metrics.storeLatencyChild(this.name, true);
-    this.failed = metrics.storeLatencyChild(this.name, false);
+    super(memory, metrics);
   }
 
-  apply(operation: Operation): Promise<Outcome> {
+  override apply(operation: Operation): Promise<Outcome> {
     const started = performance.now();
     let outcome: Outcome;
     try {
-      outcome = this.inner.applySync(operation, systemClock());
+      outcome = this.memory.applySync(operation, systemClock());
     } catch (error) {
       // MemoryStore.apply throws (does not reject) too.
       this.failed.observe((performance.now() - started) / 1000);
@@ -88,10 +82,6 @@ class TimedMemoryStore implements Store {
     }
     this.ok.observe((performance.now() - started) / 1000);
     return Promise.resolve(outcome);
-  }
-
-  close(): Promise<void> {
-    return this.inner.close?.() ?? Promise.resolve();
   }
 }
 
