@@ -94,8 +94,8 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
   await app.register(
     rateLimit,
     kind === 'floodgate-plain'
-      ? // The response rlf's hook sends: 429 "Too Many Requests", no rate-limit fields, so both do the same work per refusal.
-        { limiter, key: randomKey, headers: 'none', body: () => 'Too Many Requests' }
+      ? // The response rlf's hook sends: a 429 with a short text body and no rate-limit fields, so both do the same work per refusal.
+        { limiter, key: randomKey, headers: 'none', body: 'text' }
       : // @fastify/rate-limit's default is the x-ratelimit-* trio; 'legacy' is floodgate's closest mode.
         { limiter, key: randomKey, headers: 'legacy' },
   );

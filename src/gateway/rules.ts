@@ -1,8 +1,7 @@
-/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing; refusals of keys in the in-memory block are answered without a promise. */
+/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import type { Decision } from '../decision.js';
 import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
-import { boundKey, headerValue } from '../http/keys.js';
+import { headerValue } from '../http/keys.js';
 import type { HeaderPair } from '../http/headers.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
 import type { Store } from '../stores/store.js';
@@ -22,162 +21,17 @@ export interface Rule {
   readonly limiter: HttpLimiter<IncomingMessage>;
   /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
-  /** The synchronous refusal path, when the rule qualifies (see {@link RefusalMemo}). */
-  readonly fast: FastPath | undefined;
 }
 
 /** The outcomes a rule counts. */
 type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
 const RULE_OUTCOMES: readonly RuleOutcome[] = ['allowed', 'limited', 'missing_key', 'store_error', 'error', 'shadow_allowed', 'shadow_limited'];
 
-/** A rule's synchronous refusal path: its key, computed as HttpLimiter computes it, and what its limiter's block list is known to hold. */
-export interface FastPath {
-  /** The key HttpLimiter would count the request against, or undefined when only the full path can tell (no header: 401 or the IP). */
-  readonly key: (headers: IncomingHttpHeaders) => string | undefined;
-  /** The refusals to repeat. */
-  readonly memo: RefusalMemo;
-}
-
 /**
- * Longest key, in UTF-8 bytes, before HttpLimiter hashes it; passed to it as
- * `maxKeyLength`, so the fast path's key is the one the limiter counts.
+ * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as
+ * `maxKeyLength`): an API key is kept readable in the store up to this.
  */
 const MAX_KEY_BYTES = 128;
-
-/** Keys of the in-memory block (RateLimiter's default `inMemoryBlock.maxKeys`); the memo holds at most as many. */
-const MEMO_MAX_KEYS = 10_000;
-
-/** A refusal of one key, repeated while the in-memory block that caused it lasts. */
-interface Refusal {
-  /** When the block ends, in Date.now() ms. */
-  until: number;
-  /** The Retry-After seconds `verdict` was built for; 0 before one is. */
-  seconds: number;
-  /** What HttpLimiter answered for this key while blocked, with `seconds` left. */
-  verdict: Verdict | undefined;
-}
-
-/**
- * Under a flood (the seed-004 case: every key over its quota), almost every
- * request is a refusal that the limiter's in-memory block answers without
- * the store, and HttpLimiter then builds the same response again and again:
- * its RateLimit fields, Retry-After and body depend only on the whole
- * seconds left in the block. Building it costs several promise turns and
- * more CPU than node:http spends on the request, so the memo keeps the last
- * response per blocked key and the gateway repeats it, synchronously, while
- * the block lasts and the seconds left are the same; at most once per
- * second per key, and whenever the memo does not know, the full path runs.
- *
- * The memo learns block ends only from the limiter's own memory-block
- * decisions (see {@link BlockWatchingLimiter}), so it never refuses longer
- * than the limiter would: every other answer about a key (the store asked,
- * a reward, a reset) forgets it. Only rules where nothing else depends on
- * the request use it: one policy (several would report the others'
- * changing state), not in shadow mode, no onLimited hook (debug logging),
- * and a key read from a header.
- */
-export class RefusalMemo {
-  private readonly entries = new Map<string, Refusal>();
-
-  /**
-   * The verdict to answer `key` with now, if its block still holds and the
-   * last refusal was built for the same whole seconds left.
-   */
-  recall(key: string, now: number): Verdict | undefined {
-    const entry = this.entries.get(key);
-    if (entry === undefined || entry.verdict === undefined) return undefined;
-    const ms = entry.until - now;
-    return ms > 0 && Math.ceil(ms / 1000) === entry.seconds ? entry.verdict : undefined;
-  }
-
-  /** Keeps `verdict`, a 429 the full path just built for `key`, when it matches what the block has left now. */
-  remember(key: string, verdict: Verdict & { readonly forward: false }, now: number): void {
-    const entry = this.entries.get(key);
-    if (entry === undefined) return;
-    const ms = entry.until - now;
-    const retryAfter = verdict.headers.find((h) => h[0] === 'Retry-After');
-    if (ms <= 0 || retryAfter === undefined || Number(retryAfter[1]) !== Math.ceil(ms / 1000)) return;
-    const wire: string[] = [];
-    for (const [name, value] of verdict.headers) wire.push(name, value);
-    wire.push('Content-Type', verdict.contentType, 'Content-Length', String(Buffer.byteLength(verdict.body)));
-    entry.seconds = Number(retryAfter[1]);
-    entry.verdict = Object.freeze({ ...verdict, wire: Object.freeze(wire) });
-  }
-
-  /**
-   * Takes note of one of the limiter's decisions for `key`.
-   * @param started - Date.now() read just before the call, so the end computed is never later than the block list's
-   */
-  learn(key: string, decision: Decision, started: number): void {
-    if (decision.source !== 'memory-block' || decision.allowed || !Number.isFinite(decision.retryAfterMs)) {
-      this.entries.delete(key);
-      return;
-    }
-    const until = started + decision.retryAfterMs;
-    const entry = this.entries.get(key);
-    if (entry !== undefined) {
-      if (entry.until !== until) {
-        entry.until = until;
-        entry.seconds = 0;
-        entry.verdict = undefined;
-      }
-      return;
-    }
-    // Bounded like the block list itself; starting over only costs the fast path its hits.
-    if (this.entries.size >= MEMO_MAX_KEYS) this.entries.clear();
-    this.entries.set(key, { until, seconds: 0, verdict: undefined });
-  }
-
-  /** Forgets `key` (its block may have been lifted). */
-  forget(key: string): void {
-    this.entries.delete(key);
-  }
-}
-
-/** A RateLimiter that tells a {@link RefusalMemo} about every decision and change it makes for a key. */
-class BlockWatchingLimiter extends RateLimiter {
-  constructor(
-    options: RateLimiterOptions,
-    private readonly memo: RefusalMemo,
-  ) {
-    super(options);
-  }
-
-  override consume(key: string, cost?: number): Promise<Decision> {
-    // The limiter reads its clock (Date.now) synchronously inside consume, in this millisecond or a later one.
-    const started = Date.now();
-    return super.consume(key, cost).then(
-      (decision) => {
-        this.memo.learn(key, decision, started);
-        return decision;
-      },
-      (error: unknown) => {
-        this.memo.forget(key);
-        throw error;
-      },
-    );
-  }
-
-  override reward(key: string, points?: number): Promise<Decision> {
-    this.memo.forget(key);
-    return super.reward(key, points);
-  }
-
-  override penalty(key: string, points?: number): Promise<Decision> {
-    this.memo.forget(key);
-    return super.penalty(key, points);
-  }
-
-  override block(key: string, duration: Parameters<RateLimiter['block']>[1]): Promise<Decision> {
-    this.memo.forget(key);
-    return super.block(key, duration);
-  }
-
-  override reset(key: string): Promise<void> {
-    this.memo.forget(key);
-    return super.reset(key);
-  }
-}
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =
@@ -243,9 +97,9 @@ export class RuleSet {
 
   /**
    * Decides about a request (a proxied one, or the original request the
-   * decision endpoint describes): synchronously when the answer is a
-   * refusal the rule's {@link RefusalMemo} holds, else through a promise
-   * that never rejects.
+   * decision endpoint describes): synchronously when the rule's
+   * HttpLimiter can (a refusal the in-memory block already knows), else
+   * through a promise that never rejects.
    */
   decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Verdict | Promise<Verdict> {
     const host = this.needsHost ? hostOf(hostHeader) : undefined;
@@ -261,19 +115,12 @@ export class RuleSet {
     }
     if (shadows !== undefined) return this.withShadows(enforced, shadows, view);
     if (enforced === undefined) return this.unmatched();
-    const fast = enforced.fast;
-    if (fast === undefined) return this.enforce(enforced, view, undefined);
-    const key = fast.key(view.headers);
-    if (key === undefined) return this.enforce(enforced, view, undefined);
-    const verdict = fast.memo.recall(key, Date.now());
-    if (verdict === undefined) return this.enforce(enforced, view, key);
-    enforced.counts.limited.count += 1;
-    return verdict;
+    return this.enforce(enforced, view);
   }
 
   private async withShadows(enforced: Rule | undefined, shadows: readonly Rule[], view: RequestView<IncomingMessage>): Promise<Verdict> {
     const [verdict, shadowHeader] = await Promise.all([
-      enforced === undefined ? this.unmatched() : this.enforce(enforced, view, undefined),
+      enforced === undefined ? this.unmatched() : this.enforce(enforced, view),
       Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
     ]);
     const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
@@ -285,25 +132,10 @@ export class RuleSet {
     return FORWARD;
   }
 
-  /** The full path: HttpLimiter decides; `key` (the fast path's) is where a refusal is remembered. */
-  private enforce(rule: Rule, view: RequestView<IncomingMessage>, key: string | undefined): Promise<Verdict> {
-    return rule.limiter.handle(view).then((outcome): Verdict => {
-      switch (outcome.action) {
-        case 'continue':
-          rule.counts.allowed.count += 1;
-          return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
-        case 'respond': {
-          rule.counts[refusalOutcome(outcome.status)].count += 1;
-          const verdict = { forward: false, status: outcome.status, headers: outcome.headers, contentType: outcome.contentType, body: outcome.body } as const;
-          if (key !== undefined && outcome.status === 429) rule.fast!.memo.remember(key, verdict, Date.now());
-          return verdict;
-        }
-        case 'error':
-          rule.counts.error.count += 1;
-          rule.limiter.reportError(outcome.error, undefined);
-          return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
-      }
-    });
+  /** The rule's HttpLimiter decides. */
+  private enforce(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
+    const decided = rule.limiter.decide(view);
+    return decided instanceof Promise ? decided.then((outcome) => verdictOf(rule, outcome)) : verdictOf(rule, decided);
   }
 
   /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
@@ -320,6 +152,45 @@ export class RuleSet {
 export function whenDecided(decided: Verdict | Promise<Verdict>, then: (verdict: Verdict) => void): void {
   if (decided instanceof Promise) decided.then(then);
   else then(decided);
+}
+
+/** Counts an enforced rule's outcome and turns it into what the gateway does. */
+function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
+  switch (outcome.action) {
+    case 'continue':
+      rule.counts.allowed.count += 1;
+      return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
+    case 'respond':
+      rule.counts[refusalOutcome(outcome.status)].count += 1;
+      return refusalVerdict(outcome);
+    case 'error':
+      rule.counts.error.count += 1;
+      rule.limiter.reportError(outcome.error, undefined);
+      return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
+  }
+}
+
+/**
+ * Verdicts of the refusals HttpLimiter shares between requests (it freezes
+ * those), each built once with its `wire` form: under a flood the same
+ * refusal is sent for most requests.
+ */
+const sharedVerdicts = new WeakMap<HttpOutcome, Verdict>();
+
+function refusalVerdict(outcome: HttpOutcome & { action: 'respond' }): Verdict {
+  const shared = Object.isFrozen(outcome);
+  if (shared) {
+    const known = sharedVerdicts.get(outcome);
+    if (known !== undefined) return known;
+  }
+  const { status, headers, contentType, body } = outcome;
+  if (!shared) return { forward: false, status, headers, contentType, body };
+  const wire: string[] = [];
+  for (const [name, value] of headers) wire.push(name, value);
+  wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(body)));
+  const verdict: Verdict = Object.freeze({ forward: false, status, headers, contentType, body, wire: Object.freeze(wire) });
+  sharedVerdicts.set(outcome, verdict);
+  return verdict;
 }
 
 const INTERNAL_ERROR_BODY = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
@@ -352,12 +223,7 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  // See RefusalMemo for why only these rules qualify; debug logging is the onLimited hook of enforced rules.
-  const memo =
-    !rule.shadow && rule.policies.length === 1 && settings.inMemoryBlock && rule.key.kind === 'header' && !context.log.isLevelEnabled('debug')
-      ? new RefusalMemo()
-      : undefined;
-  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context, memo), ...(p.name === undefined ? {} : { name: p.name }) }));
+  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context), ...(p.name === undefined ? {} : { name: p.name }) }));
   const log = context.log.child({ rule: rule.name });
   let warned = 0;
   const options: HttpRateLimitOptions<IncomingMessage> = {
@@ -402,22 +268,6 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     matches: compileMatch(rule.match),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
     counts,
-    fast: memo === undefined ? undefined : { key: fastKey(rule), memo },
-  };
-}
-
-/** The key HttpLimiter computes for a header-keyed rule (header or namespaced header, then bounded), or undefined without the header. */
-function fastKey(rule: RuleSettings): FastPath['key'] {
-  const key = rule.key;
-  if (key.kind !== 'header') return () => undefined;
-  // headerValue's reading, with the name lower-cased once here rather than per request.
-  const header = key.header.toLowerCase();
-  const namespace = key.fallbackToIp ? 'key:' : '';
-  return (headers) => {
-    const raw = headers[header];
-    if (raw === undefined) return undefined;
-    const value = (typeof raw === 'string' ? raw : raw.join(', ')).trim();
-    return value.length === 0 ? undefined : boundKey(namespace + value, MAX_KEY_BYTES);
   };
 }
 
@@ -433,7 +283,7 @@ function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
   };
 }
 
-function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext, memo: RefusalMemo | undefined): RateLimiter {
+function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
   const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
@@ -457,7 +307,7 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
         break;
     }
   }
-  return memo === undefined ? new RateLimiter(options) : new BlockWatchingLimiter(options, memo);
+  return new RateLimiter(options);
 }
 
 function compileMatch(m: MatchSettings): Rule['matches'] {

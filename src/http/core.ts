@@ -283,8 +283,12 @@ export class HttpLimiter<Raw> {
    */
   private readonly identityInput: ((view: RequestView<Raw>) => string | undefined) | undefined;
   private readonly identities = new Map<string, Identity>();
-  /** Whether {@link decideSync} can answer: one policy, and a key and cost known without calling user code. */
-  private readonly syncEligible: boolean;
+  /** Whether single-policy refusals may share one frozen response (no hook or body function sees each request). */
+  private readonly sharesRefusals: boolean;
+  /** Whether the legacy fields are sent, whose reset is a point in time rather than a duration. */
+  private readonly legacyHeaders: boolean;
+  /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
+  private readonly refusals = new Map<number | string, HttpOutcome>();
   /** Built-in response bodies by what they depend on; see {@link renderBody}. */
   private readonly bodies = new Map<string, { contentType: string; body: string }>();
   private readonly ipv6Subnet: number | false;
@@ -411,14 +415,8 @@ export class HttpLimiter<Raw> {
     }
     this.passOnStoreError = mode === 'pass';
     this.timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
-    // Allow and deny lists are left to the full path: they decide before any policy does.
-    this.syncEligible =
-      this.policies.length === 1 &&
-      this.skip === undefined &&
-      typeof this.cost === 'number' &&
-      typeof this.keySource !== 'function' &&
-      this.allow === undefined &&
-      this.deny === undefined;
+    this.sharesRefusals = this.onLimited === undefined && this.onDecision === undefined && typeof this.body !== 'function';
+    this.legacyHeaders = this.modes.includes('legacy');
   }
 
   /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
@@ -432,16 +430,27 @@ export class HttpLimiter<Raw> {
   }
 
   /**
-   * Decides about one request. Never rejects: store failures become a
-   * response or a pass (per `onStoreError`), and errors from user callbacks
-   * come back as `{ action: "error" }` for the framework's error handling.
+   * Decides about one request: synchronously when nothing has to be waited
+   * for (a refusal the in-memory block already knows, a deny list entry, a
+   * missing API key, a skipped request), else through a promise. Adapters
+   * act at once on a plain outcome: under a flood of refusals that spares
+   * every promise turn of the store path. Never throws, and the promise
+   * never rejects: errors from user callbacks come back as
+   * `{ action: "error" }` for the framework's error handling, store
+   * failures as a response or a pass (per `onStoreError`).
    */
-  async handle(view: RequestView<Raw>): Promise<HttpOutcome> {
+  decide(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
     try {
-      return await this.evaluate(view);
+      const outcome = this.evaluate(view);
+      return isThenable(outcome) ? Promise.resolve(outcome).then(undefined, errorOutcome) : outcome;
     } catch (error) {
-      return { action: 'error', error };
+      return errorOutcome(error);
     }
+  }
+
+  /** {@link decide}, always as a promise. */
+  async handle(view: RequestView<Raw>): Promise<HttpOutcome> {
+    return this.decide(view);
   }
 
   /** The client's address, its text and its IP key; memoised per input string when proxy headers play no part. */
@@ -465,48 +474,68 @@ export class HttpLimiter<Raw> {
     return identity;
   }
 
-  private async evaluate(view: RequestView<Raw>): Promise<HttpOutcome> {
-    const { address, ip, key: ipKeyValue } = this.identify(view);
-    const client: ClientInfo = { ip, method: view.method, path: view.path, headers: view.headers };
-    if (this.skip !== undefined && (await this.skip(view.raw, client)) === true) return CONTINUE;
+  // The stages below return a plain outcome when they can, and a promise
+  // only when a user callback or a store call makes them wait: most key
+  // functions are synchronous, and every await is a microtask turn per request.
 
-    let rawKey: string | undefined;
+  /** Identity, then `skip`. */
+  private evaluate(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
+    const identity = this.identify(view);
+    if (this.skip === undefined) return this.keyed(view, identity, undefined);
+    const client = clientInfo(view, identity);
+    const skipped = this.skip(view.raw, client);
+    if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s === true ? CONTINUE : this.keyed(view, identity, client)));
+    return skipped === true ? CONTINUE : this.keyed(view, identity, client);
+  }
+
+  /** The raw key: the IP key, the API-key header, or the key function's answer. */
+  private keyed(view: RequestView<Raw>, identity: Identity, known: ClientInfo | undefined): HttpOutcome | Promise<HttpOutcome> {
     const source = this.keySource;
-    if (source === 'ip') {
-      rawKey = ipKeyValue;
-    } else if (typeof source === 'function') {
-      // Awaited only when it is a promise: most key functions are synchronous, and every await is a turn of the microtask queue per request.
-      const returned = source(view.raw, client);
-      const value = isThenable(returned) ? await returned : returned;
-      if (typeof value !== 'string' || value.length === 0) {
-        throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
-      }
-      rawKey = value;
-    } else {
-      rawKey = headerValue(view.headers, source.header);
-    }
+    if (source === 'ip') return this.listed(view, identity, known, identity.key);
+    if (typeof source !== 'function') return this.listed(view, identity, known, headerValue(view.headers, source.header));
+    const client = known ?? clientInfo(view, identity);
+    const returned = source(view.raw, client);
+    if (isThenable(returned)) return Promise.resolve(returned).then((value) => this.listed(view, identity, client, checkedKey(value)));
+    return this.listed(view, identity, client, checkedKey(returned));
+  }
 
+  /** Deny list, allow list and a missing API key, then the cost. */
+  private listed(
+    view: RequestView<Raw>,
+    identity: Identity,
+    known: ClientInfo | undefined,
+    rawKey: string | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const { address, ip } = identity;
     // Deny before allow: an entry on both lists is refused.
     if (this.deny !== undefined && listMatches(this.deny, address, rawKey)) {
       return this.refuse(view.raw, { reason: 'denied', status: this.denyStatus, key: rawKey, ip }, []);
     }
     if (this.allow !== undefined && listMatches(this.allow, address, rawKey)) return CONTINUE;
     if (rawKey === undefined) {
-      const missing = source as ApiKeySource;
-      const extra: HeaderPair[] =
-        missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
-      const status = missing.missingStatus ?? 401;
-      return this.refuse(view.raw, { reason: 'missing-key', status, key: undefined, ip, missingHeader: missing.header }, extra);
+      const missing = this.keySource as Required<ApiKeySource>;
+      const extra: HeaderPair[] = missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
+      const info = { reason: 'missing-key', status: missing.missingStatus, key: undefined, ip, missingHeader: missing.header } as const;
+      return this.refuse(view.raw, info, extra);
     }
     const key = boundKey(rawKey, this.maxKeyLength);
-    let cost: number;
-    if (typeof this.cost === 'number') {
-      cost = this.cost;
-    } else {
-      const returned = this.cost(view.raw, client);
-      cost = isThenable(returned) ? await returned : returned;
-    }
+    if (typeof this.cost === 'number') return this.counted(view.raw, ip, key, this.cost);
+    const returned = this.cost(view.raw, known ?? clientInfo(view, identity));
+    if (isThenable(returned)) return Promise.resolve(returned).then((cost) => this.counted(view.raw, ip, key, cost));
+    return this.counted(view.raw, ip, key, returned);
+  }
 
+  /** A refusal the in-memory block already knows (one policy only: several must all report), else the store path. */
+  private counted(raw: Raw, ip: string | undefined, key: string, cost: number): HttpOutcome | Promise<HttpOutcome> {
+    if (this.policies.length === 1) {
+      const known = this.policies[0]!.limiter.refusedInMemory(key);
+      if (known !== undefined) return this.limitedOne(raw, key, ip, cost, known);
+    }
+    return this.consumed(raw, ip, key, cost);
+  }
+
+  /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
+  private async consumed(raw: Raw, ip: string | undefined, key: string, cost: number): Promise<HttpOutcome> {
     const calls = this.policies.map((p) => p.limiter.consume(key, cost));
     const settled = calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
     const decisions: Array<Decision | undefined> = [];
@@ -523,13 +552,14 @@ export class HttpLimiter<Raw> {
         else badCall ??= result.reason;
       }
     }
-    for (const error of storeErrors) this.report(error, view.raw);
+    for (const error of storeErrors) this.report(error, raw);
+    // The usual refusal: the only policy refused, so there is nothing to give back.
+    if (decisions.length === 1 && refused) return this.limitedOne(raw, key, ip, cost, decisions[0]!);
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.passOnStoreError);
     if (giveBack) {
-      this.refundLate(calls, settled, key, cost, view.raw);
-      // Most refusals have nothing to give back (one policy, which refused): skip the promise machinery then.
-      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await this.refund(decisions, key, cost, view.raw);
+      this.refundLate(calls, settled, key, cost, raw);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await this.refund(decisions, key, cost, raw);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
@@ -539,41 +569,46 @@ export class HttpLimiter<Raw> {
     });
     const rateHeaders = rateLimitHeaders(this.modes, reports, Date.now());
 
-    if (refused) return this.limited(view.raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
+    if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
     if (storeErrors.length > 0 && !this.passOnStoreError) {
       const info = { reason: 'store-error', status: this.storeErrorStatus, key, ip, policies: reports, error: storeErrors[0] } as const;
-      const outcome = this.refuse(view.raw, info, rateHeaders);
-      this.decided(view.raw, { key, ip, cost, allowed: false, status: this.storeErrorStatus, policies: reports, errors: storeErrors });
+      const outcome = this.refuse(raw, info, rateHeaders);
+      this.decided(raw, { key, ip, cost, allowed: false, status: this.storeErrorStatus, policies: reports, errors: storeErrors });
       return outcome;
     }
-    this.decided(view.raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
     return { action: 'continue', headers: rateHeaders };
   }
 
   /**
-   * The answer for a request whose only policy's in-memory block already
-   * refuses its key, built synchronously; undefined when the full path
-   * ({@link handle}) must decide (several policies, a `skip`, a key or cost
-   * function, list entries, a missing key, or a key not blocked). Adapters
-   * try it first: under a flood of refusals it spares every promise of the
-   * full path, and its answer is the one {@link handle} would give.
+   * The refusal by a route's only policy. Under a flood the same response is
+   * built again and again; with no hook or body function to see each
+   * request, its fields, Retry-After and body depend only on the whole
+   * seconds left (and, for the legacy reset, the second the wait ends), so
+   * each distinct one is built once and shared, frozen.
    */
-  decideSync(view: RequestView<Raw>): HttpOutcome | undefined {
-    if (!this.syncEligible) return undefined;
-    try {
-      const { ip, key: ipKeyValue } = this.identify(view);
-      const source = this.keySource;
-      const rawKey = source === 'ip' ? ipKeyValue : headerValue(view.headers, (source as ApiKeySource).header);
-      if (rawKey === undefined) return undefined;
-      const key = boundKey(rawKey, this.maxKeyLength);
-      const policy = this.policies[0]!;
-      const decision = policy.limiter.refusedInMemory(key);
-      if (decision === undefined) return undefined;
-      const reports = [toReport(policy, decision)];
-      return this.limited(view.raw, key, ip, this.cost as number, [decision], reports, rateLimitHeaders(this.modes, reports, Date.now()), []);
-    } catch (error) {
-      return { action: 'error', error };
+  private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
+    const memoKey = this.refusalMemoKey(decision);
+    if (memoKey !== undefined) {
+      const known = this.refusals.get(memoKey);
+      if (known !== undefined) return known;
     }
+    const reports = [toReport(this.policies[0]!, decision)];
+    const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.modes, reports, Date.now()), []);
+    if (memoKey !== undefined) {
+      if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
+      this.refusals.set(memoKey, freezeOutcome(outcome));
+    }
+    return outcome;
+  }
+
+  /** What a single-policy refusal's response depends on, or undefined when it may not be shared (see {@link limitedOne}). */
+  private refusalMemoKey(decision: Decision): number | string | undefined {
+    if (!this.sharesRefusals || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
+    const ms = decision.retryAfterMs;
+    if (!Number.isFinite(ms)) return undefined;
+    const seconds = Math.ceil(ms / 1000);
+    return this.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
   }
 
   /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
@@ -763,6 +798,9 @@ interface Identity {
   readonly key: string;
 }
 
+/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
+const MAX_MEMOISED_REFUSALS = 256;
+
 /** Distinct built-in bodies an HttpLimiter keeps before it starts over. */
 const MAX_MEMOISED_BODIES = 256;
 
@@ -771,6 +809,30 @@ const MAX_MEMOISED_IDENTITIES = 4096;
 
 function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as PromiseLike<T> | null)?.then === 'function';
+}
+
+/** What a user callback or a misconfiguration that threw becomes. */
+function errorOutcome(error: unknown): HttpOutcome {
+  return { action: 'error', error };
+}
+
+/** What user callbacks see of the request. */
+function clientInfo<Raw>(view: RequestView<Raw>, identity: Identity): ClientInfo {
+  return { ip: identity.ip, method: view.method, path: view.path, headers: view.headers };
+}
+
+/** A key function's answer, which must be a non-empty string. */
+function checkedKey(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
+  }
+  return value;
+}
+
+/** Freezes a shared outcome and its header list, so no adapter can change what other requests will be sent. */
+function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
+  if (outcome.action === 'respond') Object.freeze(outcome.headers);
+  return Object.freeze(outcome);
 }
 
 /** Promise.allSettled for one promise, without the array and combinator. */

@@ -55,16 +55,13 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(
   };
   return (req, res, next) => {
     const view = viewOf(req, req, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
-    // A key the in-memory block refuses is answered in this turn, without the full path's promises.
-    const known = limiter.decideSync(view);
-    if (known !== undefined) {
-      act(req, res, next, known);
+    const decided = limiter.decide(view);
+    // A refusal the in-memory block already knows is answered in this turn, without a promise.
+    if (!(decided instanceof Promise)) {
+      act(req, res, next, decided);
       return;
     }
     // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
-    void limiter
-      .handle(view)
-      .then((outcome) => act(req, res, next, outcome))
-      .catch((error: unknown) => limiter.reportError(error, req));
+    void decided.then((outcome) => act(req, res, next, outcome)).catch((error: unknown) => limiter.reportError(error, req));
   };
 }

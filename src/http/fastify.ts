@@ -136,12 +136,12 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
       method: request.method,
       path: q < 0 ? url : url.slice(0, q),
     };
-    const known = limiter.decideSync(view);
-    if (known !== undefined) {
-      act(reply, done, known);
+    const decided = limiter.decide(view);
+    if (!(decided instanceof Promise)) {
+      act(reply, done, decided);
       return;
     }
-    limiter.handle(view).then(
+    decided.then(
       (outcome) => act(reply, done, outcome),
       (error: unknown) => done(error instanceof Error ? error : new Error(String(error))),
     );

@@ -42,8 +42,9 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
       method: ctx.method,
       path: ctx.path ?? url.split('?')[0]!,
     };
-    // A key the in-memory block refuses is answered without the full path's promises.
-    const outcome = limiter.decideSync(view) ?? (await limiter.handle(view));
+    // Awaited only when it is a promise: a refusal the in-memory block already knows needs no turn of the queue.
+    const decided = limiter.decide(view);
+    const outcome = decided instanceof Promise ? await decided : decided;
     switch (outcome.action) {
       case 'continue':
         setAll(ctx, outcome.headers);

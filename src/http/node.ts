@@ -29,8 +29,9 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
   const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/node rateLimit', frameworkIp: false });
   return async (req, res) => {
     const view = viewOf(req, req);
-    // A key the in-memory block refuses is answered without the full path's promises.
-    const outcome = limiter.decideSync(view) ?? (await limiter.handle(view));
+    // Awaited only when it is a promise: a refusal the in-memory block already knows needs no turn of the queue.
+    const decided = limiter.decide(view);
+    const outcome = decided instanceof Promise ? await decided : decided;
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);

@@ -1,4 +1,4 @@
-// The shared HTTP path without a server: strict option validation, and the outcomes of handle() for edge cases (bad keys, dynamic costs, throwing hooks).
+// The shared HTTP path without a server: strict option validation, and the outcomes of decide() and handle() for edge cases (bad keys, dynamic costs, throwing hooks).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/errors.js';
@@ -129,28 +129,84 @@ describe('HttpLimiter.handle', () => {
   });
 });
 
-describe('HttpLimiter.decideSync', () => {
-  it('answers a key the in-memory block refuses exactly as handle() does, and leaves everything else to handle()', async () => {
+describe('HttpLimiter.decide', () => {
+  const blockingLimiter = (clock: () => number): RateLimiter =>
+    new RateLimiter({ limit: 2, window: '10s', inMemoryBlock: true, clock, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+
+  it('answers a key the in-memory block refuses synchronously, exactly as handle() does', async () => {
     let now = 1_000_000;
-    const clock = () => now;
-    const blocking = new RateLimiter({ limit: 2, window: '10s', inMemoryBlock: true, clock, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+    const blocking = blockingLimiter(() => now);
     const http = build({ limiter: blocking, key: { header: 'x-api-key' }, headers: ['ietf', 'legacy'] });
     const request = view({ headers: { 'x-api-key': 'alice' } });
-    // Unknown key, missing key: only the full path can tell.
-    assert.equal(http.decideSync(request), undefined);
-    assert.equal(http.decideSync(view()), undefined);
+    // A key the block list does not hold needs the store; a missing key is answered at once.
+    const first = http.decide(request);
+    assert.ok(first instanceof Promise);
+    assert.equal((await first).action, 'continue');
+    const missing = http.decide(view());
+    assert.ok(!(missing instanceof Promise) && missing.action === 'respond' && missing.status === 401);
     // The consume that spends the last unit teaches the block list (onConsumed defaults to the limit).
-    for (let i = 0; i < 2; i++) assert.equal((await http.handle(request)).action, 'continue');
+    assert.equal((await http.handle(request)).action, 'continue');
     now += 1500;
-    const fast = http.decideSync(request);
-    const slow = await http.handle(request);
-    assert.deepEqual(fast, slow);
-    assert.equal(fast?.action === 'respond' && fast.status, 429);
-    // Other keys are untouched; several policies, a key function or a skip never take the sync path.
-    assert.equal(http.decideSync(view({ headers: { 'x-api-key': 'bob' } })), undefined);
-    const second = new RateLimiter({ limit: 5, window: '1m', inMemoryBlock: true, clock });
-    assert.equal(build({ limiter: [blocking, second], key: { header: 'x-api-key' } }).decideSync(request), undefined);
-    assert.equal(build({ limiter: blocking, key: () => 'alice' }).decideSync(request), undefined);
-    assert.equal(build({ limiter: blocking, key: { header: 'x-api-key' }, skip: () => false }).decideSync(request), undefined);
+    const fast = http.decide(request);
+    assert.ok(!(fast instanceof Promise));
+    assert.deepEqual(fast, await http.handle(request));
+    assert.equal(fast.action === 'respond' && fast.status, 429);
+    // Other keys are untouched.
+    assert.ok(http.decide(view({ headers: { 'x-api-key': 'bob' } })) instanceof Promise);
+  });
+
+  it('stays synchronous through synchronous key, cost and skip functions, and waits for asynchronous ones', async () => {
+    const blocking = blockingLimiter(() => 1_000_000);
+    await blocking.consume('alice', 2);
+    const sync = [
+      build({ limiter: blocking, key: () => 'alice' }),
+      build({ limiter: blocking, key: () => 'alice', cost: () => 1 }),
+      build({ limiter: blocking, key: () => 'alice', skip: () => false }),
+    ];
+    for (const http of sync) {
+      const outcome = http.decide(view());
+      assert.ok(!(outcome instanceof Promise) && outcome.action === 'respond' && outcome.status === 429);
+    }
+    const waiting = [
+      build({ limiter: blocking, key: async () => 'alice' }),
+      build({ limiter: blocking, key: () => 'alice', skip: async () => false }),
+      build({ limiter: [blocking, limiter()], key: () => 'alice' }),
+    ];
+    for (const http of waiting) {
+      const outcome = http.decide(view());
+      assert.ok(outcome instanceof Promise);
+      const settled = await outcome;
+      assert.equal(settled.action === 'respond' && settled.status, 429);
+    }
+    // A throwing key function is an error outcome, not a throw.
+    const thrown = build({ limiter: blocking, key: () => { throw new Error('boom'); } }).decide(view());
+    assert.ok(!(thrown instanceof Promise) && thrown.action === 'error');
+    const rejected = await build({ limiter: blocking, key: async () => { throw new Error('boom'); } }).decide(view());
+    assert.equal(rejected.action, 'error');
+  });
+
+  it('shares one frozen refusal between keys with the same seconds left, unless a hook or body function must see each request', async () => {
+    const now = 1_000_000;
+    const blocking = blockingLimiter(() => now);
+    await blocking.consume('alice', 2);
+    await blocking.consume('bob', 2);
+    const http = build({ limiter: blocking, key: { header: 'x-api-key' } });
+    const alice = http.decide(view({ headers: { 'x-api-key': 'alice' } }));
+    const bob = http.decide(view({ headers: { 'x-api-key': 'bob' } }));
+    assert.equal(alice, bob);
+    assert.ok(Object.isFrozen(alice) && alice.action === 'respond' && Object.isFrozen(alice.headers));
+
+    const seen: Array<string | undefined> = [];
+    const hooked = build({ limiter: blocking, key: { header: 'x-api-key' }, onLimited: (_req, info) => void seen.push(info.key) });
+    const first = hooked.decide(view({ headers: { 'x-api-key': 'alice' } }));
+    const second = hooked.decide(view({ headers: { 'x-api-key': 'bob' } }));
+    assert.notEqual(first, second);
+    assert.deepEqual(seen, ['alice', 'bob']);
+
+    let bodies = 0;
+    const custom = build({ limiter: blocking, key: { header: 'x-api-key' }, body: () => `no ${++bodies}` });
+    custom.decide(view({ headers: { 'x-api-key': 'alice' } }));
+    const again = custom.decide(view({ headers: { 'x-api-key': 'alice' } }));
+    assert.equal(again instanceof Promise || (again.action === 'respond' && again.body), 'no 2');
   });
 });
