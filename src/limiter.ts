@@ -198,19 +198,36 @@ export class RateLimiter {
   }
 
   /**
-   * The decision `consume(key)` would resolve to right now if the in-memory
-   * block already refuses `key` (source `"memory-block"`), or undefined when
-   * only the store can tell. Synchronous: callers that answer refusals
-   * themselves (the HTTP middleware) skip a promise per request under a
-   * flood. Spends nothing, like the refused consume it stands for.
-   * @throws FloodgateError INVALID_KEY for an invalid key
+   * {@link consume}, decided synchronously when that needs no waiting: the
+   * in-memory block already refuses `key`, or the store decides in this
+   * process (the memory store). Otherwise undefined, and nothing was spent:
+   * call `consume`. Callers that answer requests themselves (the HTTP
+   * middleware) skip a promise per request this way.
+   * @throws FloodgateError for an invalid key or cost, or a misconfigured store, as consume would reject
    */
-  refusedInMemory(key: string): Decision | undefined {
-    const list = this.memoryBlock?.list;
-    if (list === undefined) return undefined;
+  consumeNow(key: string, cost = 1): Decision | undefined {
     assertKey(key);
-    const blockedMs = list.blockedFor(key, this.clock());
-    return blockedMs > 0 ? this.decision(refused(blockedMs), 'memory-block') : undefined;
+    assertUnits(cost, 'cost', this.policy.limit);
+    const list = this.memoryBlock?.list;
+    if (list !== undefined) {
+      const blockedMs = list.blockedFor(key, this.clock());
+      if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+    }
+    const store = this.store;
+    if (store.applyNow === undefined) return undefined;
+    let outcome: Outcome | undefined;
+    try {
+      outcome = store.applyNow({ kind: 'consume', key: `${this.prefix}:${key}`, amount: cost, policy: this.policy });
+    } catch (error) {
+      const failure = toStoreError(error, store.name);
+      // A misconfiguration throws as consume would reject; a store that breaks its no-outage promise
+      // spent nothing, so consume (with its breaker and fallback) is left to decide.
+      if (!isStoreFailure(failure)) throw failure;
+      return undefined;
+    }
+    if (outcome === undefined) return undefined;
+    if (list) this.learn(list, 'consume', key, outcome);
+    return this.decision(outcome, 'store');
   }
 
   /** Reports `key`'s state without spending; `allowed` tells whether a cost-1 consume would pass. */
@@ -287,7 +304,7 @@ export class RateLimiter {
       );
     }
 
-    let outcome: Outcome;
+    let outcome: Outcome | undefined;
     try {
       outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
     } catch (error) {

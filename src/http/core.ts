@@ -246,6 +246,8 @@ export const REDUCED_CAPACITY_TYPE = 'https://iana.org/assignments/http-problem-
 /** Key used when the client address cannot be known (socket already gone, unparseable framework IP). */
 export const UNKNOWN_CLIENT_KEY = 'unknown';
 
+const NO_ERRORS: readonly unknown[] = Object.freeze([]);
+
 const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Object.freeze([]) as readonly HeaderPair[] });
 
 interface Policy {
@@ -525,11 +527,16 @@ export class HttpLimiter<Raw> {
     return this.counted(view.raw, ip, key, returned);
   }
 
-  /** A refusal the in-memory block already knows (one policy only: several must all report), else the store path. */
+  /**
+   * The only policy's decision when it needs no waiting (the in-memory block
+   * refuses, or the store is in process), else the store path. Several
+   * policies always take the store path: a refusal by one gives back what
+   * the others took.
+   */
   private counted(raw: Raw, ip: string | undefined, key: string, cost: number): HttpOutcome | Promise<HttpOutcome> {
     if (this.policies.length === 1) {
-      const known = this.policies[0]!.limiter.refusedInMemory(key);
-      if (known !== undefined) return this.limitedOne(raw, key, ip, cost, known);
+      const now = this.policies[0]!.limiter.consumeNow(key, cost);
+      if (now !== undefined) return now.allowed ? this.admittedOne(raw, key, ip, cost, now) : this.limitedOne(raw, key, ip, cost, now);
     }
     return this.consumed(raw, ip, key, cost);
   }
@@ -553,8 +560,11 @@ export class HttpLimiter<Raw> {
       }
     }
     for (const error of storeErrors) this.report(error, raw);
-    // The usual refusal: the only policy refused, so there is nothing to give back.
-    if (decisions.length === 1 && refused) return this.limitedOne(raw, key, ip, cost, decisions[0]!);
+    // One policy that answered: nothing to give back either way.
+    if (decisions.length === 1 && decisions[0] !== undefined) {
+      const only = decisions[0];
+      return only.allowed ? this.admittedOne(raw, key, ip, cost, only) : this.limitedOne(raw, key, ip, cost, only);
+    }
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.passOnStoreError);
     if (giveBack) {
@@ -578,6 +588,13 @@ export class HttpLimiter<Raw> {
     }
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
     return { action: 'continue', headers: rateHeaders };
+  }
+
+  /** The admission by a route's only policy. */
+  private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
+    const reports = [toReport(this.policies[0]!, decision)];
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
+    return { action: 'continue', headers: rateLimitHeaders(this.modes, reports, Date.now()) };
   }
 
   /**

@@ -75,6 +75,11 @@ export class MemoryStore implements Store {
     return Promise.resolve(this.applySync(operation, this.clock()));
   }
 
+  /** @inheritDoc */
+  applyNow(operation: Operation): Outcome {
+    return this.applySync(operation, this.clock());
+  }
+
   /**
    * Applies an operation synchronously at time `now`. The cluster store's
    * primary calls this directly, batching many operations per message.

@@ -13,6 +13,15 @@ export interface Store {
   readonly name: string;
   /** Applies one operation to one key atomically. */
   apply(operation: Operation): Promise<Outcome>;
+  /**
+   * The same as {@link apply}, answered synchronously when the store can
+   * decide without waiting (state in this process: the memory store always,
+   * local-first while a lease covers the call), so that a limiter on it
+   * decides without a promise. Undefined when only `apply` can answer, and
+   * then nothing was applied. Throws only for a misconfiguration, never for
+   * an outage.
+   */
+  applyNow?(operation: Operation): Outcome | undefined;
   /** Releases timers and connections the store itself opened. Idempotent. */
   close?(): Promise<void>;
 }

@@ -23,6 +23,18 @@ class CountingStore implements Store {
     this.calls++;
     return this.inner.apply(operation);
   }
+  /** Present exactly when the inner store has it, so limiters see the store's real shape. */
+  declare applyNow?: (operation: Operation) => Outcome | undefined;
+  static wrap(inner: Store): CountingStore {
+    const counting = new CountingStore(inner);
+    if (inner.applyNow !== undefined) {
+      counting.applyNow = (operation) => {
+        counting.calls++;
+        return inner.applyNow!(operation);
+      };
+    }
+    return counting;
+  }
 }
 
 const ALL: Algorithm[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'];
@@ -41,7 +53,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
 
     before(async () => {
       target = await factory(clock.now);
-      counting = new CountingStore(target.store);
+      counting = CountingStore.wrap(target.store);
     });
     after(async () => {
       await target.teardown();
@@ -245,6 +257,20 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       assert.equal(d.retryAfterMs, 2000);
       clock.advance(2000);
       assert.equal((await l.consume('k')).allowed, true);
+    });
+
+    test('consumeNow decides as consume does when it can, and spends nothing when it cannot', async () => {
+      const l = limiter({ limit: 3, window: 1000, inMemoryBlock: true });
+      const first = l.consumeNow('k');
+      // A store that cannot answer now leaves the call to consume, having spent nothing.
+      if (first !== undefined) assert.deepEqual(first, { allowed: true, limit: 3, remaining: 2, resetMs: 1000, retryAfterMs: 0, source: 'store' });
+      await l.consume('k', first === undefined ? 3 : 2);
+      assert.equal((await l.peek('k')).remaining, 0);
+      // Now the in-memory block knows the key, on every store.
+      const refused = l.consumeNow('k');
+      assert.equal(refused?.allowed, false);
+      assert.equal(refused?.source, 'memory-block');
+      assert.throws(() => l.consumeNow('k', 0), { code: 'FLOODGATE_INVALID_COST' });
     });
 
     test('concurrent consumes on one key admit exactly the limit', async () => {

@@ -124,7 +124,8 @@ describe('gateway: metrics and health', () => {
     assert.equal(m.get('floodgate_decisions_total{rule="login",outcome="allowed"}'), 2);
     assert.equal(m.get('floodgate_decisions_total{rule="login",outcome="limited"}'), 1);
     assert.equal(m.get('floodgate_decisions_total{rule="(none)",outcome="unmatched"}'), 1);
-    assert.ok((m.get('floodgate_store_duration_seconds_count{store="memory",result="ok"}') ?? 0) >= 2);
+    // The embedded memory store is not timed (its calls take about a microsecond); test/gateway/redis.test.ts checks Redis's.
+    assert.ok(![...m.keys()].some((name) => name.startsWith('floodgate_store_duration_seconds_count{store="memory"')));
     assert.equal(m.get('floodgate_upstream_duration_seconds_count{outcome="response"}'), 3);
     assert.ok(m.has('floodgate_requests_in_flight'));
     assert.ok(m.has('process_cpu_seconds_total'));

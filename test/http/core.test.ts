@@ -130,8 +130,13 @@ describe('HttpLimiter.handle', () => {
 });
 
 describe('HttpLimiter.decide', () => {
+  /** A memory store that answers only through a promise, as a remote store does. */
+  const remoteLike = (): Store => {
+    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    return { name: 'remote-like', apply: (operation) => memory.apply(operation) };
+  };
   const blockingLimiter = (clock: () => number): RateLimiter =>
-    new RateLimiter({ limit: 2, window: '10s', inMemoryBlock: true, clock, store: new MemoryStore({ sweepIntervalMs: 0 }) });
+    new RateLimiter({ limit: 2, window: '10s', inMemoryBlock: true, clock, store: remoteLike() });
 
   it('answers a key the in-memory block refuses synchronously, exactly as handle() does', async () => {
     let now = 1_000_000;
@@ -153,6 +158,14 @@ describe('HttpLimiter.decide', () => {
     assert.equal(fast.action === 'respond' && fast.status, 429);
     // Other keys are untouched.
     assert.ok(http.decide(view({ headers: { 'x-api-key': 'bob' } })) instanceof Promise);
+  });
+
+  it('decides synchronously on a store that decides in process (the memory store), admissions included', () => {
+    const http = build({ limiter: new RateLimiter({ limit: 1, window: '1m', store: new MemoryStore({ sweepIntervalMs: 0 }) }) });
+    const admitted = http.decide(view());
+    const refused = http.decide(view());
+    assert.ok(!(admitted instanceof Promise) && admitted.action === 'continue' && admitted.headers.length === 2);
+    assert.ok(!(refused instanceof Promise) && refused.action === 'respond' && refused.status === 429);
   });
 
   it('stays synchronous through synchronous key, cost and skip functions, and waits for asynchronous ones', async () => {
