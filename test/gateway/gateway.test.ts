@@ -163,6 +163,17 @@ describe('gateway: proxying', () => {
     assert.equal(streamed.headers['x-upstream-hop'], undefined, 'a header the upstream lists in Connection is hop-by-hop');
   });
 
+  it('adds its RateLimit fields to the upstream\'s own: IETF lists combined, legacy fields replaced, repeated fields kept', async () => {
+    const g = await gateway('headers: [ietf, legacy]\nrules: [{ name: all, key: ip, policies: [{ limit: 5, window: 1m, name: gw }] }]');
+    const reply = await get(`${g.url}/own-limits`);
+    assert.equal(reply.status, 200);
+    assert.equal(reply.body, 'own');
+    assert.equal(reply.headers['ratelimit-policy'], '"app";q=50;w=60, "gw";q=5;w=60');
+    assert.equal(reply.headers['ratelimit'], '"app";r=49;t=60, "gw";r=4;t=60');
+    assert.equal(reply.headers['x-ratelimit-limit'], '5');
+    assert.deepEqual(reply.headers['set-cookie'], ['a=1', 'b=2']);
+  });
+
   it('forwards a large request body intact', async () => {
     const g = await gateway('rules: []');
     const big = 'x'.repeat(3_000_000);

@@ -24,6 +24,7 @@ export interface Upstream {
 /**
  * Starts the test upstream: echoes method, URL, headers and body as JSON;
  * `/slow?ms=N` answers after N ms; `/stream` sends a chunked body in parts;
+ * `/own-limits` answers with rate-limit fields and cookies of its own;
  * upgrades to `/ws` are accepted and echoed back raw.
  */
 export async function startUpstream(): Promise<Upstream> {
@@ -40,6 +41,18 @@ export async function startUpstream(): Promise<Upstream> {
           res.writeHead(200, { 'content-type': 'text/plain', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'keep-alive': 'timeout=5' });
           res.write('part1;');
           setTimeout(() => res.end('part2'), 30);
+          return;
+        }
+        if (url.pathname === '/own-limits') {
+          res.writeHead(200, [
+            ['content-type', 'text/plain'],
+            ['ratelimit-policy', '"app";q=50;w=60'],
+            ['ratelimit', '"app";r=49;t=60'],
+            ['x-ratelimit-limit', '50'],
+            ['set-cookie', 'a=1'],
+            ['set-cookie', 'b=2'],
+          ].flat());
+          res.end('own');
           return;
         }
         res.writeHead(200, { 'content-type': 'application/json' });
