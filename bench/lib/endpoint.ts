@@ -2,6 +2,15 @@
 import type { ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 
+/** Resolves true when the request is admitted, false when limited; rejects only on a real failure. */
+export type Decide = (key: string) => Promise<boolean>;
+
+/** What a server's limiter set-up returns: how to decide (undefined for the bare baseline) and what to close at exit. */
+export interface Setup {
+  decide: Decide | undefined;
+  close: () => Promise<void>;
+}
+
 /** Resolves once `client` is ready, so a warm-up exercises the limiter rather than ioredis's offline queue. */
 export function connected(client: Redis): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Store } from '../../dist/esm/index.js';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
-import { connected, ok, limited, oneOf } from '../lib/endpoint.js';
+import { type Setup, connected, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-000.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
@@ -13,14 +13,6 @@ type StoreKind = 'memory' | 'redis';
 /** The seed's policy: 5 points per 1 s window. */
 const POINTS = 5;
 const DURATION_S = 1;
-
-/** Resolves true when the request is admitted, false when limited; rejects only on a real failure. */
-type Decide = (key: string) => Promise<boolean>;
-
-interface Setup {
-  decide: Decide | undefined;
-  close: () => Promise<void>;
-}
 
 /** The variant, as bench/scenarios/seed-000.ts configures it. */
 interface Config {

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { RedisRateLimiter } from 'rolling-rate-limiter';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
-import { connected, ok, limited, oneOf } from '../lib/endpoint.js';
+import { type Setup, connected, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-003.ts). */
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
@@ -17,14 +17,6 @@ const KINDS: readonly LimiterKind[] = ['none', ...ALGORITHMS, 'rlf', 'rolling', 
 const POINTS = 100;
 const DURATION_S = 1;
 const KEYS = 11;
-
-/** Resolves true when the request is admitted, false when limited; rejects only on a real failure. */
-type Decide = (key: string) => Promise<boolean>;
-
-interface Setup {
-  decide: Decide | undefined;
-  close: () => Promise<void>;
-}
 
 /** Result of ratelimiter's `get`: `remaining` counts the calls left before this one, so 0 means limited. */
 interface TjLimit {
