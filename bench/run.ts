@@ -12,6 +12,7 @@ import { BenchRedis } from './lib/redis.js';
 import { formatTable, type Row, type RunInfo } from './lib/report.js';
 import { indent, startServer, type RunningServer } from './lib/server.js';
 import { runFixedRate, type RateResult } from './lib/rate.js';
+import { treeCpuMs } from './lib/cpu.js';
 import { assertWrk, runWrk, wrkVersion, type WrkResult } from './lib/wrk.js';
 import type { Scenario, Variant } from './types.js';
 
@@ -148,6 +149,8 @@ interface Context {
 
 interface Measured {
   readonly wrk: WrkResult;
+  /** CPU ms the server's process tree used during the measured wrk run; null where /proc cannot tell. */
+  readonly serverCpuMs: number | null;
   readonly redisCommands: Record<string, number> | null;
   readonly fixedRate: RateResult | null;
 }
@@ -172,7 +175,10 @@ async function measureVariant(scenario: Scenario, variant: Variant, { options, p
     }
     await redis?.resetStats();
     log(`[${scenario.name}] ${variant.name}: measuring ${options.durationS} s`);
+    const cpuBefore = server.pid === undefined ? null : treeCpuMs(server.pid);
     const wrk = await runWrk({ ...load, durationS: options.durationS });
+    const cpuAfter = server.pid === undefined ? null : treeCpuMs(server.pid);
+    const serverCpuMs = cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore;
     const redisCommands = redis ? await redis.commandCounts() : null;
     assertAlive(server);
     let fixedRate: RateResult | null = null;
@@ -181,7 +187,7 @@ async function measureVariant(scenario: Scenario, variant: Variant, { options, p
       fixedRate = await runFixedRate({ url: load.url, rps: scenario.fixedRate, durationS: options.durationS, connections: load.connections });
       assertAlive(server);
     }
-    return { wrk, redisCommands, fixedRate };
+    return { wrk, serverCpuMs, redisCommands, fixedRate };
   } finally {
     await server.stop();
   }
@@ -246,6 +252,7 @@ function toRow(scenario: string, variant: string, result: Measured | Error, base
       p99Ms: null,
       redisCmdsPerReq: null,
       ratio: null,
+      serverCpuUsPerReq: null,
       requests: null,
       p90Ms: null,
       maxMs: null,
@@ -257,7 +264,7 @@ function toRow(scenario: string, variant: string, result: Measured | Error, base
       error: result.message,
     };
   }
-  const { wrk, redisCommands, fixedRate } = result;
+  const { wrk, serverCpuMs, redisCommands, fixedRate } = result;
   const redisCalls = redisCommands ? Object.values(redisCommands).reduce((a, b) => a + b, 0) : null;
   return {
     scenario,
@@ -267,6 +274,7 @@ function toRow(scenario: string, variant: string, result: Measured | Error, base
     p99Ms: round(wrk.p99Ms, 3),
     redisCmdsPerReq: redisCalls === null ? null : wrk.requests > 0 ? round(redisCalls / wrk.requests, 4) : 0,
     ratio: baseRps ? round(wrk.rps / baseRps, 3) : null,
+    serverCpuUsPerReq: serverCpuMs === null || wrk.requests === 0 ? null : round((serverCpuMs * 1000) / wrk.requests, 2),
     requests: wrk.requests,
     p90Ms: round(wrk.p90Ms, 3),
     maxMs: round(wrk.maxMs, 3),

@@ -18,6 +18,13 @@ export interface Row {
   readonly redisCmdsPerReq: number | null;
   /** rps ÷ the baseline's (first variant's) rps; null when either failed. */
   readonly ratio: number | null;
+  /**
+   * CPU µs (user + system) the server's process tree spent per request
+   * during the measured run: workers and child processes included, Redis
+   * not. Other load on the machine moves it far less than requests/s, so it
+   * is the column to compare across runs. Null when /proc cannot tell.
+   */
+  readonly serverCpuUsPerReq: number | null;
   /** Responses completed in the measured period. */
   readonly requests: number | null;
   readonly p90Ms: number | null;
@@ -59,6 +66,7 @@ const BASE_COLUMNS: readonly Column[] = [
   { title: 'p99 ms', cell: (r) => fixed(r.p99Ms, 2) },
   { title: 'Redis cmds/req', cell: (r) => fixed(r.redisCmdsPerReq, 2) },
   { title: 'ratio', cell: (r) => fixed(r.ratio, 2) },
+  { title: 'server µs/req', cell: (r) => fixed(r.serverCpuUsPerReq, 1) },
   { title: '2xx', cell: (r) => (r.status ? String(r.status['2xx']) : '-') },
   { title: '429', cell: (r) => (r.status ? String(r.status['429']) : '-') },
   { title: 'other', cell: (r) => (r.status ? String(r.status.other) : '-') },
@@ -105,6 +113,7 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   out.push(
     '',
     'ratio = requests/s ÷ the first row\'s. Redis cmds/req counts commands run inside Lua scripts too. 429 = refused by the limiter.',
+    'server µs/req = CPU time of the server\'s process tree (workers and children included, Redis not) ÷ requests; steadier than requests/s when the machine is shared.',
   );
   if (rate !== undefined) {
     out.push(`@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`);

@@ -8,6 +8,8 @@ import { pinned, spawnTracked, stopChild, tailOf } from './processes.js';
 export interface RunningServer {
   /** Port it listens on (127.0.0.1). */
   readonly port: number;
+  /** Its process id (with pinning, taskset has exec'd into it), for {@link treeCpuMs}. */
+  readonly pid: number | undefined;
   /** Non-null once the process has exited, with how. */
   exitStatus(): string | null;
   /** The last lines the process wrote (stdout and stderr), for error messages. */
@@ -71,6 +73,7 @@ export async function startServer(variant: Variant, options: StartServerOptions)
 
   const running: RunningServer = {
     port,
+    pid: child.pid,
     exitStatus: () => describeExit(child, spawnError),
     output,
     stop: () => stopChild(child),
