@@ -207,7 +207,7 @@ describe('HttpLimiter.decide', () => {
     const alice = http.decide(view({ headers: { 'x-api-key': 'alice' } }));
     const bob = http.decide(view({ headers: { 'x-api-key': 'bob' } }));
     assert.equal(alice, bob);
-    assert.ok(Object.isFrozen(alice) && alice.action === 'respond' && Object.isFrozen(alice.headers));
+    assert.ok(!(alice instanceof Promise) && Object.isFrozen(alice) && alice.action === 'respond' && Object.isFrozen(alice.headers));
 
     const seen: Array<string | undefined> = [];
     const hooked = build({ limiter: blocking, key: { header: 'x-api-key' }, onLimited: (_req, info) => void seen.push(info.key) });
