@@ -22,7 +22,9 @@ function variant(name: string, description: string, store: string, remote: boole
  * the per-request RedisStore and by LocalFirstStore, each on a local Redis and
  * on the same Redis behind a TCP proxy adding 20 ms each way (the server
  * starts the proxy, test/support/delay-proxy.ts, as its own child), all in one
- * run so the ratios compare like with like.
+ * run so the ratios compare like with like. Every variant's server decides
+ * with `consumeNow` first, as the HTTP middleware does: the memory store and
+ * local-first with a lease in hand answer without a promise.
  *
  * The limit is chosen so nearly every request is ADMITTED: 20 keys picked at
  * random, 100 000 per key per 10 s (10 000/s per key, 200 000/s in all, far

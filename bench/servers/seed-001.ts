@@ -70,6 +70,14 @@ runServer(async () => {
       return;
     }
     const key = String(Math.floor(Math.random() * KEYS));
+    // As the HTTP middleware does: decided without a promise when the store can (the memory store,
+    // local-first with a lease in hand or a refusal it already knows), else through consume.
+    const now = limiter.consumeNow(key);
+    if (now !== undefined) {
+      if (now.allowed) ok(res);
+      else limited(res);
+      return;
+    }
     limiter.consume(key).then(
       (decision) => (decision.allowed ? ok(res) : limited(res)),
       (error: unknown) => {

@@ -1,4 +1,4 @@
-// LocalFirstStore on a real Redis: options, broadcast between processes' stores, decisions without Redis behind a 20 ms proxy, Redis commands per request, bounded memory.
+// LocalFirstStore on a real Redis: options, broadcast between processes' stores, synchronous decisions (applyNow), lease calls, decisions without Redis behind a 20 ms proxy, Redis commands per request, bounded memory.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
@@ -114,6 +114,79 @@ describe('broadcast', () => {
       return !d.allowed && d.retryAfterMs > 1000;
     });
     assert.equal((await la.consume('k')).allowed, false);
+  });
+});
+
+describe('applyNow', () => {
+  test('answers from the lease in hand synchronously, and leaves everything else to apply with nothing applied', async () => {
+    const s = await store();
+    const l = new RateLimiter({ store: s, limit: 1000, window: '10s', prefix: `now${++unique}` });
+    assert.equal(l.consumeNow('k'), undefined, 'a key never seen needs a lease call');
+    assert.deepEqual([s.stats().leaseCalls, s.stats().localDecisions, s.stats().keys], [0, 0, 0], 'and nothing was applied');
+
+    assert.equal((await l.consume('k')).allowed, true);
+    const held = s.stats().unitsLeased - 1;
+    assert.ok(held > 0, `the first lease holds a surplus: ${s.stats().unitsLeased}`);
+    // No reply can arrive during a synchronous loop, so exactly the units held are admitted without a promise.
+    let admitted = 0;
+    let last: ReturnType<typeof l.consumeNow>;
+    while ((last = l.consumeNow('k')) !== undefined) {
+      assert.equal(last.allowed, true);
+      admitted++;
+    }
+    assert.equal(admitted, held);
+    assert.equal(s.stats().localDecisions, held, 'the undefined answer decided nothing');
+    assert.equal((await l.consume('k')).allowed, true, 'apply takes over where the lease ends');
+
+    const other = new RateLimiter({ store: s, limit: 1000, window: '10s', algorithm: 'sliding-window', prefix: `now${++unique}` });
+    await other.consume('k');
+    assert.equal(other.consumeNow('k'), undefined, 'other algorithms always go to Redis');
+  });
+
+  test('refusals known locally (exhausted, blocked) are answered synchronously', async () => {
+    const s = await store();
+    const l = new RateLimiter({ store: s, limit: 2, window: '10s', prefix: `nowx${++unique}` });
+    for (let i = 0; i < 2; i++) assert.equal((await l.consume('k')).allowed, true);
+    assert.equal((await l.consume('k')).allowed, false);
+    const exhausted = l.consumeNow('k');
+    assert.equal(exhausted?.allowed, false);
+    assert.ok(exhausted.retryAfterMs > 9000, `${exhausted.retryAfterMs}`);
+
+    await l.block('b', '5s');
+    const blocked = l.consumeNow('b');
+    assert.equal(blocked?.allowed, false);
+    assert.ok(blocked.retryAfterMs > 4000 && blocked.retryAfterMs <= 5000, `${blocked.retryAfterMs}`);
+  });
+});
+
+describe('lease calls', () => {
+  test('concurrent consumes on a key without units share one lease call', async () => {
+    const s = await store();
+    const l = new RateLimiter({ store: s, limit: 100_000, window: '10s', prefix: `co${++unique}` });
+    // More than the rate-based slice of a fresh key (about 100): the call is sized when it goes out, for all of them.
+    const decisions = await Promise.all(Array.from({ length: 500 }, () => l.consume('k')));
+    assert.ok(decisions.every((d) => d.allowed));
+    assert.equal(s.stats().leaseCalls, 1);
+  });
+
+  test('a reply from an older window than the one held (Redis back on a clock behind) is taken, not dropped', async () => {
+    let now = 1_000_000_000;
+    const s = await store({ clock: () => now });
+    const prefix = `back${++unique}`;
+    // Limit 4 with a share of ¼: every lease is a single unit, so every consume asks Redis.
+    const l = new RateLimiter({ store: s, limit: 4, window: '10s', prefix });
+    assert.equal((await l.consume('k')).allowed, true);
+    // Redis loses the key and its clock is 5 s behind: the next window ends before the one the store held.
+    for (const key of await admin.keys(`*${prefix}*`)) await admin.del(key);
+    now -= 5000;
+    const calls = s.stats().leaseCalls;
+    const decision = await Promise.race([l.consume('k'), sleep(2000).then(() => 'hung' as const)]);
+    assert.notEqual(decision, 'hung', 'the consume was answered');
+    assert.equal(decision.allowed, true);
+    await sleep(100);
+    assert.equal(s.stats().leaseCalls, calls + 1, 'one lease call, not a loop of them');
+    for (let i = 0; i < 3; i++) assert.equal((await l.consume('k')).allowed, true);
+    assert.equal((await l.consume('k')).allowed, false, 'the new window admits the limit, no more');
   });
 });
 

@@ -28,10 +28,10 @@ export interface DelayProxy {
 const HOST = '127.0.0.1';
 
 /**
- * Starts the proxy. Each chunk is forwarded after the delay, never before a
- * chunk that arrived earlier on the same direction, so the byte stream stays
- * in order even with a random delay; a round trip thus costs about twice the
- * delay.
+ * Starts the proxy. Each chunk is forwarded once its delay has passed and
+ * never before a chunk that arrived earlier on the same direction, so the
+ * byte stream stays in order even with a random delay; a round trip thus
+ * costs about twice the delay.
  */
 export function startDelayProxy(options: DelayProxyOptions): Promise<DelayProxy> {
   const targetHost = options.targetHost ?? HOST;
@@ -39,18 +39,51 @@ export function startDelayProxy(options: DelayProxyOptions): Promise<DelayProxy>
   const pick = (): number => (typeof delay === 'number' ? delay : delay[0] + Math.random() * (delay[1] - delay[0]));
   const sockets = new Set<Socket>();
 
-  /** Pipes `from` into `to` with the delay, keeping order. */
+  /**
+   * Pipes `from` into `to` with the delay, keeping order. One queue and one
+   * timer per direction, on the monotonic clock: a timer per chunk lets two
+   * chunks due in the same millisecond fire in either order (Node's timer
+   * lists are per duration, and a wall-clock "due" turned into a duration
+   * drifts by a ms between chunks), which swaps Redis replies between the
+   * commands they answer.
+   */
   const pipe = (from: Socket, to: Socket): void => {
-    let last = 0;
-    from.on('data', (chunk: Buffer) => {
-      const at = Math.max(Date.now() + pick(), last);
-      last = at;
-      setTimeout(() => {
+    const queue: { due: number; chunk: Buffer }[] = [];
+    let head = 0;
+    let timer: NodeJS.Timeout | undefined;
+    let ended = false;
+    const release = (): void => {
+      timer = undefined;
+      const now = performance.now();
+      while (head < queue.length && queue[head]!.due <= now) {
+        const { chunk } = queue[head++]!;
         if (!to.destroyed) to.write(chunk);
-      }, at - Date.now());
+      }
+      // Drop forwarded entries now and then, so a connection that never goes quiet does not keep them all.
+      if (head >= 1024 && head < queue.length) {
+        queue.splice(0, head);
+        head = 0;
+      }
+      if (head === queue.length) {
+        queue.length = 0;
+        head = 0;
+        if (ended && !to.destroyed) to.end();
+        return;
+      }
+      timer = setTimeout(release, Math.max(1, Math.ceil(queue[head]!.due - now)));
+    };
+    from.on('data', (chunk: Buffer) => {
+      const last = head < queue.length ? queue[queue.length - 1]!.due : 0;
+      queue.push({ due: Math.max(performance.now() + pick(), last), chunk });
+      timer ??= setTimeout(release, Math.max(1, Math.ceil(queue[head]!.due - performance.now())));
     });
     from.on('end', () => {
-      setTimeout(() => to.end(), Math.max(0, last - Date.now()));
+      ended = true;
+      if (timer === undefined && head === queue.length && !to.destroyed) to.end();
+    });
+    from.on('close', () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
     });
   };
 

@@ -1,4 +1,4 @@
-// Child process of the local-first accuracy harness: hammers one key through LocalFirstStore, then through per-request RedisStore, and reports its own admissions.
+// Child process of the local-first accuracy harness: hammers one key through LocalFirstStore, then through per-request RedisStore, and reports its own admissions (decided synchronously when the store can, as the HTTP middleware does).
 import { Redis } from 'ioredis';
 import { RateLimiter, type Store } from '../../src/index.js';
 import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
@@ -71,7 +71,11 @@ async function phase(config: HammerConfig, store: Store, { key, startAt, stopAt,
     const pending: Promise<unknown>[] = [];
     while (Date.now() < stopAt) {
       const due = Math.floor((Date.now() - t0) * perMs);
-      for (; attempts < due; attempts++) pending.push(limiter.consume(key).then(record));
+      for (; attempts < due; attempts++) {
+        const now = limiter.consumeNow(key);
+        if (now !== undefined) record(now);
+        else pending.push(limiter.consume(key).then(record));
+      }
       await sleep(1);
     }
     await Promise.all(pending);
@@ -80,7 +84,8 @@ async function phase(config: HammerConfig, store: Store, { key, startAt, stopAt,
   const loop = async () => {
     while (Date.now() < stopAt) {
       attempts++;
-      record(await limiter.consume(key));
+      // The lease in hand answers synchronously (applyNow); without one, consume asks Redis.
+      record(limiter.consumeNow(key) ?? (await limiter.consume(key)));
       // Local answers resolve at once: yield now and then so timers and replies still run.
       if (attempts % 64 === 0) await new Promise((r) => setImmediate(r));
     }

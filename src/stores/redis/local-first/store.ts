@@ -80,6 +80,9 @@ export interface LocalFirstStats {
 
 const OPTION_NAMES = ['client', 'subscriber', 'timeoutMs', 'maxKeys', 'channel', 'clock', 'leaseMs', 'maxShare'] as const;
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+/** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
+const NEED_ARG = 6;
+const WANT_ARG = 7;
 /** Integers in a lease reply: granted, remaining, window ms left, block ms left, window end. */
 const LEASE_WIDTH = 5;
 
@@ -90,6 +93,8 @@ interface Call extends ScriptCall {
   done(error: unknown, reply: unknown): void;
   /** A reply that came after the call timed out; a late grant is still a valid lease. */
   late?(reply: unknown): void;
+  /** Runs when the flush sends the call, to fill in what should reflect that moment. */
+  prepare?(): void;
 }
 
 interface Flight {
@@ -257,6 +262,41 @@ export class LocalFirstStore implements Store {
     return this.clock ? this.clock() : performance.now();
   }
 
+  /**
+   * {@link apply}, answered synchronously when this process can decide alone:
+   * a fixed-window consume the lease in hand covers, or one that a block or
+   * exhausted mark heard earlier refuses. Undefined, with nothing applied,
+   * when Redis must be asked (no lease, not enough units, a key not seen
+   * yet, another algorithm or operation, a closed store): then call `apply`.
+   * Never throws.
+   */
+  applyNow(operation: Operation): Outcome | undefined {
+    if (this.closed || operation.kind !== 'consume' || operation.policy.algorithm !== 'fixed-window') return undefined;
+    const e = this.entries.get(operation.key);
+    // A new key needs a lease call.
+    if (e === undefined) return undefined;
+    if (e.policy !== operation.policy) {
+      // A key known only from a mark holds no lease, so it takes the policy as consume would; a key
+      // leased under another policy must hand its lease back first, which consume does.
+      if (e.policy === undefined) e.policy = operation.policy;
+      else if (!samePolicy(e.policy, operation.policy)) return undefined;
+    }
+    let t: number;
+    try {
+      t = this.now();
+    } catch {
+      // apply reports the clock's failure as a store error.
+      return undefined;
+    }
+    const outcome = this.decide(operation.key, e, operation.amount, operation.policy, t);
+    if (outcome !== undefined) {
+      // Most recently used, as consume's touch does, so a hot key is never the one evicted.
+      this.entries.delete(operation.key);
+      this.entries.set(operation.key, e);
+    }
+    return outcome;
+  }
+
   private consume(op: Operation): Promise<Outcome> {
     let t: number;
     try {
@@ -270,13 +310,28 @@ export class LocalFirstStore implements Store {
       if (e.policy !== undefined) this.giveBack(op.key, e);
       e.policy = op.policy;
     }
-    const cost = op.amount;
-    e.demand += cost;
+    const decided = this.decide(op.key, e, op.amount, op.policy, t);
+    if (decided !== undefined) return Promise.resolve(decided);
+    e.demand += op.amount;
     e.lastUse = t;
+    return new Promise<Outcome>((resolve, reject) => {
+      e.waiters.push({ cost: op.amount, resolve, reject });
+      // Consumes that find no units share one call: the one in flight (a lease or a top-up) serves them first.
+      if (!e.inFlight) this.lease(op.key, e);
+    });
+  }
+
+  /**
+   * Decides a consume of `cost` on `e` from memory: from the lease, or
+   * refused by a block or exhausted mark. Undefined when only Redis can
+   * decide, and then nothing was spent or counted (expired marks and lapsed
+   * units are cleared, which any later look would do too).
+   */
+  private decide(key: string, e: Entry, cost: number, policy: Policy, t: number): Outcome | undefined {
     if (e.blockedUntil !== 0) {
       if (e.blockedUntil > t) {
-        this.counters.localDecisions++;
-        return Promise.resolve(blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t)));
+        this.decided(e, cost, t);
+        return blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t));
       }
       e.blockedUntil = 0;
     }
@@ -284,30 +339,41 @@ export class LocalFirstStore implements Store {
     if (e.units > 0 && t >= e.spendUntil) e.units = 0;
     if (e.units >= cost && e.waiters.length === 0) {
       e.units -= cost;
-      this.counters.localDecisions++;
+      this.decided(e, cost, t);
       const outcome = admitted(e, t);
-      // Top up before the lease runs dry, so a hot key's consumes never wait for a round trip.
-      if (!e.inFlight && this.live && e.lastGrant >= 4 && e.units * 2 <= e.lastGrant) this.lease(op.key, e);
-      return Promise.resolve(outcome);
+      // Top up before the lease runs dry, so a hot key's consumes never wait for a round trip; but not
+      // when the reply would come after the deadline: its units would lapse on arrival, and consumes
+      // queued behind it would wait a second round trip for the next window's lease.
+      if (!e.inFlight && this.live && e.lastGrant >= 4 && e.units * 2 <= e.lastGrant && t + this.rttMs < e.spendUntil) {
+        this.lease(key, e);
+      }
+      return outcome;
     }
     if (e.exhaustedUntil !== 0) {
       if (e.exhaustedUntil <= t) {
         e.exhaustedUntil = 0;
-      } else if (op.policy.blockMs === 0 && e.waiters.length === 0) {
+      } else if (policy.blockMs === 0 && e.waiters.length === 0) {
         // With a block duration the refusal must reach Redis, which sets the block for everyone.
-        this.counters.localDecisions++;
-        return Promise.resolve(exhausted(e, e.exhaustedUntil, t));
+        this.decided(e, cost, t);
+        return exhausted(e, e.exhaustedUntil, t);
       }
     }
-    return new Promise<Outcome>((resolve, reject) => {
-      e.waiters.push({ cost, resolve, reject });
-      if (!e.inFlight) this.lease(op.key, e);
-    });
+    return undefined;
   }
 
-  /** Sends one lease call for the waiters of `e`, or a top-up when none wait. */
+  /** Counts a consume decided from memory: in the key's demand (which sizes its next slice) and in the stats. */
+  private decided(e: Entry, cost: number, t: number): void {
+    e.demand += cost;
+    e.lastUse = t;
+    this.counters.localDecisions++;
+  }
+
+  /**
+   * Sends one lease call for the waiters of `e`, or a top-up when none wait.
+   * The call is sized when the flush sends it, so it covers every consume
+   * that queued on the key during this event-loop turn.
+   */
   private lease(key: string, e: Entry): void {
-    const first = e.waiters[0];
     const policy = e.policy;
     if (policy === undefined) return;
     let t: number;
@@ -317,7 +383,35 @@ export class LocalFirstStore implements Store {
       rejectAll(e, toStoreError(error, this.name));
       return;
     }
+    e.inFlight = true;
+    this.counters.leaseCalls++;
+    // Taken before the call goes out, so the deadline sentAt + msLeft can only be early.
+    const sentAt = t;
+    let need = 0;
+    const call = this.scriptCall(key, policy, ['1', this.clock ? String(t) : '0', '0', '0', String(this.shareMilli), this.channel, this.id, key]);
+    this.send(
+      call,
+      (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
+      (reply) => {
+        const parsed = parseLease(reply);
+        if (!(parsed instanceof FloodgateError) && !this.closed) this.absorb(key, e, sentAt, this.now(), parsed, false);
+      },
+      () => {
+        need = this.sizeLease(e, sentAt, call.args);
+      },
+    );
+  }
+
+  /** Writes a lease call's need and want from the key's waiters and demand as they are now; returns need. */
+  private sizeLease(e: Entry, sentAt: number, args: string[]): number {
+    let t = sentAt;
+    try {
+      t = Math.max(sentAt, this.now());
+    } catch {
+      // The rate is then measured up to when the call was queued; nothing else depends on it.
+    }
     if (e.units > 0 && t >= e.spendUntil) e.units = 0;
+    const first = e.waiters[0];
     // A top-up needs nothing, so Redis never refuses (or blocks) on its account.
     const need = first === undefined ? 0 : Math.max(1, first.cost - e.units);
     let queued = -e.units;
@@ -325,19 +419,11 @@ export class LocalFirstStore implements Store {
     // Without a live subscription this process could miss a block, so it holds no surplus.
     // A lease should outlast a few round trips, or the top-up would come too late.
     const want = this.live ? wantedSlice(e, need, queued, t, Math.max(this.leaseMs, 4 * this.rttMs)) : Math.max(need, queued);
-    e.inFlight = true;
     e.demand = 0;
     e.since = t;
-    this.counters.leaseCalls++;
-    const sentAt = t;
-    this.send(
-      this.scriptCall(key, policy, ['1', this.clock ? String(t) : '0', String(need), String(want), String(this.shareMilli), this.channel, this.id, key]),
-      (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
-      (reply) => {
-        const parsed = parseLease(reply);
-        if (!(parsed instanceof FloodgateError) && !this.closed) this.absorb(key, e, sentAt, this.now(), parsed);
-      },
-    );
+    args[NEED_ARG] = String(need);
+    args[WANT_ARG] = String(want);
+    return need;
   }
 
   private onLease(key: string, e: Entry, sentAt: number, need: number, error: unknown, reply: unknown): void {
@@ -359,7 +445,7 @@ export class LocalFirstStore implements Store {
       return;
     }
     this.rttMs += (t - sentAt - this.rttMs) / 5;
-    this.absorb(key, e, sentAt, t, parsed);
+    this.absorb(key, e, sentAt, t, parsed, true);
     if (parsed.blockLeft !== 0) {
       const outcome = blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t));
       const waiters = e.waiters;
@@ -399,13 +485,21 @@ export class LocalFirstStore implements Store {
     if (e.waiters.length > 0) this.lease(key, e);
   }
 
-  /** Takes a lease reply into the entry: the grant, the window, and what it says about exhaustion and blocks. */
-  private absorb(key: string, e: Entry, sentAt: number, t: number, p: LeaseReply): void {
-    // A late reply from an older window than the lease held: its units have lapsed.
-    if (p.windowEnd !== 0 && p.windowEnd < e.windowEnd) return;
+  /**
+   * Takes a lease reply into the entry: the grant, the window, and what it
+   * says about exhaustion and blocks. `current` is true for the reply to the
+   * call in flight, false for a late one (its call had timed out).
+   */
+  private absorb(key: string, e: Entry, sentAt: number, t: number, p: LeaseReply, current: boolean): void {
+    // A late reply may come after a newer one; from an older window than the lease held, its units have
+    // lapsed. The reply to the call in flight, though, is Redis's word on the key's window now, even one
+    // that looks older (Redis back empty on a clock behind, a failover to a host whose clock lags):
+    // dropping it would drop every grant Redis counts, and leave the waiters waiting, call after call,
+    // until Redis's window passes the one held.
+    if (!current && p.windowEnd !== 0 && p.windowEnd < e.windowEnd) return;
     if (p.windowLeft > 0) {
       if (e.windowEnd !== p.windowEnd) {
-        // A newer window: whatever is left of an older lease has lapsed.
+        // Another window: whatever is left of the lease of the one before has lapsed.
         e.units = 0;
         e.windowEnd = p.windowEnd;
         e.spendUntil = sentAt + p.windowLeft;
@@ -511,7 +605,7 @@ export class LocalFirstStore implements Store {
     this.send({ script: LOCAL_FIRST_SCRIPTS.publish, keys: [redisKeys(key).state], args: [this.channel, message] }, () => {});
   }
 
-  private scriptCall(key: string, policy: Policy, tail: string[]): ScriptCall {
+  private scriptCall(key: string, policy: Policy, tail: string[]): ScriptCall & { readonly args: string[] } {
     return {
       script: LOCAL_FIRST_SCRIPTS.lease,
       keys: [redisKeys(key).state],
@@ -612,8 +706,13 @@ export class LocalFirstStore implements Store {
     }
   }
 
-  private send(script: ScriptCall, done: (error: unknown, reply: unknown) => void, late?: (reply: unknown) => void): void {
-    this.outbox.push({ ...script, settled: false, timedOut: false, done, ...(late ? { late } : {}) });
+  private send(
+    script: ScriptCall,
+    done: (error: unknown, reply: unknown) => void,
+    late?: (reply: unknown) => void,
+    prepare?: () => void,
+  ): void {
+    this.outbox.push({ ...script, settled: false, timedOut: false, done, ...(late ? { late } : {}), ...(prepare ? { prepare } : {}) });
     this.immediate ??= setImmediate(this.flush);
   }
 
@@ -629,6 +728,7 @@ export class LocalFirstStore implements Store {
       for (const c of calls) settle(c, error, undefined);
       return;
     }
+    for (const c of calls) c.prepare?.();
     let finish!: () => void;
     const settled = new Promise<void>((resolve) => (finish = resolve));
     const flight: Flight = {
