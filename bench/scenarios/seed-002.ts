@@ -12,7 +12,7 @@ const self = fileURLToPath(import.meta.url);
 const POINTS = 1000;
 const DURATION_S = 1;
 
-type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'rlf';
+type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'floodgate-now' | 'rlf';
 
 function variant(name: string, description: string, mode: Mode): Variant {
   return { name, description, server: self, env: { SEED002_MODE: mode } };
@@ -30,8 +30,9 @@ export default defineScenario({
   description: 'node:http cluster (workers = cores), one key, 1000 points per 1 s: floodgate ClusterStore vs rate-limiter-flexible RateLimiterCluster',
   variants: [
     variant('bare', 'node:cluster, no limiter, always 200', 'bare'),
-    variant('floodgate-cluster', 'RateLimiter on ClusterStore (ClusterStorePrimary in the primary)', 'floodgate'),
-    variant('floodgate-cluster-block', 'the same with inMemoryBlock: a refused key skips IPC until its window ends', 'floodgate-block'),
+    variant('floodgate-cluster', "RateLimiter on ClusterStore (ClusterStorePrimary in the primary), as users get it: the store's known refusals skip IPC for a refused key", 'floodgate'),
+    variant('floodgate-cluster-block', "the same with the limiter's inMemoryBlock on top", 'floodgate-block'),
+    variant('floodgate-cluster-sync', 'floodgate-cluster deciding with limiter.consumeNow() first: a known refusal answers without a promise', 'floodgate-now'),
     variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
   ],
   // The seed's own measurement: bombardier at a fixed 2000 requests/s.
@@ -53,32 +54,38 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
 
 function mode(): Mode {
   const value = process.env.SEED002_MODE ?? 'bare';
-  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'rlf') {
-    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block or rlf; got ${JSON.stringify(value)}.`);
+  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'floodgate-now' && value !== 'rlf') {
+    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now or rlf; got ${JSON.stringify(value)}.`);
   }
   return value;
 }
 
 async function primary(cluster: typeof import('node:cluster').default): Promise<void> {
-  const { availableParallelism } = await import('node:os');
+  const { cpus } = await import('node:os');
   const { benchEnv, importDist } = await import('../lib/serve.js');
   benchEnv(); // fail early, here, when started without the harness
   const m = mode();
   // The counters' owner, created in the primary as each library documents.
   let close = async (): Promise<void> => {};
-  if (m === 'floodgate' || m === 'floodgate-block') {
+  if (m === 'floodgate' || m === 'floodgate-block' || m === 'floodgate-now') {
     const { ClusterStorePrimary } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
       'the cluster store (src/stores/cluster)',
     );
     const p = new ClusterStorePrimary();
     close = () => p.close();
+    // For a look at the primary's traffic while developing: SEED002_STATS=1 prints its stats every second.
+    if (process.env.SEED002_STATS) setInterval(() => process.stderr.write(`${JSON.stringify(p.stats())}\n`), 1000).unref();
   } else if (m === 'rlf') {
     const { RateLimiterClusterMaster } = await import('rate-limiter-flexible');
     new RateLimiterClusterMaster();
   }
 
-  const count = Number(process.env.SEED002_WORKERS) || availableParallelism();
+  // One worker per core of the machine, as the seed runs it. Not
+  // availableParallelism(): the harness pins this process to one CPU, which
+  // that would report, and the seed's point is workers and primary
+  // competing for cores. SEED002_WORKERS overrides it.
+  const count = Number(process.env.SEED002_WORKERS) || cpus().length || 1;
   let listening = 0;
   let stopping = false;
   cluster.on('listening', () => {
@@ -108,9 +115,13 @@ async function worker(): Promise<void> {
   const { benchEnv, importDist } = await import('../lib/serve.js');
   const env = benchEnv();
   const m = mode();
-  let decide: ((key: string) => Promise<boolean>) | undefined;
+  // Calls `done` with the decision, or `fail` when the limiter fails: one
+  // promise per request, the limiter's own, so the server adds no hop of its own.
+  let decide: ((key: string, done: (allowed: boolean) => void, fail: (error: unknown) => void) => void) | undefined;
+  // Decides synchronously when it can (undefined: ask `decide`), as floodgate's HTTP middleware does.
+  let decideNow: ((key: string) => boolean | undefined) | undefined;
 
-  if (m === 'floodgate' || m === 'floodgate-block') {
+  if (m === 'floodgate' || m === 'floodgate-block' || m === 'floodgate-now') {
     const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
     const { ClusterStore } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
@@ -123,18 +134,16 @@ async function worker(): Promise<void> {
       store: new ClusterStore({ timeoutMs: 3000 }),
       inMemoryBlock: m === 'floodgate-block',
     });
-    decide = (key) => limiter.consume(key).then((d) => d.allowed);
+    decide = (key, done, fail) => void limiter.consume(key).then((d) => done(d.allowed), fail);
+    if (m === 'floodgate-now') decideNow = (key) => limiter.consumeNow(key)?.allowed;
   } else if (m === 'rlf') {
     const { RateLimiterCluster, RateLimiterRes } = await import('rate-limiter-flexible');
     const limiter = new RateLimiterCluster({ keyPrefix: 'seed002', points: POINTS, duration: DURATION_S, timeoutMs: 3000 });
     // rate-limiter-flexible rejects with a RateLimiterRes when limited, with an Error on failure.
-    decide = (key) =>
-      limiter.consume(key).then(
-        () => true,
-        (reason: unknown) => {
-          if (reason instanceof RateLimiterRes) return false;
-          throw reason;
-        },
+    decide = (key, done, fail) =>
+      void limiter.consume(key).then(
+        () => done(true),
+        (reason: unknown) => (reason instanceof RateLimiterRes ? done(false) : fail(reason)),
       );
   }
 
@@ -144,16 +153,17 @@ async function worker(): Promise<void> {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       return;
     }
-    decide(req.socket.remoteAddress ?? 'unknown').then(
-      (allowed) =>
-        allowed
-          ? res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-          : res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests'),
-      (error: unknown) => {
-        if (failures++ < 3) console.error('consume failed:', error);
-        res.writeHead(500).end();
-      },
-    );
+    const respond = (allowed: boolean): void => {
+      if (allowed) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      else res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
+    };
+    const key = req.socket.remoteAddress ?? 'unknown';
+    const now = decideNow?.(key);
+    if (now !== undefined) return respond(now);
+    decide(key, respond, (error) => {
+      if (failures++ < 3) console.error('consume failed:', error);
+      res.writeHead(500).end();
+    });
   });
   server.listen(env.port, '127.0.0.1');
   process.on('SIGTERM', () => {

@@ -3,8 +3,14 @@ import type { PrimaryMessage, WorkerMessage } from './protocol.js';
 
 /** What a worker-side store needs from a primary in its own process. */
 export interface LocalPrimary {
-  /** Handles one worker message; `reply` may be called synchronously. */
+  /**
+   * Handles one worker message; `reply` may be called synchronously. A
+   * worker passes the same `reply` every time: it is how the primary knows
+   * whom to send invalidations.
+   */
   receive(message: WorkerMessage, reply: (message: PrimaryMessage) => void): void;
+  /** Forgets `reply`: the worker stopped listening (and forgot what it was told). */
+  forget?(reply: (message: PrimaryMessage) => void): void;
 }
 
 // A registered symbol, not a module variable: if both dist/esm and dist/cjs

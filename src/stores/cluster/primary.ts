@@ -1,4 +1,4 @@
-/** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code, answering node:cluster, worker_threads and PM2 workers. */
+/** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code, answering node:cluster, worker_threads and PM2 workers, and invalidating the refusals they remember. */
 import type { ChildProcess } from 'node:child_process';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import * as clusterModule from 'node:cluster';
@@ -17,8 +17,10 @@ import {
   PROTOCOL_VERSION,
   decodePolicy,
   describePolicy,
+  invalidates,
   openWorkerEnvelope,
   pushOutcome,
+  refusalMs,
   toWorker,
   type BatchMessage,
   type PrimaryMessage,
@@ -65,6 +67,10 @@ export interface ClusterPrimaryStats {
   batches: number;
   /** Operations applied since start (failed ones included). */
   operations: number;
+  /** Keys some worker may currently know as refused (hinted, not yet expired or invalidated). */
+  refused: number;
+  /** Invalidation rounds sent to the workers since start (one message to each hinted worker per round). */
+  invalidations: number;
 }
 
 /**
@@ -114,6 +120,26 @@ interface Binding {
   until: number;
 }
 
+/** A key the primary told a worker it may refuse by itself. */
+interface Hinted {
+  /** The policy it was refused under. */
+  readonly fp: string;
+  /**
+   * performance.now() here after which no worker refuses it any more: the
+   * decision's time plus the refusal, which a worker counts from when it sent
+   * its batch, earlier. Infinity when decided at a worker's own clock, whose
+   * relation to ours is unknown (such a key is forgotten by invalidation or
+   * when the map is full, never by time).
+   */
+  readonly until: number;
+  /** The batch (count) and operation index of the hint, to withdraw it from an answer not sent yet. */
+  readonly batch: number;
+  readonly index: number;
+}
+
+/** Sends one message to one worker. Stable per worker: it is how the primary tells its workers apart. */
+type Peer = (message: PrimaryMessage) => void;
+
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster'] as const;
 /** Distinct policies remembered; more than this many limiters is a leak, and the cache just restarts. */
 const POLICY_CACHE_SIZE = 1024;
@@ -161,6 +187,13 @@ export class ClusterStorePrimary {
   private readonly warned = new Set<string>();
   private readonly detachers = new Set<() => void | Promise<void>>();
   private readonly attachments = new Set<() => void>();
+  /** Keys workers may know as refused, in the order hinted (bounded by maxKeys). */
+  private readonly hinted = new Map<string, Hinted>();
+  /** Every worker that was sent a hint and is still reachable: each gets every invalidation. */
+  private readonly subscribers = new Set<Peer>();
+  /** True when this primary's clock is the system clock, so its refusals are real milliseconds a worker may count. */
+  private readonly realTime: boolean;
+  private invalidations = 0;
   private readonly local: LocalPrimary;
   private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
@@ -186,7 +219,11 @@ export class ClusterStorePrimary {
     });
     this.maxKeys = options.maxKeys ?? 100_000;
     this.clock = options.clock ?? systemClock;
-    this.local = { receive: (message, reply) => this.receive(message, reply, false) };
+    this.realTime = this.clock === systemClock;
+    this.local = {
+      receive: (message, reply) => this.receive(message, reply, false),
+      forget: (reply) => void this.subscribers.delete(reply),
+    };
     if (!claimLocalPrimary(this.local)) {
       void this.store.close();
       throw new FloodgateError(
@@ -209,6 +246,8 @@ export class ClusterStorePrimary {
       attached: this.attachments.size,
       batches: this.batches,
       operations: this.operations,
+      refused: this.hinted.size,
+      invalidations: this.invalidations,
     };
   }
 
@@ -255,6 +294,7 @@ export class ClusterStorePrimary {
       for (const event of ends) emitter.off(event, detach);
       this.detachers.delete(detach);
       this.attachments.delete(detach);
+      this.subscribers.delete(reply);
     };
     emitter.on('message', onMessage);
     // A Worker emits 'exit', a MessagePort 'close', a child 'disconnect' and
@@ -284,11 +324,18 @@ export class ClusterStorePrimary {
     }
     await new Promise<void>((resolve, reject) => pm2.connect((error) => (error ? reject(error) : resolve())));
     const bus = await new Promise<Pm2Bus>((resolve, reject) => pm2.launchBus((error, b) => (error ? reject(error) : resolve(b))));
+    // One peer per PM2 process id (ids are reused across restarts, so this stays small).
+    const peers = new Map<number, Peer>();
     const onPacket = (packet: Pm2Packet): void => {
       const processId = packet?.process?.pm_id;
       const message = openWorkerEnvelope({ type: PM2_MESSAGE_TYPE, data: packet?.data });
       if (!message || typeof processId !== 'number') return;
-      this.receive(message, (reply) => pm2.sendDataToProcessId(processId, toWorker(reply), ignore), true);
+      let peer = peers.get(processId);
+      if (peer === undefined) {
+        peer = (reply) => pm2.sendDataToProcessId(processId, toWorker(reply), ignore);
+        peers.set(processId, peer);
+      }
+      this.receive(message, peer, true);
     };
     bus.on(PM2_MESSAGE_TYPE, onPacket);
     const detach = (): void => {
@@ -308,6 +355,8 @@ export class ClusterStorePrimary {
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = undefined;
     for (const detach of [...this.detachers]) await detach();
+    this.subscribers.clear();
+    this.hinted.clear();
     releaseLocalPrimary(this.local);
     await this.store.close();
   }
@@ -316,7 +365,7 @@ export class ClusterStorePrimary {
    * Handles one message from a worker. `strict` (the PM2 bus, where every
    * primary sees every batch) ignores batches addressed to another primary.
    */
-  private receive(message: WorkerMessage, reply: (message: PrimaryMessage) => void, strict: boolean): void {
+  private receive(message: WorkerMessage, reply: Peer, strict: boolean): void {
     if (this.closed) return;
     if (message.floodgate !== PROTOCOL_VERSION) {
       const id = (message as { id?: unknown }).id;
@@ -333,7 +382,7 @@ export class ClusterStorePrimary {
       reply(this.ready());
     } else if (message.t === 'batch') {
       if (strict && message.to !== undefined && message.to !== this.id) return;
-      reply(this.applyBatch(message));
+      reply(this.applyBatch(message, reply));
     }
   }
 
@@ -341,8 +390,13 @@ export class ClusterStorePrimary {
     return { floodgate: PROTOCOL_VERSION, t: 'ready', id: this.id };
   }
 
-  /** Applies a batch in order, synchronously: nothing interleaves, so each operation is atomic. */
-  private applyBatch(message: BatchMessage): PrimaryMessage {
+  /**
+   * Applies a batch in order, synchronously: nothing interleaves, so each
+   * operation is atomic. Invalidations it causes go to every hinted worker
+   * before the answer goes to `peer`, so that on every channel they precede
+   * each answer computed after them.
+   */
+  private applyBatch(message: BatchMessage, peer: Peer): PrimaryMessage {
     const { id, p, o, n } = message;
     if (
       !Number.isSafeInteger(id) ||
@@ -360,8 +414,15 @@ export class ClusterStorePrimary {
       };
     }
     this.batches++;
+    const batch = this.batches;
     const policies = p.map((tuple) => this.resolvePolicy(tuple));
     const primaryNow = this.clock();
+    // The monotonic time of the decisions, for when hinted keys stop mattering.
+    const mono = performance.now();
+    const wantsHints = message.c === 1;
+    let hints: number[] | undefined;
+    let stale: Set<string> | undefined;
+    let staleAll = false;
     const r: (number | null)[] = [];
     let errors: [number, string, string][] | undefined;
     const fail = (index: number, code: string, text: string): void => {
@@ -383,7 +444,8 @@ export class ClusterStorePrimary {
         continue;
       }
       const t = n === undefined ? -1 : n[i];
-      const now = typeof t === 'number' && t >= 0 ? t : primaryNow;
+      const workerTime = typeof t === 'number' && t >= 0;
+      const now = workerTime ? t : primaryNow;
 
       const bound = this.bindings.get(key);
       if (bound !== undefined) {
@@ -395,6 +457,16 @@ export class ClusterStorePrimary {
         this.bindings.delete(key);
       }
 
+      // The MemoryStore evicts its least recently written key only when an
+      // operation starts full, and which key goes is not reported: then any
+      // hinted key may be the one forgotten (admissible again), so every
+      // worker forgets everything, and nothing is hinted while it is full.
+      if (this.hinted.size > 0 && this.store.size >= this.maxKeys) {
+        this.hinted.clear();
+        staleAll = true;
+        if (hints) hints.length = 0;
+      }
+
       let outcome: Outcome;
       try {
         outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
@@ -403,6 +475,33 @@ export class ClusterStorePrimary {
         continue;
       }
       pushOutcome(r, outcome);
+
+      if (this.hinted.size > 0) {
+        const known = this.hinted.get(key);
+        // A reward, penalty, block or reset may make the key admissible
+        // earlier; another policy taking the key over changes what its
+        // callers must be told (a conflict, not a refusal).
+        if (known !== undefined && (invalidates(kind) || known.fp !== resolved.fp)) {
+          this.hinted.delete(key);
+          if (known.until > mono) (stale ??= new Set()).add(key);
+          // Hinted earlier in this very batch: withdraw it from the answer too.
+          if (known.batch === batch && hints) withdraw(hints, known.index);
+        }
+      }
+      // A refusal the worker may replay by itself: decided on real time (the
+      // primary's system clock, or the worker's own clock it sent), and with
+      // the store not full (see above).
+      if (wantsHints && (workerTime || this.realTime) && this.store.size < this.maxKeys) {
+        const ms = refusalMs(kind, resolved.policy, outcome);
+        if (ms > 0) {
+          (hints ??= []).push(i);
+          const evicted = this.hint(key, { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i });
+          if (evicted !== undefined) {
+            if (evicted[1].until > mono) (stale ??= new Set()).add(evicted[0]);
+            if (evicted[1].batch === batch) withdraw(hints, evicted[1].index);
+          }
+        }
+      }
 
       const until = now + outcome.resetMs;
       if (until > now) {
@@ -414,8 +513,39 @@ export class ClusterStorePrimary {
         if (this.bindings.size > this.maxKeys) this.bindings.delete(this.bindings.keys().next().value!);
       }
     }
-    const result: ResultMessage = { floodgate: PROTOCOL_VERSION, t: 'result', id, r, ...(errors ? { e: errors } : {}) };
+    if (staleAll) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', all: 1 });
+    else if (stale) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', k: [...stale] });
+    if (hints !== undefined && hints.length > 0) this.subscribers.add(peer);
+    const result: ResultMessage = {
+      floodgate: PROTOCOL_VERSION,
+      t: 'result',
+      id,
+      r,
+      ...(errors ? { e: errors } : {}),
+      ...(hints !== undefined && hints.length > 0 ? { h: hints } : {}),
+    };
     return result;
+  }
+
+  /** Remembers a hinted key; when full, drops the oldest and returns it (workers may still refuse it). */
+  private hint(key: string, hinted: Hinted): [string, Hinted] | undefined {
+    const earlier = this.hinted.get(key);
+    // Workers may still hold the earlier hint: keep the later end of the two.
+    if (earlier !== undefined) {
+      this.hinted.delete(key);
+      if (earlier.until > hinted.until) hinted = { ...hinted, until: earlier.until };
+    }
+    this.hinted.set(key, hinted);
+    if (this.hinted.size <= this.maxKeys) return undefined;
+    const oldest = this.hinted.entries().next().value!;
+    this.hinted.delete(oldest[0]);
+    return oldest;
+  }
+
+  /** Sends an invalidation to every worker that was ever hinted and is still reachable. */
+  private broadcast(message: PrimaryMessage): void {
+    this.invalidations++;
+    for (const peer of this.subscribers) peer(message);
   }
 
   private resolvePolicy(tuple: unknown): ResolvedPolicy | undefined {
@@ -449,17 +579,33 @@ export class ClusterStorePrimary {
     for (const [key, binding] of this.bindings) {
       if (binding.until <= now) this.bindings.delete(key);
     }
+    const mono = performance.now();
+    for (const [key, hinted] of this.hinted) {
+      if (hinted.until <= mono) this.hinted.delete(key);
+    }
   }
 
   private listenCluster(): void {
+    const peers = new WeakMap<ClusterWorker, Peer>();
     const onMessage = (worker: ClusterWorker, value: unknown): void => {
       const message = openWorkerEnvelope(value);
       if (!message) return;
-      this.receive(message, (reply) => sendToWorker(worker, reply), false);
+      let peer = peers.get(worker);
+      if (peer === undefined) {
+        peer = (reply) => sendToWorker(worker, reply);
+        peers.set(worker, peer);
+      }
+      this.receive(message, peer, false);
+    };
+    const onExit = (worker: ClusterWorker): void => {
+      const peer = peers.get(worker);
+      if (peer !== undefined) this.subscribers.delete(peer);
     };
     cluster.on('message', onMessage);
+    cluster.on('exit', onExit);
     this.detachers.add(() => {
       cluster.off('message', onMessage);
+      cluster.off('exit', onExit);
     });
     // Workers forked earlier may be waiting on a handshake; tell them now
     // rather than at their next retry.
@@ -477,6 +623,12 @@ export class ClusterStorePrimary {
 function sendToWorker(worker: ClusterWorker, message: PrimaryMessage): void {
   if (!worker.isConnected()) return;
   worker.send(toWorker(message), ignore);
+}
+
+/** Removes operation `index` from a batch's hints. */
+function withdraw(hints: number[], index: number): void {
+  const at = hints.indexOf(index);
+  if (at >= 0) hints.splice(at, 1);
 }
 
 /** Amount checks that keep garbage from corrupting a counter (the limiter validates the real calls). */

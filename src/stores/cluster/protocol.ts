@@ -51,6 +51,12 @@ export interface BatchMessage {
   readonly p: PolicyTuple[];
   readonly o: (number | string)[];
   readonly n?: number[];
+  /**
+   * 1 when the worker keeps known refusals (see {@link ResultMessage.h}).
+   * Without it the primary sends no hints and has nothing to invalidate for
+   * this worker, which is also how a worker of an older release is served.
+   */
+  readonly c?: 1;
 }
 
 /** Primary → worker: the answer to a hello. `id` names this primary instance. */
@@ -74,6 +80,28 @@ export interface ResultMessage {
   readonly r: (number | null)[];
   /** [operation index, error code, message] of each failed operation. */
   readonly e?: [number, string, string][];
+  /**
+   * Indexes, ascending, of the operations whose outcome the worker may keep
+   * as a known refusal of its key for the outcome's `emptyMs` (only in
+   * answer to a batch with `c: 1`). The primary remembers every key it
+   * hinted and sends an {@link InvalidateMessage} to every worker it hinted
+   * before anything could make that key admissible earlier.
+   */
+  readonly h?: number[];
+}
+
+/**
+ * Primary → every worker it ever sent hints: forget the known refusals of
+ * keys `k` (a reward, penalty, block, reset or change of policy touched
+ * them), or, with `all: 1`, of every key (the primary may have evicted one).
+ * Sent in the same turn as the change, before the answer to the batch that
+ * made it, so on each channel it precedes every answer computed after it.
+ */
+export interface InvalidateMessage {
+  readonly floodgate: number;
+  readonly t: 'inv';
+  readonly k?: string[];
+  readonly all?: 1;
 }
 
 /**
@@ -92,7 +120,7 @@ export interface ErrorMessage {
 /** Anything a worker sends. */
 export type WorkerMessage = HelloMessage | BatchMessage;
 /** Anything a primary sends. */
-export type PrimaryMessage = ReadyMessage | ResultMessage | ErrorMessage;
+export type PrimaryMessage = ReadyMessage | ResultMessage | ErrorMessage | InvalidateMessage;
 
 /** The envelope around a worker's message. */
 export interface WorkerEnvelope {
@@ -183,6 +211,35 @@ export function readOutcome(r: readonly (number | null)[], index: number): Outco
     retryAfterMs: r[base + 3] ?? Infinity,
     emptyMs: r[base + 4] ?? Infinity,
   };
+}
+
+/**
+ * Operation kinds that may make a key admissible earlier than its last
+ * refusal said (or change its numbers): a key's known refusal is forgotten
+ * as soon as one of them is made, and the primary invalidates it everywhere.
+ * Consume and peek never do: a refused consume spends nothing.
+ */
+export function invalidates(kind: OperationKind): boolean {
+  return kind === 'reward' || kind === 'penalty' || kind === 'block' || kind === 'reset';
+}
+
+/**
+ * How long, in ms from the decision, every consume and peek of the key under
+ * `policy` is sure to be refused without changing anything, barring the
+ * operations {@link invalidates} names; 0 when not sure.
+ *
+ * A key with no unit left stays refused until one comes back (`emptyMs`):
+ * later consumes are refused and spend nothing, and only time or an
+ * invalidating operation changes that. With `policy.blockMs`, though, a
+ * refused consume is not free: it blocks the key. So there only a state
+ * proven blocked counts (a refused consume, or a block), because consumes
+ * during a block change nothing; an exhausted but unblocked key must still
+ * send its next consume to the primary, which sets the block.
+ */
+export function refusalMs(kind: OperationKind, policy: Policy, outcome: Outcome): number {
+  if (outcome.remaining !== 0 || !(outcome.emptyMs > 0)) return 0;
+  if (policy.blockMs > 0 && kind !== 'block' && !(kind === 'consume' && !outcome.allowed)) return 0;
+  return outcome.emptyMs;
 }
 
 /** A short human description of a policy, for error messages. */

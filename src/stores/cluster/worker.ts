@@ -1,4 +1,4 @@
-/** ClusterStore: the worker side of the cluster store; batches each event-loop turn's operations into one message to the primary, with a handshake and per-call timeouts. */
+/** ClusterStore: the worker side of the cluster store; batches each event-loop turn's operations into one message to the primary, with a handshake, per-call timeouts and known refusals answered without IPC. */
 import { isMainThread, parentPort, type MessagePort } from 'node:worker_threads';
 import type { Clock } from '../../clock.js';
 import { describe } from '../../duration.js';
@@ -10,14 +10,18 @@ import { localPrimary } from './local.js';
 import {
   PROTOCOL_VERSION,
   encodePolicy,
+  invalidates,
   openPrimaryEnvelope,
   readOutcome,
+  refusalMs,
   toPrimary,
+  type InvalidateMessage,
   type PolicyTuple,
   type PrimaryMessage,
   type ResultMessage,
   type WorkerMessage,
 } from './protocol.js';
+import { KnownRefusals } from './refusals.js';
 
 /**
  * How a {@link ClusterStore} reaches its primary:
@@ -51,9 +55,23 @@ export interface ClusterStoreOptions {
   clock?: Clock;
   /** How to reach the primary; see {@link ClusterTransport}. Default `'auto'`. */
   transport?: ClusterTransport;
+  /**
+   * Most keys this process remembers as refused: when the primary answers
+   * that a key has no unit left until some time (its window ends, a block
+   * ends), later consumes and peeks of that key are refused here, without
+   * IPC, until then; the primary invalidates the key on every worker as soon
+   * as a reward, penalty, block, reset or new policy touches it. The least
+   * recently learned key is forgotten when full. 0 turns this off. Default
+   * 10 000, or 0 with a `clock` (a simulation then sees every operation at
+   * the primary, in the order its own messages impose). Stores on one
+   * transport share one memory, as large as the largest of them asks.
+   */
+  knownRefusals?: number;
 }
 
-const OPTION_NAMES = ['timeoutMs', 'clock', 'transport'] as const;
+const OPTION_NAMES = ['timeoutMs', 'clock', 'transport', 'knownRefusals'] as const;
+/** Default of {@link ClusterStoreOptions.knownRefusals}: the in-memory block list's default size. */
+const KNOWN_REFUSALS = 10_000;
 /** Largest timer Node schedules exactly (2^31 − 1 ms). */
 const MAX_TIMEOUT_MS = 2_147_483_647;
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
@@ -87,8 +105,19 @@ const IDLE_LINGER_MS = 1000;
  * `FLOODGATE_CONFLICTING_OPTIONS`, a key used under two different policies
  * (see {@link ClusterStorePrimary}).
  *
+ * **Known refusals.** A key the primary reported exhausted or blocked until
+ * some time is refused in this process, without IPC, until then (see
+ * {@link ClusterStoreOptions.knownRefusals}): a saturated key costs the
+ * primary nothing. Such a refusal is the primary's own answer replayed,
+ * and it spends nothing, exactly as a refused consume; whatever could make
+ * the key admissible earlier is invalidated by the primary on every worker
+ * in the same turn, so it never admits more than the primary, and refuses
+ * longer only while that invalidation is on its way. {@link applyNow}
+ * answers from it synchronously.
+ *
  * While calls are pending, and for a second after, it listens on the
- * channel; otherwise it holds nothing that keeps a process alive.
+ * channel; otherwise it holds nothing that keeps a process alive (and
+ * forgets its known refusals, since it would not hear their invalidation).
  */
 export class ClusterStore implements Store {
   /** @inheritDoc */
@@ -96,6 +125,8 @@ export class ClusterStore implements Store {
   /** The timeout of each call, in ms. */
   readonly timeoutMs: number;
   private readonly clock: Clock | undefined;
+  /** Whether this store answers from, and feeds, the known refusals. */
+  private readonly remembers: boolean;
   private client: Client | undefined;
 
   /** @param options - see {@link ClusterStoreOptions}; invalid ones throw a FloodgateError. */
@@ -111,17 +142,37 @@ export class ClusterStore implements Store {
     if (options.clock !== undefined && typeof options.clock !== 'function') {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStore clock must be a function returning ms; got ${describe(options.clock)}.`);
     }
+    const knownRefusals = options.knownRefusals ?? (options.clock === undefined ? KNOWN_REFUSALS : 0);
+    if (!Number.isSafeInteger(knownRefusals) || knownRefusals < 0) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describe(knownRefusals)}.`);
+    }
     this.timeoutMs = timeoutMs;
     this.clock = options.clock;
-    this.client = acquireClient(options.transport ?? 'auto');
+    this.remembers = knownRefusals > 0;
+    this.client = acquireClient(options.transport ?? 'auto', knownRefusals);
   }
 
   /** @inheritDoc */
   apply(operation: Operation): Promise<Outcome> {
-    if (this.client === undefined) {
+    const client = this.client;
+    if (client === undefined) {
       return Promise.reject(new FloodgateError(ErrorCode.CLOSED, 'This ClusterStore was closed; create a new one.'));
     }
-    return this.client.apply(operation, this.clock ? this.clock() : -1, this.timeoutMs);
+    if (this.remembers) {
+      const known = client.known(operation, this.clock);
+      if (known !== undefined) return Promise.resolve(known);
+    }
+    return client.apply(operation, this.clock, this.timeoutMs, this.remembers);
+  }
+
+  /**
+   * Answers a consume or peek of a key known to be refused (see
+   * {@link ClusterStoreOptions.knownRefusals}) synchronously, as `apply`
+   * would; undefined otherwise, and then nothing was applied.
+   */
+  applyNow(operation: Operation): Outcome | undefined {
+    const client = this.client;
+    return client !== undefined && this.remembers ? client.known(operation, this.clock) : undefined;
   }
 
   /**
@@ -220,17 +271,21 @@ function newPortChannel(port: MessagePort): Channel {
 
 function localChannel(): Channel {
   let deliver: ((message: PrimaryMessage) => void) | undefined;
+  // One reply function for the channel's life: the primary recognizes its
+  // peers by it, to send them invalidations.
+  const reply = (message: PrimaryMessage): void => deliver?.(message);
   return {
     listen(onMessage) {
       deliver = onMessage;
       return () => {
         deliver = undefined;
+        localPrimary()?.forget?.(reply);
       };
     },
     send(message) {
       // Asynchronous like real IPC, so no reply re-enters the sender. With no
       // primary here (yet) the message is dropped, as IPC nobody listens to.
-      queueMicrotask(() => localPrimary()?.receive(message, (reply) => deliver?.(reply)));
+      queueMicrotask(() => localPrimary()?.receive(message, reply));
     },
     isClosed() {
       return false;
@@ -242,6 +297,12 @@ interface Pending {
   readonly operation: Operation;
   /** The store's clock at call time, or -1 for the primary's clock. */
   readonly time: number;
+  /** The store's clock (the basis its known refusals are read on), if it has one. */
+  readonly clock: Clock | undefined;
+  /** Whether the store learns known refusals from the answer. */
+  readonly remembers: boolean;
+  /** True while this invalidating call holds its key in the known refusals. */
+  held: boolean;
   /** performance.now() after which the call times out. */
   readonly deadline: number;
   readonly timeoutMs: number;
@@ -252,12 +313,14 @@ interface Pending {
 
 interface Batch {
   readonly calls: Pending[];
+  /** performance.now() when sent: no later than the primary's decision, so refusals learned from it never outlast the primary's. */
+  readonly sentAt: number;
   timer: NodeJS.Timeout | undefined;
 }
 
 const clients = new Map<unknown, Client>();
 
-function acquireClient(transport: ClusterTransport): Client {
+function acquireClient(transport: ClusterTransport, knownRefusals: number): Client {
   let key: unknown;
   let make: () => Channel;
   if (transport === 'auto') {
@@ -294,6 +357,7 @@ function acquireClient(transport: ClusterTransport): Client {
     clients.set(key, client);
   }
   client.refs++;
+  client.refusals.maxKeys = Math.max(client.refusals.maxKeys, knownRefusals);
   return client;
 }
 
@@ -308,6 +372,8 @@ function releaseClient(client: Client): void {
 class Client {
   /** ClusterStores using this client. */
   refs = 0;
+  /** Keys known to be refused, shared by the stores on this transport. */
+  readonly refusals = new KnownRefusals(0);
   private ready = false;
   private closed = false;
   /** Calls not sent yet: waiting for this turn's flush, or for the handshake. */
@@ -329,12 +395,36 @@ class Client {
     private readonly onClosed: () => void,
   ) {}
 
-  apply(operation: Operation, time: number, timeoutMs: number): Promise<Outcome> {
+  /** The answer to a consume or peek of a key known to be refused; undefined when the primary must decide. */
+  known(operation: Operation, clock: Clock | undefined): Outcome | undefined {
+    if (operation.kind !== 'consume' && operation.kind !== 'peek') return undefined;
+    return this.refusals.answer(operation, clock);
+  }
+
+  apply(operation: Operation, clock: Clock | undefined, timeoutMs: number, remembers: boolean): Promise<Outcome> {
     if (this.channel.isClosed()) {
       return Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.'));
     }
+    const time = clock ? clock() : -1;
     return new Promise<Outcome>((resolve, reject) => {
-      const call: Pending = { operation, time, deadline: performance.now() + timeoutMs, timeoutMs, resolve, reject, settled: false };
+      const call: Pending = {
+        operation,
+        time,
+        clock,
+        remembers,
+        held: false,
+        deadline: performance.now() + timeoutMs,
+        timeoutMs,
+        resolve,
+        reject,
+        settled: false,
+      };
+      // From now on this process's own calls must not be refused from what
+      // the primary said before this operation (see KnownRefusals.hold).
+      if (invalidates(operation.kind)) {
+        this.refusals.hold(operation.key);
+        call.held = true;
+      }
       this.active++;
       this.listen();
       this.queue.push(call);
@@ -360,6 +450,7 @@ class Client {
     this.idleTimer = undefined;
     this.stopListening?.();
     this.stopListening = undefined;
+    this.refusals.clear();
   }
 
   /** Sends every queued call: one message per turn (split only past MAX_BATCH). */
@@ -382,6 +473,7 @@ class Client {
     const o: (number | string)[] = [];
     const times: number[] = [];
     let timed = false;
+    let remembers = false;
     let deadline = Infinity;
     for (const call of calls) {
       const { kind, key, amount, policy } = call.operation;
@@ -393,9 +485,10 @@ class Client {
       o.push(OP_CODE[kind], index, key, amount);
       times.push(call.time);
       if (call.time >= 0) timed = true;
+      if (call.remembers) remembers = true;
       if (call.deadline < deadline) deadline = call.deadline;
     }
-    const batch: Batch = { calls, timer: undefined };
+    const batch: Batch = { calls, sentAt: performance.now(), timer: undefined };
     // Registered before sending: a local primary may answer before send returns.
     this.inflight.set(id, batch);
     this.armBatchTimer(id, batch, deadline);
@@ -408,6 +501,7 @@ class Client {
         p,
         o,
         ...(timed ? { n: times } : {}),
+        ...(remembers ? { c: 1 as const } : {}),
       },
       (error) => this.failBatch(id, new FloodgateError(ErrorCode.STORE_ERROR, `cluster store failed: ${error.message}`, error)),
     );
@@ -428,6 +522,9 @@ class Client {
         return;
       case 'result':
         this.settleBatch(message);
+        return;
+      case 'inv':
+        this.invalidate(message);
         return;
       case 'error': {
         const error = new FloodgateError(toCode(message.code), String(message.message));
@@ -457,16 +554,50 @@ class Client {
       for (const [index, code, text] of message.e) errors.set(index, [code, text]);
     }
     const r = Array.isArray(message.r) ? message.r : [];
+    const hints = Array.isArray(message.h) ? message.h : undefined;
+    let nextHint = 0;
     batch.calls.forEach((call, index) => {
+      // In batch order: an invalidating call releases its key before the
+      // hints of the calls after it (decided after it) are learned.
+      this.release(call);
       const failure = errors?.get(index);
       if (failure) {
         this.settle(call, undefined, new FloodgateError(toCode(failure[0]), failure[1]));
       } else if (r.length < (index + 1) * 5) {
         this.settle(call, undefined, new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the primary sent a short answer.'));
       } else {
-        this.settle(call, readOutcome(r, index));
+        const outcome = readOutcome(r, index);
+        while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
+        if (hints !== undefined && hints[nextHint] === index && call.remembers) this.learn(call, outcome, batch.sentAt);
+        this.settle(call, outcome);
       }
     });
+  }
+
+  /** Keeps a hinted outcome as a known refusal, on the clock the call was decided at. */
+  private learn(call: Pending, outcome: Outcome, sentAt: number): void {
+    // The worker applies the primary's rule itself too: a hint it cannot
+    // honour exactly (a primary of another release) is not kept.
+    const ms = refusalMs(call.operation.kind, call.operation.policy, outcome);
+    if (ms <= 0) return;
+    if (call.time >= 0) this.refusals.learn(call.operation, outcome, ms, call.time, call.clock);
+    else this.refusals.learn(call.operation, outcome, ms, sentAt, undefined);
+  }
+
+  private release(call: Pending): void {
+    if (!call.held) return;
+    call.held = false;
+    this.refusals.release(call.operation.key);
+  }
+
+  /** The primary says keys may be admissible earlier than it said: forget them. */
+  private invalidate(message: InvalidateMessage): void {
+    if (message.all === 1) {
+      this.refusals.clear();
+      return;
+    }
+    if (!Array.isArray(message.k)) return;
+    for (const key of message.k) if (typeof key === 'string') this.refusals.forget(key);
   }
 
   private failBatch(id: number, error: FloodgateError): void {
@@ -480,6 +611,7 @@ class Client {
   private settle(call: Pending, outcome: Outcome | undefined, error?: FloodgateError): void {
     if (call.settled) return;
     call.settled = true;
+    this.release(call);
     if (error) call.reject(error);
     else call.resolve(outcome!);
     if (--this.active === 0) this.idle();
@@ -496,8 +628,11 @@ class Client {
       if (this.active === before) return;
       // The primary may be gone (a PM2 primary restarting) or stuck: ask
       // again before sending more, instead of feeding batches into the void.
+      // What it said is no longer vouched for (a new primary knows none of
+      // it, and would invalidate none of it).
       this.ready = false;
       this.primaryId = undefined;
+      this.refusals.clear();
       if (this.queue.length > 0) {
         this.handshake();
         this.armQueueTimer();
@@ -585,6 +720,8 @@ class Client {
       if (this.active > 0) return;
       this.stopListening?.();
       this.stopListening = undefined;
+      // Not listening, this process would miss invalidations: keep nothing it could not hear about.
+      this.refusals.clear();
     }, IDLE_LINGER_MS);
     this.idleTimer.unref();
   }
@@ -592,6 +729,7 @@ class Client {
   private readonly onChannelClose = (): void => {
     this.ready = false;
     this.primaryId = undefined;
+    this.refusals.clear();
     this.stopHandshake();
     this.failAll(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary closed.'));
   };

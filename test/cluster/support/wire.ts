@@ -6,6 +6,8 @@ export interface FixtureConfig {
   timeoutMs?: number;
   /** Give the store a clock that reads the time the test sends with each `apply`. */
   clock?: boolean;
+  /** The ClusterStore's knownRefusals (its default when absent). */
+  knownRefusals?: number;
 }
 
 /** Test process → fixture. */
