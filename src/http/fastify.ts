@@ -36,6 +36,8 @@ const PLUGIN_OPTION_NAMES = [...HTTP_OPTION_NAMES, 'global', 'hook'] as const;
 /** Options Fastify's `register` itself understands; they may reach the plugin and are ignored. */
 const REGISTER_OPTION_NAMES = ['prefix', 'logLevel', 'logSerializers'] as const;
 const HOOKS: readonly FastifyRateLimitHook[] = ['onRequest', 'preValidation', 'preHandler'];
+/** The Content-Type Fastify 4 and 5 set for a string body sent without one; the same as floodgate's text bodies. */
+const FASTIFY_TEXT_TYPE = 'text/plain; charset=utf-8';
 /** Marks floodgate's hooks so a route seen twice (e.g. an automatic HEAD route) is not limited twice. */
 const MARK = Symbol.for('floodgate.fastify.hook');
 
@@ -116,7 +118,8 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
       case 'respond':
         reply.code(outcome.status);
         setAll(reply, outcome.headers);
-        reply.header('content-type', outcome.contentType);
+        // Fastify gives a string body without a type this very one; setting it is a header call per refusal.
+        if (outcome.contentType !== FASTIFY_TEXT_TYPE || reply.hasHeader('content-type')) reply.header('content-type', outcome.contentType);
         // Answering without calling done ends the request here; Fastify runs no route.
         reply.send(outcome.body);
         return;
