@@ -194,7 +194,14 @@ export class RateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.run('consume', key, cost);
+    // Decided in memory when possible: an async run and its awaits cost more than the whole decision then.
+    let now: Decision | undefined;
+    try {
+      now = this.decideNow(key, cost);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return now === undefined ? this.run('consume', key, cost) : Promise.resolve(now);
   }
 
   /**
@@ -208,6 +215,11 @@ export class RateLimiter {
   consumeNow(key: string, cost = 1): Decision | undefined {
     assertKey(key);
     assertUnits(cost, 'cost', this.policy.limit);
+    return this.decideNow(key, cost);
+  }
+
+  /** {@link consumeNow} for arguments already checked. */
+  private decideNow(key: string, cost: number): Decision | undefined {
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
       const blockedMs = list.blockedFor(key, this.clock());

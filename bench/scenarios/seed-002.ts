@@ -110,6 +110,12 @@ async function primary(cluster: typeof import('node:cluster').default): Promise<
   for (let i = 0; i < count; i++) cluster.fork();
 }
 
+/** The seed's answers: 200 `{}` when admitted, 429 `Too Many Requests` when limited. */
+function respond(res: import('node:http').ServerResponse, allowed: boolean): void {
+  if (allowed) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  else res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
+}
+
 async function worker(): Promise<void> {
   const { createServer } = await import('node:http');
   const { benchEnv, importDist } = await import('../lib/serve.js');
@@ -153,17 +159,19 @@ async function worker(): Promise<void> {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       return;
     }
-    const respond = (allowed: boolean): void => {
-      if (allowed) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      else res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
-    };
     const key = req.socket.remoteAddress ?? 'unknown';
     const now = decideNow?.(key);
-    if (now !== undefined) return respond(now);
-    decide(key, respond, (error) => {
-      if (failures++ < 3) console.error('consume failed:', error);
-      res.writeHead(500).end();
-    });
+    if (now !== undefined) return respond(res, now);
+    // Inline callbacks, not named consts: tsx (esbuild keepNames) wraps every named function expression
+    // in a __name() call, which here would run per request in the limited variants only.
+    decide(
+      key,
+      (allowed) => respond(res, allowed),
+      (error) => {
+        if (failures++ < 3) console.error('consume failed:', error);
+        res.writeHead(500).end();
+      },
+    );
   });
   server.listen(env.port, '127.0.0.1');
   process.on('SIGTERM', () => {
