@@ -8,6 +8,8 @@ export type Decide = (key: string) => Promise<boolean>;
 /** What a server's limiter set-up returns: how to decide (undefined for the bare baseline) and what to close at exit. */
 export interface Setup {
   decide: Decide | undefined;
+  /** The decision made synchronously when the limiter can (floodgate's consumeNow), else undefined: then ask `decide`. */
+  decideNow?: (key: string) => boolean | undefined;
   close: () => Promise<void>;
 }
 

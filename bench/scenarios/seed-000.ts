@@ -19,7 +19,9 @@ function variant(name: string, description: string, limiter: string, store: stri
  * Seed 000 measured rate-limiter-flexible with and without
  * `inMemoryBlockOnConsumed`; here both libraries run the same endpoint side
  * by side, plus a bare server as the baseline and floodgate's memory store as
- * the in-process ceiling.
+ * the in-process ceiling. floodgate's variants call `consumeNow` first and
+ * `consume` only when it returns undefined, as floodgate's HTTP middleware
+ * does; rate-limiter-flexible has only its promise API.
  */
 export default defineScenario({
   name: 'seed-000',
