@@ -2,22 +2,13 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { MessageChannel } from 'node:worker_threads';
-import { afterEach, test } from 'node:test';
-import { ErrorCode, ManualClock, RateLimiter, isFloodgateError, type Decision } from '../../src/index.js';
+import { test } from 'node:test';
+import { ErrorCode, ManualClock, RateLimiter, type Decision } from '../../src/index.js';
+import { cleanup, code, primaryOf, useCleanup } from './support/in-process.js';
 import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { forkWorker, killAll, startThread, type Remote } from './support/remote.js';
 
-const code = (expected: string) => (error: unknown) => isFloodgateError(error) && error.code === expected;
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanup.splice(0).reverse()) await fn();
-});
-
-function primaryOf(options: ConstructorParameters<typeof ClusterStorePrimary>[0] = {}): ClusterStorePrimary {
-  const primary = new ClusterStorePrimary({ cluster: false, ...options });
-  cleanup.push(() => primary.close());
-  return primary;
-}
+useCleanup();
 
 /** A primary (new, or the one given) and a store joined by a MessageChannel, counting the messages each way. */
 function channelPair(

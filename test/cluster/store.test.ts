@@ -2,21 +2,12 @@
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { MessageChannel } from 'node:worker_threads';
-import { afterEach, test } from 'node:test';
-import { ErrorCode, ManualClock, RateLimiter, isFloodgateError } from '../../src/index.js';
+import { test } from 'node:test';
+import { ErrorCode, ManualClock, RateLimiter } from '../../src/index.js';
+import { cleanup, code, primaryOf, useCleanup } from './support/in-process.js';
 import { ClusterStore, ClusterStorePrimary, PROTOCOL_VERSION } from '../../src/stores/cluster/index.js';
 
-const code = (expected: string) => (error: unknown) => isFloodgateError(error) && error.code === expected;
-const cleanup: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const fn of cleanup.splice(0).reverse()) await fn();
-});
-
-function primaryOf(options: ConstructorParameters<typeof ClusterStorePrimary>[0] = {}): ClusterStorePrimary {
-  const primary = new ClusterStorePrimary({ cluster: false, ...options });
-  cleanup.push(() => primary.close());
-  return primary;
-}
+useCleanup();
 
 function storeOf(options: ConstructorParameters<typeof ClusterStore>[0] = {}): ClusterStore {
   const store = new ClusterStore({ transport: 'local', ...options });
