@@ -206,10 +206,12 @@ export class RateLimiter {
 
   /**
    * {@link consume}, decided synchronously when that needs no waiting: the
-   * in-memory block already refuses `key`, or the store decides in this
-   * process (the memory store). Otherwise undefined, and nothing was spent:
-   * call `consume`. Callers that answer requests themselves (the HTTP
-   * middleware) skip a promise per request this way.
+   * in-memory block already refuses `key`, or the store can answer at once
+   * (`Store.applyNow`: the memory store always, local-first while a lease
+   * covers the call, the cluster store for a key the primary reported
+   * refused). Otherwise undefined, and nothing was spent: call `consume`.
+   * Callers that answer requests themselves (the HTTP middleware) skip a
+   * promise per request this way; `consume` tries the same first.
    * @throws FloodgateError for an invalid key or cost, or a misconfigured store, as consume would reject
    */
   consumeNow(key: string, cost = 1): Decision | undefined {
@@ -316,7 +318,7 @@ export class RateLimiter {
       );
     }
 
-    let outcome: Outcome | undefined;
+    let outcome: Outcome;
     try {
       outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
     } catch (error) {
