@@ -1,6 +1,7 @@
 /** Pieces every benchmark server shares: waiting for Redis, the seed's 200 and 429 answers, and reading its variant from the environment. */
 import type { ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 
 /** Resolves true when the request is admitted, false when limited; rejects only on a real failure. */
 export type Decide = (key: string) => Promise<boolean>;
@@ -11,6 +12,22 @@ export interface Setup {
   /** The decision made synchronously when the limiter can (floodgate's consumeNow), else undefined: then ask `decide`. */
   decideNow?: (key: string) => boolean | undefined;
   close: () => Promise<void>;
+}
+
+/**
+ * A {@link Decide} over a rate-limiter-flexible limiter, which rejects with a
+ * RateLimiterRes when limited (false here) and with an Error when its store
+ * fails (a rejection here).
+ */
+export function rlfDecide(limiter: { consume(key: string): Promise<unknown> }): Decide {
+  return (key) =>
+    limiter.consume(key).then(
+      () => true,
+      (reason: unknown) => {
+        if (reason instanceof RateLimiterRes) return false;
+        throw reason;
+      },
+    );
 }
 
 /** Resolves once `client` is ready, so a warm-up exercises the limiter rather than ioredis's offline queue. */

@@ -94,3 +94,23 @@ export async function importDist<T>(path: string, what: string): Promise<T> {
     throw error;
   }
 }
+
+/**
+ * The seed-000 framework servers' floodgate limiter: a RateLimiter with the
+ * in-memory block on a RedisStore over `client`, from the run's copy of dist/.
+ * `close` closes the store (not the client).
+ */
+export async function floodgateOnRedis(
+  client: import('ioredis').Redis,
+  limit: number,
+  windowS: number,
+): Promise<{ limiter: import('../../dist/esm/index.js').RateLimiter; close: () => Promise<void> }> {
+  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
+    'esm/stores/redis/index.js',
+    'RedisStore (src/stores/redis)',
+  );
+  const store = new RedisStore({ client });
+  const limiter = new RateLimiter({ limit, window: `${windowS}s`, store, inMemoryBlock: true });
+  return { limiter, close: () => store.close() };
+}

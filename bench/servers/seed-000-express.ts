@@ -5,7 +5,7 @@ import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { Redis } from 'ioredis';
 import { RedisStore as ExpressRateLimitRedisStore, type RedisReply } from 'rate-limit-redis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/seed-000-express.ts). */
@@ -92,14 +92,8 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
   }
 
   // From the run's copy of dist/, the package as users get it (see importDist).
-  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
-  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
-    'esm/stores/redis/index.js',
-    'RedisStore (src/stores/redis)',
-  );
+  const { limiter, close: closeStore } = await floodgateOnRedis(client, POINTS, DURATION_S);
   const { rateLimit } = await importDist<typeof import('../../dist/esm/http/express.js')>('esm/http/express.js', 'the Express middleware (src/http/express)');
-  const store = new RedisStore({ client });
-  const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, inMemoryBlock: true });
   const middleware = rateLimit({
     limiter,
     key: randomKey,
@@ -109,7 +103,7 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
   return {
     middleware,
     close: async () => {
-      await store.close?.();
+      await closeStore();
       await quit();
     },
   };

@@ -3,7 +3,7 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/seed-000-fastify.ts). */
@@ -83,14 +83,8 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
   }
 
   // From the run's copy of dist/, the package as users get it (see importDist).
-  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
-  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
-    'esm/stores/redis/index.js',
-    'RedisStore (src/stores/redis)',
-  );
+  const { limiter, close: closeStore } = await floodgateOnRedis(client, POINTS, DURATION_S);
   const { rateLimit } = await importDist<typeof import('../../dist/esm/http/fastify.js')>('esm/http/fastify.js', 'the Fastify plugin (src/http/fastify)');
-  const store = new RedisStore({ client });
-  const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, inMemoryBlock: true });
   await app.register(
     rateLimit,
     kind === 'floodgate-plain'
@@ -100,7 +94,7 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
         { limiter, key: randomKey, headers: 'legacy' },
   );
   return async () => {
-    await store.close?.();
+    await closeStore();
     await quit();
   };
 }

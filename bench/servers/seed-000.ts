@@ -1,10 +1,10 @@
 /** Server process of the seed-000 benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Store } from '../../dist/esm/index.js';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
-import { type Setup, connected, ok, limited, oneOf } from '../lib/endpoint.js';
+import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-000.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
@@ -78,15 +78,7 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
       ...(block ? { inMemoryBlockOnConsumed: POINTS } : {}),
     });
     return {
-      // rate-limiter-flexible rejects with a RateLimiterRes when limited and with an Error when Redis fails.
-      decide: (key) =>
-        limiter.consume(key).then(
-          () => true,
-          (reason: unknown) => {
-            if (reason instanceof RateLimiterRes) return false;
-            throw reason;
-          },
-        ),
+      decide: rlfDecide(limiter),
       close: quit,
     };
   }

@@ -2,10 +2,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { RedisRateLimiter } from 'rolling-rate-limiter';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
-import { type Setup, connected, ok, limited, oneOf } from '../lib/endpoint.js';
+import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/seed-003.ts). */
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
@@ -68,15 +68,7 @@ async function setUp(kind: Exclude<LimiterKind, 'none'>, redisUrl: string): Prom
     case 'rlf': {
       const limiter = new RateLimiterRedis({ storeClient: client, points: POINTS, duration: DURATION_S });
       return {
-        // rate-limiter-flexible rejects with a RateLimiterRes when limited and with an Error when Redis fails.
-        decide: (key) =>
-          limiter.consume(key).then(
-            () => true,
-            (reason: unknown) => {
-              if (reason instanceof RateLimiterRes) return false;
-              throw reason;
-            },
-          ),
+        decide: rlfDecide(limiter),
         close: quit,
       };
     }
