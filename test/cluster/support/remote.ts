@@ -80,38 +80,35 @@ async function waitUp(started: Promise<void>, exited: Promise<void>, what: strin
 export async function forkWorker(config: FixtureConfig = {}): Promise<Remote & { readonly worker: ClusterWorker }> {
   cluster.setupPrimary({ exec: FIXTURE, execArgv: ['--import', 'tsx'] });
   const worker = cluster.fork({ FG_FIXTURE: JSON.stringify(config) });
-  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-  const rpc = endpoint((request) => {
-    if (worker.isConnected()) worker.send(request, () => {});
-  }, exited);
-  worker.on('message', rpc.onReply);
-  await waitUp(rpc.started, exited, 'cluster worker');
-  return {
-    worker,
-    call: rpc.call,
-    exited,
-    async kill() {
-      if (worker.process.exitCode === null && worker.process.signalCode === null) worker.process.kill('SIGKILL');
-      await exited;
-    },
-  };
+  return { worker, ...(await remoteProcess(worker.process, worker, 'cluster worker')) };
 }
 
 /** Starts the fixture with child_process.fork (no node:cluster): the primary must attach it. */
 export async function forkChild(config: FixtureConfig = {}): Promise<Remote & { readonly child: ChildProcess }> {
   const child = fork(FIXTURE, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, FG_FIXTURE: JSON.stringify(config) } });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { child, ...(await remoteProcess(child, { isConnected: () => child.connected, send: (m, cb) => child.send(m, cb), on: (e, l) => child.on(e, l) }, 'forked child')) };
+}
+
+/** The IPC side of a fixture process, whether node:cluster forked it or child_process did. */
+interface ProcessChannel {
+  isConnected(): boolean;
+  send(message: RpcRequest, callback: () => void): unknown;
+  on(event: 'message', listener: (message: unknown) => void): unknown;
+}
+
+/** Drives the fixture in `proc` over `channel`, once it says it is up; kill() is SIGKILL. */
+async function remoteProcess(proc: ChildProcess, channel: ProcessChannel, what: string): Promise<Remote> {
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   const rpc = endpoint((request) => {
-    if (child.connected) child.send(request, () => {});
+    if (channel.isConnected()) channel.send(request, () => {});
   }, exited);
-  child.on('message', rpc.onReply);
-  await waitUp(rpc.started, exited, 'forked child');
+  channel.on('message', rpc.onReply);
+  await waitUp(rpc.started, exited, what);
   return {
-    child,
     call: rpc.call,
     exited,
     async kill() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
       await exited;
     },
   };
