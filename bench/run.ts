@@ -1,4 +1,4 @@
-/** The benchmark CLI: `npm run bench -- <scenario|all> [--json] [--duration S] [--warmup S] [--connections N] [--variants a,b]`. */
+/** The benchmark CLI: `npm run bench -- <scenario|all> [--json] [--duration S] [--warmup S] [--connections N] [--variants a,b] [--rounds N]`. */
 import { existsSync, readdirSync } from 'node:fs';
 import { cpus, loadavg, release } from 'node:os';
 import { basename, join } from 'node:path';
@@ -10,6 +10,7 @@ import { BenchError } from './lib/errors.js';
 import { lockRun } from './lib/lock.js';
 import { BenchRedis } from './lib/redis.js';
 import { formatTable, type Row, type RunInfo } from './lib/report.js';
+import { combineRounds, roundOrder } from './lib/rounds.js';
 import { indent, startServer, type RunningServer } from './lib/server.js';
 import { runFixedRate, type RateResult } from './lib/rate.js';
 import { treeCpuMs } from './lib/cpu.js';
@@ -27,6 +28,9 @@ options:
   --warmup S        unmeasured warm-up seconds per variant (default 2; 0 skips)
   --connections N   wrk connections (default: the scenario's, else 100)
   --variants a,b    run only these variants (the baseline, the first, always runs)
+  --rounds N        measure every variant N times, interleaved (the order rotates
+                    each round); rows show medians, ratios are the median of
+                    each round's ratio to that round's baseline (default 1)
   --redis-cpu W     where redis-server runs: "server" (default, the core of the
                     system under test) or "load" (with wrk)
   --help            this text`;
@@ -40,6 +44,7 @@ interface Options {
   readonly connections: number | undefined;
   readonly variants: readonly string[] | undefined;
   readonly redisCpu: RedisPlacement;
+  readonly rounds: number;
 }
 
 /** Messages for people go to stderr, so that --json leaves stdout to the JSON alone. */
@@ -59,6 +64,7 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
       connections: { type: 'string' },
       variants: { type: 'string' },
       'redis-cpu': { type: 'string' },
+      rounds: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -72,6 +78,7 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
     connections: values.connections === undefined ? undefined : wholeNumber(values.connections, 'connections', 1),
     variants: values.variants?.split(',').map((v) => v.trim()).filter((v) => v.length > 0),
     redisCpu: placement(values['redis-cpu']),
+    rounds: values.rounds === undefined ? 1 : wholeNumber(values.rounds, 'rounds', 1),
   };
 }
 
@@ -212,25 +219,32 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
     redis = await BenchRedis.start(plan.redis);
   }
   try {
-    const measured: Array<Measured | Error> = [];
-    for (const variant of variants) {
-      try {
-        measured.push(await measureVariant(scenario, variant, context, redis));
-      } catch (error) {
-        // One broken variant should not cost the others' numbers; it is reported in its row.
-        const failure = error instanceof Error ? error : new Error(String(error));
-        log(`[${scenario.name}] ${variant.name}: FAILED: ${failure.message.split('\n')[0]}`);
-        measured.push(failure);
+    // perRound[r][i]: variant i's row in round r; each round's ratios are against that round's baseline.
+    const perRound: Row[][] = [];
+    for (let round = 0; round < options.rounds; round++) {
+      if (options.rounds > 1) log(`[${scenario.name}] round ${round + 1} of ${options.rounds}`);
+      const measured = new Map<Variant, Measured | Error>();
+      for (const variant of roundOrder(variants, round)) {
+        try {
+          measured.set(variant, await measureVariant(scenario, variant, context, redis));
+        } catch (error) {
+          // One broken variant should not cost the others' numbers; it is reported in its row.
+          const failure = error instanceof Error ? error : new Error(String(error));
+          log(`[${scenario.name}] ${variant.name}: FAILED: ${failure.message.split('\n')[0]}`);
+          measured.set(variant, failure);
+        }
       }
+      const baseline = measured.get(variants[0]!);
+      const baseRps = baseline instanceof Error || baseline === undefined ? null : baseline.wrk.rps;
+      perRound.push(variants.map((variant): Row => toRow(scenario.name, variant.name, measured.get(variant)!, baseRps, options.durationS, connections)));
     }
-    const baseline = measured[0];
-    const baseRps = baseline instanceof Error || baseline === undefined ? null : baseline.wrk.rps;
-    const rows = variants.map((variant, i): Row => toRow(scenario.name, variant.name, measured[i]!, baseRps, options.durationS, connections));
+    const rows = variants.map((_, i) => combineRounds(perRound.map((round) => round[i]!)));
     const info: RunInfo = {
       scenario: scenario.name,
       description: scenario.description,
       lines: [
         `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} connections; ${wrkVersion()}, 1 thread`,
+        ...(options.rounds > 1 ? [`${options.rounds} rounds, variants in rotated order each round; each row holds the medians over the rounds`] : []),
         `${cpus()[0]?.model.trim() ?? 'unknown CPU'}; ${plan.note}`,
         `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}`,
         `1-min load average ${loadBefore.toFixed(2)} before the run, ${loadavg()[0]!.toFixed(2)} after (the run itself raises it)`,

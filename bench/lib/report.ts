@@ -42,6 +42,8 @@ export interface Row {
   readonly error?: string;
   /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate and bench/lib/rate.ts). */
   readonly fixedRate?: RateResult;
+  /** With `--rounds N` > 1: this variant's row from each round, in round order; the row itself holds their medians (bench/lib/rounds.ts). */
+  readonly rounds?: readonly Row[];
 }
 
 /** Settings and machine shown above each table. */
@@ -86,10 +88,20 @@ function rateColumns(rps: number): Column[] {
   ];
 }
 
+/** Columns of a run with several rounds: each round's ratio (and p99 at the fixed rate), in round order, next to their medians. */
+function roundColumns(rate: number | undefined): Column[] {
+  const each = (row: Row, pick: (round: Row) => number | null | undefined): string => (row.rounds ?? []).map((round) => fixed(pick(round), 2)).join(' ');
+  return [
+    { title: 'ratio by round', left: true, cell: (r) => each(r, (round) => round.ratio) },
+    ...(rate === undefined ? [] : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms) }]),
+  ];
+}
+
 /** The text report of one scenario: a header, the table, and the failures' messages. */
 export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   const rate = rows.find((row) => row.fixedRate !== undefined)?.fixedRate?.targetRps;
-  const columns = rate === undefined ? BASE_COLUMNS : [...BASE_COLUMNS, ...rateColumns(rate)];
+  const rounds = rows.some((row) => row.rounds !== undefined);
+  const columns = [...BASE_COLUMNS, ...(rate === undefined ? [] : rateColumns(rate)), ...(rounds ? roundColumns(rate) : [])];
   const cells = rows.map((row) => columns.map((column) => column.cell(row)));
   const widths = columns.map((column, i) => Math.max(column.title.length, ...cells.map((line) => line[i]!.length)));
   const render = (values: readonly string[]): string =>
@@ -117,6 +129,9 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   );
   if (rate !== undefined) {
     out.push(`@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`);
+  }
+  if (rounds) {
+    out.push('With rounds: requests/s, latencies, ratio and server µs/req are medians over the rounds (ratio: of each round\'s ratio to its own baseline); counts are totals.');
   }
   return `${out.join('\n')}\n`;
 }
