@@ -67,7 +67,8 @@ const BASE_COLUMNS: readonly Column[] = [
   { title: 'p50 ms', cell: (r) => fixed(r.p50Ms, 2) },
   { title: 'p99 ms', cell: (r) => fixed(r.p99Ms, 2) },
   { title: 'Redis cmds/req', cell: (r) => fixed(r.redisCmdsPerReq, 2) },
-  { title: 'ratio', cell: (r) => fixed(r.ratio, 2) },
+  // Three decimals: targets such as ≥ 0.95 must not be met by rounding.
+  { title: 'ratio', cell: (r) => fixed(r.ratio, 3) },
   { title: 'server µs/req', cell: (r) => fixed(r.serverCpuUsPerReq, 1) },
   { title: '2xx', cell: (r) => (r.status ? String(r.status['2xx']) : '-') },
   { title: '429', cell: (r) => (r.status ? String(r.status['429']) : '-') },
@@ -90,10 +91,10 @@ function rateColumns(rps: number): Column[] {
 
 /** Columns of a run with several rounds: each round's ratio (and p99 at the fixed rate), in round order, next to their medians. */
 function roundColumns(rate: number | undefined): Column[] {
-  const each = (row: Row, pick: (round: Row) => number | null | undefined): string => (row.rounds ?? []).map((round) => fixed(pick(round), 2)).join(' ');
+  const each = (row: Row, pick: (round: Row) => number | null | undefined, digits: number): string => (row.rounds ?? []).map((round) => fixed(pick(round), digits)).join(' ');
   return [
-    { title: 'ratio by round', left: true, cell: (r) => each(r, (round) => round.ratio) },
-    ...(rate === undefined ? [] : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms) }]),
+    { title: 'ratio by round', left: true, cell: (r) => each(r, (round) => round.ratio, 3) },
+    ...(rate === undefined ? [] : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms, 2) }]),
   ];
 }
 
