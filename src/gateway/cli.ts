@@ -78,7 +78,9 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
   const log = createLogger(deps.pino, settings.logLevel, clustered ? { worker: cluster.worker?.id } : {});
   const gateway = await Gateway.start(settings, deps, log, { clustered });
   if (clustered) {
-    // The primary's AggregatorRegistry asks each worker for this registry over IPC.
+    // The primary's AggregatorRegistry asks each worker for this registry over IPC. prom-client adds the
+    // worker's listener for those requests only when an AggregatorRegistry is constructed, so one is, here.
+    new deps.prom.AggregatorRegistry();
     deps.prom.AggregatorRegistry.setRegistries([gateway.metrics.registry]);
   }
   const reloader =

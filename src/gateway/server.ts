@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../http/respond.js';
 import { MemoryStore } from '../stores/memory.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
+import { askPrimaryForMetrics } from './cluster-metrics.js';
 import { handleDecision } from './decision.js';
 import type { PinoModule, PromClient, Undici } from './deps.js';
 import type { GatewayLogger } from './log.js';
@@ -154,8 +155,9 @@ export class Gateway implements AdminSource {
     return this.settings;
   }
 
-  /** Renders this process's metrics in the Prometheus text format. */
-  renderMetrics(): Promise<{ contentType: string; body: string }> {
+  /** Renders the metrics in the Prometheus text format: this process's, or under `--workers` every worker's (from the primary). */
+  async renderMetrics(): Promise<{ contentType: string; body: string }> {
+    if (this.clustered) return { contentType: this.metrics.registry.contentType, body: await askPrimaryForMetrics() };
     return registryMetrics(this.metrics.registry)();
   }
 

@@ -1,9 +1,10 @@
-/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics on --admin, and passes SIGHUP/SIGTERM on. */
+/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics on --admin and to the workers, and passes SIGHUP/SIGTERM on. */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
 import { writeResponse } from '../http/respond.js';
 import { handleAdmin } from './admin.js';
+import { answerMetricsRequests } from './cluster-metrics.js';
 import type { GatewayDeps } from './server.js';
 import { createLogger } from './log.js';
 import type { GatewaySettings } from './settings.js';
@@ -36,9 +37,11 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   });
   for (let i = 0; i < settings.workers; i += 1) fork();
 
+  // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics.
+  const aggregator = new deps.prom.AggregatorRegistry();
+  answerMetricsRequests(cluster, aggregator);
   let admin: Server | undefined;
   if (settings.admin !== undefined) {
-    const aggregator = new deps.prom.AggregatorRegistry();
     let ready = 0;
     cluster.on('listening', () => (ready += 1));
     const source = {

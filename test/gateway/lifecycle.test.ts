@@ -1,4 +1,4 @@
-// The CLI as a child process: SIGHUP and file-change reloads (a bad file keeps the last good config), SIGTERM under load (nothing cut, exit 0), and --workers sharing counts through the cluster store.
+// The CLI as a child process: SIGHUP and file-change reloads (a bad file keeps the last good config), SIGTERM under load (nothing cut, exit 0), and --workers sharing counts through the cluster store and showing one aggregate at /_floodgate/metrics.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -80,9 +80,10 @@ describe('gateway lifecycle (CLI child process)', () => {
     }
   });
 
-  it('--workers 2 share one quota through the cluster store and stop on SIGTERM', async () => {
+  it('--workers 2 share one quota through the cluster store, show aggregated metrics on the proxy port, and stop on SIGTERM', async () => {
     const port = await freePort();
-    const cli = await serveCli(['--upstream', upstream.url, '--limit', '3/1m', '--workers', '2', '--listen', `127.0.0.1:${port}`]);
+    const adminPort = await freePort();
+    const cli = await serveCli(['--upstream', upstream.url, '--limit', '3/1m', '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
     try {
       await cli.waitForLog((l) => l.msg === 'floodgate gateway listening' && l.worker !== undefined && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
       // Fresh connections, so node:cluster spreads them over both workers.
@@ -90,6 +91,17 @@ describe('gateway lifecycle (CLI child process)', () => {
       assert.deepEqual(seen, [200, 200, 200, 429, 429, 429]);
       const pids = new Set(cli.logs.filter((l) => l.msg === 'floodgate gateway listening').map((l) => l.pid));
       assert.equal(pids.size, 2);
+      // The proxy port's metrics are the whole gateway's whichever worker answers: both scrapes (fresh
+      // connections, so likely different workers) count all six decisions, three each way, as the
+      // primary's admin listener does.
+      const scrapes = [`http://127.0.0.1:${port}/_floodgate/metrics`, `http://127.0.0.1:${port}/_floodgate/metrics`, `http://127.0.0.1:${adminPort}/metrics`];
+      for (const url of scrapes) {
+        const m = parseMetrics((await get(url)).body);
+        const total = (outcome: string): number =>
+          [...m].filter(([name]) => name.startsWith('floodgate_decisions_total{') && name.includes(`outcome="${outcome}"`)).reduce((sum, [, n]) => sum + n, 0);
+        assert.equal(total('allowed'), 3);
+        assert.equal(total('limited'), 3);
+      }
     } finally {
       assert.equal(await stopCli(cli), 0);
     }
