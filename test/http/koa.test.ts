@@ -1,10 +1,11 @@
-// Koa 2: the shared adapter behaviour on real servers (with @koa/router for per-route limits), plus the koa-grounded (seed 001) option mapping.
+// Koa 2 and 3: the shared adapter behaviour on real servers (with @koa/router for per-route limits), plus the koa-grounded (seed 001) option mapping.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import Router from '@koa/router';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
+import Koa3 from 'koa3';
 import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
@@ -13,30 +14,34 @@ import { freePort, startRedis, type RedisServer } from '../support/redis-server.
 import { close, get, listen, readIetf, statuses } from './support/http.js';
 import { adapterSuite, type Harness } from './support/suite.js';
 
-const harness: Harness = {
-  name: 'Koa 2',
-  async start(spec) {
-    const app = new Koa();
-    app.silent = true; // expected errors (the throwing key test) need not be printed
-    if (spec.global) app.use(rateLimit(spec.global as unknown as KoaRateLimitOptions));
-    const router = new Router();
-    for (const [path, options] of Object.entries(spec.routes ?? {})) {
-      router.get(path, rateLimit(options as unknown as KoaRateLimitOptions), (ctx) => {
+/** The shared adapter suite on a real server of one Koa major version (both take the same middleware). */
+function harness(name: string, KoaApp: typeof Koa): Harness {
+  return {
+    name,
+    async start(spec) {
+      const app = new KoaApp();
+      app.silent = true; // expected errors (the throwing key test) need not be printed
+      if (spec.global) app.use(rateLimit(spec.global as unknown as KoaRateLimitOptions));
+      const router = new Router();
+      for (const [path, options] of Object.entries(spec.routes ?? {})) {
+        router.get(path, rateLimit(options as unknown as KoaRateLimitOptions), (ctx) => {
+          ctx.body = 'ok';
+        });
+      }
+      app.use(router.routes());
+      app.use((ctx) => {
+        ctx.type = 'text/plain';
         ctx.body = 'ok';
       });
-    }
-    app.use(router.routes());
-    app.use((ctx) => {
-      ctx.type = 'text/plain';
-      ctx.body = 'ok';
-    });
-    const server = createServer(app.callback());
-    const url = await listen(server, spec.host);
-    return { url, close: () => close(server) };
-  },
-};
+      const server = createServer(app.callback());
+      const url = await listen(server, spec.host);
+      return { url, close: () => close(server) };
+    },
+  };
+}
 
-adapterSuite(harness);
+adapterSuite(harness('Koa 2', Koa));
+adapterSuite(harness('Koa 3', Koa3));
 
 async function serve(middleware: Koa.Middleware): Promise<{ url: string; stop(): Promise<void> }> {
   const app = new Koa();
