@@ -30,8 +30,9 @@ export function answerMetricsRequests(cluster: Cluster, aggregator: AggregatorRe
     if (request === null || typeof request !== 'object' || request[TAG] !== 'request' || typeof request.id !== 'number') return;
     const id = request.id;
     const reply = (answer: Omit<MetricsAnswer, typeof TAG | 'id'>): void => {
-      // The worker may have exited meanwhile; its scrape is gone with it.
-      if (worker.isConnected()) worker.send({ [TAG]: 'answer', id, ...answer }, (error: Error | null) => void error);
+      // A worker that exited meanwhile took its scrape with it; the callback keeps a failed send from
+      // becoming an 'error' event on the worker.
+      if (worker.isConnected()) worker.send({ [TAG]: 'answer', id, ...answer }, ignoreSendError);
     };
     aggregator.clusterMetrics().then(
       (body) => reply({ body }),
@@ -39,6 +40,8 @@ export function answerMetricsRequests(cluster: Cluster, aggregator: AggregatorRe
     );
   });
 }
+
+function ignoreSendError(): void {}
 
 let nextId = 1;
 const waiting = new Map<number, { resolve: (body: string) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
