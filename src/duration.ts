@@ -11,14 +11,14 @@ const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
  * Converts a {@link Duration} to whole milliseconds (at least 1).
  *
  * @param value - the duration
- * @param name - the option name, used in the error message
+ * @param name - the option name, used in the error message (default `"duration"`)
  * @param code - the error code to throw with (INVALID_WINDOW for `window`)
  * @throws FloodgateError when the value is not a positive whole number of
  *   milliseconds; nothing is rounded silently.
  */
 export function parseDuration(
   value: unknown,
-  name: string,
+  name = 'duration',
   code: ErrorCodeValue = ErrorCode.INVALID_DURATION,
 ): number {
   let ms: number;
@@ -48,9 +48,11 @@ export function parseDuration(
 /** A short, safe description of any value for error messages. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  // 1n printed as "1" would read as a valid number.
+  if (typeof value === 'bigint') return `${value}n (a bigint)`;
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';
   if (Array.isArray(value)) return 'an array';
-  return `a ${typeof value}`;
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

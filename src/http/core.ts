@@ -361,6 +361,12 @@ export class HttpLimiter<Raw> {
       this.resolveIp = (view) => (view.frameworkIp === undefined ? undefined : parseIp(view.frameworkIp));
       this.identityInput = (view) => view.frameworkIp;
     } else {
+      if (o.proxyHeader !== undefined && (o.trustProxy ?? false) === false) {
+        throw new FloodgateError(
+          ErrorCode.CONFLICTING_OPTIONS,
+          'proxyHeader is read only from trusted proxies, and trustProxy is off; set trustProxy (a hop count or the proxies\' CIDRs) or remove proxyHeader.',
+        );
+      }
       const resolver = createIpResolver({ trustProxy: o.trustProxy ?? false, proxyHeader: o.proxyHeader ?? 'x-forwarded-for' });
       this.resolveIp = (view) => resolver(view.socketAddress, view.headers);
       this.identityInput = (o.trustProxy ?? false) === false ? (view) => view.socketAddress : undefined;
@@ -416,6 +422,12 @@ export class HttpLimiter<Raw> {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `onStoreError must be "respond" or "pass"; got ${describe(mode)}.`);
     }
     this.passOnStoreError = mode === 'pass';
+    if (this.passOnStoreError && o.storeErrorStatus !== undefined) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'storeErrorStatus is the status of onStoreError: "respond", and onStoreError is "pass" (requests go through); remove one of them.',
+      );
+    }
     this.timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
     this.sharesRefusals = this.onLimited === undefined && this.onDecision === undefined && typeof this.body !== 'function';
     this.legacyHeaders = this.modes.includes('legacy');
@@ -972,8 +984,20 @@ function parseList(value: unknown, name: string): ListMatcher | undefined {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} entries must be non-empty strings; got ${describe(entry)}.`);
     }
     // An address, a range or a range name matches the client IP; anything else is compared with the key.
-    if (NAMED_RANGES[entry] !== undefined || parseCidr(entry) !== undefined) ranges.push(entry);
-    else keys.add(entry);
+    if (NAMED_RANGES[entry] !== undefined || parseCidr(entry) !== undefined) {
+      ranges.push(entry);
+      continue;
+    }
+    // An address with a bad prefix ("10.0.0.0/40") or a dotted quad out of range would otherwise become a
+    // key no client sends, and a typo on a deny list would quietly let everyone through.
+    const slash = entry.indexOf('/');
+    if ((slash > 0 && parseIp(entry.slice(0, slash)) !== undefined) || /^\d{1,3}(\.\d{1,3}){3}$/.test(entry)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `${name} entry ${describe(entry)} looks like an IP range but is not one; write an address, a CIDR such as "10.0.0.0/8" or "2001:db8::/32" (prefix at most 32 for IPv4, 128 for IPv6), or a range name.`,
+      );
+    }
+    keys.add(entry);
   }
   return { addresses: ranges.length > 0 ? new AddressMatcher(ranges, name) : undefined, keys };
 }

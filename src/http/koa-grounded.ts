@@ -108,6 +108,16 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
   if (logger !== undefined && typeof logger !== 'function') {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `logger must be a function; got ${describe(logger)}.`);
   }
+  // koa-grounded's sync interval has a meaning here only for the Redis store dbStr builds (its lease horizon).
+  if (timeout !== undefined && dbStr === undefined) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      'timeout (the sync interval) applies to the Redis store built from dbStr, and dbStr is not set; set dbStr or remove timeout.',
+    );
+  }
+  if (logger !== undefined && verbose !== true) {
+    throw new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, 'logger receives the verbose lines, and verbose is not true; set verbose: true or remove logger.');
+  }
   if (store !== undefined && !isStore(store)) {
     throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describe(store)}.`);
   }

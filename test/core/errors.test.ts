@@ -113,3 +113,9 @@ test('valid durations parse exactly', () => {
   assert.equal(parseDuration('1d', 'w'), 86_400_000);
   assert.equal(parseDuration(250, 'w'), 250);
 });
+
+test('error messages describe values without looking valid', () => {
+  assert.throws(() => parseDuration(0), { message: /^duration must be/ });
+  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow('k', 1n as never), { code: ErrorCode.INVALID_COST, message: /got 1n \(a bigint\)/ });
+  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow({} as never), { code: ErrorCode.INVALID_KEY, message: /got an object/ });
+});

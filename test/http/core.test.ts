@@ -43,6 +43,14 @@ describe('HttpLimiter options', () => {
       [{ limiter: limiter(), skip: true }, ErrorCode.INVALID_OPTIONS],
       [{ limiter: limiter(), allowList: '10.0.0.0/8' }, ErrorCode.INVALID_OPTIONS],
       [{ limiter: limiter(), denyList: [''] }, ErrorCode.INVALID_OPTIONS],
+      // Typos that would otherwise become keys no client sends.
+      [{ limiter: limiter(), denyList: ['10.0.0.0/40'] }, ErrorCode.INVALID_OPTIONS],
+      [{ limiter: limiter(), allowList: ['127.0.0.0/33'] }, ErrorCode.INVALID_OPTIONS],
+      [{ limiter: limiter(), denyList: ['2001:db8::/129'] }, ErrorCode.INVALID_OPTIONS],
+      [{ limiter: limiter(), allowList: ['300.1.1.1'] }, ErrorCode.INVALID_OPTIONS],
+      // Options that would do nothing.
+      [{ limiter: limiter(), proxyHeader: 'forwarded' }, ErrorCode.CONFLICTING_OPTIONS],
+      [{ limiter: limiter(), onStoreError: 'pass', storeErrorStatus: 500 }, ErrorCode.CONFLICTING_OPTIONS],
       [{ limiter: limiter(), onStoreError: 'ignore' }, ErrorCode.INVALID_OPTIONS],
       [{ limiter: limiter(), timeout: '5 minutes' }, ErrorCode.INVALID_DURATION],
       [{ limiter: [limiter(), limiter()] }, ErrorCode.CONFLICTING_OPTIONS],

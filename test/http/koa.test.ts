@@ -58,13 +58,12 @@ async function serve(middleware: Koa.Middleware): Promise<{ url: string; stop():
 const HOUR_US = 60 * 60 * 1000 * 1000;
 
 describe('Koa: koa-grounded options (seed 001)', () => {
-  it('maps partitionKey, ratelimit, globalEXP, cacheSize and verbose; accepts timeout', async () => {
+  it('maps partitionKey, ratelimit, globalEXP, cacheSize and verbose', async () => {
     const lines: string[] = [];
     const middleware = grounded({
       partitionKey: 'grounded',
       ratelimit: 2,
       globalEXP: HOUR_US,
-      timeout: 2000,
       cacheSize: 500,
       verbose: true,
       logger: (line) => lines.push(line),
@@ -94,6 +93,9 @@ describe('Koa: koa-grounded options (seed 001)', () => {
       () => grounded({ ratelimit: 10, globalEXP: HOUR_US, dbStr: 'redis://127.0.0.1:1/', store: new MemoryStore() }),
       { code: ErrorCode.CONFLICTING_OPTIONS },
     );
+    // Options that would do nothing are refused rather than ignored.
+    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, timeout: 2000 }), { code: ErrorCode.CONFLICTING_OPTIONS, message: /dbStr/ });
+    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, logger: () => {} }), { code: ErrorCode.CONFLICTING_OPTIONS, message: /verbose/ });
   });
 
   it('uses the socket address, not a spoofable ctx.ip, unless told otherwise', async () => {

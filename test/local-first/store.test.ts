@@ -57,6 +57,8 @@ describe('options', () => {
     assert.equal(code(() => new LocalFirstStore({ client, channel: '' })), ErrorCode.INVALID_OPTIONS);
     assert.equal(code(() => new LocalFirstStore({ client, clock: 5 as never })), ErrorCode.INVALID_OPTIONS);
     assert.equal(code(() => new LocalFirstStore({ client, subscriber: 'x' as never })), ErrorCode.INVALID_CLIENT);
+    // A connection in subscriber mode runs no other command: the store (and the app) would lose their client.
+    assert.equal(code(() => new LocalFirstStore({ client, subscriber: client })), ErrorCode.CONFLICTING_OPTIONS);
     client.disconnect();
   });
 

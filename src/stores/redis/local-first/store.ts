@@ -213,6 +213,12 @@ export class LocalFirstStore implements Store {
       subscriber = duplicate.call(o.client) as object;
     } else if (typeof subscriber !== 'object' || subscriber === null) {
       throw new FloodgateError(ErrorCode.INVALID_CLIENT, `LocalFirstStore subscriber must be a Redis client; got ${describe(subscriber)}.`);
+    } else if (subscriber === o.client) {
+      // A client in subscriber mode refuses every other command: the store's own calls, and the app's.
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'LocalFirstStore subscriber must be a second connection, not client itself (a subscribed connection runs no other commands); pass client.duplicate(), or leave subscriber out and the store duplicates client.',
+      );
     }
     this.inner = new RedisStore({ client: o.client, timeoutMs: this.timeoutMs, ...(o.clock ? { clock: o.clock } : {}) });
     this.subscription = subscribe(subscriber, owned, channel, {
