@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestView } from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import { setHeaders, writeResponse } from '../http/respond.js';
+import { canonicalTarget } from './path.js';
 import { whenDecided, type RuleSet } from './rules.js';
 
 /**
@@ -17,8 +18,18 @@ import { whenDecided, type RuleSet } from './rules.js';
  * auth_request only passes 401 and 403 on; any other status is an error.
  */
 export function handleDecision(req: IncomingMessage, res: ServerResponse, query: string, rules: RuleSet): void {
-  const refusedStatus = /(?:^|&)status=(401|403)(?:&|$)/.exec(query)?.[1];
-  const uri = headerValue(req.headers, 'x-original-uri') ?? '/';
+  const asked = /(?:^|&)status=([^&]*)/.exec(query)?.[1];
+  if (asked !== undefined && asked !== '401' && asked !== '403') {
+    writeResponse(res, 400, [], 'text/plain; charset=utf-8', `status must be 401 or 403 (the statuses nginx's auth_request passes on); got ${JSON.stringify(asked)}.\n`);
+    return;
+  }
+  const refusedStatus = asked;
+  // The same canonical path proxied requests are matched on (see path.ts): nginx passes $request_uri as the client sent it.
+  const uri = canonicalTarget(headerValue(req.headers, 'x-original-uri') ?? '/');
+  if (uri === undefined) {
+    writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'X-Original-URI is not a request target.\n');
+    return;
+  }
   const q = uri.indexOf('?');
   const view: RequestView<IncomingMessage> = {
     raw: req,

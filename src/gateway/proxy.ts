@@ -50,6 +50,8 @@ export class UpstreamProxy {
     trustProxy: TrustProxy,
     private readonly metrics: GatewayMetrics,
     private readonly log: GatewayLogger,
+    /** True once the gateway drains: a response whose head is written then closes its connection. */
+    private readonly draining: () => boolean = () => false,
   ) {
     this.origin = upstream.origin;
     this.basePath = upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, '');
@@ -93,6 +95,7 @@ export class UpstreamProxy {
           this.responseLatency.observe((performance.now() - started) / 1000);
           // One writeHead with a flat list: each setHeader would validate and store a field only to
           // have writeHead walk them again, which cost more than the limiter's whole decision.
+          if (this.draining()) res.shouldKeepAlive = false;
           res.writeHead(statusCode, responseHead(headers, extra));
           return res;
         },

@@ -13,6 +13,7 @@ import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
+import { canonicalTarget } from './path.js';
 import { openStore, type GatewayStore } from './store.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
@@ -244,23 +245,40 @@ export class Gateway implements AdminSource {
 
   private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {
     if (settings.upstream === undefined) return undefined;
-    return new UpstreamProxy(this.deps.undici, settings.upstream, settings.proxy, settings.trustProxy, this.metrics, this.log);
+    return new UpstreamProxy(this.deps.undici, settings.upstream, settings.proxy, settings.trustProxy, this.metrics, this.log, () => this.draining);
   }
 
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    const url = req.url ?? '/';
+    // Rules match, and the upstream gets, one canonical path: `/api/../x` or `//api/x` or `/%61pi/x`
+    // must not slip past a rule for /api/ to an upstream that normalises paths itself.
+    const url = canonicalTarget(req.url ?? '/');
+    if (url === undefined) {
+      writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'bad request target\n');
+      return;
+    }
+    if (url !== req.url) req.url = url;
     if (url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
+    const proxy = this.proxy;
+    // Decision-only (no upstream): other paths are not counted against anyone's quota.
+    if (proxy === undefined) {
+      writeResponse(res, 404, [], 'application/problem+json', NO_UPSTREAM_BODY);
+      return;
+    }
     this.inFlight += 1;
     // 'close' comes once per response; on() spares the wrapper once() allocates per request.
     res.on('close', this.requestDone);
-    // During the drain, each answer closes its connection, so keep-alive clients reconnect to another instance.
-    if (this.draining) res.setHeader('Connection', 'close');
-    const proxy = this.proxy;
     const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
-    if (decided instanceof Promise) decided.then((verdict) => answer(req, res, proxy, verdict));
-    else answer(req, res, proxy, decided);
+    if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict));
+    else this.answer(req, res, proxy, decided);
   };
+
+  private answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
+    // During the drain each answer closes its connection, so keep-alive clients reconnect to another
+    // instance; the proxy checks again when the upstream's head arrives (see makeProxy).
+    if (this.draining) res.shouldKeepAlive = false;
+    answer(req, res, proxy, verdict);
+  }
 
   private readonly requestDone = (): void => {
     this.inFlight -= 1;
@@ -279,6 +297,12 @@ export class Gateway implements AdminSource {
   }
 
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const url = canonicalTarget(req.url ?? '/');
+    if (url === undefined) {
+      writeRaw(socket, 400, []);
+      return;
+    }
+    if (url !== req.url) req.url = url;
     const proxy = this.proxy;
     if (proxy === undefined || this.draining) {
       writeRaw(socket, 502, []);
@@ -293,18 +317,16 @@ export class Gateway implements AdminSource {
   };
 }
 
-/** Sends the rules' verdict: their own answer, or the upstream's (a 404 when there is none). */
-function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy | undefined, verdict: Verdict): void {
+/** Sends the rules' verdict: their own answer, or the upstream's. */
+function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
   if (!verdict.forward) {
     if (verdict.wire === undefined) {
       writeResponse(res, verdict.status, verdict.headers, verdict.contentType, verdict.body);
     } else if (!res.headersSent && !res.writableEnded) {
-      // Fields set before (Connection: close while draining) are kept: writeHead merges into them.
+      // While draining, shouldKeepAlive is false already and node adds Connection: close itself.
       res.writeHead(verdict.status, verdict.wire as string[]);
       res.end(verdict.body);
     }
-  } else if (proxy === undefined) {
-    writeResponse(res, 404, verdict.headers, 'application/problem+json', NO_UPSTREAM_BODY);
   } else {
     proxy.forward(req, res, verdict.headers);
   }
