@@ -59,7 +59,12 @@ function flag<T>(name: string, parse: () => T): T {
   try {
     return parse();
   } catch (error) {
-    if (error instanceof InvalidValue || error instanceof FloodgateError) throw bad(`--${name} ${error.message}`);
+    if (error instanceof InvalidValue || error instanceof FloodgateError) {
+      // The parsers name the config file's field ("trustProxy entries must…"); on the command line the flag says it.
+      const field = name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+      const message = error.message.replace(new RegExp(`^(?:the )?${field} `, 'i'), '').replace(/^the (\w+) (?=must )/, (whole, word: string) => (field.toLowerCase().includes(word.toLowerCase()) ? '' : whole));
+      throw bad(`--${name} ${message}`);
+    }
     throw error;
   }
 }

@@ -212,7 +212,12 @@ export async function parseConfigText(text: string, file: string, overrides: Set
     throw new ConfigError(ErrorCode.CONFIG_SYNTAX, { file, line: pos.line, column: pos.col }, `not valid YAML: ${first}`, problem);
   }
   const c = new Cursor(file, doc, lines, yaml);
-  const raw: unknown = doc.toJS() ?? {};
+  const raw: unknown = doc.toJS();
+  // An empty file is far more often a truncated write than a wish for a gateway without upstream or rules;
+  // applied on reload it would turn the proxy off.
+  if (raw === null || raw === undefined) {
+    throw new ConfigError(ErrorCode.INVALID_CONFIG, { file }, 'the config file is empty (a truncated write?); nothing was applied.');
+  }
   const top = mapping(c, [], raw, TOP_FIELDS);
   return validate(c, top, file, overrides);
 }

@@ -50,6 +50,9 @@ Options of serve (flags win over the config file's values):
   --headers MODE          RateLimit header family: ietf (default), draft-7, draft-6, legacy,
                           a comma-separated combination, or none
                             e.g. --headers draft-7,legacy
+  --decision-path P       path of the decision endpoint (default /_floodgate/decide), or false
+                          to turn it off
+                            e.g. --decision-path /auth
   --drain-timeout D       on SIGTERM, wait this long for in-flight requests (default 30s)
                             e.g. --drain-timeout 10s
   --log-level LEVEL       fatal, error, warn, info (default), debug, trace or silent

@@ -98,6 +98,8 @@ export class GatewayMetrics {
       name: 'floodgate_config_last_reload_success',
       help: '1 when the last config reload succeeded (or none was tried), 0 when it failed.',
       registers,
+      // Under --workers the primary aggregates: 0 when any worker's last reload failed, not a sum.
+      aggregator: 'min',
     });
     this.lastReload.set(1);
     const self = this;

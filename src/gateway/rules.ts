@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import type { HeaderPair } from '../http/headers.js';
+import { isStoreFailure } from '../errors.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
 import type { Store } from '../stores/store.js';
 import { loggableKey, type GatewayLogger } from './log.js';
@@ -235,12 +236,14 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     maxKeyLength: MAX_KEY_BYTES,
     // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
     timeout: false,
-    // One line per 10 s at most: an outage would otherwise log at the request rate.
+    // Store failures are logged where every failure mode sees them (the store wrapper, see store.ts);
+    // anything else, one line per 10 s at most.
     onError: (error) => {
+      if (isStoreFailure(error)) return;
       const now = Date.now();
       if (now - warned < 10_000) return;
       warned = now;
-      log.warn({ err: error }, 'rate-limit store problem');
+      log.warn({ err: error }, 'rate-limit problem');
     },
   };
   const keyIsIp = rule.key.kind === 'ip';

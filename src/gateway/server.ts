@@ -118,7 +118,7 @@ export class Gateway implements AdminSource {
   static async start(settings: GatewaySettings, deps: GatewayDeps, log: GatewayLogger, options: GatewayStartOptions = {}): Promise<Gateway> {
     const metrics = new GatewayMetrics(deps.prom);
     const clustered = options.clustered ?? false;
-    const store = await openStore(settings.store, metrics, clustered);
+    const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log));
     let gateway: Gateway;
     try {
       gateway = new Gateway(settings, deps, log, metrics, store, clustered);
@@ -330,6 +330,26 @@ function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy,
   } else {
     proxy.forward(req, res, verdict.headers);
   }
+}
+
+/**
+ * Logs store failures at most once per 10 s, with how many were held back:
+ * an outage would otherwise log at the request rate. Every failure mode
+ * (insurance, fail-open, fail-closed, reject) is logged here, once.
+ */
+function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
+  let last = -Infinity;
+  let held = 0;
+  return (error) => {
+    const now = Date.now();
+    if (now - last < 10_000) {
+      held += 1;
+      return;
+    }
+    last = now;
+    log.warn({ err: error, suppressed: held }, 'rate-limit store problem');
+    held = 0;
+  };
 }
 
 function listen(server: Server, address: ListenAddress): Promise<void> {

@@ -20,7 +20,15 @@ export interface GatewayStore {
   close(): Promise<void>;
 }
 
-/** Wraps a store so every operation's latency lands in `floodgate_store_duration_seconds`. */
+/** Called with each failed store call; the gateway logs them, at most one line per 10 s. */
+export type StoreFailureReporter = (error: unknown) => void;
+
+/**
+ * Wraps a store so every operation's latency lands in
+ * `floodgate_store_duration_seconds`, and every failure reaches the log:
+ * with insurance, fail-open or fail-closed the limiter decides without the
+ * store and the HTTP layer never sees the error.
+ */
 class TimedStore implements Store {
   readonly name: string;
   private readonly ok: LatencyChild;
@@ -29,6 +37,7 @@ class TimedStore implements Store {
   constructor(
     private readonly inner: Store,
     metrics: GatewayMetrics,
+    private readonly report: StoreFailureReporter,
   ) {
     this.name = inner.name;
     this.ok = metrics.storeLatencyChild(this.name, true);
@@ -44,6 +53,7 @@ class TimedStore implements Store {
       },
       (error: unknown) => {
         this.failed.observe((performance.now() - started) / 1000);
+        this.report(error);
         throw error;
       },
     );
@@ -58,14 +68,15 @@ class TimedStore implements Store {
  * Opens the store `settings` describe.
  *
  * @param clustered - true in a `--workers` worker: the memory store is then the cluster store, shared through the primary
+ * @param report - told of every failed store call (see {@link StoreFailureReporter})
  * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
  */
-export async function openStore(settings: StoreSettings, metrics: GatewayMetrics, clustered: boolean): Promise<GatewayStore> {
+export async function openStore(settings: StoreSettings, metrics: GatewayMetrics, clustered: boolean, report: StoreFailureReporter): Promise<GatewayStore> {
   if (settings.kind === 'memory') {
     if (clustered) {
       const { ClusterStore } = await import('../stores/cluster/index.js');
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs });
-      return { store: new TimedStore(store, metrics), description: 'cluster (memory in the primary)', ready: () => true, close: () => store.close() };
+      return { store: new TimedStore(store, metrics, report), description: 'cluster (memory in the primary)', ready: () => true, close: () => store.close() };
     }
     // Not timed: its operations take about a microsecond, which a histogram per call would double, and timing it
     // would hide applyNow, which lets a limiter on it decide without a promise.
@@ -88,7 +99,7 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
   }
   return {
-    store: new TimedStore(store, metrics),
+    store: new TimedStore(store, metrics, report),
     description,
     ready: () => client.status === 'ready',
     close: async () => {

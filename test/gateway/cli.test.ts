@@ -39,6 +39,9 @@ describe('floodgate CLI', () => {
     argError(['serve', '--limit', '3/5s'], /needs --upstream/);
     argError(['serve', '--config', 'f.yaml', '--limit', '3/5s'], /--limit defines the default rule, but --config/);
     argError(['launch'], /unknown command "launch"/);
+    // The flag names the value once: not "--headers headers must…".
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--headers', 'nope'], /--headers must be one of/);
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--trust-proxy', '10.0.0.0/33'], /--trust-proxy entries must be/);
   });
 
   it('parses a flag-only command line into one default rule', () => {
@@ -81,6 +84,9 @@ describe('config file validation', () => {
     await bad('store:\n  onFailure: maybe\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:2:14: store\.onFailure: must be one of insurance, fail-open, fail-closed, reject/);
     await bad('rules:\n  - name: a\n    match: { pathPattern: "([" }\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.match\.pathPattern: is not a valid regular expression/);
     await bad('rules:\n  - name: a\n    policies: []\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.policies: must be a non-empty list/);
+    // A truncated file must not become a gateway without upstream or rules (a reload would turn the proxy off).
+    await bad('', ErrorCode.INVALID_CONFIG, /^gw\.yaml: the config file is empty/);
+    await bad('# nothing but a comment\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml: the config file is empty/);
   });
 
   it('reports YAML syntax errors with the line', async () => {

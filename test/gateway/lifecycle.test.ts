@@ -101,6 +101,8 @@ describe('gateway lifecycle (CLI child process)', () => {
           [...m].filter(([name]) => name.startsWith('floodgate_decisions_total{') && name.includes(`outcome="${outcome}"`)).reduce((sum, [, n]) => sum + n, 0);
         assert.equal(total('allowed'), 3);
         assert.equal(total('limited'), 3);
+        // A gauge that is 1 per worker is not summed: it stays 1 (or 0 if any worker's reload failed).
+        assert.equal(m.get('floodgate_config_last_reload_success'), 1);
       }
     } finally {
       assert.equal(await stopCli(cli), 0);

@@ -18,8 +18,8 @@ after(async () => {
   await redis.stop();
 });
 
-async function gateway(store: string, rules: string): Promise<Gateway> {
-  const g = await startGateway(`upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms ${store} }\n${rules}`);
+async function gateway(store: string, rules: string, logLines?: Array<Record<string, unknown>>): Promise<Gateway> {
+  const g = await startGateway(`upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms ${store} }\n${rules}`, {}, logLines);
   gateways.push(g);
   // readyz turns 200 once the Redis client is connected.
   for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
@@ -56,10 +56,12 @@ describe('gateway on Redis', () => {
 
   it('falls back per store.onFailure when Redis is SIGKILLed: insurance, fail-open, fail-closed, reject', async () => {
     const rules = 'rules: [{ name: r, key: "header:x-api-key", policies: ["2/1m"] }]';
-    const insured = await gateway(', onFailure: insurance', rules);
-    const open = await gateway(', onFailure: fail-open', rules);
-    const closed = await gateway(', onFailure: fail-closed', rules);
-    const reject = await gateway(', onFailure: reject', rules);
+    // Each logs the outage once (not once per request), whatever decides meanwhile.
+    const logs = { insured: [], open: [], closed: [], reject: [] } as Record<string, Array<Record<string, unknown>>>;
+    const insured = await gateway(', onFailure: insurance', rules, logs.insured);
+    const open = await gateway(', onFailure: fail-open', rules, logs.open);
+    const closed = await gateway(', onFailure: fail-closed', rules, logs.closed);
+    const reject = await gateway(', onFailure: reject', rules, logs.reject);
     const h = (k: string) => ({ headers: { 'x-api-key': k } });
     assert.equal((await get(`${insured.url}/`, h('before'))).status, 200);
 
@@ -74,6 +76,9 @@ describe('gateway on Redis', () => {
       assert.equal((await get(`${reject.url}/`, h('during'))).status, 503);
       assert.equal((await get(`${insured.url}/_floodgate/readyz`)).status, 503, 'not ready while the store is down');
       assert.equal((await get(`${insured.url}/_floodgate/healthz`)).status, 200, 'but alive');
+      for (const [mode, lines] of Object.entries(logs)) {
+        assert.equal(lines.filter((l) => l.msg === 'rate-limit store problem').length, 1, `${mode}: ${JSON.stringify(lines)}`);
+      }
     } finally {
       await redis.restart();
     }

@@ -102,11 +102,17 @@ export function writeTemp(name: string, text: string): string {
   return file;
 }
 
-/** Starts an in-process gateway from YAML text (listening on a free port unless the YAML or overrides say otherwise). */
-export async function startGateway(yaml: string, overrides: SettingsOverrides = {}): Promise<Gateway> {
+/**
+ * Starts an in-process gateway from YAML text (listening on a free port unless the YAML or overrides say otherwise).
+ * With `logLines`, warnings and errors are parsed into it instead of being silenced.
+ */
+export async function startGateway(yaml: string, overrides: SettingsOverrides = {}, logLines?: Array<Record<string, unknown>>): Promise<Gateway> {
   const deps = await loadGatewayDeps();
   const settings = await parseConfigText(yaml, 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false, ...overrides });
-  return Gateway.start(settings, deps, createLogger(deps.pino, 'silent'));
+  const mod = deps.pino as unknown as { pino?: typeof import('pino').pino; default?: typeof import('pino').pino };
+  const pino = mod.pino ?? mod.default ?? (deps.pino as unknown as typeof import('pino').pino);
+  const log = logLines === undefined ? createLogger(deps.pino, 'silent') : pino({ level: 'warn' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
+  return Gateway.start(settings, deps, log);
 }
 
 /** A `floodgate` CLI child process with its log lines. */
