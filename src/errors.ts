@@ -49,6 +49,8 @@ export const ErrorCode = {
   INVALID_ARGUMENT: 'FLOODGATE_INVALID_ARGUMENT',
   /** An optional package the gateway needs (undici, prom-client, yaml, pino, ioredis) is not installed. */
   MISSING_DEPENDENCY: 'FLOODGATE_MISSING_DEPENDENCY',
+  /** The gateway cannot listen on its address (port in use, address not on this host, no permission). */
+  LISTEN_FAILED: 'FLOODGATE_LISTEN_FAILED',
 } as const;
 
 /** One of the values of {@link ErrorCode}. */

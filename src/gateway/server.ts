@@ -2,6 +2,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { ErrorCode, FloodgateError } from '../errors.js';
 import { viewOf, writeResponse } from '../http/respond.js';
 import { MemoryStore } from '../stores/memory.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
@@ -126,8 +127,17 @@ export class Gateway implements AdminSource {
       await store.close();
       throw error;
     }
-    await listen(gateway.server, settings.listen);
-    if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!);
+    try {
+      await listen(gateway.server, settings.listen, '--listen, or listen in the config file');
+      if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!, '--admin, or admin in the config file');
+    } catch (error) {
+      // Nothing of a gateway that never served may linger: the other listener, the upstream pool, the store.
+      gateway.server.close();
+      gateway.adminServer?.close();
+      await gateway.proxy?.close().catch(() => undefined);
+      await store.close().catch(() => undefined);
+      throw error;
+    }
     log.info(
       {
         url: gateway.url,
@@ -352,11 +362,14 @@ function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
   };
 }
 
-function listen(server: Server, address: ListenAddress): Promise<void> {
+/** Listens on `address`; a failure (port in use, address not on this host) names the setting `what`. */
+function listen(server: Server, address: ListenAddress, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const fail = (error: NodeJS.ErrnoException): void =>
+      reject(new FloodgateError(ErrorCode.LISTEN_FAILED, `cannot listen on ${address.host}:${address.port} (${what}): ${error.code ?? error.message}${error.code === 'EADDRINUSE' ? ', the port is in use' : error.code === 'EADDRNOTAVAIL' ? ', the address is not one of this host\'s' : ''}.`, error));
+    server.once('error', fail);
     server.listen(address.port, address.host, () => {
-      server.off('error', reject);
+      server.off('error', fail);
       resolve();
     });
   });

@@ -96,6 +96,17 @@ describe('gateway: request targets', () => {
     assert.match(String(decided.headers.ratelimit), /r=2;/);
   });
 
+  it('a port in use fails the start with LISTEN_FAILED naming the setting, and leaves nothing open', async () => {
+    await assert.rejects(
+      startGateway(`upstream: ${upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1/1m"]\n`, { listen: { host: '127.0.0.1', port: upstream.port } }),
+      (error: unknown) => {
+        assert.equal((error as { code?: string }).code, 'FLOODGATE_LISTEN_FAILED');
+        assert.match((error as Error).message, /cannot listen on 127\.0\.0\.1:\d+ \(--listen, or listen in the config file\): EADDRINUSE, the port is in use/);
+        return true;
+      },
+    );
+  });
+
   it('a request in flight when the drain starts is answered with Connection: close', async () => {
     const g = await startGateway(`upstream: ${upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["100/1m"]\n`);
     // A keep-alive client: without the drain it would be answered keep-alive too.
