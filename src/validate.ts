@@ -4,7 +4,7 @@ import { ErrorCode, FloodgateError } from './errors.js';
 
 /**
  * Throws UNKNOWN_OPTION for any own property of `options` not in `known`,
- * and INVALID_OPTIONS when `options` is not a plain object.
+ * INVALID_OPTIONS when `options` is not a plain object or an option is null.
  */
 export function assertKnownOptions(options: unknown, known: readonly string[], owner: string): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
@@ -16,6 +16,10 @@ export function assertKnownOptions(options: unknown, known: readonly string[], o
         ErrorCode.UNKNOWN_OPTION,
         `${owner} has no option ${JSON.stringify(name)}. Known options: ${known.join(', ')}.`,
       );
+    }
+    // No option takes null; reading it as "the default" would be a silent coercion (undefined means that).
+    if ((options as Record<string, unknown>)[name] === null) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} ${name} is null; leave it out (or pass undefined) for the default.`);
     }
   }
 }

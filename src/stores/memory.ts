@@ -28,6 +28,35 @@ interface Entry {
 
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock'] as const;
 
+/** The largest interval setInterval honours; above it node fires every millisecond instead. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Checks the options a MemoryStore and a ClusterStorePrimary (which holds
+ * one) share, naming `owner` in the messages.
+ * @throws FloodgateError INVALID_OPTIONS or INVALID_DURATION
+ */
+export function memoryOptions(
+  options: Pick<MemoryStoreOptions, 'maxKeys' | 'sweepIntervalMs' | 'clock'>,
+  owner: string,
+): { maxKeys: number; sweepIntervalMs: number; clock: Clock } {
+  const maxKeys = options.maxKeys ?? 100_000;
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} maxKeys must be a positive integer; got ${describe(maxKeys)}.`);
+  }
+  const sweepIntervalMs = options.sweepIntervalMs ?? 30_000;
+  if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0 || sweepIntervalMs > MAX_TIMER_MS) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_DURATION,
+      `${owner} sweepIntervalMs must be a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}; got ${describe(sweepIntervalMs)}.`,
+    );
+  }
+  if (options.clock !== undefined && typeof options.clock !== 'function') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} clock must be a function returning ms; got ${describe(options.clock)}.`);
+  }
+  return { maxKeys, sweepIntervalMs, clock: options.clock ?? systemClock };
+}
+
 /**
  * A store in this process's memory. Synchronous inside, so every operation is
  * atomic; the Map's insertion order doubles as the LRU order.
@@ -43,22 +72,9 @@ export class MemoryStore implements Store {
   /** @param options - see {@link MemoryStoreOptions} */
   constructor(options: MemoryStoreOptions = {}) {
     assertKnownOptions(options, OPTION_NAMES, 'MemoryStore');
-    const maxKeys = options.maxKeys ?? 100_000;
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `MemoryStore maxKeys must be a positive integer; got ${describe(maxKeys)}.`);
-    }
-    const sweepIntervalMs = options.sweepIntervalMs ?? 30_000;
-    if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_DURATION,
-        `MemoryStore sweepIntervalMs must be a whole number of ms (0 disables the sweep); got ${describe(sweepIntervalMs)}.`,
-      );
-    }
-    if (options.clock !== undefined && typeof options.clock !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `MemoryStore clock must be a function returning ms; got ${describe(options.clock)}.`);
-    }
+    const { maxKeys, sweepIntervalMs, clock } = memoryOptions(options, 'MemoryStore');
     this.maxKeys = maxKeys;
-    this.clock = options.clock ?? systemClock;
+    this.clock = clock;
     if (sweepIntervalMs > 0) {
       this.sweeper = setInterval(() => this.sweep(), sweepIntervalMs);
       this.sweeper.unref();

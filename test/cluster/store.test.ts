@@ -42,6 +42,13 @@ test('options are checked strictly', () => {
   assert.throws(() => new ClusterStorePrimary({ maxKeys: 0, cluster: false }), code(ErrorCode.INVALID_OPTIONS));
   assert.throws(() => new ClusterStorePrimary({ cluster: 'yes' as never }), code(ErrorCode.INVALID_OPTIONS));
   assert.throws(() => new ClusterStorePrimary({ max: 1 } as never), code(ErrorCode.UNKNOWN_OPTION));
+  // The primary's own name in its messages, though a MemoryStore holds its counters.
+  assert.throws(() => new ClusterStorePrimary({ maxKeys: 0, cluster: false }), { message: /^ClusterStorePrimary maxKeys/ });
+  // Above 2^31 - 1 ms node's timers fire every millisecond instead.
+  assert.throws(() => new ClusterStorePrimary({ sweepIntervalMs: 2 ** 31, cluster: false }), code(ErrorCode.INVALID_DURATION));
+  // null is not "the default": only undefined (or leaving it out) is.
+  assert.throws(() => new ClusterStore({ timeoutMs: null as never }), code(ErrorCode.INVALID_OPTIONS));
+  assert.throws(() => new ClusterStore({ knownRefusals: null as never }), code(ErrorCode.INVALID_OPTIONS));
 });
 
 test('one primary per process: a second fails loudly until the first is closed', async () => {
@@ -51,6 +58,12 @@ test('one primary per process: a second fails loudly until the first is closed',
   await first.close(); // idempotent
   assert.throws(() => first.attach(new MessageChannel().port1), code(ErrorCode.CLOSED));
   await new ClusterStorePrimary({ cluster: false }).close();
+  // close() frees the slot at once: no await needed before the next primary.
+  const before = new ClusterStorePrimary({ cluster: false });
+  const closing = before.close();
+  const next = new ClusterStorePrimary({ cluster: false });
+  await closing;
+  await next.close();
   assert.throws(() => primaryOf().attach({} as never), code(ErrorCode.INVALID_OPTIONS));
 });
 

@@ -9,7 +9,7 @@ import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { Outcome, Policy } from '../../policy.js';
 import { assertKnownOptions } from '../../validate.js';
-import { MemoryStore } from '../memory.js';
+import { MemoryStore, memoryOptions } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import {
   KIND_BY_CODE,
@@ -210,15 +210,10 @@ export class ClusterStorePrimary {
     if (options.cluster !== undefined && typeof options.cluster !== 'boolean') {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`);
     }
-    const sweepIntervalMs = options.sweepIntervalMs ?? 30_000;
-    // MemoryStore validates maxKeys, sweepIntervalMs and clock with the same messages.
-    this.store = new MemoryStore({
-      ...(options.maxKeys === undefined ? {} : { maxKeys: options.maxKeys }),
-      sweepIntervalMs,
-      ...(options.clock === undefined ? {} : { clock: options.clock }),
-    });
-    this.maxKeys = options.maxKeys ?? 100_000;
-    this.clock = options.clock ?? systemClock;
+    const { maxKeys, sweepIntervalMs, clock } = memoryOptions(options, 'ClusterStorePrimary');
+    this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock });
+    this.maxKeys = maxKeys;
+    this.clock = clock;
     this.realTime = this.clock === systemClock;
     this.local = {
       receive: (message, reply) => this.receive(message, reply, false),
@@ -352,12 +347,13 @@ export class ClusterStorePrimary {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Freed at once, so `close(); new ClusterStorePrimary()` works without an await: a closed primary answers nothing.
+    releaseLocalPrimary(this.local);
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = undefined;
     for (const detach of [...this.detachers]) await detach();
     this.subscribers.clear();
     this.hinted.clear();
-    releaseLocalPrimary(this.local);
     await this.store.close();
   }
 
