@@ -153,10 +153,14 @@ export function parsePositiveInt(value: unknown, max = Number.MAX_SAFE_INTEGER, 
   return n;
 }
 
-/** Parses a duration (ms or "5s"); `allowZero` accepts 0 / "0" meaning "no limit". */
+/**
+ * Parses a duration (ms, "5s", or digits alone as ms, as the command line
+ * spells a number); `allowZero` accepts 0 / "0" meaning "no limit".
+ */
 export function parseMs(value: unknown, allowZero = false): number {
   if (allowZero && (value === 0 || value === '0')) return 0;
-  return asInvalid(() => parseDuration(value, 'the duration'));
+  const ms = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
+  return asInvalid(() => parseDuration(ms, 'the duration'));
 }
 
 /** Parses a boolean; strings only as the CLI would spell them. */

@@ -39,6 +39,8 @@ describe('floodgate CLI', () => {
     argError(['serve', '--limit', '3/5s'], /needs --upstream/);
     argError(['serve', '--config', 'f.yaml', '--limit', '3/5s'], /--limit defines the default rule, but --config/);
     argError(['launch'], /unknown command "launch"/);
+    // Digits alone are milliseconds on the command line; 0 is refused as a duration, plainly.
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--block-duration', '0'], /--block-duration must be a positive whole number of milliseconds; got 0/);
     // The flag names the value once: not "--headers headers must…".
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--headers', 'nope'], /--headers must be one of/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--trust-proxy', '10.0.0.0/33'], /--trust-proxy entries must be/);
@@ -52,6 +54,8 @@ describe('floodgate CLI', () => {
     assert.deepEqual(s.rules[0]!.key, { kind: 'header', header: 'x-api-key', fallbackToIp: true });
     assert.deepEqual(s.rules[0]!.policies.map((p) => [p.limit, p.windowMs]), [[3, 5000], [100, 86_400_000]]);
     assert.equal(s.store.kind, 'redis');
+    const withDrain = parseCommandLine(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--drain-timeout', '2500']);
+    assert.equal(withDrain.kind === 'serve' ? withDrain.settings!.drainTimeoutMs : 0, 2500);
     assert.equal(s.workers, 2);
   });
 
