@@ -1,11 +1,12 @@
 /** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { isStoreFailure } from '../errors.js';
 import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import type { HeaderPair } from '../http/headers.js';
-import { isStoreFailure } from '../errors.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
 import type { Store } from '../stores/store.js';
+import { throttled } from '../throttle.js';
 import { loggableKey, type GatewayLogger } from './log.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from './metrics.js';
 import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
@@ -226,7 +227,7 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
   const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context), ...(p.name === undefined ? {} : { name: p.name }) }));
   const log = context.log.child({ rule: rule.name });
-  let warned = 0;
+  const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
     key: keySource(rule),
@@ -239,11 +240,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     // Store failures are logged where every failure mode sees them (the store wrapper, see store.ts);
     // anything else, one line per 10 s at most.
     onError: (error) => {
-      if (isStoreFailure(error)) return;
-      const now = Date.now();
-      if (now - warned < 10_000) return;
-      warned = now;
-      log.warn({ err: error }, 'rate-limit problem');
+      if (!isStoreFailure(error)) warn(error);
     },
   };
   const keyIsIp = rule.key.kind === 'ip';

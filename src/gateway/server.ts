@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { viewOf, writeResponse } from '../http/respond.js';
 import { MemoryStore } from '../stores/memory.js';
+import { throttled } from '../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { askPrimaryForMetrics } from './cluster-metrics.js';
 import { handleDecision } from './decision.js';
@@ -348,18 +349,7 @@ function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy,
  * (insurance, fail-open, fail-closed, reject) is logged here, once.
  */
 function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
-  let last = -Infinity;
-  let held = 0;
-  return (error) => {
-    const now = Date.now();
-    if (now - last < 10_000) {
-      held += 1;
-      return;
-    }
-    last = now;
-    log.warn({ err: error, suppressed: held }, 'rate-limit store problem');
-    held = 0;
-  };
+  return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
 }
 
 /** Listens on `address`; a failure (port in use, address not on this host) names the setting `what`. */

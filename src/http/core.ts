@@ -4,6 +4,7 @@ import type { Decision } from '../decision.js';
 import { describe, parseDuration, type Duration } from '../duration.js';
 import { ErrorCode, FloodgateError, isFloodgateError, isStoreFailure, type ErrorCodeValue } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
+import { throttled } from '../throttle.js';
 import { assertKnownOptions } from '../validate.js';
 import {
   parseHeaderModes,
@@ -1009,17 +1010,8 @@ function listMatches(list: ListMatcher, address: IpAddress | undefined, key: str
 
 /** The default onError: one console warning per 10 s at most, with a count of the ones held back, so an outage does not flood the log. */
 function throttledWarning(owner: string): (error: unknown) => void {
-  let last = -Infinity;
-  let held = 0;
-  return (error) => {
-    const now = Date.now();
-    if (now - last < 10_000) {
-      held += 1;
-      return;
-    }
-    last = now;
+  return throttled<unknown>(10_000, (error, held) => {
     const detail = error instanceof Error ? `${(error as FloodgateError).code ?? error.name}: ${error.message}` : String(error);
     console.warn(`${owner}: ${detail}${held > 0 ? ` (${held} similar errors not shown)` : ''}`);
-    held = 0;
-  };
+  });
 }
