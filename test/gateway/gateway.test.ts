@@ -1,25 +1,15 @@
 // The gateway end to end on the memory store: a real upstream behind an in-process gateway built from YAML; limits per API key and per IP, rules, shadow mode, the decision endpoint, metrics, proxying details and upstream faults.
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/server.js';
-import { parseMetrics, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { gatewayFixture, parseMetrics, startUpstream } from './support/harness.js';
 
-let upstream: Upstream;
-const gateways: Gateway[] = [];
-before(async () => {
-  upstream = await startUpstream();
-});
-after(async () => {
-  await Promise.all(gateways.map((g) => g.shutdown()));
-  await upstream.close();
-});
+const fixture = gatewayFixture();
 
-async function gateway(yaml: string): Promise<Gateway> {
-  const g = await startGateway(`upstream: ${upstream.url}\n${yaml}`);
-  gateways.push(g);
-  return g;
+function gateway(yaml: string): Promise<Gateway> {
+  return fixture.start(`upstream: ${fixture.upstream.url}\n${yaml}`);
 }
 
 const RULES = `
@@ -59,7 +49,7 @@ describe('gateway: limits', () => {
     assert.equal(JSON.parse(refused.body).status, 429);
     const ok = await get(`${g.url}/api/x`, { headers: { ...host, 'x-api-key': 'carol' } });
     assert.equal(ok.headers['ratelimit-policy'], '"3-per-1m";q=3;w=60, "daily";q=100;w=86400', 'admitted answers carry the fields too');
-    assert.equal(upstream.seen.filter((r) => r.headers['x-api-key'] === 'alice').length, 3);
+    assert.equal(fixture.upstream.seen.filter((r) => r.headers['x-api-key'] === 'alice').length, 3);
     // A request without the key header is answered 401 by the gateway.
     const missing = await get(`${g.url}/api/orders`, { headers: host });
     assert.equal(missing.status, 401);
@@ -99,7 +89,7 @@ describe('gateway: limits', () => {
 describe('gateway: decision endpoint', () => {
   it('answers 204 or 429 for the request described by X-Original-*, with the RateLimit fields, without calling the upstream', async () => {
     const g = await gateway(RULES);
-    const before = upstream.seen.length;
+    const before = fixture.upstream.seen.length;
     const ask = (extra: Record<string, string> = {}, query = '') =>
       get(`${g.url}/_floodgate/decide${query}`, { headers: { 'x-original-uri': '/login?next=/', 'x-original-method': 'POST', ...extra } });
     const answers = [await ask(), await ask(), await ask(), await ask({}, '?status=403')];
@@ -108,7 +98,7 @@ describe('gateway: decision endpoint', () => {
     assert.ok(Number(answers[2]!.headers['retry-after']) >= 1);
     // A described request that no rule matches is allowed.
     assert.equal((await ask({ 'x-original-method': 'GET' })).status, 204);
-    assert.equal(upstream.seen.length, before);
+    assert.equal(fixture.upstream.seen.length, before);
   });
 });
 
@@ -211,8 +201,7 @@ describe('gateway: upstream faults', () => {
   it('answers 502 when the upstream is down, keeping the RateLimit fields', async () => {
     const dead = await startUpstream();
     await dead.close();
-    const g = await startGateway(`upstream: ${dead.url}\nrules: [{ name: all, policies: ["100/1m"] }]`);
-    gateways.push(g);
+    const g = await fixture.start(`upstream: ${dead.url}\nrules: [{ name: all, policies: ["100/1m"] }]`);
     const reply = await get(`${g.url}/`);
     assert.equal(reply.status, 502);
     assert.equal(JSON.parse(reply.body).title, 'Bad Gateway');

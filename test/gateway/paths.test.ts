@@ -1,11 +1,10 @@
 // Request targets: rules match the canonical path the upstream is sent (no bypass through `..`, `//` or %-escapes); a decision-only gateway does not count other paths; answers during a drain close their connections.
 import assert from 'node:assert/strict';
 import { request, type IncomingHttpHeaders } from 'node:http';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { canonicalTarget } from '../../src/gateway/path.js';
-import type { Gateway } from '../../src/gateway/server.js';
 import { get } from '../http/support/http.js';
-import { startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { gatewayFixture, startGateway } from './support/harness.js';
 
 /** One request with `path` sent exactly as written (node's URL parsing would resolve dot segments first). */
 function raw(base: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
@@ -49,34 +48,24 @@ describe('canonicalTarget', () => {
 });
 
 describe('gateway: request targets', () => {
-  let upstream: Upstream;
-  const gateways: Gateway[] = [];
-  before(async () => {
-    upstream = await startUpstream();
-  });
-  after(async () => {
-    await Promise.all(gateways.map((g) => g.shutdown()));
-    await upstream.close();
-  });
+  const fixture = gatewayFixture();
 
   it('a path rule cannot be slipped with //, .. or %-escapes, and the upstream gets the path that was matched', async () => {
-    const g = await startGateway(`upstream: ${upstream.url}/base/\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
-    gateways.push(g);
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}/base/\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
     assert.equal((await raw(g.url, '/api/x')).status, 200);
     for (const sneaky of ['/x/../api/x', '//api/x', '/%61pi/x', '/api/./x', '/API/../api/x']) {
       assert.equal((await raw(g.url, sneaky)).status, 429, sneaky);
     }
-    const before = upstream.seen.length;
+    const before = fixture.upstream.seen.length;
     assert.equal((await raw(g.url, '/free/./y//z?q=/../')).status, 200);
-    assert.equal(upstream.seen[before]!.url, '/base/free/y/z?q=/../');
+    assert.equal(fixture.upstream.seen[before]!.url, '/base/free/y/z?q=/../');
     // Out of the upstream's base path: refused, not forwarded.
     assert.equal((await raw(g.url, '/../etc/passwd')).status, 400);
-    assert.equal(upstream.seen.length, before + 1);
+    assert.equal(fixture.upstream.seen.length, before + 1);
   });
 
   it('the decision endpoint matches X-Original-URI canonically and refuses a status it cannot use', async () => {
-    const g = await startGateway(`upstream: ${upstream.url}\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
-    gateways.push(g);
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
     const ask = (uri: string, query = '') => get(`${g.url}/_floodgate/decide${query}`, { headers: { 'x-original-uri': uri } });
     assert.equal((await ask('/api/x')).status, 204);
     assert.equal((await ask('//api/x')).status, 429);
@@ -87,8 +76,7 @@ describe('gateway: request targets', () => {
   });
 
   it('without an upstream, other paths answer 404 without spending anyone\'s quota', async () => {
-    const g = await startGateway('rules:\n  - name: api\n    key: header:x-api-key\n    policies: ["3/1m"]\n');
-    gateways.push(g);
+    const g = await fixture.start('rules:\n  - name: api\n    key: header:x-api-key\n    policies: ["3/1m"]\n');
     const key = { 'x-api-key': 'b' };
     for (let i = 0; i < 4; i++) assert.equal((await get(`${g.url}/other`, { headers: key })).status, 404);
     const decided = await get(`${g.url}/_floodgate/decide`, { headers: { ...key, 'x-original-uri': '/other' } });
@@ -98,7 +86,7 @@ describe('gateway: request targets', () => {
 
   it('a port in use fails the start with LISTEN_FAILED naming the setting, and leaves nothing open', async () => {
     await assert.rejects(
-      startGateway(`upstream: ${upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1/1m"]\n`, { listen: { host: '127.0.0.1', port: upstream.port } }),
+      startGateway(`upstream: ${fixture.upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1/1m"]\n`, { listen: { host: '127.0.0.1', port: fixture.upstream.port } }),
       (error: unknown) => {
         assert.equal((error as { code?: string }).code, 'FLOODGATE_LISTEN_FAILED');
         assert.match((error as Error).message, /cannot listen on 127\.0\.0\.1:\d+ \(--listen, or listen in the config file\): EADDRINUSE, the port is in use/);
@@ -108,7 +96,7 @@ describe('gateway: request targets', () => {
   });
 
   it('a request in flight when the drain starts is answered with Connection: close', async () => {
-    const g = await startGateway(`upstream: ${upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["100/1m"]\n`);
+    const g = await startGateway(`upstream: ${fixture.upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["100/1m"]\n`);
     // A keep-alive client: without the drain it would be answered keep-alive too.
     const slow = raw(g.url, '/slow?ms=300', { connection: 'keep-alive' });
     await new Promise((resolve) => setTimeout(resolve, 100));

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { after, before } from 'node:test';
 import { parseConfigText, type SettingsOverrides } from '../../../src/gateway/config.js';
 import { loadGatewayDeps } from '../../../src/gateway/deps.js';
 import { createLogger } from '../../../src/gateway/log.js';
@@ -113,6 +114,38 @@ export async function startGateway(yaml: string, overrides: SettingsOverrides = 
   const pino = mod.pino ?? mod.default ?? (deps.pino as unknown as typeof import('pino').pino);
   const log = logLines === undefined ? createLogger(deps.pino, 'silent') : pino({ level: 'warn' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
   return Gateway.start(settings, deps, log);
+}
+
+/** One test upstream for a file or suite, and the in-process gateways started against it. */
+export interface GatewayFixture {
+  /** The upstream (available from the `before` hook on). */
+  readonly upstream: Upstream;
+  /** {@link startGateway}, with the gateway shut down in the `after` hook. */
+  start(yaml: string, overrides?: SettingsOverrides, logLines?: Array<Record<string, unknown>>): Promise<Gateway>;
+}
+
+/** Registers `before`/`after` hooks in the current suite (or file) that start the upstream and stop it and every gateway started. */
+export function gatewayFixture(): GatewayFixture {
+  let upstream: Upstream | undefined;
+  const gateways: Gateway[] = [];
+  before(async () => {
+    upstream = await startUpstream();
+  });
+  after(async () => {
+    await Promise.all(gateways.map((g) => g.shutdown()));
+    await upstream?.close();
+  });
+  return {
+    get upstream(): Upstream {
+      if (upstream === undefined) throw new Error('the fixture upstream starts in a before hook; use it inside tests');
+      return upstream;
+    },
+    async start(yaml, overrides, logLines) {
+      const g = await startGateway(yaml, overrides, logLines);
+      gateways.push(g);
+      return g;
+    },
+  };
 }
 
 /** A `floodgate` CLI child process with its log lines. */
