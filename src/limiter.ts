@@ -188,16 +188,10 @@ export class RateLimiter {
    * @returns the decision; `allowed: false` when limited (nothing is spent then).
    */
   consume(key: string, cost = 1): Promise<Decision> {
-    try {
-      assertKey(key);
-      assertUnits(cost, 'cost', this.policy.limit);
-    } catch (error) {
-      return Promise.reject(error);
-    }
     // Decided in memory when possible: an async run and its awaits cost more than the whole decision then.
     let now: Decision | undefined;
     try {
-      now = this.decideNow(key, cost);
+      now = this.consumeNow(key, cost);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -217,11 +211,6 @@ export class RateLimiter {
   consumeNow(key: string, cost = 1): Decision | undefined {
     assertKey(key);
     assertUnits(cost, 'cost', this.policy.limit);
-    return this.decideNow(key, cost);
-  }
-
-  /** {@link consumeNow} for arguments already checked. */
-  private decideNow(key: string, cost: number): Decision | undefined {
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
       const blockedMs = list.blockedFor(key, this.clock());
