@@ -1,6 +1,7 @@
 // `npm test`: builds, checks that redis-server is installed, then runs every test/**/*.test.ts with node's test runner.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -29,9 +30,45 @@ function collect(dir) {
 
 const only = process.argv.slice(2);
 const files = only.length > 0 ? only : collect(join(root, 'test')).sort();
+// A second copy of the report goes to a file, so that a failure's diagnostics can be repeated at the end,
+// where a CI log excerpt (its tail) shows them.
+const reportDir = mkdtempSync(join(tmpdir(), 'floodgate-test-report-'));
+const reportFile = join(reportDir, 'spec.txt');
 const result = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', '--test-reporter=spec', ...files],
+  [
+    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000',
+    '--test-reporter=spec', '--test-reporter-destination=stdout',
+    '--test-reporter=spec', `--test-reporter-destination=${reportFile}`,
+    ...files,
+  ],
   { cwd: root, stdio: 'inherit', env: { ...process.env, FLOODGATE_TEST: '1' } },
 );
+if (result.status !== 0) {
+  try {
+    console.log(failureContext(readFileSync(reportFile, 'utf8')));
+  } catch {
+    // The report is a convenience; the exit status below is what counts.
+  }
+}
+rmSync(reportDir, { recursive: true, force: true });
 process.exit(result.status ?? 1);
+
+/**
+ * A file that fails only at file level ("'test failed'": a late error, a non-zero exit) is explained by a
+ * diagnostic printed just before it, far above the summary. Repeats the runner's diagnostics and the
+ * lines before each such failure.
+ */
+function failureContext(report) {
+  const lines = report.split('\n');
+  const counters = /^ℹ (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) /;
+  const out = ['', 'Diagnostics from this run (repeated from above):'];
+  for (const line of lines) if (line.startsWith('ℹ ') && !counters.test(line)) out.push(`  ${line}`);
+  const summary = lines.findIndex((line) => line.startsWith('✖ failing tests:'));
+  lines.forEach((line, i) => {
+    if ((summary < 0 || i < summary) && /^✖ \S+\.test\.ts \(/.test(line)) {
+      out.push('', `Lines before ${line.slice(2)}:`, ...lines.slice(Math.max(0, i - 15), i + 2).map((l) => `  ${l}`));
+    }
+  });
+  return out.join('\n');
+}
