@@ -169,3 +169,30 @@ test('a process killed while holding a lease: nothing over the limit, its quota 
   while ((await l.consume('k')).allowed) next++;
   assert.equal(next, limit);
 });
+
+test('a store closed while its own subscriber reconnects leaves no unhandled rejection behind', async () => {
+  // The race the gateway's shutdown once lost: ioredis resubscribes a reconnecting subscriber when its ready
+  // check answers; closed in between (status 'connect', INFO written), that resubscribe was rejected unhandled.
+  const client = new Redis({ port: server.port, host: server.host, maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
+  client.on('error', () => {});
+  let subscriber: Redis | undefined;
+  const duplicate = client.duplicate.bind(client);
+  client.duplicate = (...args: Parameters<Redis['duplicate']>) => (subscriber = duplicate(...args));
+  const s = new LocalFirstStore({ client, channel: `f-${process.pid}`, timeoutMs: 150 });
+  await untilLive(s);
+  const sub = subscriber!;
+  await server.kill();
+  await until('the subscriber reconnects', () => sub.status === 'reconnecting');
+  let closing: Promise<void> | undefined;
+  const info = sub.info.bind(sub) as (...a: unknown[]) => Promise<string>;
+  (sub as unknown as { info: (...a: unknown[]) => Promise<string> }).info = (...a) => {
+    const reply = info(...a);
+    closing ??= s.close().then(() => client.disconnect());
+    return reply;
+  };
+  await server.restart();
+  await until('the store closes mid-handshake', () => closing !== undefined, 5000);
+  await closing;
+  await sleep(300);
+  assert.equal(sub.status, 'end');
+});

@@ -115,7 +115,8 @@ function ioredisSubscription(sub: IoredisSubscriber, owned: boolean, channel: st
     if (ch === channel) h.message(message);
   };
   // Subscribing again on every 'ready' is harmless when ioredis also resubscribes, and it is
-  // the only way to learn when the subscription is confirmed.
+  // the only way to learn when the subscription is confirmed. (A subscriber the store duplicated
+  // has ioredis's autoResubscribe off: this is its only resubscription.)
   const onReady = (): void => {
     if (closed) return;
     sub.subscribe(channel).then(

@@ -67,18 +67,6 @@ export function newEntry(now: number): Entry {
   };
 }
 
-/**
- * The slice to ask for: enough for the waiting consumes, and about
- * `horizonMs` worth of this process's recent demand, so a hot key needs one
- * Redis call per `horizonMs` and a cold one asks for what it spends. Redis
- * caps it at a share of what remains (lease-fixed-window.lua).
- */
-export function wantedSlice(entry: Entry, need: number, queued: number, now: number, horizonMs: number): number {
-  const elapsed = Math.max(now - entry.since, 1);
-  const rateBased = Math.ceil((entry.demand / elapsed) * horizonMs);
-  return Math.max(need, queued, Math.min(rateBased, Number.MAX_SAFE_INTEGER));
-}
-
 /** ms from `now` to local time `until`, rounded up to whole ms so a retry never comes early. */
 export function msUntil(until: number, now: number): number {
   return until === Infinity ? Infinity : Math.max(0, Math.ceil(until - now));

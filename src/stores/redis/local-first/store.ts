@@ -12,7 +12,8 @@ import { redisKeys } from '../keys.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { RedisStore } from '../store.js';
 import { decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
-import { admitted, blocked, exhausted, msUntil, newEntry, wantedSlice, type Entry, type Waiter } from './lease.js';
+import { wantedSlice } from '../../lease-slice.js';
+import { admitted, blocked, exhausted, msUntil, newEntry, type Entry, type Waiter } from './lease.js';
 
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {
@@ -210,7 +211,12 @@ export class LocalFirstStore implements Store {
       if (typeof duplicate !== 'function') {
         throw new FloodgateError(ErrorCode.INVALID_CLIENT, 'LocalFirstStore cannot duplicate this client for pub/sub; pass a subscriber client.');
       }
-      subscriber = duplicate.call(o.client) as object;
+      // ioredis resubscribes by itself after a reconnection, with a promise nobody handles: a store closed while
+      // that connection is mid-handshake got an unhandled "Connection is closed." rejection. The subscription
+      // (broadcast.ts) subscribes again on every 'ready' with a handler of its own, so ioredis's copy is off.
+      // (An ioredis Cluster duplicates with other arguments and resubscribes through its own subscriber.)
+      const plainIoredis = typeof (o.client as { status?: unknown }).status === 'string' && (o.client as { isCluster?: unknown }).isCluster !== true;
+      subscriber = (plainIoredis ? duplicate.call(o.client, { autoResubscribe: false }) : duplicate.call(o.client)) as object;
     } else if (typeof subscriber !== 'object' || subscriber === null) {
       throw new FloodgateError(ErrorCode.INVALID_CLIENT, `LocalFirstStore subscriber must be a Redis client; got ${describe(subscriber)}.`);
     } else if (subscriber === o.client) {
