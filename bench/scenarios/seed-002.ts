@@ -12,7 +12,7 @@ const self = fileURLToPath(import.meta.url);
 const POINTS = 1000;
 const DURATION_S = 1;
 
-type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'floodgate-now' | 'rlf';
+type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'floodgate-now' | 'floodgate-lease' | 'rlf';
 
 function variant(name: string, description: string, mode: Mode): Variant {
   return { name, description, server: self, env: { SEED002_MODE: mode } };
@@ -33,6 +33,7 @@ export default defineScenario({
     variant('floodgate-cluster', "RateLimiter on ClusterStore (ClusterStorePrimary in the primary), as users get it: the store's known refusals skip IPC for a refused key", 'floodgate'),
     variant('floodgate-cluster-block', "the same with the limiter's inMemoryBlock on top", 'floodgate-block'),
     variant('floodgate-cluster-sync', 'floodgate-cluster deciding with limiter.consumeNow() first: a known refusal answers without a promise', 'floodgate-now'),
+    variant('floodgate-cluster-lease', 'floodgate-cluster-sync with leases (ClusterStore leaseMs: 100): admitted consumes spend quota the primary granted, without IPC', 'floodgate-lease'),
     variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
   ],
   // The seed's own measurement: bombardier at a fixed 2000 requests/s.
@@ -54,8 +55,8 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
 
 function mode(): Mode {
   const value = process.env.SEED002_MODE ?? 'bare';
-  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'floodgate-now' && value !== 'rlf') {
-    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now or rlf; got ${JSON.stringify(value)}.`);
+  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'floodgate-now' && value !== 'floodgate-lease' && value !== 'rlf') {
+    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now, floodgate-lease or rlf; got ${JSON.stringify(value)}.`);
   }
   return value;
 }
@@ -67,7 +68,7 @@ async function primary(cluster: typeof import('node:cluster').default): Promise<
   const m = mode();
   // The counters' owner, created in the primary as each library documents.
   let close = async (): Promise<void> => {};
-  if (m === 'floodgate' || m === 'floodgate-block' || m === 'floodgate-now') {
+  if (m.startsWith('floodgate')) {
     const { ClusterStorePrimary } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
       'the cluster store (src/stores/cluster)',
@@ -127,7 +128,7 @@ async function worker(): Promise<void> {
   // Decides synchronously when it can (undefined: ask `decide`), as floodgate's HTTP middleware does.
   let decideNow: ((key: string) => boolean | undefined) | undefined;
 
-  if (m === 'floodgate' || m === 'floodgate-block' || m === 'floodgate-now') {
+  if (m.startsWith('floodgate')) {
     const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
     const { ClusterStore } = await importDist<typeof import('../../dist/esm/stores/cluster/index.js')>(
       'esm/stores/cluster/index.js',
@@ -137,11 +138,11 @@ async function worker(): Promise<void> {
     const limiter = new RateLimiter({
       limit: POINTS,
       window: `${DURATION_S}s`,
-      store: new ClusterStore({ timeoutMs: 3000 }),
+      store: new ClusterStore({ timeoutMs: 3000, ...(m === 'floodgate-lease' ? { leaseMs: 100 } : {}) }),
       inMemoryBlock: m === 'floodgate-block',
     });
     decide = (key, done, fail) => void limiter.consume(key).then((d) => done(d.allowed), fail);
-    if (m === 'floodgate-now') decideNow = (key) => limiter.consumeNow(key)?.allowed;
+    if (m === 'floodgate-now' || m === 'floodgate-lease') decideNow = (key) => limiter.consumeNow(key)?.allowed;
   } else if (m === 'rlf') {
     const { RateLimiterCluster, RateLimiterRes } = await import('rate-limiter-flexible');
     const limiter = new RateLimiterCluster({ keyPrefix: 'seed002', points: POINTS, duration: DURATION_S, timeoutMs: 3000 });

@@ -13,6 +13,8 @@ import { MemoryStore, memoryOptions } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import {
   KIND_BY_CODE,
+  LEASE_CODE,
+  LEASE_SHARE,
   PM2_MESSAGE_TYPE,
   PROTOCOL_VERSION,
   decodePolicy,
@@ -21,6 +23,7 @@ import {
   openWorkerEnvelope,
   pushOutcome,
   refusalMs,
+  revokesLeases,
   toWorker,
   type BatchMessage,
   type PrimaryMessage,
@@ -71,6 +74,12 @@ export interface ClusterPrimaryStats {
   refused: number;
   /** Invalidation rounds sent to the workers since start (one message to each hinted worker per round). */
   invalidations: number;
+  /** Keys some worker may hold a lease of (granted, not yet expired or revoked). */
+  leased: number;
+  /** Lease operations answered since start. */
+  leaseCalls: number;
+  /** Units granted by leases beyond their operations' need, since start. */
+  unitsLeased: number;
 }
 
 /**
@@ -137,6 +146,14 @@ interface Hinted {
   readonly index: number;
 }
 
+/** A key some worker holds a lease of. */
+interface Leased {
+  /** The policy it was granted under. */
+  readonly fp: string;
+  /** performance.now() here after which the lease is surely spent or expired: the grant's time plus the window's ms left. */
+  readonly until: number;
+}
+
 /** Sends one message to one worker. Stable per worker: it is how the primary tells its workers apart. */
 type Peer = (message: PrimaryMessage) => void;
 
@@ -189,7 +206,11 @@ export class ClusterStorePrimary {
   private readonly attachments = new Set<() => void>();
   /** Keys workers may know as refused, in the order hinted (bounded by maxKeys). */
   private readonly hinted = new Map<string, Hinted>();
-  /** Every worker that was sent a hint and is still reachable: each gets every invalidation. */
+  /** Keys leased out, in the order granted (bounded by maxKeys). */
+  private readonly leased = new Map<string, Leased>();
+  private leaseCalls = 0;
+  private unitsLeased = 0;
+  /** Every worker that was sent a hint or a lease and is still reachable: each gets every invalidation. */
   private readonly subscribers = new Set<Peer>();
   /** True when this primary's clock is the system clock, so its refusals are real milliseconds a worker may count. */
   private readonly realTime: boolean;
@@ -243,6 +264,9 @@ export class ClusterStorePrimary {
       operations: this.operations,
       refused: this.hinted.size,
       invalidations: this.invalidations,
+      leased: this.leased.size,
+      leaseCalls: this.leaseCalls,
+      unitsLeased: this.unitsLeased,
     };
   }
 
@@ -354,6 +378,7 @@ export class ClusterStorePrimary {
     for (const detach of [...this.detachers]) await detach();
     this.subscribers.clear();
     this.hinted.clear();
+    this.leased.clear();
     await this.store.close();
   }
 
@@ -399,6 +424,7 @@ export class ClusterStorePrimary {
       !Array.isArray(p) ||
       !Array.isArray(o) ||
       o.length % 4 !== 0 ||
+      (message.w !== undefined && !Array.isArray(message.w)) ||
       (n !== undefined && (!Array.isArray(n) || n.length * 4 !== o.length))
     ) {
       return {
@@ -418,7 +444,11 @@ export class ClusterStorePrimary {
     const wantsHints = message.c === 1;
     let hints: number[] | undefined;
     let stale: Set<string> | undefined;
+    let revoked: Set<string> | undefined;
     let staleAll = false;
+    let grants: number[] | undefined;
+    let leasedOut = false;
+    const wants = message.w === undefined ? undefined : wantsOf(message.w);
     const r: (number | null)[] = [];
     let errors: [number, string, string][] | undefined;
     const fail = (index: number, code: string, text: string): void => {
@@ -430,12 +460,20 @@ export class ClusterStorePrimary {
       this.operations++;
       const code = o[j];
       const policyIndex = o[j + 1];
+      const leasing = code === LEASE_CODE;
       // typeof checks first: an index like "length" must not reach the arrays.
-      const kind = typeof code === 'number' ? KIND_BY_CODE[code] : undefined;
+      const kind = leasing ? 'consume' : typeof code === 'number' ? KIND_BY_CODE[code] : undefined;
       const resolved = typeof policyIndex === 'number' ? policies[policyIndex] : undefined;
       const key = o[j + 2];
       const amount = o[j + 3];
-      if (kind === undefined || resolved === undefined || typeof key !== 'string' || key.length === 0 || !validAmount(kind, amount)) {
+      if (
+        kind === undefined ||
+        resolved === undefined ||
+        typeof key !== 'string' ||
+        key.length === 0 ||
+        !validAmount(leasing ? 'lease' : kind, amount) ||
+        (leasing && resolved.policy.algorithm !== 'fixed-window')
+      ) {
         fail(i, ErrorCode.STORE_ERROR, 'cluster store primary received a malformed operation.');
         continue;
       }
@@ -457,20 +495,48 @@ export class ClusterStorePrimary {
       // operation starts full, and which key goes is not reported: then any
       // hinted key may be the one forgotten (admissible again), so every
       // worker forgets everything, and nothing is hinted while it is full.
-      if (this.hinted.size > 0 && this.store.size >= this.maxKeys) {
+      // Leases go too: an evicted key's count is forgotten, so units leased in it would be spent twice.
+      const full = this.store.size >= this.maxKeys;
+      if ((this.hinted.size > 0 || this.leased.size > 0) && full) {
         this.hinted.clear();
+        this.leased.clear();
         staleAll = true;
         if (hints) hints.length = 0;
       }
 
       let outcome: Outcome;
+      let granted = 0;
       try {
-        outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
+        if (leasing) {
+          // No surplus while full (see above) or on a worker's own clock (a simulation: its leases could not expire on time here).
+          const want = full || workerTime ? (amount as number) : Math.max(amount as number, wants?.get(i) ?? 0);
+          ({ outcome, granted } = this.grant(key, resolved.policy, amount as number, want, now));
+        } else {
+          outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
+        }
       } catch (error) {
         fail(i, ErrorCode.STORE_ERROR, `cluster store primary failed: ${error instanceof Error ? error.message : String(error)}`);
         continue;
       }
       pushOutcome(r, outcome);
+      if (leasing) {
+        this.leaseCalls++;
+        (grants ??= []).push(i, granted, now + outcome.resetMs);
+        if (granted > (amount as number)) {
+          this.unitsLeased += granted - (amount as number);
+          leasedOut = true;
+          const dropped = this.recordLease(key, { fp: resolved.fp, until: mono + outcome.resetMs });
+          if (dropped !== undefined && dropped[1].until > mono) (revoked ??= new Set()).add(dropped[0]);
+        }
+      } else if (this.leased.size > 0) {
+        const held = this.leased.get(key);
+        // Units leased before a penalty, block or reset (or under another policy) must not be spent after it.
+        // The revocation goes out before this batch's answer, so a worker drops even a grant made earlier in it.
+        if (held !== undefined && (revokesLeases(kind) || held.fp !== resolved.fp)) {
+          this.leased.delete(key);
+          if (held.until > mono) (revoked ??= new Set()).add(key);
+        }
+      }
 
       if (this.hinted.size > 0) {
         const known = this.hinted.get(key);
@@ -488,7 +554,8 @@ export class ClusterStorePrimary {
       // primary's system clock, or the worker's own clock it sent), and with
       // the store not full (see above).
       if (wantsHints && (workerTime || this.realTime) && this.store.size < this.maxKeys) {
-        const ms = refusalMs(kind, resolved.policy, outcome);
+        // A top-up (need 0) decided nothing about a consume: it reads like a peek.
+        const ms = refusalMs(leasing && amount === 0 ? 'peek' : kind, resolved.policy, outcome);
         if (ms > 0) {
           (hints ??= []).push(i);
           const evicted = this.hint(key, { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i });
@@ -510,8 +577,10 @@ export class ClusterStorePrimary {
       }
     }
     if (staleAll) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', all: 1 });
-    else if (stale) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', k: [...stale] });
-    if (hints !== undefined && hints.length > 0) this.subscribers.add(peer);
+    else if (stale || revoked) {
+      this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', ...(stale ? { k: [...stale] } : {}), ...(revoked ? { l: [...revoked] } : {}) });
+    }
+    if ((hints !== undefined && hints.length > 0) || leasedOut) this.subscribers.add(peer);
     const result: ResultMessage = {
       floodgate: PROTOCOL_VERSION,
       t: 'result',
@@ -519,8 +588,41 @@ export class ClusterStorePrimary {
       r,
       ...(errors ? { e: errors } : {}),
       ...(hints !== undefined && hints.length > 0 ? { h: hints } : {}),
+      ...(grants ? { g: grants } : {}),
     };
     return result;
+  }
+
+  /**
+   * A lease: a consume of `need` units plus up to `want − need` more, at most
+   * LEASE_SHARE of what remains beyond the need, in one synchronous step.
+   * When `need` does not fit, the outcome is the refused consume of `need`,
+   * exactly as a plain consume (which blocks the key under `blockMs`).
+   */
+  private grant(key: string, policy: Policy, need: number, want: number, now: number): { outcome: Outcome; granted: number } {
+    let take = need;
+    if (want > need) {
+      const peek = this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now);
+      const available = peek.allowed ? peek.remaining : 0;
+      if (available >= need) take = Math.min(want, Math.max(need, Math.floor(available * LEASE_SHARE)), available);
+    }
+    if (take === 0) return { outcome: this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now), granted: 0 };
+    const outcome = this.store.applySync({ kind: 'consume', key, amount: take, policy }, now);
+    return { outcome, granted: outcome.allowed ? take : 0 };
+  }
+
+  /** Remembers a leased key; when full, drops the oldest and returns it (a worker may still hold it). */
+  private recordLease(key: string, leased: Leased): [string, Leased] | undefined {
+    const earlier = this.leased.get(key);
+    if (earlier !== undefined) {
+      this.leased.delete(key);
+      if (earlier.until > leased.until) leased = { ...leased, until: earlier.until };
+    }
+    this.leased.set(key, leased);
+    if (this.leased.size <= this.maxKeys) return undefined;
+    const oldest = this.leased.entries().next().value!;
+    this.leased.delete(oldest[0]);
+    return oldest;
   }
 
   /** Remembers a hinted key; when full, drops the oldest and returns it (workers may still refuse it). */
@@ -579,6 +681,9 @@ export class ClusterStorePrimary {
     for (const [key, hinted] of this.hinted) {
       if (hinted.until <= mono) this.hinted.delete(key);
     }
+    for (const [key, leased] of this.leased) {
+      if (leased.until <= mono) this.leased.delete(key);
+    }
   }
 
   private listenCluster(): void {
@@ -627,10 +732,22 @@ function withdraw(hints: number[], index: number): void {
   if (at >= 0) hints.splice(at, 1);
 }
 
+/** The units wanted by each lease operation of a batch, from its `w` pairs; malformed pairs are skipped (those leases take their need only). */
+function wantsOf(w: readonly unknown[]): Map<number, number> {
+  const wants = new Map<number, number>();
+  for (let k = 0; k + 1 < w.length; k += 2) {
+    const [index, want] = [w[k], w[k + 1]];
+    if (Number.isSafeInteger(index) && Number.isSafeInteger(want) && (want as number) >= 0) wants.set(index as number, want as number);
+  }
+  return wants;
+}
+
 /** Amount checks that keep garbage from corrupting a counter (the limiter validates the real calls). */
 function validAmount(kind: string, amount: unknown): boolean {
   if (typeof amount !== 'number' || !Number.isSafeInteger(amount)) return false;
   switch (kind) {
+    case 'lease':
+      return amount >= 0;
     case 'consume':
     case 'reward':
     case 'penalty':

@@ -57,7 +57,22 @@ export interface BatchMessage {
    * this worker, which is also how a worker of an older release is served.
    */
   readonly c?: 1;
+  /**
+   * Pairs [operation index, units wanted] of the lease operations
+   * ({@link LEASE_CODE}) in `o`, whose amount is the units needed.
+   */
+  readonly w?: number[];
 }
+
+/**
+ * Operation code of a lease, alongside OP_CODE's: a fixed-window consume of
+ * `need` units (its amount; 0 for a top-up) that also takes up to the wanted
+ * units (see {@link BatchMessage.w}), capped at a share of what remains, for
+ * the worker to spend without asking. Its outcome is that of the consume of
+ * everything granted (or of the refused consume of `need`), and the grant
+ * travels in {@link ResultMessage.g}.
+ */
+export const LEASE_CODE = 64;
 
 /** Primary → worker: the answer to a hello. `id` names this primary instance. */
 export interface ReadyMessage {
@@ -88,12 +103,20 @@ export interface ResultMessage {
    * before anything could make that key admissible earlier.
    */
   readonly h?: number[];
+  /**
+   * Triples [operation index, units granted, window end on the primary's
+   * clock] of the lease operations. Units beyond the operation's need are the
+   * worker's to spend until the window ends, unless revoked.
+   */
+  readonly g?: number[];
 }
 
 /**
- * Primary → every worker it ever sent hints: forget the known refusals of
- * keys `k` (a reward, penalty, block, reset or change of policy touched
- * them), or, with `all: 1`, of every key (the primary may have evicted one).
+ * Primary → every worker it ever sent hints or leases: forget the known
+ * refusals of keys `k` (a reward, penalty, block, reset or change of policy
+ * touched them); drop the leases (and refusals) of keys `l` (a penalty,
+ * block, reset or change of policy touched them); or, with `all: 1`, forget
+ * and drop everything (the primary may have evicted a key).
  * Sent in the same turn as the change, before the answer to the batch that
  * made it, so on each channel it precedes every answer computed after it.
  */
@@ -101,6 +124,7 @@ export interface InvalidateMessage {
   readonly floodgate: number;
   readonly t: 'inv';
   readonly k?: string[];
+  readonly l?: string[];
   readonly all?: 1;
 }
 
@@ -222,6 +246,18 @@ export function readOutcome(r: readonly (number | null)[], index: number): Outco
 export function invalidates(kind: OperationKind): boolean {
   return kind === 'reward' || kind === 'penalty' || kind === 'block' || kind === 'reset';
 }
+
+/**
+ * Operation kinds after which units leased earlier must not be spent: they
+ * refuse the key (penalty, block) or start its window over (reset). A reward
+ * only adds units, so leases stay.
+ */
+export function revokesLeases(kind: OperationKind): boolean {
+  return kind === 'penalty' || kind === 'block' || kind === 'reset';
+}
+
+/** The largest share of a key's remaining quota one lease takes beyond its need, so units stranded in a quiet worker stay few. */
+export const LEASE_SHARE = 0.25;
 
 /**
  * How long, in ms from the decision, every consume and peek of the key under

@@ -6,14 +6,17 @@ import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js'
 import { OP_CODE, type Operation, type Outcome, type Policy } from '../../policy.js';
 import { assertKnownOptions } from '../../validate.js';
 import type { Store } from '../store.js';
+import { Leases, type Grant, type Lease } from './leases.js';
 import { localPrimary } from './local.js';
 import {
+  LEASE_CODE,
   PROTOCOL_VERSION,
   encodePolicy,
   invalidates,
   openPrimaryEnvelope,
   readOutcome,
   refusalMs,
+  revokesLeases,
   toPrimary,
   type InvalidateMessage,
   type PolicyTuple,
@@ -67,9 +70,26 @@ export interface ClusterStoreOptions {
    * transport share one memory, as large as the largest of them asks.
    */
   knownRefusals?: number;
+  /**
+   * Leases for fixed-window limits, off by default (0). With `leaseMs: N`, a
+   * consume the worker cannot cover asks the primary for about N ms of this
+   * worker's recent demand on the key (at most a quarter of what remains),
+   * and later consumes spend those units here, synchronously and without
+   * IPC, topping up before they run out. The primary counts leased units as
+   * consumed when it grants them, so the limit holds across workers; the
+   * price is that `remaining` is approximate, and units leased to a worker
+   * whose traffic stops stay unused until the window ends (another worker
+   * may be refused meanwhile). A penalty, block or reset of the key revokes
+   * every worker's lease (one IPC hop later; units spent before that hop
+   * were counted in the window they were leased in). Other algorithms and
+   * peeks go to the primary as usual. Not with `clock`. 100 is a good start.
+   */
+  leaseMs?: number;
 }
 
-const OPTION_NAMES = ['timeoutMs', 'clock', 'transport', 'knownRefusals'] as const;
+const OPTION_NAMES = ['timeoutMs', 'clock', 'transport', 'knownRefusals', 'leaseMs'] as const;
+/** Longest lease horizon: a lease covers demand to come, and a minute of it is already far more than a window's share. */
+const MAX_LEASE_MS = 60_000;
 /** Default of {@link ClusterStoreOptions.knownRefusals}: the in-memory block list's default size. */
 const KNOWN_REFUSALS = 10_000;
 /** Largest timer Node schedules exactly (2^31 − 1 ms). */
@@ -127,6 +147,8 @@ export class ClusterStore implements Store {
   private readonly clock: Clock | undefined;
   /** Whether this store answers from, and feeds, the known refusals. */
   private readonly remembers: boolean;
+  /** The lease horizon in ms; 0 without leases. */
+  private readonly leaseMs: number;
   private client: Client | undefined;
 
   /** @param options - see {@link ClusterStoreOptions}; invalid ones throw a FloodgateError. */
@@ -146,9 +168,20 @@ export class ClusterStore implements Store {
     if (!Number.isSafeInteger(knownRefusals) || knownRefusals < 0) {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describe(knownRefusals)}.`);
     }
+    const leaseMs = options.leaseMs ?? 0;
+    if (!Number.isSafeInteger(leaseMs) || leaseMs < 0 || leaseMs > MAX_LEASE_MS) {
+      throw new FloodgateError(ErrorCode.INVALID_DURATION, `ClusterStore leaseMs must be a whole number of ms from 0 (no leases) to ${MAX_LEASE_MS}; got ${describe(leaseMs)}.`);
+    }
+    if (leaseMs > 0 && options.clock !== undefined) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'ClusterStore leaseMs needs real time: leases expire on this process\'s clock, which a custom clock does not drive. Drop leaseMs or clock.',
+      );
+    }
     this.timeoutMs = timeoutMs;
     this.clock = options.clock;
     this.remembers = knownRefusals > 0;
+    this.leaseMs = leaseMs;
     this.client = acquireClient(options.transport ?? 'auto', knownRefusals);
   }
 
@@ -158,21 +191,33 @@ export class ClusterStore implements Store {
     if (client === undefined) {
       return Promise.reject(new FloodgateError(ErrorCode.CLOSED, 'This ClusterStore was closed; create a new one.'));
     }
-    if (this.remembers) {
-      const known = client.known(operation, this.clock);
-      if (known !== undefined) return Promise.resolve(known);
-    }
-    return client.apply(operation, this.clock, this.timeoutMs, this.remembers);
+    const now = this.answerHere(client, operation);
+    if (now !== undefined) return Promise.resolve(now);
+    return client.apply(operation, this.clock, this.timeoutMs, this.remembers, this.leases(operation) ? this.leaseMs : 0);
   }
 
   /**
-   * Answers a consume or peek of a key known to be refused (see
-   * {@link ClusterStoreOptions.knownRefusals}) synchronously, as `apply`
-   * would; undefined otherwise, and then nothing was applied.
+   * Answers synchronously, as `apply` would, a consume the lease in hand
+   * covers (see {@link ClusterStoreOptions.leaseMs}) and a consume or peek
+   * of a key known to be refused (see {@link ClusterStoreOptions.knownRefusals});
+   * undefined otherwise, and then nothing was applied.
    */
   applyNow(operation: Operation): Outcome | undefined {
     const client = this.client;
-    return client !== undefined && this.remembers ? client.known(operation, this.clock) : undefined;
+    return client === undefined ? undefined : this.answerHere(client, operation);
+  }
+
+  private answerHere(client: Client, operation: Operation): Outcome | undefined {
+    if (this.leases(operation)) {
+      const admitted = client.spendLease(operation, this.leaseMs, this.timeoutMs, this.remembers);
+      if (admitted !== undefined) return admitted;
+    }
+    return this.remembers ? client.known(operation, this.clock) : undefined;
+  }
+
+  /** Whether this operation is served by leases. */
+  private leases(operation: Operation): boolean {
+    return this.leaseMs > 0 && operation.kind === 'consume' && operation.policy.algorithm === 'fixed-window';
   }
 
   /**
@@ -299,6 +344,8 @@ interface Pending {
   readonly time: number;
   /** The store's clock (the basis its known refusals are read on), if it has one. */
   readonly clock: Clock | undefined;
+  /** For a lease call: the lease the grant goes to, and the units wanted (the operation's amount is the need). */
+  lease: { readonly entry: Lease; readonly want: number } | undefined;
   /** Whether the store learns known refusals from the answer. */
   readonly remembers: boolean;
   /** True while this invalidating call holds its key in the known refusals. */
@@ -374,6 +421,8 @@ class Client {
   refs = 0;
   /** Keys known to be refused, shared by the stores on this transport. */
   readonly refusals = new KnownRefusals(0);
+  /** Leases held, shared by the stores on this transport. */
+  private readonly leases = new Leases(KNOWN_REFUSALS);
   private ready = false;
   private closed = false;
   /** Calls not sent yet: waiting for this turn's flush, or for the handshake. */
@@ -401,43 +450,76 @@ class Client {
     return this.refusals.answer(operation, clock);
   }
 
-  apply(operation: Operation, clock: Clock | undefined, timeoutMs: number, remembers: boolean): Promise<Outcome> {
+  /**
+   * Spends from the key's lease when it covers the consume (and tops a
+   * running-low lease up in the background); undefined when the primary
+   * must be asked.
+   */
+  spendLease(operation: Operation, leaseMs: number, timeoutMs: number, remembers: boolean): Outcome | undefined {
+    const now = performance.now();
+    const admitted = this.leases.spend(operation, now, leaseMs);
+    if (admitted === undefined) return undefined;
+    const topUp = this.leases.topUp(operation.key, now, leaseMs);
+    if (topUp !== undefined && !this.channel.isClosed()) {
+      // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
+      this.enqueue({ kind: 'consume', key: operation.key, amount: 0, policy: operation.policy }, -1, undefined, remembers, topUp, timeoutMs, ignore, ignore);
+    }
+    return admitted;
+  }
+
+  /** `leaseMs` > 0: the call is a lease call (a fixed-window consume of a store with leases). */
+  apply(operation: Operation, clock: Clock | undefined, timeoutMs: number, remembers: boolean, leaseMs = 0): Promise<Outcome> {
     if (this.channel.isClosed()) {
       return Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.'));
     }
     const time = clock ? clock() : -1;
-    return new Promise<Outcome>((resolve, reject) => {
-      const call: Pending = {
-        operation,
-        time,
-        clock,
-        remembers,
-        held: false,
-        deadline: performance.now() + timeoutMs,
-        timeoutMs,
-        resolve,
-        reject,
-        settled: false,
-      };
-      // From now on this process's own calls must not be refused from what
-      // the primary said before this operation (see KnownRefusals.hold).
-      if (invalidates(operation.kind)) {
-        this.refusals.hold(operation.key);
-        call.held = true;
+    // Its own penalty, block or reset must stop this process spending what it leased before.
+    if (revokesLeases(operation.kind)) this.leases.revoke(operation.key);
+    const lease = leaseMs > 0 ? this.leases.ask(operation, performance.now(), leaseMs) : undefined;
+    return new Promise<Outcome>((resolve, reject) => this.enqueue(operation, time, clock, remembers, lease, timeoutMs, resolve, reject));
+  }
+
+  private enqueue(
+    operation: Operation,
+    time: number,
+    clock: Clock | undefined,
+    remembers: boolean,
+    lease: Pending['lease'],
+    timeoutMs: number,
+    resolve: (outcome: Outcome) => void,
+    reject: (error: FloodgateError) => void,
+  ): void {
+    const call: Pending = {
+      operation,
+      time,
+      clock,
+      lease,
+      remembers,
+      held: false,
+      deadline: performance.now() + timeoutMs,
+      timeoutMs,
+      resolve,
+      reject,
+      settled: false,
+    };
+    // From now on this process's own calls must not be refused from what
+    // the primary said before this operation (see KnownRefusals.hold).
+    if (invalidates(operation.kind)) {
+      this.refusals.hold(operation.key);
+      call.held = true;
+    }
+    this.active++;
+    this.listen();
+    this.queue.push(call);
+    if (this.ready) {
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(this.flush);
       }
-      this.active++;
-      this.listen();
-      this.queue.push(call);
-      if (this.ready) {
-        if (!this.flushScheduled) {
-          this.flushScheduled = true;
-          setImmediate(this.flush);
-        }
-      } else {
-        this.handshake();
-        this.armQueueTimer();
-      }
-    });
+    } else {
+      this.handshake();
+      this.armQueueTimer();
+    }
   }
 
   close(): void {
@@ -450,7 +532,7 @@ class Client {
     this.idleTimer = undefined;
     this.stopListening?.();
     this.stopListening = undefined;
-    this.refusals.clear();
+    this.forgetAll();
   }
 
   /** Sends every queued call: one message per turn (split only past MAX_BATCH). */
@@ -472,17 +554,24 @@ class Client {
     const p: PolicyTuple[] = [];
     const o: (number | string)[] = [];
     const times: number[] = [];
+    let wants: number[] | undefined;
     let timed = false;
     let remembers = false;
     let deadline = Infinity;
-    for (const call of calls) {
+    for (let i = 0; i < calls.length; i++) {
+      const call = calls[i]!;
       const { kind, key, amount, policy } = call.operation;
       let index = indexOf.get(policy);
       if (index === undefined) {
         index = p.push(encodePolicy(policy)) - 1;
         indexOf.set(policy, index);
       }
-      o.push(OP_CODE[kind], index, key, amount);
+      if (call.lease === undefined) {
+        o.push(OP_CODE[kind], index, key, amount);
+      } else {
+        o.push(LEASE_CODE, index, key, amount);
+        (wants ??= []).push(i, call.lease.want);
+      }
       times.push(call.time);
       if (call.time >= 0) timed = true;
       if (call.remembers) remembers = true;
@@ -502,6 +591,7 @@ class Client {
         o,
         ...(timed ? { n: times } : {}),
         ...(remembers ? { c: 1 as const } : {}),
+        ...(wants ? { w: wants } : {}),
       },
       (error) => this.failBatch(id, new FloodgateError(ErrorCode.STORE_ERROR, `cluster store failed: ${error.message}`, error)),
     );
@@ -555,6 +645,8 @@ class Client {
     }
     const r = Array.isArray(message.r) ? message.r : [];
     const hints = Array.isArray(message.h) ? message.h : undefined;
+    const grants = Array.isArray(message.g) ? grantsOf(message.g) : undefined;
+    const receivedAt = performance.now();
     let nextHint = 0;
     batch.calls.forEach((call, index) => {
       // In batch order: an invalidating call releases its key before the
@@ -569,7 +661,13 @@ class Client {
         const outcome = readOutcome(r, index);
         while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
         if (hints !== undefined && hints[nextHint] === index && call.remembers) this.learn(call, outcome, batch.sentAt);
-        this.settle(call, outcome);
+        if (call.lease === undefined) {
+          this.settle(call, outcome);
+        } else {
+          const { entry } = call.lease;
+          call.lease = undefined; // settled with the lease: settle() must not count it failed
+          this.settle(call, this.leases.settle(call.operation.key, entry, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt));
+        }
       }
     });
   }
@@ -578,7 +676,9 @@ class Client {
   private learn(call: Pending, outcome: Outcome, sentAt: number): void {
     // The worker applies the primary's rule itself too: a hint it cannot
     // honour exactly (a primary of another release) is not kept.
-    const ms = refusalMs(call.operation.kind, call.operation.policy, outcome);
+    // A top-up (need 0) decided nothing about a consume: it reads like a peek.
+    const kind = call.lease !== undefined && call.operation.amount === 0 ? 'peek' : call.operation.kind;
+    const ms = refusalMs(kind, call.operation.policy, outcome);
     if (ms <= 0) return;
     if (call.time >= 0) this.refusals.learn(call.operation, outcome, ms, call.time, call.clock);
     else this.refusals.learn(call.operation, outcome, ms, sentAt, undefined);
@@ -593,11 +693,23 @@ class Client {
   /** The primary says keys may be admissible earlier than it said: forget them. */
   private invalidate(message: InvalidateMessage): void {
     if (message.all === 1) {
-      this.refusals.clear();
+      this.forgetAll();
       return;
     }
-    if (!Array.isArray(message.k)) return;
-    for (const key of message.k) if (typeof key === 'string') this.refusals.forget(key);
+    if (Array.isArray(message.k)) for (const key of message.k) if (typeof key === 'string') this.refusals.forget(key);
+    if (Array.isArray(message.l)) {
+      for (const key of message.l) {
+        if (typeof key !== 'string') continue;
+        this.leases.revoke(key);
+        this.refusals.forget(key);
+      }
+    }
+  }
+
+  /** Forgets every known refusal and drops every lease: what the primary said is no longer vouched for, or would not be heard revoked. */
+  private forgetAll(): void {
+    this.refusals.clear();
+    this.leases.clear();
   }
 
   private failBatch(id: number, error: FloodgateError): void {
@@ -612,6 +724,7 @@ class Client {
     if (call.settled) return;
     call.settled = true;
     this.release(call);
+    if (call.lease !== undefined) this.leases.failed(call.lease.entry);
     if (error) call.reject(error);
     else call.resolve(outcome!);
     if (--this.active === 0) this.idle();
@@ -632,7 +745,7 @@ class Client {
       // it, and would invalidate none of it).
       this.ready = false;
       this.primaryId = undefined;
-      this.refusals.clear();
+      this.forgetAll();
       if (this.queue.length > 0) {
         this.handshake();
         this.armQueueTimer();
@@ -721,7 +834,7 @@ class Client {
       this.stopListening?.();
       this.stopListening = undefined;
       // Not listening, this process would miss invalidations: keep nothing it could not hear about.
-      this.refusals.clear();
+      this.forgetAll();
     }, IDLE_LINGER_MS);
     this.idleTimer.unref();
   }
@@ -729,7 +842,7 @@ class Client {
   private readonly onChannelClose = (): void => {
     this.ready = false;
     this.primaryId = undefined;
-    this.refusals.clear();
+    this.forgetAll();
     this.stopHandshake();
     this.failAll(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary closed.'));
   };
@@ -741,6 +854,20 @@ class Client {
     for (const call of queued) this.settle(call, undefined, error);
     for (const id of [...this.inflight.keys()]) this.failBatch(id, error);
   }
+}
+
+const ignore = (): void => {};
+
+/** The grants of a result's `g` triples, by operation index; malformed triples are skipped (those leases keep no surplus). */
+function grantsOf(g: readonly unknown[]): Map<number, Grant> {
+  const grants = new Map<number, Grant>();
+  for (let k = 0; k + 2 < g.length; k += 3) {
+    const [index, granted, windowEnd] = [g[k], g[k + 1], g[k + 2]];
+    if (Number.isSafeInteger(index) && Number.isSafeInteger(granted) && typeof windowEnd === 'number') {
+      grants.set(index as number, { granted: granted as number, windowEnd });
+    }
+  }
+  return grants;
 }
 
 const CODES = new Set<string>(Object.values(ErrorCode));

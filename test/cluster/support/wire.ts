@@ -8,6 +8,8 @@ export interface FixtureConfig {
   clock?: boolean;
   /** The ClusterStore's knownRefusals (its default when absent). */
   knownRefusals?: number;
+  /** The ClusterStore's leaseMs (its default, no leases, when absent). */
+  leaseMs?: number;
 }
 
 /** Test process → fixture. */

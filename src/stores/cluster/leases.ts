@@ -1,0 +1,150 @@
+/** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
+import type { Operation, Outcome, Policy } from '../../policy.js';
+import { wantedSlice } from '../lease-slice.js';
+
+/** One key's lease. Times are `performance.now()` of this process; `windowEnd` is on the primary's clock. */
+export interface Lease {
+  readonly policy: Policy;
+  /** Units granted and not spent yet. */
+  units: number;
+  /** After this, the units must not be spent: the lease call's send time plus the window's ms left, which the primary counted later. */
+  spendUntil: number;
+  /** By when the window has surely ended (reply time + ms left); reported as resetMs. */
+  endsBy: number;
+  /** The primary's window end the units belong to; units of another window are dropped, never carried over. */
+  windowEnd: number;
+  /** The primary's remaining quota after the last grant (stale by design), for `remaining`. */
+  remote: number;
+  /** Units asked for since the last lease call: this process's rate is demand / (now − since). */
+  demand: number;
+  since: number;
+  /** The last grant; a hot key tops up once half of it is spent. */
+  lastGrant: number;
+  /** Lease calls in flight; while one is, others ask only for what they need. */
+  inFlight: number;
+}
+
+/** The grant of one lease call: units taken, and the primary's window end they belong to. */
+export interface Grant {
+  readonly granted: number;
+  readonly windowEnd: number;
+}
+
+/**
+ * The leases of one transport's stores, keyed by full store key. Bounded:
+ * past `maxKeys` the oldest lease is dropped (its units stay counted at the
+ * primary until the window ends, so dropping one never admits more).
+ */
+export class Leases {
+  private readonly entries = new Map<string, Lease>();
+
+  constructor(private readonly maxKeys: number) {}
+
+  /** Keys held. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /**
+   * Spends `operation.amount` from the key's lease when it covers the call:
+   * the admitted outcome, or undefined (nothing spent) when the primary must
+   * be asked. Counts the demand either way.
+   */
+  spend(operation: Operation, now: number, horizonMs: number): Outcome | undefined {
+    const e = this.entry(operation, now, horizonMs);
+    e.demand += operation.amount;
+    if (e.units < operation.amount || now >= e.spendUntil) return undefined;
+    e.units -= operation.amount;
+    return this.admitted(e, e.remote, now);
+  }
+
+  /**
+   * How many units a lease call for this consume should ask for, and marks
+   * the call in flight. The entry it returns is the one the grant may go to.
+   */
+  ask(operation: Operation, now: number, horizonMs: number): { entry: Lease; want: number } {
+    const lease = this.entry(operation, now, horizonMs);
+    const need = operation.amount;
+    const want = lease.inFlight > 0 ? need : wantedSlice(lease, need, 0, now, horizonMs);
+    lease.demand = 0;
+    lease.since = now;
+    lease.inFlight++;
+    return { entry: lease, want };
+  }
+
+  /**
+   * When a hot key's lease runs low (half of the last grant spent) and no
+   * call is in flight: the size of a top-up to ask for now, so consumes keep
+   * being answered here; marks it in flight. Undefined otherwise.
+   */
+  topUp(key: string, now: number, horizonMs: number): { entry: Lease; want: number } | undefined {
+    const lease = this.entries.get(key);
+    if (lease === undefined || lease.inFlight > 0 || lease.lastGrant === 0 || lease.units * 2 >= lease.lastGrant || now >= lease.spendUntil) return undefined;
+    const want = wantedSlice(lease, 0, 0, now, horizonMs);
+    if (want <= 0) return undefined;
+    lease.demand = 0;
+    lease.since = now;
+    lease.inFlight++;
+    return { entry: lease, want };
+  }
+
+  /**
+   * The primary answered a lease call for `need` units. Keeps the surplus of
+   * a grant (when `lease` is still this key's lease: not revoked, not
+   * dropped) and returns the outcome the caller gets: `remaining` counts the
+   * units held here too.
+   */
+  settle(key: string, lease: Lease, need: number, outcome: Outcome, grant: Grant | undefined, sentAt: number, now: number): Outcome {
+    lease.inFlight = Math.max(0, lease.inFlight - 1);
+    if (this.entries.get(key) !== lease) return outcome;
+    if (grant === undefined || !outcome.allowed) return outcome;
+    if (grant.windowEnd !== lease.windowEnd) lease.units = 0;
+    lease.units += Math.max(0, grant.granted - need);
+    lease.windowEnd = grant.windowEnd;
+    lease.spendUntil = sentAt + outcome.resetMs;
+    lease.endsBy = now + outcome.resetMs;
+    lease.remote = outcome.remaining;
+    lease.lastGrant = grant.granted;
+    return need === 0 ? outcome : this.admitted(lease, outcome.remaining, now);
+  }
+
+  /** A lease call failed or timed out. */
+  failed(lease: Lease): void {
+    lease.inFlight = Math.max(0, lease.inFlight - 1);
+  }
+
+  /** Drops a key's lease (the primary revoked it, or this process blocked, penalised or reset the key). */
+  revoke(key: string): void {
+    this.entries.delete(key);
+  }
+
+  /** Drops every lease (the primary is gone or may have forgotten keys, or this process stops listening). */
+  clear(): void {
+    this.entries.clear();
+  }
+
+  private admitted(e: Lease, remote: number, now: number): Outcome {
+    const remaining = e.units + remote;
+    const resetMs = Math.max(1, Math.ceil(e.endsBy - now));
+    return { allowed: true, remaining, resetMs, retryAfterMs: 0, emptyMs: remaining >= 1 ? 0 : resetMs };
+  }
+
+  private entry(operation: Operation, now: number, horizonMs: number): Lease {
+    let e = this.entries.get(operation.key);
+    if (e !== undefined && !samePolicy(e.policy, operation.policy)) {
+      this.entries.delete(operation.key);
+      e = undefined;
+    }
+    if (e === undefined) {
+      // A new key starts as if it had been idle for a whole horizon, so its first lease asks for what it spends.
+      e = { policy: operation.policy, units: 0, spendUntil: 0, endsBy: 0, windowEnd: NaN, remote: 0, demand: 0, since: now - horizonMs, lastGrant: 0, inFlight: 0 };
+      this.entries.set(operation.key, e);
+      if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
+    }
+    return e;
+  }
+}
+
+function samePolicy(a: Policy, b: Policy): boolean {
+  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
+}
