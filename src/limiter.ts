@@ -233,6 +233,17 @@ export class RateLimiter {
     return this.decision(outcome, 'store');
   }
 
+  /**
+   * True while the circuit breaker keeps calls away from the store: open
+   * after repeated failures, or half-open with its one probe still out.
+   * False once the cooldown has passed (the next call probes), and always
+   * with `breaker: false`. The gateway's `/readyz` reads it: a store whose
+   * connection is up but which does not answer shows here first.
+   */
+  circuitOpen(): boolean {
+    return this.breaker?.isOpen(this.clock()) ?? false;
+  }
+
   /** Reports `key`'s state without spending; `allowed` tells whether a cost-1 consume would pass. */
   peek(key: string): Promise<Decision> {
     try {

@@ -1,4 +1,4 @@
-/** The gateway's Prometheus metrics (prom-client, on a registry of its own): decisions by rule and outcome, store and upstream latency, reloads. */
+/** The gateway's Prometheus metrics (prom-client, on a registry of its own): decisions by rule and outcome, store latency and synchronous store answers, upstream latency, reloads. */
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PromClient } from './deps.js';
 
@@ -24,6 +24,12 @@ export interface DecisionCell {
   count: number;
 }
 
+/** Store operations of one `floodgate_store_sync_answers_total` series not yet added to the counter. */
+export interface CountCell {
+  /** Operations counted since the last scrape. */
+  count: number;
+}
+
 /** One series of a latency histogram. */
 export interface LatencyChild {
   /** Records one duration, in seconds. */
@@ -45,6 +51,7 @@ export class GatewayMetrics {
   private readonly reloads: Counter<'result'>;
   private readonly lastReload: Gauge;
   private readonly decisionCells = new Map<string, DecisionCell>();
+  private readonly syncAnswerCells = new Map<string, CountCell>();
   private readonly storeChildren = new Map<string, LatencyChild>();
   private readonly upstreamChildren = new Map<string, LatencyChild>();
 
@@ -74,6 +81,21 @@ export class GatewayMetrics {
       labelNames: ['store', 'result'],
       buckets: STORE_BUCKETS,
       registers,
+    });
+    const syncCells = this.syncAnswerCells;
+    new prom.Counter({
+      name: 'floodgate_store_sync_answers_total',
+      help: 'Store operations answered synchronously in this process (Store.applyNow: local-first leases, refusals the cluster store remembers); not in floodgate_store_duration_seconds.',
+      labelNames: ['store'],
+      registers,
+      // As floodgate_decisions_total: the hot path bumps a plain number, added here at scrape time.
+      collect() {
+        for (const [store, cell] of syncCells) {
+          if (cell.count === 0) continue;
+          this.inc({ store }, cell.count);
+          cell.count = 0;
+        }
+      },
     });
     this.upstreamLatency = new prom.Histogram({
       name: 'floodgate_upstream_duration_seconds',
@@ -151,6 +173,16 @@ export class GatewayMetrics {
       this.storeChildren.set(id, child);
     }
     return child;
+  }
+
+  /** The `floodgate_store_sync_answers_total` cell of `store`, for callers that bind it once and bump `count` per answer. */
+  storeSyncCell(store: string): CountCell {
+    let cell = this.syncAnswerCells.get(store);
+    if (cell === undefined) {
+      cell = { count: 0 };
+      this.syncAnswerCells.set(store, cell);
+    }
+    return cell;
   }
 
   /** Records one upstream exchange (to headers or failure). */

@@ -21,6 +21,8 @@ export interface Rule {
   readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
   /** Decides about one request. */
   readonly limiter: HttpLimiter<IncomingMessage>;
+  /** The RateLimiters of its policies, on the shared store (not the insurance ones), whose breakers readiness reads. */
+  readonly limiters: readonly RateLimiter[];
   /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
 }
@@ -127,6 +129,17 @@ export class RuleSet {
     ]);
     const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
     return { ...verdict, headers };
+  }
+
+  /**
+   * True while some rule's limiter has its circuit breaker open on the
+   * store: the store's connection may be up (a stalled Redis keeps its TCP
+   * connection) while its calls keep failing. Read per `/readyz`, never per
+   * request. It clears by itself: a breaker stops counting as open once its
+   * cooldown passes, and closes when its probe gets an answer.
+   */
+  storeCircuitOpen(): boolean {
+    return this.rules.some((rule) => rule.limiters.some((limiter) => limiter.circuitOpen()));
   }
 
   private unmatched(): Verdict {
@@ -267,6 +280,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     shadow: rule.shadow,
     matches: compileMatch(rule.match),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
+    limiters: policies.map((p) => p.limiter),
     counts,
   };
 }

@@ -173,10 +173,13 @@ export class Gateway implements AdminSource {
     return registryMetrics(this.metrics.registry)();
   }
 
-  /** Why the gateway should not get traffic now (draining, store down), or undefined when ready. */
+  /** Why the gateway should not get traffic now (draining, store down or not answering), or undefined when ready. */
   notReady(): string | undefined {
     if (this.draining) return 'draining';
     if (!this.store.ready()) return 'store not connected';
+    // A connected store can still fail every call (a stalled Redis keeps its connection); the limiters' breakers
+    // know, and turn readiness back on by themselves once their cooldown passes or a probe gets an answer.
+    if (this.rules.storeCircuitOpen()) return 'store failing (circuit breaker open)';
     return undefined;
   }
 
@@ -280,9 +283,20 @@ export class Gateway implements AdminSource {
     res.on('close', this.requestDone);
     const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
-    if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict));
+    if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
     else this.answer(req, res, proxy, decided);
   };
+
+  /**
+   * A decision that rejected or an answer that threw: neither should happen (the rules' promise never
+   * rejects), but if one does, the client gets a 500 and the log the error, instead of the process an
+   * unhandled rejection and the client a request that hangs.
+   */
+  private broken(res: ServerResponse, error: unknown): void {
+    this.log.error({ err: error }, 'internal error while answering a request');
+    if (!res.headersSent) writeResponse(res, 500, [], 'text/plain; charset=utf-8', 'internal error\n');
+    else res.destroy();
+  }
 
   private answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
     // During the drain each answer closes its connection, so keep-alive clients reconnect to another

@@ -28,9 +28,17 @@ export type StoreFailureReporter = (error: unknown) => void;
  * `floodgate_store_duration_seconds`, and every failure reaches the log:
  * with insurance, fail-open or fail-closed the limiter decides without the
  * store and the HTTP layer never sees the error.
+ *
+ * `applyNow` exists exactly when the inner store has one, so a limiter on a
+ * store that can answer synchronously (cluster, local-first) still decides
+ * without a promise. Its answers are counted in
+ * `floodgate_store_sync_answers_total`, not timed: a histogram observation
+ * costs more than such an answer.
  */
 class TimedStore implements Store {
   readonly name: string;
+  // Declared, not a field: an own property holding undefined would still be a property, and absent is what says "no applyNow".
+  declare applyNow?: (operation: Operation) => Outcome | undefined;
   private readonly ok: LatencyChild;
   private readonly failed: LatencyChild;
 
@@ -42,6 +50,17 @@ class TimedStore implements Store {
     this.name = inner.name;
     this.ok = metrics.storeLatencyChild(this.name, true);
     this.failed = metrics.storeLatencyChild(this.name, false);
+    if (inner.applyNow !== undefined) {
+      const sync = metrics.storeSyncCell(this.name);
+      // A throw passes through untouched and unreported: applyNow throws only for a misconfiguration,
+      // which the limiter rethrows as consume would reject; if a store broke that promise, the limiter
+      // goes on to apply, which is timed and reported here. undefined means nothing was applied: not counted.
+      this.applyNow = (operation) => {
+        const outcome = inner.applyNow!(operation);
+        if (outcome !== undefined) sync.count += 1;
+        return outcome;
+      };
+    }
   }
 
   apply(operation: Operation): Promise<Outcome> {
@@ -78,8 +97,8 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs });
       return { store: new TimedStore(store, metrics, report), description: 'cluster (memory in the primary)', ready: () => true, close: () => store.close() };
     }
-    // Not timed: its operations take about a microsecond, which a histogram per call would double, and timing it
-    // would hide applyNow, which lets a limiter on it decide without a promise.
+    // Not wrapped at all: its operations take about a microsecond, which a histogram per call would double, and
+    // every one of them goes through applyNow anyway.
     const store = new MemoryStore({ clock: systemClock });
     return { store, description: 'memory', ready: () => true, close: () => store.close() };
   }

@@ -95,3 +95,26 @@ test('with the breaker open and no fallback, calls reject fast with CIRCUIT_OPEN
   await assert.rejects(l.consume('k'), { code: ErrorCode.CIRCUIT_OPEN });
   assert.equal(store.calls, 1);
 });
+
+test('circuitOpen() is true while the breaker is open or its probe is out, and clears by itself after the cooldown', async () => {
+  const clock = new ManualClock();
+  const store = new FlakyStore(clock.now);
+  const l = new RateLimiter({ limit: 100, window: '1m', store, onStoreFailure: 'fail-open', breaker: { failureThreshold: 2, cooldown: '1s' }, clock: clock.now });
+  assert.equal(l.circuitOpen(), false);
+  store.failing = true;
+  await l.consume('k');
+  assert.equal(l.circuitOpen(), false, 'below the threshold');
+  await l.consume('k');
+  assert.equal(l.circuitOpen(), true, 'open at the threshold');
+  clock.advance(1000);
+  assert.equal(l.circuitOpen(), false, 'after the cooldown, without any call: the next call probes');
+  const probe = l.consume('k');
+  assert.equal(l.circuitOpen(), true, 'while the probe is out');
+  await probe;
+  assert.equal(l.circuitOpen(), true, 'the failed probe re-opens it');
+  store.failing = false;
+  clock.advance(1000);
+  await l.consume('k');
+  assert.equal(l.circuitOpen(), false, 'a probe that gets an answer closes it');
+  assert.equal(new RateLimiter({ limit: 1, window: '1s', store, breaker: false }).circuitOpen(), false, 'no breaker: never open');
+});

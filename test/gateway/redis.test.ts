@@ -1,4 +1,5 @@
-// The gateway on a real Redis: one quota shared by two gateway instances, and what each failure policy does when Redis is SIGKILLed.
+// The gateway on a real Redis: one quota shared by two gateway instances, local-first answering a hot key synchronously, what each
+// failure policy does when Redis is SIGKILLed, and readiness while Redis is stalled (SIGSTOP) and after it resumes.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
@@ -52,6 +53,67 @@ describe('gateway on Redis', () => {
     const h = { headers: { 'x-api-key': 'lf-key' } };
     const seq = [...(await statuses(`${a.url}/`, 2, h)), ...(await statuses(`${b.url}/`, 3, h))];
     assert.deepEqual(seq.filter((s) => s === 200).length, 3, `3 admitted across both instances: ${seq}`);
+  });
+
+  it('local-first answers most requests of a hot key synchronously (applyNow through the timed store), not through a store call', async () => {
+    const g = await gateway(', localFirst: true', 'rules: [{ name: hot, key: "header:x-api-key", policies: ["100000/1m"] }]');
+    const h = { headers: { 'x-api-key': 'hot-key' } };
+    const n = 300;
+    for (let i = 0; i < n; i += 1) assert.equal((await get(`${g.url}/`, h)).status, 200);
+    const m = parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body);
+    // Every consume that reaches TimedStore.apply is timed, including those local-first decides from its lease
+    // inside apply; only consumes answered by applyNow skip the histogram. Without applyNow forwarded, timed = n.
+    const timed = m.get('floodgate_store_duration_seconds_count{store="redis-local-first",result="ok"}') ?? 0;
+    const sync = m.get('floodgate_store_sync_answers_total{store="redis-local-first"}') ?? 0;
+    assert.equal(timed + sync, n, `every request decided once: timed ${timed}, sync ${sync}`);
+    assert.ok(sync >= n * 0.8, `most requests answered synchronously: timed ${timed}, sync ${sync}`);
+  });
+
+  it('readyz turns 503 while a stalled Redis (SIGSTOP) keeps failing calls, and 200 again by itself after SIGCONT', async () => {
+    const g = await gateway('', 'rules: [{ name: r, key: "header:x-api-key", policies: ["1000/1m"] }]');
+    const h = { headers: { 'x-api-key': 'stall' } };
+    const readyz = async () => {
+      const r = await get(`${g.url}/_floodgate/readyz`);
+      return { status: r.status, reason: r.status === 200 ? undefined : (JSON.parse(r.body) as { reason: string }).reason };
+    };
+    const storeOk = async () => parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body).get('floodgate_store_duration_seconds_count{store="redis",result="ok"}') ?? 0;
+    assert.equal((await get(`${g.url}/`, h)).status, 200);
+    assert.deepEqual(await readyz(), { status: 200, reason: undefined });
+
+    redis.pause();
+    try {
+      // The connection stays up, so the client still reports 'ready'; five timed-out calls (200 ms each) open the breaker.
+      assert.deepEqual(await readyz(), { status: 200, reason: undefined }, 'nothing has failed yet');
+      assert.deepEqual(await Promise.all(Array.from({ length: 5 }, async () => (await get(`${g.url}/`, h)).status)), [200, 200, 200, 200, 200], 'insurance decides');
+      assert.deepEqual(await readyz(), { status: 503, reason: 'store failing (circuit breaker open)' });
+      // With traffic, the breaker probes once per cooldown (2 s); a probe is the one request that waits for the
+      // store timeout. Right after it failed, readiness is still off.
+      const started = Date.now();
+      for (;;) {
+        const t = Date.now();
+        assert.equal((await get(`${g.url}/`, h)).status, 200);
+        if (Date.now() - t >= 150) break;
+        assert.ok(Date.now() - started < 5000, 'a probe went out within the cooldown');
+        await sleep(10);
+      }
+      assert.deepEqual(await readyz(), { status: 503, reason: 'store failing (circuit breaker open)' }, 'the failed probe keeps it open');
+    } finally {
+      redis.resume();
+    }
+
+    // No traffic at all (a load balancer has taken the instance out): readiness still comes back, once the cooldown passes.
+    const resumed = Date.now();
+    let ready = await readyz();
+    while (ready.status !== 200 && Date.now() - resumed < 5000) {
+      await sleep(50);
+      ready = await readyz();
+    }
+    assert.deepEqual(ready, { status: 200, reason: undefined }, `ready again ${Date.now() - resumed} ms after SIGCONT`);
+    // And the next request is the probe that gets its answer from Redis, which keeps it ready.
+    const before = await storeOk();
+    assert.equal((await get(`${g.url}/`, h)).status, 200);
+    assert.equal(await storeOk(), before + 1, 'decided by Redis');
+    assert.deepEqual(await readyz(), { status: 200, reason: undefined });
   });
 
   it('falls back per store.onFailure when Redis is SIGKILLed: insurance, fail-open, fail-closed, reject', async () => {
