@@ -177,3 +177,74 @@ test('real node:cluster workers with leases never admit more than their shared l
     await killAll(remotes);
   }
 });
+
+// Regressions found in review: each of these once admitted more than the limit, or lost or misused quota.
+
+test('a worker whose first lease comes in the batch that fills the primary still hears "drop everything"', async () => {
+  const primary = primaryOf({ maxKeys: 4, sweepIntervalMs: 0 });
+  const a = new RateLimiter({ limit: 100, window: '30s', store: worker(primary).store });
+  const b = new RateLimiter({ limit: 100, window: '30s', store: worker(primary, { leaseMs: 0 }).store });
+  await b.consume('f1');
+  await b.consume('f2');
+  await a.consume('k1'); // a need-only lease: a is nobody's subscriber yet
+  // One batch: a lease with a surplus on k1, then n1 and n2, the key that finds the store full.
+  await Promise.all([a.consume('k1'), a.consume('n1'), a.consume('n2')]);
+  // Evict k1 at the primary, then spend a fresh window of it from b.
+  for (const k of ['n4', 'n5', 'n6', 'n7']) await b.consume(k);
+  let admitted = 2;
+  for (let i = 0; i < 100; i++) if ((await b.consume('k1')).allowed) admitted++;
+  for (let d = a.consumeNow('k1'); d?.allowed; d = a.consumeNow('k1')) admitted++;
+  assert.ok(admitted <= 102, `k1 admitted ${admitted}: a spent units of a window the primary forgot`);
+});
+
+test('a primary on its own clock grants no surplus: a lease could outlive its window', async () => {
+  const clock = new ManualClock();
+  const primary = primaryOf({ clock: clock.now, sweepIntervalMs: 0 });
+  const l = new RateLimiter({ limit: 100, window: '1s', store: worker(primary).store });
+  for (let i = 0; i < 40; i++) await l.consume('k');
+  clock.advance(1000);
+  let admitted = 0;
+  for (let i = 0; i < 200; i++) if ((await l.consume('k')).allowed) admitted++;
+  assert.equal(admitted, 100);
+  assert.equal(primary.stats().unitsLeased, 0);
+});
+
+test('with blockDuration no surplus is leased: units parked in a worker must not block the key early', async () => {
+  const primary = primaryOf();
+  const options = { limit: 100, window: '10s', blockDuration: '1h' } as const;
+  const a = new RateLimiter({ ...options, store: worker(primary).store });
+  const b = new RateLimiter({ ...options, store: worker(primary).store });
+  let admitted = 0;
+  for (let i = 0; i < 24; i++) admitted += (await Promise.all([a.consume('ip'), a.consume('ip'), a.consume('ip')])).filter((d) => d.allowed).length;
+  for (let d = await b.consume('ip'); d.allowed; d = await b.consume('ip')) admitted++;
+  assert.equal(admitted, 100, 'the whole limit, then the block');
+  assert.equal(a.consumeNow('ip'), undefined, 'nothing to spend while the key is blocked');
+  assert.equal(primary.stats().unitsLeased, 0);
+});
+
+test('a worker busy answering from its lease keeps it (and keeps listening) past the idle linger', async () => {
+  const primary = primaryOf({ sweepIntervalMs: 0 });
+  const l = new RateLimiter({ limit: 10_000, window: '60s', store: worker(primary, { leaseMs: 5000 }).store });
+  let admitted = 0;
+  const end = Date.now() + 2500;
+  while (Date.now() < end) {
+    for (let i = 0; i < 4; i++) if ((l.consumeNow('k') ?? (await l.consume('k'))).allowed) admitted++;
+    await delay(20);
+  }
+  // Leased units never spent count as used at the primary: what it has left shows how many were dropped.
+  const remaining = (await l.peek('k')).remaining;
+  const stranded = 10_000 - admitted - remaining;
+  const held = l.consumeNow('k');
+  assert.ok(held?.allowed, 'the lease is still in hand');
+  assert.ok(stranded <= held.remaining - remaining + 1, `stranded ${stranded} units beyond the lease in hand (admitted ${admitted}, primary's remaining ${remaining})`);
+});
+
+test('a key used once leases nothing beyond its need, so another worker gets the rest', async () => {
+  const primary = primaryOf();
+  const a = new RateLimiter({ limit: 10, window: '30s', store: worker(primary).store });
+  const b = new RateLimiter({ limit: 10, window: '30s', store: worker(primary).store });
+  assert.ok((await a.consume('user')).allowed);
+  let admitted = 0;
+  for (let i = 0; i < 10; i++) if ((await b.consume('user')).allowed) admitted++;
+  assert.equal(admitted, 9);
+});

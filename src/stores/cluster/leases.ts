@@ -48,12 +48,13 @@ export class Leases {
   /**
    * Spends `operation.amount` from the key's lease when it covers the call:
    * the admitted outcome, or undefined (nothing spent) when the primary must
-   * be asked. Counts the demand either way.
+   * be asked. Counts what it spends as demand; ask() counts the rest.
    */
-  spend(operation: Operation, now: number, horizonMs: number): Outcome | undefined {
-    const e = this.entry(operation, now, horizonMs);
+  spend(operation: Operation, now: number): Outcome | undefined {
+    // Entries are made by ask() only, so keys that never lease take no room here.
+    const e = this.entries.get(operation.key);
+    if (e === undefined || e.units < operation.amount || now >= e.spendUntil || !samePolicy(e.policy, operation.policy)) return undefined;
     e.demand += operation.amount;
-    if (e.units < operation.amount || now >= e.spendUntil) return undefined;
     e.units -= operation.amount;
     return this.admitted(e, e.remote, now);
   }
@@ -65,6 +66,7 @@ export class Leases {
   ask(operation: Operation, now: number, horizonMs: number): { entry: Lease; want: number } {
     const lease = this.entry(operation, now, horizonMs);
     const need = operation.amount;
+    lease.demand += need;
     const want = lease.inFlight > 0 ? need : wantedSlice(lease, need, 0, now, horizonMs);
     lease.demand = 0;
     lease.since = now;
@@ -97,14 +99,23 @@ export class Leases {
   settle(key: string, lease: Lease, need: number, outcome: Outcome, grant: Grant | undefined, sentAt: number, now: number): Outcome {
     lease.inFlight = Math.max(0, lease.inFlight - 1);
     if (this.entries.get(key) !== lease) return outcome;
-    if (grant === undefined || !outcome.allowed) return outcome;
-    if (grant.windowEnd !== lease.windowEnd) lease.units = 0;
-    lease.units += Math.max(0, grant.granted - need);
+    if (grant === undefined || !outcome.allowed) {
+      if (need === 0) lease.lastGrant = 0; // a refused top-up: none again until the next grant
+      return outcome;
+    }
+    const surplus = Math.max(0, grant.granted - need);
+    if (grant.windowEnd !== lease.windowEnd) {
+      lease.units = 0;
+      lease.lastGrant = 0;
+    }
+    lease.units += surplus;
+    // A need-only grant (asked while another call was in flight) must not disable the half-spent top-up.
+    if (surplus > 0 || need === 0) lease.lastGrant = surplus;
     lease.windowEnd = grant.windowEnd;
-    lease.spendUntil = sentAt + outcome.resetMs;
+    // The primary decided at a whole millisecond at or before its real time, so the window may end up to 1 ms before sentAt + resetMs.
+    lease.spendUntil = sentAt + outcome.resetMs - 1;
     lease.endsBy = now + outcome.resetMs;
     lease.remote = outcome.remaining;
-    lease.lastGrant = grant.granted;
     return need === 0 ? outcome : this.admitted(lease, outcome.remaining, now);
   }
 
@@ -131,11 +142,12 @@ export class Leases {
 
   private entry(operation: Operation, now: number, horizonMs: number): Lease {
     let e = this.entries.get(operation.key);
-    if (e !== undefined && !samePolicy(e.policy, operation.policy)) {
-      this.entries.delete(operation.key);
-      e = undefined;
-    }
-    if (e === undefined) {
+    // Moved to the back on every lease call: the oldest entry, dropped first when full, is the least recently leased.
+    if (e !== undefined) this.entries.delete(operation.key);
+    if (e !== undefined && !samePolicy(e.policy, operation.policy)) e = undefined;
+    if (e !== undefined) {
+      this.entries.set(operation.key, e);
+    } else {
       // A new key starts as if it had been idle for a whole horizon, so its first lease asks for what it spends.
       e = { policy: operation.policy, units: 0, spendUntil: 0, endsBy: 0, windowEnd: NaN, remote: 0, demand: 0, since: now - horizonMs, lastGrant: 0, inFlight: 0 };
       this.entries.set(operation.key, e);

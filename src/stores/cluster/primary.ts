@@ -508,8 +508,9 @@ export class ClusterStorePrimary {
       let granted = 0;
       try {
         if (leasing) {
-          // No surplus while full (see above) or on a worker's own clock (a simulation: its leases could not expire on time here).
-          const want = full || workerTime ? (amount as number) : Math.max(amount as number, wants?.get(i) ?? 0);
+          // No surplus while full (see above), or off real time (a worker's or this primary's own clock: a lease
+          // runs out on the worker's monotonic clock, which such a clock does not drive).
+          const want = full || workerTime || !this.realTime ? (amount as number) : Math.max(amount as number, wants?.get(i) ?? 0);
           ({ outcome, granted } = this.grant(key, resolved.policy, amount as number, want, now));
         } else {
           outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
@@ -576,11 +577,12 @@ export class ClusterStorePrimary {
         if (this.bindings.size > this.maxKeys) this.bindings.delete(this.bindings.keys().next().value!);
       }
     }
+    // Subscribed before the broadcast: a worker leased to in this very batch must hear a revocation the batch makes.
+    if ((hints !== undefined && hints.length > 0) || leasedOut) this.subscribers.add(peer);
     if (staleAll) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', all: 1 });
     else if (stale || revoked) {
       this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', ...(stale ? { k: [...stale] } : {}), ...(revoked ? { l: [...revoked] } : {}) });
     }
-    if ((hints !== undefined && hints.length > 0) || leasedOut) this.subscribers.add(peer);
     const result: ResultMessage = {
       floodgate: PROTOCOL_VERSION,
       t: 'result',
@@ -601,7 +603,8 @@ export class ClusterStorePrimary {
    */
   private grant(key: string, policy: Policy, need: number, want: number, now: number): { outcome: Outcome; granted: number } {
     let take = need;
-    if (want > need) {
+    // With a block duration, a refusal caused by units parked in another worker would block the key: no surplus.
+    if (want > need && policy.blockMs === 0) {
       const peek = this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now);
       const available = peek.allowed ? peek.remaining : 0;
       if (available >= need) take = Math.min(want, Math.max(need, Math.floor(available * LEASE_SHARE)), available);

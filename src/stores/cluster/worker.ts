@@ -438,6 +438,8 @@ class Client {
   private queueTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   private stopListening: (() => void) | undefined;
+  /** performance.now() of the last consume answered from a lease. */
+  private lastLocalAt = -Infinity;
 
   constructor(
     private readonly channel: Channel,
@@ -457,10 +459,11 @@ class Client {
    */
   spendLease(operation: Operation, leaseMs: number, timeoutMs: number, remembers: boolean): Outcome | undefined {
     const now = performance.now();
-    const admitted = this.leases.spend(operation, now, leaseMs);
+    const admitted = this.leases.spend(operation, now);
     if (admitted === undefined) return undefined;
-    const topUp = this.leases.topUp(operation.key, now, leaseMs);
-    if (topUp !== undefined && !this.channel.isClosed()) {
+    this.lastLocalAt = now;
+    const topUp = this.channel.isClosed() ? undefined : this.leases.topUp(operation.key, now, leaseMs);
+    if (topUp !== undefined) {
       // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
       this.enqueue({ kind: 'consume', key: operation.key, amount: 0, policy: operation.policy }, -1, undefined, remembers, topUp, timeoutMs, ignore, ignore);
     }
@@ -826,16 +829,22 @@ class Client {
   }
 
   /** Stops listening a little after the last call settles (see IDLE_LINGER_MS). */
-  private idle(): void {
+  private idle(delayMs = IDLE_LINGER_MS): void {
     if (this.idleTimer || this.stopListening === undefined) return;
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined;
       if (this.active > 0) return;
+      // Still answering from a lease: keep listening (and the lease) until a second after the last local answer.
+      const quiet = performance.now() - this.lastLocalAt;
+      if (quiet < IDLE_LINGER_MS) {
+        this.idle(IDLE_LINGER_MS - quiet);
+        return;
+      }
       this.stopListening?.();
       this.stopListening = undefined;
       // Not listening, this process would miss invalidations: keep nothing it could not hear about.
       this.forgetAll();
-    }, IDLE_LINGER_MS);
+    }, delayMs);
     this.idleTimer.unref();
   }
 
