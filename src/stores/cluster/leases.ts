@@ -2,7 +2,7 @@
 import type { Operation, Outcome, Policy } from '../../policy.js';
 import { wantedSlice } from '../lease-slice.js';
 
-/** One key's lease. Times are `performance.now()` of this process; `windowEnd` is on the primary's clock. */
+/** One key's lease. Times are `performance.now()` of this process (the caller's `now`); `windowEnd` is on the primary's clock. */
 export interface Lease {
   readonly policy: Policy;
   /** Units granted and not spent yet. */
@@ -37,6 +37,8 @@ export interface Grant {
  */
 export class Leases {
   private readonly entries = new Map<string, Lease>();
+  /** performance.now() of the last consume answered from a lease. */
+  lastSpendAt = -Infinity;
 
   constructor(private readonly maxKeys: number) {}
 
@@ -50,10 +52,14 @@ export class Leases {
    * the admitted outcome, or undefined (nothing spent) when the primary must
    * be asked. Counts what it spends as demand; ask() counts the rest.
    */
-  spend(operation: Operation, now: number): Outcome | undefined {
+  spend(operation: Operation): Outcome | undefined {
     // Entries are made by ask() only, so keys that never lease take no room here.
     const e = this.entries.get(operation.key);
-    if (e === undefined || e.units < operation.amount || now >= e.spendUntil || !samePolicy(e.policy, operation.policy)) return undefined;
+    // The clock is read only past these checks: under load most calls find no units (a refused key).
+    if (e === undefined || e.units < operation.amount || !samePolicy(e.policy, operation.policy)) return undefined;
+    const now = performance.now();
+    if (now >= e.spendUntil) return undefined;
+    this.lastSpendAt = now;
     e.demand += operation.amount;
     e.units -= operation.amount;
     return this.admitted(e, e.remote, now);

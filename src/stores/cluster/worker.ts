@@ -438,8 +438,6 @@ class Client {
   private queueTimer: NodeJS.Timeout | undefined;
   private idleTimer: NodeJS.Timeout | undefined;
   private stopListening: (() => void) | undefined;
-  /** performance.now() of the last consume answered from a lease. */
-  private lastLocalAt = -Infinity;
 
   constructor(
     private readonly channel: Channel,
@@ -458,10 +456,9 @@ class Client {
    * must be asked.
    */
   spendLease(operation: Operation, leaseMs: number, timeoutMs: number, remembers: boolean): Outcome | undefined {
-    const now = performance.now();
-    const admitted = this.leases.spend(operation, now);
+    const admitted = this.leases.spend(operation);
     if (admitted === undefined) return undefined;
-    this.lastLocalAt = now;
+    const now = this.leases.lastSpendAt;
     const topUp = this.channel.isClosed() ? undefined : this.leases.topUp(operation.key, now, leaseMs);
     if (topUp !== undefined) {
       // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
@@ -835,7 +832,7 @@ class Client {
       this.idleTimer = undefined;
       if (this.active > 0) return;
       // Still answering from a lease: keep listening (and the lease) until a second after the last local answer.
-      const quiet = performance.now() - this.lastLocalAt;
+      const quiet = performance.now() - this.leases.lastSpendAt;
       if (quiet < IDLE_LINGER_MS) {
         this.idle(IDLE_LINGER_MS - quiet);
         return;
