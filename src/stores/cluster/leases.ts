@@ -103,7 +103,6 @@ export class Leases {
    * units held here too.
    */
   settle(key: string, lease: Lease, need: number, outcome: Outcome, grant: Grant | undefined, sentAt: number, now: number): Outcome {
-    lease.inFlight = Math.max(0, lease.inFlight - 1);
     if (this.entries.get(key) !== lease) return outcome;
     if (grant === undefined || !outcome.allowed) {
       if (need === 0) lease.lastGrant = 0; // a refused top-up: none again until the next grant
@@ -125,8 +124,8 @@ export class Leases {
     return need === 0 ? outcome : this.admitted(lease, outcome.remaining, now);
   }
 
-  /** A lease call failed or timed out. */
-  failed(lease: Lease): void {
+  /** A lease call ended (answered, failed or timed out): it is no longer in flight. */
+  finished(lease: Lease): void {
     lease.inFlight = Math.max(0, lease.inFlight - 1);
   }
 

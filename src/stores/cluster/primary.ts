@@ -526,7 +526,7 @@ export class ClusterStorePrimary {
         if (granted > (amount as number)) {
           this.unitsLeased += granted - (amount as number);
           leasedOut = true;
-          const dropped = this.recordLease(key, { fp: resolved.fp, until: mono + outcome.resetMs });
+          const dropped = remember(this.leased, key, { fp: resolved.fp, until: mono + outcome.resetMs }, this.maxKeys);
           if (dropped !== undefined && dropped[1].until > mono) (revoked ??= new Set()).add(dropped[0]);
         }
       } else if (this.leased.size > 0) {
@@ -559,7 +559,7 @@ export class ClusterStorePrimary {
         const ms = refusalMs(leasing && amount === 0 ? 'peek' : kind, resolved.policy, outcome);
         if (ms > 0) {
           (hints ??= []).push(i);
-          const evicted = this.hint(key, { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i });
+          const evicted = remember(this.hinted, key, { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i }, this.maxKeys);
           if (evicted !== undefined) {
             if (evicted[1].until > mono) (stale ??= new Set()).add(evicted[0]);
             if (evicted[1].batch === batch) withdraw(hints, evicted[1].index);
@@ -603,44 +603,17 @@ export class ClusterStorePrimary {
    */
   private grant(key: string, policy: Policy, need: number, want: number, now: number): { outcome: Outcome; granted: number } {
     let take = need;
+    let peek: Outcome | undefined;
     // With a block duration, a refusal caused by units parked in another worker would block the key: no surplus.
     if (want > need && policy.blockMs === 0) {
-      const peek = this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now);
+      peek = this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now);
       const available = peek.allowed ? peek.remaining : 0;
       if (available >= need) take = Math.min(want, Math.max(need, Math.floor(available * LEASE_SHARE)), available);
     }
-    if (take === 0) return { outcome: this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now), granted: 0 };
+    // Nothing to take (a top-up finding no surplus): the state as it stands, read once.
+    if (take === 0) return { outcome: peek ?? this.store.applySync({ kind: 'peek', key, amount: 0, policy }, now), granted: 0 };
     const outcome = this.store.applySync({ kind: 'consume', key, amount: take, policy }, now);
     return { outcome, granted: outcome.allowed ? take : 0 };
-  }
-
-  /** Remembers a leased key; when full, drops the oldest and returns it (a worker may still hold it). */
-  private recordLease(key: string, leased: Leased): [string, Leased] | undefined {
-    const earlier = this.leased.get(key);
-    if (earlier !== undefined) {
-      this.leased.delete(key);
-      if (earlier.until > leased.until) leased = { ...leased, until: earlier.until };
-    }
-    this.leased.set(key, leased);
-    if (this.leased.size <= this.maxKeys) return undefined;
-    const oldest = this.leased.entries().next().value!;
-    this.leased.delete(oldest[0]);
-    return oldest;
-  }
-
-  /** Remembers a hinted key; when full, drops the oldest and returns it (workers may still refuse it). */
-  private hint(key: string, hinted: Hinted): [string, Hinted] | undefined {
-    const earlier = this.hinted.get(key);
-    // Workers may still hold the earlier hint: keep the later end of the two.
-    if (earlier !== undefined) {
-      this.hinted.delete(key);
-      if (earlier.until > hinted.until) hinted = { ...hinted, until: earlier.until };
-    }
-    this.hinted.set(key, hinted);
-    if (this.hinted.size <= this.maxKeys) return undefined;
-    const oldest = this.hinted.entries().next().value!;
-    this.hinted.delete(oldest[0]);
-    return oldest;
   }
 
   /** Sends an invalidation to every worker that was ever hinted and is still reachable. */
@@ -681,11 +654,8 @@ export class ClusterStorePrimary {
       if (binding.until <= now) this.bindings.delete(key);
     }
     const mono = performance.now();
-    for (const [key, hinted] of this.hinted) {
-      if (hinted.until <= mono) this.hinted.delete(key);
-    }
-    for (const [key, leased] of this.leased) {
-      if (leased.until <= mono) this.leased.delete(key);
+    for (const told of [this.hinted, this.leased]) {
+      for (const [key, entry] of told) if (entry.until <= mono) told.delete(key);
     }
   }
 
@@ -727,6 +697,25 @@ export class ClusterStorePrimary {
 function sendToWorker(worker: ClusterWorker, message: PrimaryMessage): void {
   if (!worker.isConnected()) return;
   worker.send(toWorker(message), ignore);
+}
+
+/**
+ * Remembers what workers were told about `key` (a hint or a lease) until
+ * `value.until`, keeping the later end when they may still hold an earlier
+ * one; when past `maxKeys`, drops the oldest and returns it (workers may
+ * still act on it, so the caller tells them to forget it).
+ */
+function remember<T extends { readonly until: number }>(told: Map<string, T>, key: string, value: T, maxKeys: number): [string, T] | undefined {
+  const earlier = told.get(key);
+  if (earlier !== undefined) {
+    told.delete(key);
+    if (earlier.until > value.until) value = { ...value, until: earlier.until };
+  }
+  told.set(key, value);
+  if (told.size <= maxKeys) return undefined;
+  const oldest = told.entries().next().value!;
+  told.delete(oldest[0]);
+  return oldest;
 }
 
 /** Removes operation `index` from a batch's hints. */

@@ -345,7 +345,7 @@ interface Pending {
   /** The store's clock (the basis its known refusals are read on), if it has one. */
   readonly clock: Clock | undefined;
   /** For a lease call: the lease the grant goes to, and the units wanted (the operation's amount is the need). */
-  lease: { readonly entry: Lease; readonly want: number } | undefined;
+  readonly lease: { readonly entry: Lease; readonly want: number } | undefined;
   /** Whether the store learns known refusals from the answer. */
   readonly remembers: boolean;
   /** True while this invalidating call holds its key in the known refusals. */
@@ -661,13 +661,8 @@ class Client {
         const outcome = readOutcome(r, index);
         while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
         if (hints !== undefined && hints[nextHint] === index && call.remembers) this.learn(call, outcome, batch.sentAt);
-        if (call.lease === undefined) {
-          this.settle(call, outcome);
-        } else {
-          const { entry } = call.lease;
-          call.lease = undefined; // settled with the lease: settle() must not count it failed
-          this.settle(call, this.leases.settle(call.operation.key, entry, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt));
-        }
+        const lease = call.lease?.entry;
+        this.settle(call, lease === undefined ? outcome : this.leases.settle(call.operation.key, lease, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt));
       }
     });
   }
@@ -724,7 +719,7 @@ class Client {
     if (call.settled) return;
     call.settled = true;
     this.release(call);
-    if (call.lease !== undefined) this.leases.failed(call.lease.entry);
+    if (call.lease !== undefined) this.leases.finished(call.lease.entry);
     if (error) call.reject(error);
     else call.resolve(outcome!);
     if (--this.active === 0) this.idle();
