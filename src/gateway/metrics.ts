@@ -16,19 +16,20 @@ export type DecisionOutcome =
 /** How an upstream exchange ended, for `floodgate_upstream_duration_seconds`. */
 export type UpstreamOutcome = 'response' | 'error' | 'timeout';
 
-/** Decisions of one `floodgate_decisions_total` series not yet added to the counter; see {@link GatewayMetrics.decisionCell}. */
-export interface DecisionCell {
+/**
+ * Counts of one counter series not yet added to the counter: the hot path
+ * bumps `count` (a prom-client inc hashes and validates its labels each
+ * time), and a scrape adds it (see {@link GatewayMetrics.decisionCell}).
+ */
+export interface CountCell<L extends Record<string, string>> {
   /** The series' labels. */
-  readonly labels: { readonly rule: string; readonly outcome: DecisionOutcome };
-  /** Decisions counted since the last scrape. */
+  readonly labels: L;
+  /** Counted since the last scrape. */
   count: number;
 }
 
-/** Store operations of one `floodgate_store_sync_answers_total` series not yet added to the counter. */
-export interface CountCell {
-  /** Operations counted since the last scrape. */
-  count: number;
-}
+/** The cell of one `floodgate_decisions_total` series. */
+export type DecisionCell = CountCell<{ readonly rule: string; readonly outcome: DecisionOutcome }>;
 
 /** One series of a latency histogram. */
 export interface LatencyChild {
@@ -51,7 +52,7 @@ export class GatewayMetrics {
   private readonly reloads: Counter<'result'>;
   private readonly lastReload: Gauge;
   private readonly decisionCells = new Map<string, DecisionCell>();
-  private readonly syncAnswerCells = new Map<string, CountCell>();
+  private readonly syncAnswerCells = new Map<string, CountCell<{ readonly store: string }>>();
   private readonly storeChildren = new Map<string, LatencyChild>();
   private readonly upstreamChildren = new Map<string, LatencyChild>();
 
@@ -60,19 +61,14 @@ export class GatewayMetrics {
     this.registry = new prom.Registry();
     const registers = [this.registry];
     prom.collectDefaultMetrics({ register: this.registry });
-    const cells = this.decisionCells;
+    const decisionCells = this.decisionCells;
     this.decisions = new prom.Counter({
       name: 'floodgate_decisions_total',
       help: 'Rate-limit decisions by rule and outcome (shadow_* for rules in shadow mode; unmatched when no rule applied).',
       labelNames: ['rule', 'outcome'],
       registers,
-      // The hot path bumps plain numbers (a prom-client inc hashes and validates its labels each time); they are added here, at scrape time.
       collect() {
-        for (const cell of cells.values()) {
-          if (cell.count === 0) continue;
-          this.inc(cell.labels, cell.count);
-          cell.count = 0;
-        }
+        addCells(this, decisionCells);
       },
     });
     this.storeLatency = new prom.Histogram({
@@ -88,13 +84,8 @@ export class GatewayMetrics {
       help: 'Store operations answered synchronously in this process (Store.applyNow: local-first leases, refusals the cluster store remembers); not in floodgate_store_duration_seconds.',
       labelNames: ['store'],
       registers,
-      // As floodgate_decisions_total: the hot path bumps a plain number, added here at scrape time.
       collect() {
-        for (const [store, cell] of syncCells) {
-          if (cell.count === 0) continue;
-          this.inc({ store }, cell.count);
-          cell.count = 0;
-        }
+        addCells(this, syncCells);
       },
     });
     this.upstreamLatency = new prom.Histogram({
@@ -176,10 +167,10 @@ export class GatewayMetrics {
   }
 
   /** The `floodgate_store_sync_answers_total` cell of `store`, for callers that bind it once and bump `count` per answer. */
-  storeSyncCell(store: string): CountCell {
+  storeSyncCell(store: string): CountCell<{ readonly store: string }> {
     let cell = this.syncAnswerCells.get(store);
     if (cell === undefined) {
-      cell = { count: 0 };
+      cell = { labels: { store }, count: 0 };
       this.syncAnswerCells.set(store, cell);
     }
     return cell;
@@ -209,5 +200,14 @@ export class GatewayMetrics {
   reload(ok: boolean): void {
     this.reloads.labels(ok ? 'success' : 'failure').inc();
     this.lastReload.set(ok ? 1 : 0);
+  }
+}
+
+/** Adds what the hot path counted in `cells` to `counter` (at scrape time), and starts the cells over. */
+function addCells(counter: Counter<string>, cells: Map<string, CountCell<Record<string, string>>>): void {
+  for (const cell of cells.values()) {
+    if (cell.count === 0) continue;
+    counter.inc(cell.labels, cell.count);
+    cell.count = 0;
   }
 }
