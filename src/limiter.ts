@@ -83,6 +83,16 @@ const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail
 /** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
 const MAX_PRODUCT = 2 ** 50;
 
+/** The store calls of the turn in which a key's in-memory block was found over (see RateLimiter's probe). */
+interface Probe {
+  /** True until that turn ends: consumes until then go to the store too. */
+  joinable: boolean;
+  /** The turn's consumes. */
+  calls: Promise<Decision>[];
+  /** Set when the turn ends; settles (never rejects) once every call of it is decided and the probe is removed. */
+  answered: Promise<void> | undefined;
+}
+
 interface MemoryBlockConfig {
   onConsumed: number;
   durationMs: number | undefined;
@@ -106,6 +116,8 @@ export class RateLimiter {
   readonly prefix: string;
   private readonly clock: Clock;
   private readonly memoryBlock: MemoryBlockConfig | undefined;
+  /** Store calls in flight for keys whose in-memory block just ended, by key (see probe). */
+  private readonly probes = new Map<string, Probe>();
   private readonly breaker: CircuitBreaker | undefined;
   private readonly insurance: RateLimiter | undefined;
   private readonly failureMode: StoreFailureMode;
@@ -302,9 +314,52 @@ export class RateLimiter {
       } else if (kind === 'consume' || kind === 'peek') {
         const blockedMs = list.blockedFor(key, this.clock());
         if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+        if (kind === 'consume') {
+          const probe = this.probes.get(key);
+          if (probe === undefined) {
+            if (list.takeLapsed(key)) return this.probe(key, amount);
+          } else if (probe.joinable) {
+            const decision = this.ask(kind, key, amount);
+            probe.calls.push(decision);
+            return decision;
+          } else {
+            await probe.answered;
+            return this.run(kind, key, amount);
+          }
+        }
       }
     }
+    return this.ask(kind, key, amount);
+  }
 
+  /**
+   * The first consume of a key whose in-memory block has just ended. A key
+   * that was blocked is hot: until the store answers, every later consume of
+   * it would make a store call of its own, and most of those would come back
+   * refused. So consumes of later event-loop turns wait for the answers of
+   * this turn's calls instead, and are decided again once the block list has
+   * learned from them: refused from memory if the key is blocked anew, else
+   * sent to the store together. Consumes in this call's own turn go to the
+   * store with it, so a store that coalesces a turn's calls (the Redis store)
+   * decides them all in one round trip.
+   */
+  private probe(key: string, amount: number): Promise<Decision> {
+    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
+    const decision = this.ask('consume', key, amount);
+    const probe: Probe = { joinable: true, calls: [decision], answered: undefined };
+    this.probes.set(key, probe);
+    setImmediate(() => {
+      probe.joinable = false;
+      probe.answered = Promise.allSettled(probe.calls).then(() => {
+        if (this.probes.get(key) === probe) this.probes.delete(key);
+      });
+    });
+    return decision;
+  }
+
+  /** Asks the store, through the circuit breaker, falling back when it fails; feeds the block list from its answer. */
+  private async ask(kind: OperationKind, key: string, amount: number): Promise<Decision> {
+    const list = this.memoryBlock?.list;
     const breaker = this.breaker;
     if (breaker && !breaker.allow(this.clock())) {
       return this.fallback(

@@ -11,9 +11,16 @@ export interface BlockListOptions {
  * key: expired entries are dropped when looked up, by a collection that runs
  * at most once a second while blocked keys are being looked up, and when an
  * insert takes the list past a tenth of its bound.
+ *
+ * A key whose block ended when it was looked up is remembered as lapsed
+ * until {@link takeLapsed} claims it, so the limiter can make the first store
+ * call after a block the only one in flight for that key (see
+ * RateLimiter's lapse probe). The lapsed set is bounded like the list and
+ * cleared by each collection: losing an entry only costs that optimisation.
  */
 export class BlockList {
   private readonly until = new Map<string, number>();
+  private readonly lapsed = new Set<string>();
   private readonly maxKeys: number;
   private readonly collectAbove: number;
   private nextCollect = 0;
@@ -35,6 +42,8 @@ export class BlockList {
     if (end === undefined) return 0;
     if (end <= now) {
       this.until.delete(key);
+      if (this.lapsed.size >= this.maxKeys) this.lapsed.clear();
+      this.lapsed.add(key);
       return 0;
     }
     if (now >= this.nextCollect) this.collect(now);
@@ -52,11 +61,18 @@ export class BlockList {
   /** Unblocks `key`. */
   delete(key: string): void {
     this.until.delete(key);
+    this.lapsed.delete(key);
   }
 
-  /** Drops every expired entry. */
+  /** True once after a lookup found `key`'s block over (and forgets that). */
+  takeLapsed(key: string): boolean {
+    return this.lapsed.size > 0 && this.lapsed.delete(key);
+  }
+
+  /** Drops every expired entry, and the lapsed keys nobody claimed. */
   collect(now: number): void {
     this.nextCollect = now + 1000;
     for (const [key, end] of this.until) if (end <= now) this.until.delete(key);
+    this.lapsed.clear();
   }
 }

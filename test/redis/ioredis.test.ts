@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, ManualClock, RateLimiter, isFloodgateError, type Operation, type Policy } from '../../src/index.js';
 import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
+import { startDelayProxy } from '../support/delay-proxy.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { differential, smokeAllOperations } from './helpers.js';
 
@@ -220,6 +221,33 @@ describe('ioredis', () => {
     await assert.rejects(pending, (e: unknown) => isFloodgateError(e, ErrorCode.CLOSED));
     await assert.rejects(store.apply({ kind: 'peek', key: 'x', amount: 0, policy: p }), (e: unknown) => isFloodgateError(e, ErrorCode.CLOSED));
     assert.equal(await client.ping(), 'PONG');
+  });
+
+  test('when a hot key\'s in-memory block ends, one script call decides it again, however many turns wait for Redis', async () => {
+    // 25 ms each way, so several event-loop turns pass while the first call is out, as under load.
+    const proxy = await startDelayProxy({ targetPort: server.port, delayMs: 25 });
+    const remote = new Redis(proxy.url);
+    try {
+      const l = new RateLimiter({ store: new RedisStore({ client: remote }), limit: 5, window: '500ms', inMemoryBlock: true, prefix: `lapse-${Date.now()}` });
+      const fill = await Promise.all(Array.from({ length: 6 }, () => l.consume('hot')));
+      assert.equal(fill.filter((d) => d.allowed).length, 5);
+      await new Promise((resolve) => setTimeout(resolve, fill[5]!.retryAfterMs + 5));
+      await admin.config('RESETSTAT');
+
+      const pending = [];
+      for (let turn = 0; turn < 5; turn++) {
+        if (turn > 0) await new Promise((resolve) => setImmediate(resolve));
+        for (let i = 0; i < 10; i++) pending.push(l.consume('hot'));
+      }
+      const decisions = await Promise.all(pending);
+
+      assert.equal(decisions.filter((d) => d.allowed).length, 5);
+      assert.equal(await evalshaCalls(), 1, 'the first turn\'s ten consumes in one call; the forty after it refused from memory');
+      assert.ok(decisions.slice(10).every((d) => d.source === 'memory-block'));
+    } finally {
+      remote.disconnect();
+      await proxy.stop();
+    }
   });
 
   test('a RateLimiter with a custom prefix shares counters across stores on one Redis', async () => {

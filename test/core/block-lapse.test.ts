@@ -1,0 +1,114 @@
+// When a key's in-memory block ends, the first store call is the only one in flight for it: later consumes wait for its answer.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ManualClock, MemoryStore, RateLimiter, type Decision, type Operation, type Outcome, type Store } from '../../src/index.js';
+
+/** A real MemoryStore answering after a delay, as a remote store would, counting calls; it can be made to fail. */
+class SlowStore implements Store {
+  readonly name = 'slow';
+  calls = 0;
+  failing = false;
+  private readonly inner: MemoryStore;
+  constructor(
+    clock: () => number,
+    private readonly delayMs: number,
+  ) {
+    this.inner = new MemoryStore({ clock, sweepIntervalMs: 0 });
+  }
+  apply(operation: Operation): Promise<Outcome> {
+    this.calls++;
+    return new Promise((resolve, reject) =>
+      setTimeout(() => (this.failing ? reject(new Error('connection reset')) : resolve(this.inner.apply(operation))), this.delayMs),
+    );
+  }
+}
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Fills `key` past the limit so the in-memory block holds it, then moves the clock to the block's end. */
+async function blockThenLapse(l: RateLimiter, clock: ManualClock, key: string): Promise<void> {
+  const decisions = await Promise.all(Array.from({ length: l.policy.limit + 1 }, () => l.consume(key)));
+  const over = decisions.at(-1)!;
+  assert.equal(over.allowed, false);
+  assert.equal((await l.consume(key)).source, 'memory-block');
+  clock.advance(over.retryAfterMs);
+}
+
+/** Starts `perTurn[i]` consumes in each of successive event-loop turns, without awaiting them. */
+async function consumeOverTurns(l: RateLimiter, key: string, perTurn: number[]): Promise<Promise<Decision>[]> {
+  const pending: Promise<Decision>[] = [];
+  for (const [i, n] of perTurn.entries()) {
+    if (i > 0) await nextTurn();
+    for (let j = 0; j < n; j++) pending.push(l.consume(key));
+  }
+  return pending;
+}
+
+test('after a block ends, consumes of later turns wait for the first store answer and are refused from memory', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 30);
+  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
+  await blockThenLapse(l, clock, 'hot');
+  const before = store.calls;
+
+  const pending = await consumeOverTurns(l, 'hot', [8, 10, 10, 10]);
+  const decisions = await Promise.all(pending);
+
+  assert.equal(decisions.filter((d) => d.allowed).length, 5, 'exactly the limit is admitted');
+  // The first turn's 8 went to the store; the 30 of later turns waited and were refused from memory.
+  assert.equal(store.calls - before, 8);
+  assert.deepEqual(
+    decisions.slice(8).map((d) => d.source),
+    Array(30).fill('memory-block'),
+  );
+});
+
+test('when the first answer does not block the key again, the waiting consumes go to the store', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 20);
+  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
+  await blockThenLapse(l, clock, 'k');
+  const before = store.calls;
+
+  const pending = await consumeOverTurns(l, 'k', [1, 2, 1]);
+  const decisions = await Promise.all(pending);
+
+  assert.deepEqual(
+    decisions.map((d) => [d.allowed, d.remaining, d.source]),
+    [
+      [true, 4, 'store'],
+      [true, 3, 'store'],
+      [true, 2, 'store'],
+      [true, 1, 'store'],
+    ],
+  );
+  assert.equal(store.calls - before, 4, 'each waiting consume made its own call once the first was answered');
+});
+
+test('a failing first call leaves no consume waiting: each gets its own answer from the fallback', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 20);
+  const l = new RateLimiter({ limit: 2, window: '1s', store, clock: clock.now, inMemoryBlock: true, onStoreFailure: 'fail-open' });
+  await blockThenLapse(l, clock, 'k');
+  store.failing = true;
+
+  const decisions = await Promise.all(await consumeOverTurns(l, 'k', [1, 3]));
+
+  assert.deepEqual(
+    decisions.map((d) => d.source),
+    ['fail-open', 'fail-open', 'fail-open', 'fail-open'],
+  );
+});
+
+test('peek, penalty and other keys do not wait for a key\'s first call after its block', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 50);
+  const l = new RateLimiter({ limit: 2, window: '1s', store, clock: clock.now, inMemoryBlock: true });
+  await blockThenLapse(l, clock, 'k');
+  const first = l.consume('k');
+  await nextTurn();
+  const before = store.calls;
+  await Promise.all([l.peek('k'), l.penalty('k', 1), l.consume('other')]);
+  assert.equal(store.calls - before, 3, 'each went to the store at once');
+  assert.equal((await first).allowed, true);
+});
