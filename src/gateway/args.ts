@@ -4,10 +4,12 @@ import { ErrorCode, FloodgateError } from '../errors.js';
 import { parseDecisionPath, parseFailurePolicy, parseLogLevel, type SettingsOverrides } from './config.js';
 import {
   InvalidValue,
+  leaseConflict,
   makePolicy,
   parseAlgorithm,
   parseHeaders,
   parseKeySpec,
+  parseLeaseMs,
   parseLimitSpec,
   parseListen,
   parseMs,
@@ -34,6 +36,7 @@ const OPTIONS = {
   shadow: { type: 'boolean' },
   redis: { type: 'string' },
   'local-first': { type: 'boolean' },
+  lease: { type: 'string' },
   'on-store-failure': { type: 'string' },
   workers: { type: 'string' },
   config: { type: 'string' },
@@ -109,6 +112,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const store: { -readonly [K in keyof StoreSettings]?: StoreSettings[K] } = {};
   if (v.redis !== undefined) Object.assign(store, { kind: 'redis', url: flag('redis', () => parseRedisUrl(v.redis)) });
   if (v['local-first'] === true) store.localFirst = true;
+  if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
   if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
   if (Object.keys(store).length > 0) o.storeOverrides = store;
 
@@ -135,6 +139,8 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
   const storeSettings: StoreSettings = { ...DEFAULT_STORE, ...store };
   if (storeSettings.localFirst && storeSettings.kind !== 'redis') throw bad('--local-first needs --redis URL.');
+  const leaseProblem = leaseConflict(storeSettings, o.workers ?? 0);
+  if (leaseProblem !== undefined) throw bad(`--lease ${leaseProblem}`);
   const settings: GatewaySettings = {
     configFile: undefined,
     upstream: o.upstream,

@@ -6,12 +6,14 @@ import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../errors.js';
 import { loadYaml } from './deps.js';
 import {
   InvalidValue,
+  leaseConflict,
   makePolicy,
   parseAlgorithm,
   parseBoolean,
   parseHeaderName,
   parseHeaders,
   parseKeySpec,
+  parseLeaseMs,
   parseLimitSpec,
   parseListen,
   parseMs,
@@ -163,7 +165,7 @@ const TOP_FIELDS = [
   'watch',
   'rules',
 ] as const;
-const STORE_FIELDS = ['type', 'url', 'localFirst', 'timeout', 'onFailure', 'prefix'] as const;
+const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix'] as const;
 const PROXY_FIELDS = [
   'connectTimeout',
   'headersTimeout',
@@ -239,6 +241,8 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   const store = { ...storeSettings(c, top.store), ...o.storeOverrides };
   if (store.kind === 'redis' && store.url === undefined) c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
   if (store.localFirst && store.kind !== 'redis') c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
+  const leaseProblem = leaseConflict(store, workers);
+  if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
   const rules = o.rules ?? ruleList(c, top.rules);
   return {
@@ -297,6 +301,7 @@ function storeSettings(c: Cursor, value: unknown): StoreSettings {
     kind,
     url,
     localFirst: at('localFirst', parseBoolean, false),
+    leaseMs: at('lease', parseLeaseMs, 0),
     timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
     onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
     prefix: at('prefix', (v) => {

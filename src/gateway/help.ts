@@ -36,6 +36,10 @@ Options of serve (flags win over the config file's values):
   --workers N             run N worker processes on this host; without --redis they share
                           counts through the cluster store in the primary
                             e.g. --workers 4
+  --lease DURATION        with --workers and no --redis: each worker spends quota the primary
+                          leases it (about DURATION of its demand) without a call per request;
+                          never more than the limit, but remaining is approximate (default 0: off)
+                            e.g. --workers 4 --lease 100ms
   --config FILE           rules, store and proxy settings in YAML (see docs/gateway.md);
                           reloaded on SIGHUP and when the file changes
                             e.g. --config /etc/floodgate.yaml

@@ -3,7 +3,8 @@ import { describe, parseDuration } from '../duration.js';
 import { ALGORITHMS, type Algorithm } from '../policy.js';
 import { parseHeaderModes, type HeaderMode } from '../http/headers.js';
 import { AddressMatcher, type TrustProxy } from '../http/keys.js';
-import type { KeySettings, ListenAddress, PolicySettings } from './settings.js';
+import { MAX_LEASE_MS } from '../stores/cluster/protocol.js';
+import type { KeySettings, ListenAddress, PolicySettings, StoreSettings } from './settings.js';
 
 /** A bad value; the message says what was expected. The CLI and the config loader add where it came from. */
 export class InvalidValue extends Error {
@@ -161,6 +162,21 @@ export function parseMs(value: unknown, allowZero = false): number {
   if (allowZero && (value === 0 || value === '0')) return 0;
   const ms = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
   return asInvalid(() => parseDuration(ms, 'the duration'));
+}
+
+/** Parses the cluster store's lease (a duration up to a minute, or 0 for none). */
+export function parseLeaseMs(value: unknown): number {
+  const ms = parseMs(value, true);
+  if (!Number.isSafeInteger(ms) || ms > MAX_LEASE_MS) throw new InvalidValue(`must be a whole number of ms up to ${MAX_LEASE_MS} (1m), or 0 for no leases; got ${describe(value)}.`);
+  return ms;
+}
+
+/** Why a lease cannot apply to this store and worker count (the message's subject is the setting), or undefined when it can. */
+export function leaseConflict(store: StoreSettings, workers: number): string | undefined {
+  if (store.leaseMs === 0) return undefined;
+  if (store.kind !== 'memory') return 'applies to the embedded store under workers; on Redis, local-first leases quota instead.';
+  if (workers === 0) return 'needs workers ≥ 1: it leases quota from the primary process to each worker.';
+  return undefined;
 }
 
 /** Parses a boolean; strings only as the CLI would spell them. */

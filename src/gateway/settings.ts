@@ -71,6 +71,8 @@ export interface StoreSettings {
   readonly url: string | undefined;
   /** Spend quota locally and settle with Redis in the background (LocalFirstStore). */
   readonly localFirst: boolean;
+  /** Under `--workers` on the memory store: ms of demand the cluster store leases to each worker (ClusterStore `leaseMs`); 0 for none. */
+  readonly leaseMs: number;
   /** Store call timeout in ms. */
   readonly timeoutMs: number;
   /** What to do while the store fails. */
@@ -161,6 +163,7 @@ export const DEFAULT_STORE: StoreSettings = {
   kind: 'memory',
   url: undefined,
   localFirst: false,
+  leaseMs: 0,
   timeoutMs: 500,
   onFailure: 'insurance',
   prefix: 'fg:gw',

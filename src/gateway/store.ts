@@ -94,8 +94,9 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
   if (settings.kind === 'memory') {
     if (clustered) {
       const { ClusterStore } = await import('../stores/cluster/index.js');
-      const store = new ClusterStore({ timeoutMs: settings.timeoutMs });
-      return { store: new TimedStore(store, metrics, report), description: 'cluster (memory in the primary)', ready: () => true, close: () => store.close() };
+      const store = new ClusterStore({ timeoutMs: settings.timeoutMs, leaseMs: settings.leaseMs });
+      const leases = settings.leaseMs > 0 ? `, leases of ${settings.leaseMs} ms` : '';
+      return { store: new TimedStore(store, metrics, report), description: `cluster (memory in the primary${leases})`, ready: () => true, close: () => store.close() };
     }
     // Not wrapped at all: its operations take about a microsecond, which a histogram per call would double, and
     // every one of them goes through applyNow anyway.

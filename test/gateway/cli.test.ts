@@ -17,7 +17,7 @@ describe('floodgate CLI', () => {
     const cli = runCli(['--help']);
     assert.equal(await cli.exited, 0);
     const help = cli.text.join('\n');
-    for (const option of ['--upstream', '--listen', '--limit', '--key', '--algorithm', '--redis', '--local-first', '--workers', '--config', '--admin', '--trust-proxy', '--on-store-failure', '--shadow', '--headers', '--drain-timeout', '--log-level', '--block-duration', '--no-watch']) {
+    for (const option of ['--upstream', '--listen', '--limit', '--key', '--algorithm', '--redis', '--local-first', '--workers', '--lease', '--config', '--admin', '--trust-proxy', '--on-store-failure', '--shadow', '--headers', '--drain-timeout', '--log-level', '--block-duration', '--no-watch']) {
       const at = help.indexOf(`  ${option} `);
       assert.ok(at >= 0, `${option} is explained`);
       const next = help.indexOf('\n  --', at + 1);
@@ -35,6 +35,9 @@ describe('floodgate CLI', () => {
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--listen', 'localhost'], /--listen .*no port/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '-1'], /--workers|unknown option/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--local-first'], /--local-first needs --redis/);
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--lease', '100ms'], /--lease needs workers ≥ 1/);
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--lease', '2m'], /--lease must be a whole number of ms up to 60000/);
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--redis', 'redis://r:6379', '--lease', '100ms'], /--lease applies to the embedded store under workers/);
     argError(['serve', '--upstream', 'http://x'], /at least one --limit/);
     argError(['serve', '--limit', '3/5s'], /needs --upstream/);
     argError(['serve', '--config', 'f.yaml', '--limit', '3/5s'], /--limit defines the default rule, but --config/);
@@ -57,6 +60,9 @@ describe('floodgate CLI', () => {
     const withDrain = parseCommandLine(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--drain-timeout', '2500']);
     assert.equal(withDrain.kind === 'serve' ? withDrain.settings!.drainTimeoutMs : 0, 2500);
     assert.equal(s.workers, 2);
+    assert.equal(s.store.leaseMs, 0);
+    const leased = parseCommandLine(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--lease', '100ms']);
+    assert.equal(leased.kind === 'serve' ? leased.settings!.store.leaseMs : -1, 100);
   });
 
   it('exits 2 with the message on stderr for a bad flag', async () => {
@@ -85,6 +91,9 @@ describe('config file validation', () => {
     await bad('rules:\n  - name: a\n    policies: ["1/1s"]\n  - name: a\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:4:11: rules\[1\]\.name: two rules are named "a"/);
     await bad('rules:\n  - name: a\n    key: cookie\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:10: rules\[0\]\.key: must be "ip"/);
     await bad('store: { type: redis }\n', ErrorCode.INVALID_CONFIG, /store\.url: is required when store\.type is redis/);
+    await bad('workers: 2\nstore:\n  lease: 1h\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:10: store\.lease: must be a whole number of ms up to 60000/);
+    await bad('store:\n  lease: 100ms\n', ErrorCode.INVALID_CONFIG, /store\.lease: needs workers ≥ 1/);
+    await bad('workers: 2\nstore: { type: redis, url: "redis://r:6379", lease: 100ms }\n', ErrorCode.INVALID_CONFIG, /store\.lease: applies to the embedded store under workers/);
     await bad('store:\n  onFailure: maybe\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:2:14: store\.onFailure: must be one of insurance, fail-open, fail-closed, reject/);
     await bad('rules:\n  - name: a\n    match: { pathPattern: "([" }\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.match\.pathPattern: is not a valid regular expression/);
     await bad('rules:\n  - name: a\n    policies: []\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.policies: must be a non-empty list/);

@@ -108,4 +108,23 @@ describe('gateway lifecycle (CLI child process)', () => {
       assert.equal(await stopCli(cli), 0);
     }
   });
+
+  it('--workers 2 --lease: workers spend leased quota without a call per request and never admit more than the limit', async () => {
+    const port = await freePort();
+    const adminPort = await freePort();
+    const cli = await serveCli(['--upstream', upstream.url, '--limit', '20/1m', '--workers', '2', '--lease', '200ms', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
+    try {
+      await cli.waitForLog((l) => l.msg === 'floodgate gateway listening' && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
+      assert.ok(cli.logs.some((l) => String(l.store ?? '').includes('leases of 200 ms')), 'the store says it leases');
+      const seen = await statuses(`http://127.0.0.1:${port}/`, 40);
+      // Fresh connections alternate between the workers, so each spends every unit leased to it: exactly the limit.
+      assert.equal(seen.filter((s) => s === 200).length, 20);
+      assert.equal(seen.filter((s) => s === 429).length, 20);
+      const m = parseMetrics((await get(`http://127.0.0.1:${adminPort}/metrics`)).body);
+      const calls = [...m].filter(([name]) => name.startsWith('floodgate_store_duration_seconds_count{')).reduce((sum, [, n]) => sum + n, 0);
+      assert.ok(calls < 20, `${calls} calls to the primary for 20 admitted requests: leased units were spent without one`);
+    } finally {
+      assert.equal(await stopCli(cli), 0);
+    }
+  });
 });

@@ -74,6 +74,9 @@ export interface BatchMessage {
  */
 export const LEASE_CODE = 64;
 
+/** Longest lease a worker may ask for (ClusterStore `leaseMs`). */
+export const MAX_LEASE_MS = 60_000;
+
 /** Primary → worker: the answer to a hello. `id` names this primary instance. */
 export interface ReadyMessage {
   readonly floodgate: number;
