@@ -83,15 +83,20 @@ const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail
 /** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
 const MAX_PRODUCT = 2 ** 50;
 
-/** The store calls of the turn in which a key's in-memory block was found over (see RateLimiter's probe). */
+/** The consumes of the turn in which a key's in-memory block was found over (see RateLimiter's probe). */
 interface Probe {
   /** True until that turn ends: consumes until then go to the store too. */
   joinable: boolean;
   /** The turn's consumes. */
   calls: Promise<Decision>[];
-  /** Set when the turn ends; settles (never rejects) once every call of it is decided and the probe is removed. */
+  /** Set when the turn ends; settles (never rejects) once every call of it is decided, or after PROBE_WAIT_MS, and the probe is removed. */
   answered: Promise<void> | undefined;
+  /** The store failure one of the turn's calls met, if any. */
+  failure: FloodgateError | undefined;
 }
+
+/** Longest a consume waits for a probe's answers before calling the store itself. */
+const PROBE_WAIT_MS = 1000;
 
 interface MemoryBlockConfig {
   onConsumed: number;
@@ -241,7 +246,11 @@ export class RateLimiter {
       return undefined;
     }
     if (outcome === undefined) return undefined;
-    if (list) this.learn(list, 'consume', key, outcome);
+    if (list) {
+      // Answered here: no store call to hold later consumes back for.
+      list.takeLapsed(key, 0);
+      this.learn(list, 'consume', key, outcome);
+    }
     return this.decision(outcome, 'store');
   }
 
@@ -311,19 +320,24 @@ export class RateLimiter {
     if (list) {
       if (kind === 'reset' || kind === 'reward') {
         list.delete(key);
+        // Consumes held back for answers given before this call would be refused on counts it changes.
+        this.probes.delete(key);
       } else if (kind === 'consume' || kind === 'peek') {
-        const blockedMs = list.blockedFor(key, this.clock());
+        const now = this.clock();
+        const blockedMs = list.blockedFor(key, now);
         if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
         if (kind === 'consume') {
           const probe = this.probes.get(key);
           if (probe === undefined) {
-            if (list.takeLapsed(key)) return this.probe(key, amount);
+            if (list.takeLapsed(key, now)) return this.probe(key, amount);
           } else if (probe.joinable) {
-            const decision = this.ask(kind, key, amount);
+            const decision = this.ask(kind, key, amount, probe);
             probe.calls.push(decision);
             return decision;
-          } else {
+          } else if (!this.breaker?.isOpen(now)) {
+            // (With the breaker open the fallback answers at once: nothing to wait for.)
             await probe.answered;
+            if (probe.failure !== undefined) return this.fallback(kind, key, amount, probe.failure);
             return this.run(kind, key, amount);
           }
         }
@@ -333,32 +347,44 @@ export class RateLimiter {
   }
 
   /**
-   * The first consume of a key whose in-memory block has just ended. A key
-   * that was blocked is hot: until the store answers, every later consume of
-   * it would make a store call of its own, and most of those would come back
-   * refused. So consumes of later event-loop turns wait for the answers of
-   * this turn's calls instead, and are decided again once the block list has
-   * learned from them: refused from memory if the key is blocked anew, else
-   * sent to the store together. Consumes in this call's own turn go to the
-   * store with it, so a store that coalesces a turn's calls (the Redis store)
-   * decides them all in one round trip.
+   * The first consume of a key within a second of its in-memory block's end.
+   * A key that was blocked is hot: until the store answers, every later
+   * consume of it would make a store call of its own, most of them to be
+   * refused. So consumes of later event-loop turns wait for the answers to
+   * this turn's consumes of the key (at most {@link PROBE_WAIT_MS}), then are
+   * refused from memory if those blocked the key anew, get the fallback at
+   * once if the store failed them, or are sent to the store together.
+   * Consumes in this turn go to the store at once, so a store that coalesces
+   * a turn's calls (the Redis store) usually decides them in one round trip.
    */
   private probe(key: string, amount: number): Promise<Decision> {
-    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
-    const decision = this.ask('consume', key, amount);
-    const probe: Probe = { joinable: true, calls: [decision], answered: undefined };
+    const probe: Probe = { joinable: true, calls: [], answered: undefined, failure: undefined };
     this.probes.set(key, probe);
+    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
+    const decision = this.ask('consume', key, amount, probe);
+    probe.calls.push(decision);
     setImmediate(() => {
       probe.joinable = false;
-      probe.answered = Promise.allSettled(probe.calls).then(() => {
+      let timer: NodeJS.Timeout | undefined;
+      probe.answered = new Promise<void>((resolve) => {
+        // A store call that never settles must not hold the key's consumes for good. Not unref'd: a
+        // consume is waiting on it, and cleared as soon as the calls settle.
+        timer = setTimeout(resolve, PROBE_WAIT_MS);
+        void Promise.allSettled(probe.calls).then(() => resolve());
+      }).then(() => {
+        clearTimeout(timer);
         if (this.probes.get(key) === probe) this.probes.delete(key);
       });
     });
     return decision;
   }
 
-  /** Asks the store, through the circuit breaker, falling back when it fails; feeds the block list from its answer. */
-  private async ask(kind: OperationKind, key: string, amount: number): Promise<Decision> {
+  /**
+   * Asks the store, through the circuit breaker, falling back when it fails;
+   * feeds the block list from its answer. A store failure is noted on
+   * `probe`, for the consumes waiting on it.
+   */
+  private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe): Promise<Decision> {
     const list = this.memoryBlock?.list;
     const breaker = this.breaker;
     if (breaker && !breaker.allow(this.clock())) {
@@ -382,6 +408,7 @@ export class RateLimiter {
       // prefix) is not an outage: falling back would hide it.
       if (!isStoreFailure(failure)) throw failure;
       breaker?.failure(this.clock());
+      if (probe) probe.failure = failure;
       return this.fallback(kind, key, amount, failure);
     }
     breaker?.success();

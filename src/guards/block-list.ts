@@ -1,5 +1,8 @@
 /** The in-memory block list (seed 000): keys known to be over their limit are refused from process memory, without a store call. */
 
+/** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
+const LAPSE_MS = 1000;
+
 /** Options of the in-memory block list. */
 export interface BlockListOptions {
   /** Most keys held; the oldest entry is dropped past it. */
@@ -12,15 +15,16 @@ export interface BlockListOptions {
  * at most once a second while blocked keys are being looked up, and when an
  * insert takes the list past a tenth of its bound.
  *
- * A key whose block ended when it was looked up is remembered as lapsed
- * until {@link takeLapsed} claims it, so the limiter can make the first store
- * call after a block the only one in flight for that key (see
- * RateLimiter's lapse probe). The lapsed set is bounded like the list and
- * cleared by each collection: losing an entry only costs that optimisation.
+ * A key whose block a lookup found ended is remembered as lapsed, for a
+ * second, until {@link takeLapsed} claims it: the limiter then holds back
+ * later consumes of that key while the first turn's store calls are out (see
+ * RateLimiter's probe). The lapsed map is bounded like the list and cleared
+ * by each collection: losing an entry only costs that optimisation.
  */
 export class BlockList {
   private readonly until = new Map<string, number>();
-  private readonly lapsed = new Set<string>();
+  /** key → when a lookup found its block over. */
+  private readonly lapsed = new Map<string, number>();
   private readonly maxKeys: number;
   private readonly collectAbove: number;
   private nextCollect = 0;
@@ -43,7 +47,7 @@ export class BlockList {
     if (end <= now) {
       this.until.delete(key);
       if (this.lapsed.size >= this.maxKeys) this.lapsed.clear();
-      this.lapsed.add(key);
+      this.lapsed.set(key, now);
       return 0;
     }
     if (now >= this.nextCollect) this.collect(now);
@@ -64,9 +68,16 @@ export class BlockList {
     this.lapsed.delete(key);
   }
 
-  /** True once after a lookup found `key`'s block over (and forgets that). */
-  takeLapsed(key: string): boolean {
-    return this.lapsed.size > 0 && this.lapsed.delete(key);
+  /**
+   * True when a lookup (by a consume, a peek or consumeNow) found `key`'s
+   * block over less than a second before `now`; forgets it either way.
+   */
+  takeLapsed(key: string, now: number): boolean {
+    if (this.lapsed.size === 0) return false;
+    const at = this.lapsed.get(key);
+    if (at === undefined) return false;
+    this.lapsed.delete(key);
+    return now - at < LAPSE_MS;
   }
 
   /** Drops every expired entry, and the lapsed keys nobody claimed. */

@@ -3,24 +3,37 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock, MemoryStore, RateLimiter, type Decision, type Operation, type Outcome, type Store } from '../../src/index.js';
 
-/** A real MemoryStore answering after a delay, as a remote store would, counting calls; it can be made to fail. */
+/** A real MemoryStore answering after a delay, as a remote store would, counting calls; it can be made to fail, or to lose calls. */
 class SlowStore implements Store {
   readonly name = 'slow';
   calls = 0;
   failing = false;
+  /** The next this many calls never settle (a store without a timeout losing a request). */
+  loseNext = 0;
   private readonly inner: MemoryStore;
   constructor(
     clock: () => number,
-    private readonly delayMs: number,
+    public delayMs: number,
   ) {
     this.inner = new MemoryStore({ clock, sweepIntervalMs: 0 });
   }
   apply(operation: Operation): Promise<Outcome> {
     this.calls++;
+    if (this.loseNext > 0) {
+      this.loseNext--;
+      return new Promise(() => {});
+    }
     return new Promise((resolve, reject) =>
       setTimeout(() => (this.failing ? reject(new Error('connection reset')) : resolve(this.inner.apply(operation))), this.delayMs),
     );
   }
+}
+
+/** ms `promise` took to settle. */
+async function timed(promise: Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await promise;
+  return performance.now() - started;
 }
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -112,3 +125,78 @@ test('peek, penalty and other keys do not wait for a key\'s first call after its
   assert.equal(store.calls - before, 3, 'each went to the store at once');
   assert.equal((await first).allowed, true);
 });
+
+test('a store call that never settles holds the key\'s later consumes back for a second at most', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 5);
+  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
+  await blockThenLapse(l, clock, 'k');
+  store.loseNext = 1;
+  void l.consume('k');
+  await nextTurn();
+  const ms = await timed(l.consume('k'));
+  assert.ok(ms >= 900 && ms < 1500, `answered after ${ms.toFixed(0)} ms`);
+  assert.equal((await l.consume('k')).source, 'store', 'the key is not held any more');
+});
+
+test('when the store fails the first turn\'s calls, the consumes held back get the fallback at once rather than failing again', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 5);
+  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true, onStoreFailure: 'fail-open' });
+  await blockThenLapse(l, clock, 'k');
+  // A store that fails after 200 ms, as one timing out would.
+  store.delayMs = 200;
+  store.failing = true;
+  const first = l.consume('k');
+  await nextTurn();
+  const before = store.calls;
+  const held = l.consume('k');
+  const ms = await timed(held);
+  assert.equal((await held).source, 'fail-open');
+  assert.equal((await first).source, 'fail-open');
+  assert.ok(ms < 300, `answered after ${ms.toFixed(0)} ms, about one store failure`);
+  assert.equal(store.calls, before, 'no second call to a failing store');
+});
+
+test('while the circuit breaker is open or probing, consumes of a just-unblocked key fall back at once', async () => {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, 5);
+  const l = new RateLimiter({
+    limit: 5,
+    window: '1s',
+    store,
+    clock: clock.now,
+    inMemoryBlock: true,
+    onStoreFailure: 'fail-open',
+    breaker: { failureThreshold: 2, cooldown: '1s' },
+  });
+  await blockThenLapse(l, clock, 'k');
+  store.delayMs = 200;
+  store.failing = true;
+  await Promise.all([l.consume('a'), l.consume('b')]);
+  assert.equal(l.circuitOpen(), true);
+  clock.advance(1000);
+  // The cooldown is over: this call is both the breaker's probe and the key's first after its block.
+  const first = l.consume('k');
+  await nextTurn();
+  const held = l.consume('k');
+  const ms = await timed(held);
+  assert.equal((await held).source, 'fail-open');
+  assert.ok(ms < 50, `answered after ${ms.toFixed(0)} ms`);
+  await first;
+});
+
+for (const undo of ['reset', 'reward'] as const) {
+  test(`${undo} releases the consumes held back, so the store decides them on the new count`, async () => {
+    const clock = new ManualClock();
+    const store = new SlowStore(clock.now, 30);
+    const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
+    await blockThenLapse(l, clock, 'k');
+    const firstTurn = Array.from({ length: 8 }, () => l.consume('k'));
+    await nextTurn();
+    const undone = undo === 'reset' ? l.reset('k') : l.reward('k', 5);
+    const after = await l.consume('k');
+    await Promise.all([undone, ...firstTurn]);
+    assert.deepEqual([after.allowed, after.source], [true, 'store']);
+  });
+}
