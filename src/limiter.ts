@@ -247,7 +247,8 @@ export class RateLimiter {
     }
     if (outcome === undefined) return undefined;
     if (list) {
-      // Answered here: no store call to hold later consumes back for.
+      // Answered without a store call, so a lapse this lookup found must not make a much later
+      // consume hold others back: forget it (at time 0 the answer is always no).
       list.takeLapsed(key, 0);
       this.learn(list, 'consume', key, outcome);
     }
