@@ -1,7 +1,7 @@
 // When a key's in-memory block ends, the first store call is the only one in flight for it: later consumes wait for its answer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, MemoryStore, RateLimiter, type Decision, type Operation, type Outcome, type Store } from '../../src/index.js';
+import { ManualClock, MemoryStore, RateLimiter, type Decision, type Operation, type Outcome, type RateLimiterOptions, type Store } from '../../src/index.js';
 
 /** A real MemoryStore answering after a delay, as a remote store would, counting calls; it can be made to fail, or to lose calls. */
 class SlowStore implements Store {
@@ -38,13 +38,25 @@ async function timed(promise: Promise<unknown>): Promise<number> {
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-/** Fills `key` past the limit so the in-memory block holds it, then moves the clock to the block's end. */
-async function blockThenLapse(l: RateLimiter, clock: ManualClock, key: string): Promise<void> {
+/**
+ * A limiter with the in-memory block on a SlowStore answering after `delayMs`,
+ * whose `key` was filled past the limit, refused from memory, and whose
+ * block has just ended (the clock moved to its end).
+ */
+async function justUnblocked(
+  key: string,
+  delayMs: number,
+  options: Omit<RateLimiterOptions, 'store' | 'clock' | 'window' | 'inMemoryBlock'>,
+): Promise<{ clock: ManualClock; store: SlowStore; l: RateLimiter }> {
+  const clock = new ManualClock();
+  const store = new SlowStore(clock.now, delayMs);
+  const l = new RateLimiter({ window: '1s', ...options, store, clock: clock.now, inMemoryBlock: true });
   const decisions = await Promise.all(Array.from({ length: l.policy.limit + 1 }, () => l.consume(key)));
   const over = decisions.at(-1)!;
   assert.equal(over.allowed, false);
   assert.equal((await l.consume(key)).source, 'memory-block');
   clock.advance(over.retryAfterMs);
+  return { clock, store, l };
 }
 
 /** Starts `perTurn[i]` consumes in each of successive event-loop turns, without awaiting them. */
@@ -58,10 +70,7 @@ async function consumeOverTurns(l: RateLimiter, key: string, perTurn: number[]):
 }
 
 test('after a block ends, consumes of later turns wait for the first store answer and are refused from memory', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 30);
-  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
-  await blockThenLapse(l, clock, 'hot');
+  const { store, l } = await justUnblocked('hot', 30, { limit: 5 });
   const before = store.calls;
 
   const pending = await consumeOverTurns(l, 'hot', [8, 10, 10, 10]);
@@ -77,10 +86,7 @@ test('after a block ends, consumes of later turns wait for the first store answe
 });
 
 test('when the first answer does not block the key again, the waiting consumes go to the store', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 20);
-  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
-  await blockThenLapse(l, clock, 'k');
+  const { store, l } = await justUnblocked('k', 20, { limit: 5 });
   const before = store.calls;
 
   const pending = await consumeOverTurns(l, 'k', [1, 2, 1]);
@@ -99,10 +105,7 @@ test('when the first answer does not block the key again, the waiting consumes g
 });
 
 test('a failing first call leaves no consume waiting: each gets its own answer from the fallback', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 20);
-  const l = new RateLimiter({ limit: 2, window: '1s', store, clock: clock.now, inMemoryBlock: true, onStoreFailure: 'fail-open' });
-  await blockThenLapse(l, clock, 'k');
+  const { store, l } = await justUnblocked('k', 20, { limit: 2, onStoreFailure: 'fail-open' });
   store.failing = true;
 
   const decisions = await Promise.all(await consumeOverTurns(l, 'k', [1, 3]));
@@ -114,10 +117,7 @@ test('a failing first call leaves no consume waiting: each gets its own answer f
 });
 
 test('peek, penalty and other keys do not wait for a key\'s first call after its block', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 50);
-  const l = new RateLimiter({ limit: 2, window: '1s', store, clock: clock.now, inMemoryBlock: true });
-  await blockThenLapse(l, clock, 'k');
+  const { store, l } = await justUnblocked('k', 50, { limit: 2 });
   const first = l.consume('k');
   await nextTurn();
   const before = store.calls;
@@ -127,10 +127,7 @@ test('peek, penalty and other keys do not wait for a key\'s first call after its
 });
 
 test('a store call that never settles holds the key\'s later consumes back for a second at most', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 5);
-  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
-  await blockThenLapse(l, clock, 'k');
+  const { store, l } = await justUnblocked('k', 5, { limit: 5 });
   store.loseNext = 1;
   void l.consume('k');
   await nextTurn();
@@ -140,10 +137,7 @@ test('a store call that never settles holds the key\'s later consumes back for a
 });
 
 test('when the store fails the first turn\'s calls, the consumes held back get the fallback at once rather than failing again', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 5);
-  const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true, onStoreFailure: 'fail-open' });
-  await blockThenLapse(l, clock, 'k');
+  const { store, l } = await justUnblocked('k', 5, { limit: 5, onStoreFailure: 'fail-open' });
   // A store that fails after 200 ms, as one timing out would.
   store.delayMs = 200;
   store.failing = true;
@@ -159,18 +153,7 @@ test('when the store fails the first turn\'s calls, the consumes held back get t
 });
 
 test('while the circuit breaker is open or probing, consumes of a just-unblocked key fall back at once', async () => {
-  const clock = new ManualClock();
-  const store = new SlowStore(clock.now, 5);
-  const l = new RateLimiter({
-    limit: 5,
-    window: '1s',
-    store,
-    clock: clock.now,
-    inMemoryBlock: true,
-    onStoreFailure: 'fail-open',
-    breaker: { failureThreshold: 2, cooldown: '1s' },
-  });
-  await blockThenLapse(l, clock, 'k');
+  const { clock, store, l } = await justUnblocked('k', 5, { limit: 5, onStoreFailure: 'fail-open', breaker: { failureThreshold: 2, cooldown: '1s' } });
   store.delayMs = 200;
   store.failing = true;
   await Promise.all([l.consume('a'), l.consume('b')]);
@@ -188,10 +171,7 @@ test('while the circuit breaker is open or probing, consumes of a just-unblocked
 
 for (const undo of ['reset', 'reward'] as const) {
   test(`${undo} releases the consumes held back, so the store decides them on the new count`, async () => {
-    const clock = new ManualClock();
-    const store = new SlowStore(clock.now, 30);
-    const l = new RateLimiter({ limit: 5, window: '1s', store, clock: clock.now, inMemoryBlock: true });
-    await blockThenLapse(l, clock, 'k');
+    const { l } = await justUnblocked('k', 30, { limit: 5 });
     const firstTurn = Array.from({ length: 8 }, () => l.consume('k'));
     await nextTurn();
     const undone = undo === 'reset' ? l.reset('k') : l.reward('k', 5);
