@@ -109,6 +109,9 @@ function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
 }
 
 function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
+  // The last body sent as bytes: refusals repeat one rendered body, so it is converted once, not per refusal.
+  let lastBody = '';
+  let lastBytes = Buffer.alloc(0);
   const act = (reply: FastifyReply, done: (error?: Error) => void, outcome: HttpOutcome): void => {
     switch (outcome.action) {
       case 'continue':
@@ -121,7 +124,17 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
         // Fastify gives a string body without a type this very one; setting it is a header call per refusal.
         if (outcome.contentType !== FASTIFY_TEXT_TYPE || reply.hasHeader('content-type')) reply.header('content-type', outcome.contentType);
         // Answering without calling done ends the request here; Fastify runs no route.
-        reply.send(outcome.body);
+        if (outcome.contentType.includes('charset')) {
+          reply.send(outcome.body);
+        } else {
+          // Fastify appends "; charset=utf-8" to a JSON type sent with a string body; bytes go as typed, as
+          // every other adapter sends them (RFC 8259 defines no charset parameter for JSON).
+          if (outcome.body !== lastBody) {
+            lastBody = outcome.body;
+            lastBytes = Buffer.from(outcome.body);
+          }
+          reply.send(lastBytes);
+        }
         return;
       case 'error':
         done(outcome.error instanceof Error ? outcome.error : new Error(String(outcome.error)));

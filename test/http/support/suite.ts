@@ -63,7 +63,8 @@ export function adapterSuite(h: Harness): void {
         assert.equal(third.status, 429);
         const retryAfter = Number(third.headers['retry-after']);
         assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${third.headers['retry-after']}`);
-        assert.match(String(third.headers['content-type']), /^application\/problem\+json/);
+        // Exactly: RFC 8259 defines no charset parameter for JSON, and every adapter must send the same field.
+        assert.equal(third.headers['content-type'], 'application/problem+json');
         const problem = JSON.parse(third.body) as Record<string, unknown>;
         assert.equal(problem.type, QUOTA_EXCEEDED_TYPE);
         assert.equal(problem.status, 429);
@@ -306,7 +307,7 @@ export function adapterSuite(h: Harness): void {
         await get(`${url}/x`);
         const reply = await get(`${url}/x`);
         assert.equal(reply.status, 429);
-        assert.match(String(reply.headers['content-type']), /^text\/plain/);
+        assert.equal(reply.headers['content-type'], 'text/plain; charset=utf-8');
         assert.match(reply.body, /^Request quota exceeded; retry in \d+ seconds?\.\n$/);
       });
       const body = (info: { reason: string; retryAfterSeconds?: number }) => ({ error: info.reason, wait: info.retryAfterSeconds });
@@ -314,7 +315,7 @@ export function adapterSuite(h: Harness): void {
         await get(`${url}/x`);
         const reply = await get(`${url}/x`);
         assert.equal(reply.status, 503);
-        assert.match(String(reply.headers['content-type']), /^application\/json/);
+        assert.equal(reply.headers['content-type'], 'application/json; charset=utf-8');
         assert.equal(JSON.parse(reply.body).error, 'limited');
       });
     });
