@@ -6,8 +6,8 @@ import type { Registry } from 'prom-client';
 export interface AdminSource {
   /** Renders the metrics (an aggregated registry under `--workers`). */
   renderMetrics(): Promise<{ contentType: string; body: string }>;
-  /** Why the gateway is not ready, or undefined when it is. */
-  notReady(): string | undefined;
+  /** Why the gateway is not ready, or undefined when it is (asked of every worker under `--workers`). */
+  notReady(): string | undefined | Promise<string | undefined>;
 }
 
 /** An {@link AdminSource} metrics function over one prom-client registry. */
@@ -31,9 +31,13 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
       send(res, 200, 'application/json', '{"status":"ok"}\n');
       return true;
     case '/readyz': {
+      const answer = (reason: string | undefined): void => {
+        if (reason === undefined) send(res, 200, 'application/json', '{"status":"ready"}\n');
+        else send(res, 503, 'application/json', `${JSON.stringify({ status: 'not ready', reason })}\n`);
+      };
       const reason = source.notReady();
-      if (reason === undefined) send(res, 200, 'application/json', '{"status":"ready"}\n');
-      else send(res, 503, 'application/json', `${JSON.stringify({ status: 'not ready', reason })}\n`);
+      if (reason instanceof Promise) reason.then(answer, (error: unknown) => answer(`readiness check failed: ${(error as Error).message}`));
+      else answer(reason);
       return true;
     }
     default:

@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { ErrorCode, isFloodgateError } from '../errors.js';
 import { parseCommandLine } from './args.js';
 import { parseConfigText, ConfigError, type SettingsOverrides } from './config.js';
+import { answerReadiness } from './cluster-ready.js';
 import { loadGatewayDeps } from './deps.js';
 import { HELP } from './help.js';
 import { createLogger } from './log.js';
@@ -82,6 +83,8 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
     // worker's listener for those requests only when an AggregatorRegistry is constructed, so one is, here.
     new deps.prom.AggregatorRegistry();
     deps.prom.AggregatorRegistry.setRegistries([gateway.metrics.registry]);
+    // The primary's /readyz is the whole gateway's, and only workers hold stores: it asks each one.
+    answerReadiness(() => gateway.notReady());
   }
   const reloader =
     settings.configFile === undefined

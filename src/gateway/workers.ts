@@ -1,10 +1,12 @@
-/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics on --admin and to the workers, and passes SIGHUP/SIGTERM on. */
+/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
 import { writeResponse } from '../http/respond.js';
 import { handleAdmin } from './admin.js';
 import { answerMetricsRequests } from './cluster-metrics.js';
+import { WorkerReadiness } from './cluster-ready.js';
+import { workerPort } from './ipc.js';
 import type { GatewayDeps } from './server.js';
 import { createLogger } from './log.js';
 import type { GatewaySettings } from './settings.js';
@@ -27,8 +29,15 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     primaryStore = new ClusterStorePrimary();
   }
   let stopping = false;
-  const fork = (): Worker => cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' });
+  // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics.
+  const aggregator = new deps.prom.AggregatorRegistry();
+  const readiness = new WorkerReadiness(settings.workers);
+  const fork = (): void => {
+    answerMetricsRequests(workerPort(cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' })), aggregator);
+  };
+  cluster.on('listening', (worker) => readiness.listeningOn(worker));
   cluster.on('exit', (worker, code, signal) => {
+    readiness.exited(worker);
     if (stopping) return;
     log.error({ worker: worker.id, code, signal }, 'worker exited; starting another');
     setTimeout(() => {
@@ -37,16 +46,11 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   });
   for (let i = 0; i < settings.workers; i += 1) fork();
 
-  // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics.
-  const aggregator = new deps.prom.AggregatorRegistry();
-  answerMetricsRequests(cluster, aggregator);
   let admin: Server | undefined;
   if (settings.admin !== undefined) {
-    let ready = 0;
-    cluster.on('listening', () => (ready += 1));
     const source = {
-      renderMetrics: async () => ({ contentType: aggregator.contentType, body: await (await aggregator.clusterMetrics()) }),
-      notReady: () => (stopping ? 'draining' : ready < settings.workers ? `${ready} of ${settings.workers} workers listening` : undefined),
+      renderMetrics: async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() }),
+      notReady: () => (stopping ? 'draining' : readiness.notReady()),
     };
     admin = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0]!;

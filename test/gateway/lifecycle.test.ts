@@ -1,10 +1,10 @@
-// The CLI as a child process: SIGHUP and file-change reloads (a bad file keeps the last good config), SIGTERM under load (nothing cut, exit 0), and --workers sharing counts through the cluster store and showing one aggregate at /_floodgate/metrics.
+// The CLI as a child process: SIGHUP and file-change reloads (a bad file keeps the last good config), SIGTERM under load (nothing cut, exit 0), and --workers sharing counts through the cluster store, showing one aggregate at /_floodgate/metrics, and answering /readyz for every worker.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
-import { freePort } from '../support/redis-server.js';
+import { freePort, startRedis } from '../support/redis-server.js';
 import { parseMetrics, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from './support/harness.js';
 
 let upstream: Upstream;
@@ -125,6 +125,48 @@ describe('gateway lifecycle (CLI child process)', () => {
       assert.ok(calls < 20, `${calls} calls to the primary for 20 admitted requests: leased units were spent without one`);
     } finally {
       assert.equal(await stopCli(cli), 0);
+    }
+  });
+
+  it('--workers 2: the primary\'s /readyz asks every worker, so a worker without its Redis or a dead worker turns it 503 until it is back', async () => {
+    const redis = await startRedis();
+    const port = await freePort();
+    const adminPort = await freePort();
+    const cli = await serveCli(['--upstream', upstream.url, '--limit', '100/1m', '--redis', redis.url, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
+    const readyz = async () => {
+      const r = await get(`http://127.0.0.1:${adminPort}/readyz`);
+      return { status: r.status, reason: r.status === 200 ? undefined : (JSON.parse(r.body) as { reason: string }).reason };
+    };
+    const until = async (want: (r: { status: number; reason: string | undefined }) => boolean, what: string) => {
+      const started = Date.now();
+      let r = await readyz();
+      while (!want(r)) {
+        assert.ok(Date.now() - started < 10_000, `${what}; last answer ${JSON.stringify(r)}`);
+        await sleep(50);
+        r = await readyz();
+      }
+      return r;
+    };
+    try {
+      await cli.waitForLog(() => cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
+      await until((r) => r.status === 200, 'ready once both workers listen with Redis connected');
+
+      // Only the workers hold Redis clients: the primary learns of the outage by asking them.
+      await redis.kill();
+      const down = await until((r) => r.status === 503, 'not ready while Redis is down');
+      assert.match(String(down.reason), /^worker \d+: store not connected$/);
+      await redis.restart();
+      await until((r) => r.status === 200, 'ready again by itself once Redis is back');
+
+      // A worker that dies no longer counts, until the one started in its place listens.
+      const pid = Number(cli.logs.find((l) => l.msg === 'floodgate gateway listening')!.pid);
+      process.kill(pid, 'SIGKILL');
+      await until((r) => r.reason === '1 of 2 workers listening', 'not ready while a worker is missing');
+      await until((r) => r.status === 200, 'ready again once the new worker listens');
+      assert.equal((await get(`http://127.0.0.1:${port}/`)).status, 200);
+    } finally {
+      assert.equal(await stopCli(cli), 0);
+      await redis.stop();
     }
   });
 });
