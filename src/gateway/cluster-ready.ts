@@ -4,8 +4,12 @@ import { answerCalls, IpcCaller, primaryPort, workerPort } from './ipc.js';
 
 /** Marks these calls apart from the other messages on the channel. */
 const TAG = 'floodgate.gateway.ready';
-/** A worker that takes longer than this to say whether it is ready is not (a probe's own timeout is often 1 s). */
-const ANSWER_TIMEOUT_MS = 1000;
+/**
+ * A worker that takes longer than this to say whether it is ready is not.
+ * Below the usual probe timeout (1 s), so a probe gets the 503 and its reason
+ * rather than timing out itself.
+ */
+const ANSWER_TIMEOUT_MS = 800;
 
 /** In a worker: answers the primary's readiness calls with `notReady()` (null when ready). */
 export function answerReadiness(notReady: () => string | undefined): void {
@@ -23,8 +27,9 @@ export class WorkerReadiness {
   /** @param expected - how many workers should be listening (`--workers`) */
   constructor(private readonly expected: number) {}
 
-  /** Counts `worker` from its 'listening' event on. */
+  /** Counts `worker` from its first 'listening' event on (a worker with two listeners sends two). */
   listeningOn(worker: Worker): void {
+    if (this.listening.has(worker.id)) return;
     this.listening.set(worker.id, new IpcCaller(TAG, workerPort(worker), ANSWER_TIMEOUT_MS, `worker ${worker.id}`));
   }
 

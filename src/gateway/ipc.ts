@@ -107,8 +107,9 @@ export class IpcCaller {
       timer.unref();
       this.waiting.set(id, { resolve, reject, timer });
       this.port.send({ [this.tag]: { kind: 'call', id } satisfies Envelope }, (error) => {
-        if (error === null) return;
-        this.settle(id)?.reject(error);
+        if (!error) return;
+        // E.g. EPIPE from a worker killed a moment ago, before its 'exit' event: say who could not be reached.
+        this.settle(id)?.reject(new Error(`could not send to ${this.peer}: ${error.message}`));
       });
     });
   }

@@ -741,7 +741,7 @@ export class HttpLimiter<Raw> {
     if (typeof this.body === 'function') {
       const value = this.body(info);
       if (typeof value === 'string') return { contentType: 'text/plain; charset=utf-8', body: value };
-      return { contentType: 'application/json; charset=utf-8', body: JSON.stringify(value) };
+      return { contentType: 'application/json; charset=utf-8', body: jsonBody(value) };
     }
     const title = STATUS_CODES[info.status] ?? 'Error';
     let detail: string;
@@ -849,6 +849,25 @@ function errorOutcome(error: unknown): HttpOutcome {
 /** What user callbacks see of the request. */
 function clientInfo<Raw>(view: RequestView<Raw>, identity: Identity): ClientInfo {
   return { ip: identity.ip, method: view.method, path: view.path, headers: view.headers };
+}
+
+/**
+ * A body function's non-string answer as JSON. Undefined, a function or a
+ * symbol has no JSON text, and a BigInt or a cycle makes stringify throw:
+ * each is the caller's mistake, reported as such rather than sent as an
+ * empty or broken body.
+ */
+function jsonBody(value: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `the body function must return a string or a JSON-serialisable value; serialising it failed: ${(error as Error).message}`);
+  }
+  if (text === undefined) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `the body function must return a string or a JSON-serialisable value; got ${describe(value)}.`);
+  }
+  return text;
 }
 
 /** A key function's answer, which must be a non-empty string. */

@@ -109,9 +109,6 @@ function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
 }
 
 function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
-  // The last body sent as bytes: refusals repeat one rendered body, so it is converted once, not per refusal.
-  let lastBody = '';
-  let lastBytes = Buffer.alloc(0);
   const act = (reply: FastifyReply, done: (error?: Error) => void, outcome: HttpOutcome): void => {
     switch (outcome.action) {
       case 'continue':
@@ -128,12 +125,9 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
           reply.send(outcome.body);
         } else {
           // Fastify appends "; charset=utf-8" to a JSON type sent with a string body; bytes go as typed, as
-          // every other adapter sends them (RFC 8259 defines no charset parameter for JSON).
-          if (outcome.body !== lastBody) {
-            lastBody = outcome.body;
-            lastBytes = Buffer.from(outcome.body);
-          }
-          reply.send(lastBytes);
+          // every other adapter sends them (RFC 8259 defines no charset parameter for JSON). A fresh Buffer
+          // each time: an onSend hook may change the payload it is given.
+          reply.send(Buffer.from(outcome.body));
         }
         return;
       case 'error':

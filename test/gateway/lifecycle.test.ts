@@ -164,6 +164,8 @@ describe('gateway lifecycle (CLI child process)', () => {
       await until((r) => r.reason === '1 of 2 workers listening', 'not ready while a worker is missing');
       await until((r) => r.status === 200, 'ready again once the new worker listens');
       assert.equal((await get(`http://127.0.0.1:${port}/`)).status, 200);
+      // The new worker is wired up as its predecessor was: both workers' scrapes reach the primary's aggregate.
+      for (let i = 0; i < 2; i += 1) assert.equal((await get(`http://127.0.0.1:${port}/_floodgate/metrics`)).status, 200);
     } finally {
       assert.equal(await stopCli(cli), 0);
       await redis.stop();

@@ -84,6 +84,17 @@ describe('HttpLimiter.handle', () => {
     assert.equal((await a.peek('192.0.2.1')).remaining, 5, 'the policy that admitted was refunded');
   });
 
+  it('hands a body function\'s answer without JSON text back as a typed error, not an empty or broken body', async () => {
+    for (const answer of [undefined, () => 1, Symbol('s'), { n: 1n }]) {
+      const gate = build({ limiter: limiter(1), body: (() => answer) as unknown as () => object });
+      assert.equal((await gate.handle(view())).action, 'continue');
+      const refused = await gate.handle(view());
+      assert.equal(refused.action, 'error', `body function answering ${String(typeof answer)}`);
+      assert.equal((refused as { error: { code: string } }).error.code, ErrorCode.INVALID_OPTIONS);
+      assert.match((refused as { error: Error }).error.message, /the body function must return a string or a JSON-serialisable value/);
+    }
+  });
+
   it('charges a dynamic cost and reports it', async () => {
     const decisions: number[] = [];
     const gate = build({ limiter: limiter(5), cost: () => 2, onDecision: (_r, info) => void decisions.push(info.cost) });

@@ -320,6 +320,20 @@ export function adapterSuite(h: Harness): void {
       });
     });
 
+    it('hands a body function whose answer has no JSON text to the framework as a 500', async () => {
+      const body = (() => undefined) as unknown as () => object;
+      await withServer(h, { global: { limiter: limiter(1), body, onError: () => undefined } }, async (url) => {
+        await get(`${url}/x`);
+        const reply = await get(`${url}/x`, { timeoutMs: 3000 });
+        assert.equal(reply.status, 500);
+      });
+      const bigint = () => ({ n: 1n });
+      await withServer(h, { global: { limiter: limiter(1), body: bigint, onError: () => undefined } }, async (url) => {
+        await get(`${url}/x`);
+        assert.equal((await get(`${url}/x`, { timeoutMs: 3000 })).status, 500);
+      });
+    });
+
     it('hands a throwing key function to the framework as a 500, without hanging', async () => {
       const key = (): string => {
         throw new Error('boom');
