@@ -74,7 +74,11 @@ export interface BatchMessage {
  */
 export const LEASE_CODE = 64;
 
-/** Longest lease a worker may ask for (ClusterStore `leaseMs`). */
+/**
+ * Longest lease a worker may ask for (ClusterStore `leaseMs`): a lease
+ * covers demand to come, and a minute of it is already far more than a
+ * window's share.
+ */
 export const MAX_LEASE_MS = 60_000;
 
 /** Primary → worker: the answer to a hello. `id` names this primary instance. */

@@ -89,7 +89,6 @@ export interface ClusterStoreOptions {
 }
 
 const OPTION_NAMES = ['timeoutMs', 'clock', 'transport', 'knownRefusals', 'leaseMs'] as const;
-/** Longest lease horizon: a lease covers demand to come, and a minute of it is already far more than a window's share. */
 /** Default of {@link ClusterStoreOptions.knownRefusals}: the in-memory block list's default size. */
 const KNOWN_REFUSALS = 10_000;
 /** Largest timer Node schedules exactly (2^31 − 1 ms). */
