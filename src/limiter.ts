@@ -332,9 +332,7 @@ export class RateLimiter {
           if (probe === undefined) {
             if (list.takeLapsed(key, now)) return this.probe(key, amount);
           } else if (probe.joinable) {
-            const decision = this.ask(kind, key, amount, probe);
-            probe.calls.push(decision);
-            return decision;
+            return this.join(probe, key, amount);
           } else if (!this.breaker?.isOpen(now)) {
             // (With the breaker open the fallback answers at once: nothing to wait for.)
             await probe.answered;
@@ -361,9 +359,7 @@ export class RateLimiter {
   private probe(key: string, amount: number): Promise<Decision> {
     const probe: Probe = { joinable: true, calls: [], answered: undefined, failure: undefined };
     this.probes.set(key, probe);
-    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
-    const decision = this.ask('consume', key, amount, probe);
-    probe.calls.push(decision);
+    const decision = this.join(probe, key, amount);
     setImmediate(() => {
       probe.joinable = false;
       let timer: NodeJS.Timeout | undefined;
@@ -377,6 +373,14 @@ export class RateLimiter {
         if (this.probes.get(key) === probe) this.probes.delete(key);
       });
     });
+    return decision;
+  }
+
+  /** A consume of the probe's turn: it goes to the store, and later turns wait for its answer too. */
+  private join(probe: Probe, key: string, amount: number): Promise<Decision> {
+    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
+    const decision = this.ask('consume', key, amount, probe);
+    probe.calls.push(decision);
     return decision;
   }
 
