@@ -5,7 +5,7 @@ import { Agent, request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
 import { freePort, startRedis } from '../support/redis-server.js';
-import { parseMetrics, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from './support/harness.js';
+import { parseMetrics, readiness, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from './support/harness.js';
 
 let upstream: Upstream;
 before(async () => {
@@ -133,10 +133,7 @@ describe('gateway lifecycle (CLI child process)', () => {
     const port = await freePort();
     const adminPort = await freePort();
     const cli = await serveCli(['--upstream', upstream.url, '--limit', '100/1m', '--redis', redis.url, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
-    const readyz = async () => {
-      const r = await get(`http://127.0.0.1:${adminPort}/readyz`);
-      return { status: r.status, reason: r.status === 200 ? undefined : (JSON.parse(r.body) as { reason: string }).reason };
-    };
+    const readyz = () => readiness(`http://127.0.0.1:${adminPort}/readyz`);
     const until = async (want: (r: { status: number; reason: string | undefined }) => boolean, what: string) => {
       const started = Date.now();
       let r = await readyz();

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/server.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { parseMetrics, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { parseMetrics, readiness, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
 
 let upstream: Upstream;
 let redis: RedisServer;
@@ -72,10 +72,7 @@ describe('gateway on Redis', () => {
   it('readyz turns 503 while a stalled Redis (SIGSTOP) keeps failing calls, and 200 again by itself after SIGCONT', async () => {
     const g = await gateway('', 'rules: [{ name: r, key: "header:x-api-key", policies: ["1000/1m"] }]');
     const h = { headers: { 'x-api-key': 'stall' } };
-    const readyz = async () => {
-      const r = await get(`${g.url}/_floodgate/readyz`);
-      return { status: r.status, reason: r.status === 200 ? undefined : (JSON.parse(r.body) as { reason: string }).reason };
-    };
+    const readyz = () => readiness(`${g.url}/_floodgate/readyz`);
     const storeOk = async () => parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body).get('floodgate_store_duration_seconds_count{store="redis",result="ok"}') ?? 0;
     assert.equal((await get(`${g.url}/`, h)).status, 200);
     assert.deepEqual(await readyz(), { status: 200, reason: undefined });

@@ -11,6 +11,7 @@ import { parseConfigText, type SettingsOverrides } from '../../../src/gateway/co
 import { loadGatewayDeps } from '../../../src/gateway/deps.js';
 import { createLogger } from '../../../src/gateway/log.js';
 import { Gateway } from '../../../src/gateway/server.js';
+import { get } from '../../http/support/http.js';
 
 /** A running upstream the tests control. */
 export interface Upstream {
@@ -260,3 +261,9 @@ export function parseMetrics(text: string): Map<string, number> {
 
 /** Sleeps. */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** What a `/readyz` endpoint at `url` answered: its status, and the reason it gave when not ready. */
+export async function readiness(url: string): Promise<{ status: number; reason: string | undefined }> {
+  const r = await get(url);
+  return { status: r.status, reason: r.status === 200 ? undefined : (JSON.parse(r.body) as { reason: string }).reason };
+}
