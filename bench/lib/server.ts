@@ -84,7 +84,7 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   } catch (error) {
     await running.stop();
     const detail = output();
-    throw new Error(`${(error as Error).message}${spawnError ? ` (${spawnError.message})` : ''}${detail ? `\n${indent(detail)}` : ''}`);
+    throw new Error(`${(error as Error).message}${spawnError ? ` (${spawnError.message})` : ''}${detail ? `\n${indent(detail)}` : ''}`, { cause: error });
   }
   return running;
 }

@@ -51,7 +51,7 @@ export const tokenBucket: AlgorithmImpl<TokenBucketState> = {
       emptyMs: remaining >= 1 ? 0 : ceilDiv(over(1), L),
     };
   },
-  expiresAt(state, policy) {
+  expiresAt(state) {
     return state.m + (state.r > 0 ? 1 : 0);
   },
 };

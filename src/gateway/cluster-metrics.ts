@@ -29,7 +29,7 @@ export async function askPrimaryForMetrics(): Promise<string> {
   try {
     body = await caller.call();
   } catch (error) {
-    throw new Error(`could not get the workers' metrics: ${(error as Error).message}`);
+    throw new Error(`could not get the workers' metrics: ${(error as Error).message}`, { cause: error });
   }
   if (typeof body !== 'string') throw new Error(`could not get the workers' metrics: the primary sent ${typeof body}`);
   return body;

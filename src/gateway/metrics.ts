@@ -115,14 +115,14 @@ export class GatewayMetrics {
       aggregator: 'min',
     });
     this.lastReload.set(1);
-    const self = this;
+    const inFlight = (): number => this.inFlight();
     new prom.Gauge({
       name: 'floodgate_requests_in_flight',
       help: 'Requests being decided or proxied now.',
       registers,
       // Read at scrape time, so the hot path only bumps a plain number.
       collect() {
-        this.set(self.inFlight());
+        this.set(inFlight());
       },
     });
   }

@@ -165,7 +165,7 @@ export class RuleSet {
 
 /** Runs `then` on a verdict {@link RuleSet.decide} returned, at once when it is not a promise. */
 export function whenDecided(decided: Verdict | Promise<Verdict>, then: (verdict: Verdict) => void): void {
-  if (decided instanceof Promise) decided.then(then);
+  if (decided instanceof Promise) void decided.then(then);
   else then(decided);
 }
 

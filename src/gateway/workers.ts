@@ -75,7 +75,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     const finish = (): void => {
       admin?.close();
       admin?.closeAllConnections();
-      Promise.resolve(primaryStore?.close()).finally(() => process.exit(0));
+      void Promise.resolve(primaryStore?.close()).finally(() => process.exit(0));
     };
     if (left === 0) finish();
     for (const worker of workers) {

@@ -2,7 +2,7 @@
 import { STATUS_CODES, type IncomingHttpHeaders } from 'node:http';
 import type { Decision } from '../decision.js';
 import { describe, parseDuration, type Duration } from '../duration.js';
-import { ErrorCode, FloodgateError, isFloodgateError, isStoreFailure, type ErrorCodeValue } from '../errors.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
 import { throttled } from '../throttle.js';
 import { assertKnownOptions } from '../validate.js';

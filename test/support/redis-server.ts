@@ -184,7 +184,7 @@ export async function startRedis(options: { port?: number; args?: string[]; cpus
       });
     } catch (error) {
       proc.kill('SIGKILL');
-      throw new Error(`redis-server on port ${port} did not start${exited ? ' (it exited)' : ''}: ${(error as Error).message}\n${output}`);
+      throw new Error(`redis-server on port ${port} did not start${exited ? ' (it exited)' : ''}: ${(error as Error).message}\n${output}`, { cause: error });
     }
   };
 
