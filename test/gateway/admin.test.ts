@@ -3,7 +3,9 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:cluster';
 import { describe, it } from 'node:test';
+import { parseCommandLine } from '../../src/gateway/args.js';
 import { WorkerReadiness } from '../../src/gateway/cluster-ready.js';
+import { parseConfigText } from '../../src/gateway/config.js';
 import { get } from '../http/support/http.js';
 import { freePort } from '../support/redis-server.js';
 import { gatewayFixture, parseMetrics, readiness, serveCli, sleep, startUpstream, stopCli } from './support/harness.js';
@@ -71,6 +73,16 @@ describe('gateway: readiness', () => {
     } finally {
       await upstream.close();
     }
+  });
+
+  it('readiness.upstream and proxy.maxConnections are validated like the other fields; --ready-upstream sets the check', async () => {
+    await assert.rejects(parseConfigText('readiness:\n  upstream: true\ndecisionPath: /d\n', 'f.yaml'), /f\.yaml:2:13: readiness\.upstream: needs an upstream to probe/);
+    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { upstream: yes please }\n', 'f.yaml'), /readiness\.upstream: must be true or false/);
+    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { probe: true }\n', 'f.yaml'), /readiness\.probe: unknown field "probe"; known fields here: upstream/);
+    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nproxy: { maxConnections: 0 }\n', 'f.yaml'), /proxy\.maxConnections: /);
+    const command = parseCommandLine(['serve', '--upstream', 'http://127.0.0.1:1', '--limit', '1/1s', '--ready-upstream']);
+    assert.equal(command.kind === 'serve' && command.settings?.readiness.upstream, true);
+    assert.equal((await parseConfigText('upstream: http://127.0.0.1:1\n', 'f.yaml')).proxy.maxConnections, 10_000);
   });
 
   it('regression: concurrent /readyz probes under --workers share one round of questions to the workers, reused for a second', async () => {
