@@ -61,7 +61,7 @@ export class Gateway implements AdminSource {
   private inFlight = 0;
   private draining = false;
   private readonly connections: ConnectionDrain;
-  /** Concurrent scrapes share one rendering (under `--workers`, one answer from the primary, reused for a second). */
+  /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
   private readonly ruleContext: RuleContext;
@@ -90,10 +90,12 @@ export class Gateway implements AdminSource {
     this.rules = compileRules(settings, this.ruleContext);
     this.proxy = this.makeProxy(settings);
     this.upstreamCheck = upstreamCheckFor(settings);
-    this.metricsRender = clustered
-      ? new SharedResult(async () => ({ contentType: metrics.registry.contentType, body: await askPrimaryForMetrics() }), 1000)
-      : // In one process a render is local and quick, and a scrape right after a request must see it: share only the one in flight.
-        new SharedResult(registryMetrics(metrics.registry), 0);
+    // Only the one in flight is shared: under --workers the primary reuses its aggregate for a second already, and
+    // in one process a render is local and quick, and a scrape right after a request must see it.
+    this.metricsRender = new SharedResult(
+      clustered ? async () => ({ contentType: metrics.registry.contentType, body: await askPrimaryForMetrics() }) : registryMetrics(metrics.registry),
+      0,
+    );
     this.server = createProxyServer(settings.proxy, this.onRequest);
     this.server.on('upgrade', this.onUpgrade);
     this.connections = new ConnectionDrain(this.server);

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { gatewayFixture, sleep } from './support/harness.js';
+import { freePort } from '../support/redis-server.js';
+import { gatewayFixture, serveCli, sleep, stopCli } from './support/harness.js';
 
 const fixture = gatewayFixture();
 
@@ -69,6 +70,14 @@ function steadyClient(port: number, path: string): { tally: ClientTally; done: P
   return { tally, done };
 }
 
+/** Sums the tallies of `clients`. */
+function sum(clients: ReadonlyArray<{ tally: ClientTally }>): { answered: number; unanswered: number; closed: number; errors: string[] } {
+  return clients.reduce(
+    (t, c) => ({ answered: t.answered + c.tally.answered, unanswered: t.unanswered + c.tally.unanswered, closed: t.closed + c.tally.closedByResponse, errors: [...t.errors, ...c.tally.errors] }),
+    { answered: 0, unanswered: 0, closed: 0, errors: [] as string[] },
+  );
+}
+
 describe('gateway: drain', () => {
   it('regression: SIGTERM drain answers every request a keep-alive client wrote (no ECONNRESET on connections that looked idle)', async () => {
     const g = await fixture.start(`upstream: ${fixture.upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1000000/1m"]\n`);
@@ -78,12 +87,27 @@ describe('gateway: drain', () => {
     while (clients.some((c) => c.tally.answered < 3)) await sleep(10);
     await g.shutdown();
     await Promise.all(clients.map((c) => c.done));
-    const total = clients.reduce(
-      (t, c) => ({ answered: t.answered + c.tally.answered, unanswered: t.unanswered + c.tally.unanswered, closed: t.closed + c.tally.closedByResponse, errors: [...t.errors, ...c.tally.errors] }),
-      { answered: 0, unanswered: 0, closed: 0, errors: [] as string[] },
-    );
+    const total = sum(clients);
     assert.equal(total.unanswered, 0, `requests written but never answered: ${JSON.stringify(total)}`);
     assert.deepEqual(total.errors, [], 'no connection was reset');
     assert.equal(total.closed, clients.length, 'each connection ended after a Connection: close response');
+  });
+
+  it('regression: SIGTERM to the CLI under steady keep-alive traffic: every written request is answered, then exit 0', async () => {
+    const port = await freePort();
+    const cli = await serveCli(['--upstream', fixture.upstream.url, '--limit', '1000000/1m', '--listen', `127.0.0.1:${port}`]);
+    const clients = Array.from({ length: 40 }, () => steadyClient(port, '/steady'));
+    try {
+      while (clients.some((c) => c.tally.answered < 3)) await sleep(10);
+      cli.child.kill('SIGTERM');
+      await Promise.all(clients.map((c) => c.done));
+      const total = sum(clients);
+      assert.equal(total.unanswered, 0, `requests written but never answered: ${JSON.stringify(total)}`);
+      assert.deepEqual(total.errors, [], 'no connection was reset');
+      assert.equal(total.closed, clients.length, 'each connection ended after a Connection: close response');
+      assert.equal(await cli.exited, 0);
+    } finally {
+      await stopCli(cli);
+    }
   });
 });
