@@ -1,4 +1,4 @@
-/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
+/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
