@@ -1,4 +1,4 @@
-/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (the store is connected and not failing, and the gateway is not draining). */
+/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 

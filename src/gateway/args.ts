@@ -18,7 +18,7 @@ import {
   parseTrustProxy,
   parseUpstream,
 } from './parse.js';
-import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, DEFAULT_PROXY, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
+import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, DEFAULT_PROXY, DEFAULT_READINESS, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
 
 /** What the command line asks for. */
 export type Command =
@@ -46,6 +46,7 @@ const OPTIONS = {
   headers: { type: 'string' },
   'drain-timeout': { type: 'string' },
   'decision-path': { type: 'string' },
+  'ready-upstream': { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -105,6 +106,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v['drain-timeout'] !== undefined) o.drainTimeoutMs = flag('drain-timeout', () => parseMs(v['drain-timeout']));
   if (v['log-level'] !== undefined) o.logLevel = flag('log-level', () => parseLogLevel(v['log-level']));
   if (v['decision-path'] !== undefined) o.decisionPath = flag('decision-path', () => parseDecisionPath(v['decision-path'] === 'false' ? false : v['decision-path']));
+  if (v['ready-upstream'] === true) o.readiness = { upstream: true };
   if (v['no-watch'] === true) {
     if (v.config === undefined) throw bad('--no-watch only applies with --config FILE.');
     o.watch = false;
@@ -153,6 +155,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     inMemoryBlock: true,
     proxy: DEFAULT_PROXY,
     decisionPath: o.decisionPath ?? DEFAULT_DECISION_PATH,
+    readiness: o.readiness ?? DEFAULT_READINESS,
     drainTimeoutMs: o.drainTimeoutMs ?? 30_000,
     logLevel: o.logLevel ?? 'info',
     watch: false,

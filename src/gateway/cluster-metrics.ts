@@ -1,5 +1,4 @@
 /** Under `--workers`: a worker's /metrics asks the primary for every worker's metrics (prom-client's AggregatorRegistry runs only in the primary). */
-import type { AggregatorRegistry, RegistryContentType } from 'prom-client';
 import { answerCalls, IpcCaller, primaryPort, type IpcPort } from './ipc.js';
 
 /** Marks these calls apart from prom-client's and the cluster store's messages on the same channel. */
@@ -9,12 +8,13 @@ const ANSWER_TIMEOUT_MS = 10_000;
 
 /**
  * In the primary, for each worker's `port`: answers its requests for the
- * aggregated metrics, so that `/_floodgate/metrics` on the proxy port shows
- * the whole gateway whichever worker the scrape reaches (as the `--admin`
- * listener does).
+ * aggregated metrics, so that `/_floodgate/metrics` on the proxy port (no
+ * `--admin`) shows the whole gateway whichever worker the scrape reaches.
+ * `aggregate` is shared by every worker and the admin listener, so a scrape
+ * flood costs one fan-out to the workers at a time (see SharedResult).
  */
-export function answerMetricsRequests(port: IpcPort, aggregator: AggregatorRegistry<RegistryContentType>): void {
-  answerCalls(TAG, port, () => aggregator.clusterMetrics());
+export function answerMetricsRequests(port: IpcPort, aggregate: () => Promise<string>): void {
+  answerCalls(TAG, port, aggregate);
 }
 
 let caller: IpcCaller | undefined;

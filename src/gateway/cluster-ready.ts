@@ -1,6 +1,7 @@
 /** Under `--workers`: the primary's /readyz asks every worker whether it is ready (its store connected and not failing), since only the workers hold stores. */
 import type { Worker } from 'node:cluster';
 import { answerCalls, IpcCaller, primaryPort, workerPort } from './ipc.js';
+import { SharedResult } from './shared-result.js';
 
 /** Marks these calls apart from the other messages on the channel. */
 const TAG = 'floodgate.gateway.ready';
@@ -10,10 +11,12 @@ const TAG = 'floodgate.gateway.ready';
  * rather than timing out itself.
  */
 const ANSWER_TIMEOUT_MS = 800;
+/** How long one round of answers stands: a probe flood asks the workers at most once a second. */
+const REUSE_MS = 1000;
 
 /** In a worker: answers the primary's readiness calls with `notReady()` (null when ready). */
-export function answerReadiness(notReady: () => string | undefined): void {
-  answerCalls(TAG, primaryPort(), () => notReady() ?? null);
+export function answerReadiness(notReady: () => string | undefined | Promise<string | undefined>): void {
+  answerCalls(TAG, primaryPort(), async () => (await notReady()) ?? null);
 }
 
 /**
@@ -23,6 +26,8 @@ export function answerReadiness(notReady: () => string | undefined): void {
 export class WorkerReadiness {
   /** Listening workers, by id, with the caller that asks each. */
   private readonly listening = new Map<number, IpcCaller>();
+  /** One round of questions at a time, its answer reused briefly by every probe. */
+  private readonly answers = new SharedResult(() => this.askWorkers(), REUSE_MS);
 
   /** @param expected - how many workers should be listening (`--workers`) */
   constructor(private readonly expected: number) {}
@@ -31,21 +36,28 @@ export class WorkerReadiness {
   listeningOn(worker: Worker): void {
     if (this.listening.has(worker.id)) return;
     this.listening.set(worker.id, new IpcCaller(TAG, workerPort(worker), ANSWER_TIMEOUT_MS, `worker ${worker.id}`));
+    this.answers.forget();
   }
 
   /** Stops counting `worker` (it exited; a replacement counts once it listens). */
   exited(worker: Worker): void {
     this.listening.get(worker.id)?.close('exited');
     this.listening.delete(worker.id);
+    this.answers.forget();
   }
 
   /**
    * Why the gateway is not ready: fewer workers listening than expected, or
    * the first worker (by id) that is not ready or does not answer in time.
-   * Undefined when every worker is ready.
+   * Undefined when every worker is ready. The workers' answers are shared
+   * by concurrent probes and reused for a second.
    */
   async notReady(): Promise<string | undefined> {
     if (this.listening.size < this.expected) return `${this.listening.size} of ${this.expected} workers listening`;
+    return this.answers.get();
+  }
+
+  private async askWorkers(): Promise<string | undefined> {
     const ids = [...this.listening.keys()].sort((a, b) => a - b);
     const answers = await Promise.all(
       ids.map((id) =>

@@ -26,6 +26,7 @@ import {
   DEFAULT_DECISION_PATH,
   DEFAULT_LISTEN,
   DEFAULT_PROXY,
+  DEFAULT_READINESS,
   DEFAULT_STORE,
   FAILURE_POLICIES,
   LOG_LEVELS,
@@ -35,6 +36,7 @@ import {
   type MatchSettings,
   type PolicySettings,
   type ProxySettings,
+  type ReadinessSettings,
   type RuleSettings,
   type StoreSettings,
 } from './settings.js';
@@ -160,6 +162,7 @@ const TOP_FIELDS = [
   'inMemoryBlock',
   'proxy',
   'decisionPath',
+  'readiness',
   'drainTimeout',
   'logLevel',
   'watch',
@@ -176,7 +179,9 @@ const PROXY_FIELDS = [
   'clientHeadersTimeout',
   'clientRequestTimeout',
   'clientKeepAliveTimeout',
+  'maxConnections',
 ] as const;
+const READINESS_FIELDS = ['upstream'] as const;
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration'] as const;
@@ -245,6 +250,8 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
   const rules = o.rules ?? ruleList(c, top.rules);
+  const readiness = o.readiness ?? readinessSettings(c, top.readiness);
+  if (readiness.upstream && upstream === undefined) c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
   return {
     configFile: file,
     upstream,
@@ -257,11 +264,18 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
     inMemoryBlock,
     proxy,
     decisionPath,
+    readiness,
     drainTimeoutMs,
     logLevel,
     watch,
     rules,
   };
+}
+
+function readinessSettings(c: Cursor, value: unknown): ReadinessSettings {
+  if (value === undefined) return DEFAULT_READINESS;
+  const r = mapping(c, ['readiness'], value, READINESS_FIELDS);
+  return { upstream: r.upstream === undefined ? DEFAULT_READINESS.upstream : c.at(['readiness', 'upstream'], () => parseBoolean(r.upstream)) };
 }
 
 /** Parses a decision endpoint path, or `false`. */
@@ -334,6 +348,7 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     clientHeadersTimeoutMs: ms('clientHeadersTimeout', DEFAULT_PROXY.clientHeadersTimeoutMs),
     clientRequestTimeoutMs: ms('clientRequestTimeout', DEFAULT_PROXY.clientRequestTimeoutMs, true),
     clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
+    maxConnections: int('maxConnections', DEFAULT_PROXY.maxConnections, 1, 1_000_000),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.
   if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {

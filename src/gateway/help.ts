@@ -45,12 +45,16 @@ Options of serve (flags win over the config file's values):
                             e.g. --config /etc/floodgate.yaml
   --no-watch              with --config: reload on SIGHUP only, not on file changes
                             e.g. --config floodgate.yaml --no-watch
-  --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener (they are
-                          always also at /_floodgate/metrics etc. on the proxy listener)
+  --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener only; the
+                          proxy listener then forwards /_floodgate/metrics etc. like any path
                             e.g. --admin 127.0.0.1:9090
-  --trust-proxy VALUE     believe X-Forwarded-For from this many proxies, or from these
-                          addresses (comma-separated IPs/CIDRs, "loopback", "private")
-                            e.g. --trust-proxy 1   or   --trust-proxy 10.0.0.0/8,loopback
+  --ready-upstream        /readyz also requires the upstream to accept a TCP connection
+                          (probed at most once a second)
+                            e.g. --ready-upstream
+  --trust-proxy VALUE     believe X-Forwarded-For from these addresses (comma-separated
+                          IPs/CIDRs, "loopback", "private"), or from any peer N hops deep
+                          (a count trusts every client; warned of on a public listener)
+                            e.g. --trust-proxy 10.0.0.0/8,loopback
   --headers MODE          RateLimit header family: ietf (default), draft-7, draft-6, legacy,
                           a comma-separated combination, or none
                             e.g. --headers draft-7,legacy
@@ -65,7 +69,9 @@ Options of serve (flags win over the config file's values):
 
 Endpoints on the proxy listener:
   /_floodgate/decide      decision endpoint for nginx auth_request: 204 or 429 (?status=403)
+                          (or the --decision-path)
   /_floodgate/metrics     Prometheus metrics;  /_floodgate/healthz, /_floodgate/readyz
+                          (without --admin only)
 
 Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads --config (a bad file is
 logged and the last good config stays).

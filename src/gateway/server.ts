@@ -1,22 +1,25 @@
 /** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ErrorCode, FloodgateError } from '../errors.js';
 import { viewOf, writeResponse } from '../http/respond.js';
 import { MemoryStore } from '../stores/memory.js';
 import { throttled } from '../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { askPrimaryForMetrics } from './cluster-metrics.js';
 import { handleDecision } from './decision.js';
+import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './deps.js';
 import type { GatewayLogger } from './log.js';
+import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress, urlOf } from './listeners.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
 import { canonicalTarget } from './path.js';
+import { SharedResult } from './shared-result.js';
 import { openStore, type GatewayStore } from './store.js';
+import { hopCountWarning } from './trust-warning.js';
+import { UpstreamCheck } from './upstream-check.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
 export interface GatewayDeps {
@@ -57,7 +60,10 @@ export class Gateway implements AdminSource {
   private proxy: UpstreamProxy | undefined;
   private inFlight = 0;
   private draining = false;
-  private drained: (() => void) | undefined;
+  private readonly connections: ConnectionDrain;
+  /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
+  private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
+  private upstreamCheck: UpstreamCheck | undefined;
   private readonly ruleContext: RuleContext;
   /** Upgraded (WebSocket) connections: no longer HTTP, so closeAllConnections does not see them. */
   private readonly tunnels = new Set<Duplex>();
@@ -83,26 +89,16 @@ export class Gateway implements AdminSource {
     };
     this.rules = compileRules(settings, this.ruleContext);
     this.proxy = this.makeProxy(settings);
-    const p = settings.proxy;
-    this.server = createServer(
-      {
-        maxHeaderSize: p.maxHeaderSize,
-        headersTimeout: p.clientHeadersTimeoutMs,
-        requestTimeout: p.clientRequestTimeoutMs,
-        keepAliveTimeout: p.clientKeepAliveTimeoutMs,
-      },
-      this.onRequest,
+    this.upstreamCheck = upstreamCheckFor(settings);
+    // Only the one in flight is shared: under --workers the primary reuses its aggregate for a second already, and
+    // in one process a render is local and quick, and a scrape right after a request must see it.
+    this.metricsRender = new SharedResult(
+      clustered ? async () => ({ contentType: metrics.registry.contentType, body: await askPrimaryForMetrics() }) : registryMetrics(metrics.registry),
+      0,
     );
+    this.server = createProxyServer(settings.proxy, this.onRequest);
     this.server.on('upgrade', this.onUpgrade);
-    this.server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-      // Node answers 431 for oversized headers and 408 for slow ones only when told to; a bare socket close would hide why.
-      const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-      if (socket.writable && !(socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
-        socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
-      } else {
-        socket.destroy();
-      }
-    });
+    this.connections = new ConnectionDrain(this.server);
     this.adminServer =
       settings.admin === undefined || clustered
         ? undefined
@@ -149,6 +145,9 @@ export class Gateway implements AdminSource {
       },
       'floodgate gateway listening',
     );
+    // Under --workers the primary warns, once for all workers.
+    const trustWarning = clustered ? undefined : hopCountWarning(settings.trustProxy, settings.listen);
+    if (trustWarning !== undefined) log.warn({ trustProxy: settings.trustProxy, listen: settings.listen }, trustWarning);
     return gateway;
   }
 
@@ -168,19 +167,22 @@ export class Gateway implements AdminSource {
   }
 
   /** Renders the metrics in the Prometheus text format: this process's, or under `--workers` every worker's (from the primary). */
-  async renderMetrics(): Promise<{ contentType: string; body: string }> {
-    if (this.clustered) return { contentType: this.metrics.registry.contentType, body: await askPrimaryForMetrics() };
-    return registryMetrics(this.metrics.registry)();
+  renderMetrics(): Promise<{ contentType: string; body: string }> {
+    return this.metricsRender.get();
   }
 
-  /** Why the gateway should not get traffic now (draining, store down or not answering), or undefined when ready. */
-  notReady(): string | undefined {
+  /**
+   * Why the gateway should not get traffic now (draining, store down or not
+   * answering, and with `readiness.upstream` the upstream refusing
+   * connections), or undefined when ready.
+   */
+  notReady(): string | undefined | Promise<string | undefined> {
     if (this.draining) return 'draining';
     if (!this.store.ready()) return 'store not connected';
     // A connected store can still fail every call (a stalled Redis keeps its connection); the limiters' breakers
     // know, and turn readiness back on by themselves once their cooldown passes or a probe gets an answer.
     if (this.rules.storeCircuitOpen()) return 'store failing (circuit breaker open)';
-    return undefined;
+    return this.upstreamCheck?.notReady();
   }
 
   /**
@@ -216,42 +218,37 @@ export class Gateway implements AdminSource {
     this.proxy = proxy;
     this.settings = effective;
     if (proxyChanged && old !== undefined) old.close().catch(() => undefined);
-    this.server.headersTimeout = effective.proxy.clientHeadersTimeoutMs;
-    this.server.requestTimeout = effective.proxy.clientRequestTimeoutMs;
-    this.server.keepAliveTimeout = effective.proxy.clientKeepAliveTimeoutMs;
+    if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream) this.upstreamCheck = upstreamCheckFor(effective);
+    applyClientLimits(this.server, effective.proxy);
     this.log.level = effective.logLevel;
+    const trustWarning = JSON.stringify(prev.trustProxy) === JSON.stringify(effective.trustProxy) || this.clustered ? undefined : hopCountWarning(effective.trustProxy, effective.listen);
+    if (trustWarning !== undefined) this.log.warn({ trustProxy: effective.trustProxy, listen: effective.listen }, trustWarning);
     if (kept.length > 0) this.log.warn({ settings: kept }, 'these settings changed in the config file but need a restart; the running values are kept');
     this.log.info({ rules: effective.rules.map((r) => r.name), upstream: effective.upstream?.href }, 'config applied');
   }
 
   /**
-   * Graceful stop: readiness turns false, listeners stop accepting, idle
-   * keep-alive connections close, in-flight requests finish (their
-   * connections close after the response), then the upstream pool and the
-   * store close. Connections still busy after `drainTimeout` are cut.
+   * Graceful stop: readiness turns false and the listeners stop accepting.
+   * Every request that reaches a proxy connection from then on is answered,
+   * with `Connection: close`, and the connection closes after it; idle
+   * keep-alive connections close when their keep-alive timeout lapses (never
+   * earlier: the client may be writing its next request). Then the upstream
+   * pool and the store close. Connections still open after `drainTimeout`
+   * are cut.
    */
   async shutdown(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
-    this.log.info({ inFlight: this.inFlight }, 'draining');
-    const closed = Promise.all([closeServer(this.server), this.adminServer ? closeServer(this.adminServer) : Promise.resolve()]);
-    this.server.closeIdleConnections();
-    if (this.inFlight > 0) {
-      const idle = setInterval(() => this.server.closeIdleConnections(), 100);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => (this.drained = resolve)),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, this.settings.drainTimeoutMs))),
-      ]);
-      clearInterval(idle);
-      clearTimeout(timer);
-      if (this.inFlight > 0) this.log.warn({ inFlight: this.inFlight }, 'drain timeout: cutting the remaining requests');
-    }
+    this.log.info({ inFlight: this.inFlight, connections: this.connections.size }, 'draining');
+    const adminClosed = this.adminServer ? closeServer(this.adminServer) : Promise.resolve();
+    const left = await this.connections.drain(this.settings.drainTimeoutMs);
+    if (left > 0) this.log.warn({ inFlight: this.inFlight, connections: left }, 'drain timeout: cutting the remaining connections');
+    const closed = closeServer(this.server);
     this.server.closeAllConnections();
     this.adminServer?.closeAllConnections();
     // Long-lived tunnels have no request boundary to wait for; their clients reconnect to another instance.
     for (const socket of this.tunnels) socket.destroy();
-    await closed;
+    await Promise.all([closed, adminClosed]);
     await this.proxy?.close().catch(() => undefined);
     await this.store.close().catch(() => undefined);
     this.log.info('stopped');
@@ -271,7 +268,18 @@ export class Gateway implements AdminSource {
       return;
     }
     if (url !== req.url) req.url = url;
-    if (url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
+    // While draining every answer closes its connection, so keep-alive clients reconnect to another instance
+    // instead of sending a request onto a connection that is about to close.
+    if (this.draining) res.shouldKeepAlive = false;
+    const settings = this.settings;
+    const decisionPath = settings.decisionPath;
+    // Any configured path (e.g. /auth), with or without a query string; one compare on the hot path.
+    if (decisionPath !== false && url.startsWith(decisionPath) && (url.length === decisionPath.length || url.charCodeAt(decisionPath.length) === 63 /* ? */)) {
+      handleDecision(req, res, url.length === decisionPath.length ? '' : url.slice(decisionPath.length + 1), this.rules);
+      return;
+    }
+    // With an admin listener, nothing internal answers on the public port: those paths are requests like any other.
+    if (settings.admin === undefined && url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
     const proxy = this.proxy;
     // Decision-only (no upstream): other paths are not counted against anyone's quota.
     if (proxy === undefined) {
@@ -299,25 +307,20 @@ export class Gateway implements AdminSource {
   }
 
   private answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
-    // During the drain each answer closes its connection, so keep-alive clients reconnect to another
-    // instance; the proxy checks again when the upstream's head arrives (see makeProxy).
+    // A request that arrived before the drain began and is answered after it closes its connection too;
+    // the proxy checks again when the upstream's head arrives (see makeProxy).
     if (this.draining) res.shouldKeepAlive = false;
     answer(req, res, proxy, verdict);
   }
 
   private readonly requestDone = (): void => {
     this.inFlight -= 1;
-    if (this.inFlight === 0 && this.drained !== undefined) this.drained();
   };
 
-  /** The gateway's own endpoints under /_floodgate/; false when `url` is none of them (it is then proxied). */
+  /** The admin endpoints under /_floodgate/ (when there is no admin listener); false when `url` is none of them (it is then proxied). */
   private internal(req: IncomingMessage, res: ServerResponse, url: string): boolean {
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    if (this.settings.decisionPath !== false && path === this.settings.decisionPath) {
-      handleDecision(req, res, q < 0 ? '' : url.slice(q + 1), this.rules);
-      return true;
-    }
     return handleAdmin(path.slice(INTERNAL_PREFIX.length - 1), req, res, this);
   }
 
@@ -366,30 +369,7 @@ function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
   return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
 }
 
-/** Listens on `address`; a failure (port in use, address not on this host) names the setting `what`. */
-function listen(server: Server, address: ListenAddress, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const fail = (error: NodeJS.ErrnoException): void =>
-      reject(new FloodgateError(ErrorCode.LISTEN_FAILED, `cannot listen on ${address.host}:${address.port} (${what}): ${error.code ?? error.message}${error.code === 'EADDRINUSE' ? ', the port is in use' : error.code === 'EADDRNOTAVAIL' ? ', the address is not one of this host\'s' : ''}.`, error));
-    server.once('error', fail);
-    server.listen(address.port, address.host, () => {
-      server.off('error', fail);
-      resolve();
-    });
-  });
-}
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => server.close(() => resolve()));
-}
-
-function urlOf(server: Server): string {
-  const a = server.address() as AddressInfo | null;
-  if (a === null) return '(not listening)';
-  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-  return `http://${host}:${a.port}`;
-}
-
-function sameAddress(a: ListenAddress | undefined, b: ListenAddress | undefined): boolean {
-  return a?.host === b?.host && a?.port === b?.port;
+/** The upstream probe readiness asks, when `readiness.upstream` is on. */
+function upstreamCheckFor(settings: GatewaySettings): UpstreamCheck | undefined {
+  return settings.readiness.upstream && settings.upstream !== undefined ? new UpstreamCheck(settings.upstream) : undefined;
 }

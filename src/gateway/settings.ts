@@ -101,6 +101,14 @@ export interface ProxySettings {
   readonly clientRequestTimeoutMs: number;
   /** Idle client keep-alive connections are closed after this, ms. */
   readonly clientKeepAliveTimeoutMs: number;
+  /** Most client connections open at once on the proxy listener (per process); further ones are closed at accept. */
+  readonly maxConnections: number;
+}
+
+/** What `/readyz` checks besides the store and the drain. */
+export interface ReadinessSettings {
+  /** Also require a TCP connection to the upstream to succeed (probed at most once per second). */
+  readonly upstream: boolean;
 }
 
 /** Everything `floodgate serve` runs with. */
@@ -127,6 +135,8 @@ export interface GatewaySettings {
   readonly proxy: ProxySettings;
   /** Path of the decision endpoint, or false to disable it. */
   readonly decisionPath: string | false;
+  /** What readiness checks. */
+  readonly readiness: ReadinessSettings;
   /** Longest wait for in-flight requests on SIGTERM, ms. */
   readonly drainTimeoutMs: number;
   /** pino level. */
@@ -156,7 +166,11 @@ export const DEFAULT_PROXY: ProxySettings = {
   clientHeadersTimeoutMs: 10_000,
   clientRequestTimeoutMs: 60_000,
   clientKeepAliveTimeoutMs: 5_000,
+  maxConnections: 10_000,
 };
+
+/** Defaults of {@link ReadinessSettings}. */
+export const DEFAULT_READINESS: ReadinessSettings = { upstream: false };
 
 /** Defaults of {@link StoreSettings}. */
 export const DEFAULT_STORE: StoreSettings = {

@@ -1,4 +1,4 @@
-/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
+/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
@@ -9,6 +9,8 @@ import { WorkerReadiness } from './cluster-ready.js';
 import { workerPort } from './ipc.js';
 import type { GatewayDeps } from './server.js';
 import { createLogger } from './log.js';
+import { SharedResult } from './shared-result.js';
+import { hopCountWarning } from './trust-warning.js';
 import type { GatewaySettings } from './settings.js';
 
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -29,11 +31,14 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     primaryStore = new ClusterStorePrimary();
   }
   let stopping = false;
-  // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics.
+  // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics: every scrape
+  // fans out to all workers, so one runs at a time and its result serves every scrape for a second.
   const aggregator = new deps.prom.AggregatorRegistry();
+  const aggregate = new SharedResult(() => aggregator.clusterMetrics(), 1000);
+  const renderAggregate = (): Promise<string> => aggregate.get();
   const readiness = new WorkerReadiness(settings.workers);
   const fork = (): void => {
-    answerMetricsRequests(workerPort(cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' })), aggregator);
+    answerMetricsRequests(workerPort(cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' })), renderAggregate);
   };
   cluster.on('listening', (worker) => readiness.listeningOn(worker));
   cluster.on('exit', (worker, code, signal) => {
@@ -49,7 +54,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   let admin: Server | undefined;
   if (settings.admin !== undefined) {
     const source = {
-      renderMetrics: async () => ({ contentType: aggregator.contentType, body: await aggregator.clusterMetrics() }),
+      renderMetrics: async () => ({ contentType: aggregator.contentType, body: await renderAggregate() }),
       notReady: () => (stopping ? 'draining' : readiness.notReady()),
     };
     admin = createServer((req, res) => {
@@ -62,6 +67,8 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     });
   }
   log.info({ workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : 'redis', admin: settings.admin }, 'floodgate primary started');
+  const trustWarning = hopCountWarning(settings.trustProxy, settings.listen);
+  if (trustWarning !== undefined) log.warn({ trustProxy: settings.trustProxy, listen: settings.listen }, trustWarning);
 
   process.on('SIGHUP', () => {
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGHUP');

@@ -1,0 +1,79 @@
+/** The gateway's listeners: the proxy server with its client-side limits (header timeout checked promptly, a connection cap), and listen/close helpers. */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import type { ListenAddress, ProxySettings } from './settings.js';
+
+/**
+ * How often Node looks for connections over the header or request timeout.
+ * Node's default (30 s) lets a 10 s header timeout fire up to 40 s late; a
+ * quarter of the timeout, at most a second, keeps the cut close to it.
+ */
+export function checkingIntervalMs(p: ProxySettings): number {
+  return Math.max(10, Math.min(1000, Math.floor(p.clientHeadersTimeoutMs / 4)));
+}
+
+/** Creates the proxy listener's server (not yet listening) with the client-side limits of `p`. */
+export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const server = createServer(
+    {
+      maxHeaderSize: p.maxHeaderSize,
+      headersTimeout: p.clientHeadersTimeoutMs,
+      requestTimeout: p.clientRequestTimeoutMs,
+      keepAliveTimeout: p.clientKeepAliveTimeoutMs,
+      connectionsCheckingInterval: checkingIntervalMs(p),
+    },
+    onRequest,
+  );
+  server.maxConnections = p.maxConnections;
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    // Node answers 431 for oversized headers and 408 for slow ones only when told to; a bare socket close would hide why.
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    if (socket.writable && !(socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
+      socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    } else {
+      socket.destroy();
+    }
+  });
+  return server;
+}
+
+/** Applies the client-side limits of `p` that a running server can change (the checking interval and header size cannot). */
+export function applyClientLimits(server: Server, p: ProxySettings): void {
+  server.headersTimeout = p.clientHeadersTimeoutMs;
+  server.requestTimeout = p.clientRequestTimeoutMs;
+  server.keepAliveTimeout = p.clientKeepAliveTimeoutMs;
+  server.maxConnections = p.maxConnections;
+}
+
+/** Listens on `address`; a failure (port in use, address not on this host) names the setting `what`. */
+export function listen(server: Server, address: ListenAddress, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const fail = (error: NodeJS.ErrnoException): void =>
+      reject(new FloodgateError(ErrorCode.LISTEN_FAILED, `cannot listen on ${address.host}:${address.port} (${what}): ${error.code ?? error.message}${error.code === 'EADDRINUSE' ? ', the port is in use' : error.code === 'EADDRNOTAVAIL' ? ', the address is not one of this host\'s' : ''}.`, error));
+    server.once('error', fail);
+    server.listen(address.port, address.host, () => {
+      server.off('error', fail);
+      resolve();
+    });
+  });
+}
+
+/** Closes `server` (http's close: idle connections go at once) and resolves once every connection has ended. */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/** `http://host:port` of a listening server. */
+export function urlOf(server: Server): string {
+  const a = server.address() as AddressInfo | null;
+  if (a === null) return '(not listening)';
+  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+  return `http://${host}:${a.port}`;
+}
+
+/** Whether two (optional) listen addresses are the same. */
+export function sameAddress(a: ListenAddress | undefined, b: ListenAddress | undefined): boolean {
+  return a?.host === b?.host && a?.port === b?.port;
+}
