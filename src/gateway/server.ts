@@ -14,7 +14,7 @@ import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress,
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
-import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
+import { INTERNAL_PREFIX, type GatewaySettings } from './settings.js';
 import { canonicalTarget } from './path.js';
 import { SharedResult } from './shared-result.js';
 import { openStore, type GatewayStore } from './store.js';
