@@ -176,6 +176,10 @@ const PROXY_FIELDS = [
   'clientHeadersTimeout',
   'clientRequestTimeout',
   'clientKeepAliveTimeout',
+  'upgrades',
+  'requestBuffer',
+  'minBodyRate',
+  'stripHeaders',
 ] as const;
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
@@ -334,12 +338,34 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     clientHeadersTimeoutMs: ms('clientHeadersTimeout', DEFAULT_PROXY.clientHeadersTimeoutMs),
     clientRequestTimeoutMs: ms('clientRequestTimeout', DEFAULT_PROXY.clientRequestTimeoutMs, true),
     clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
+    upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
+    requestBuffer: p.requestBuffer === undefined ? DEFAULT_PROXY.requestBuffer : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
+    minBodyRate: p.minBodyRate === undefined ? DEFAULT_PROXY.minBodyRate : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
+    stripHeaders: p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.
   if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {
     c.fail(['proxy', p.clientHeadersTimeout === undefined ? 'clientRequestTimeout' : 'clientHeadersTimeout'], `clientHeadersTimeout (${out.clientHeadersTimeoutMs} ms) must not exceed clientRequestTimeout (${out.clientRequestTimeoutMs} ms).`);
   }
   return out;
+}
+
+/** Upgrade tokens a tunnel may be opened for; `h2c` never (a tunnelled HTTP/2 connection would carry requests no rule sees). */
+function parseUpgrades(value: unknown): string[] {
+  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
+  return value.map((v) => {
+    if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
+    const token = v.toLowerCase();
+    if (token === 'h2c' || token === 'h2') throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
+    return token;
+  });
+}
+
+/** A list of header names to strip from untrusted peers, or false to strip none. */
+function parseStripHeaders(value: unknown): string[] | false {
+  if (value === false) return false;
+  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
+  return value.map((v) => parseHeaderName(v));
 }
 
 function ruleList(c: Cursor, value: unknown): RuleSettings[] {

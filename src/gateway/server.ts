@@ -13,6 +13,7 @@ import type { PinoModule, PromClient, Undici } from './deps.js';
 import type { GatewayLogger } from './log.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
+import { checkUpgrade } from './tunnel.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings, type ListenAddress } from './settings.js';
 import { canonicalTarget } from './path.js';
@@ -215,7 +216,8 @@ export class Gateway implements AdminSource {
     this.rules = rules;
     this.proxy = proxy;
     this.settings = effective;
-    if (proxyChanged && old !== undefined) old.close().catch(() => undefined);
+    // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.
+    if (proxyChanged && old !== undefined) old.retire().catch(() => undefined);
     this.server.headersTimeout = effective.proxy.clientHeadersTimeoutMs;
     this.server.requestTimeout = effective.proxy.clientRequestTimeoutMs;
     this.server.keepAliveTimeout = effective.proxy.clientKeepAliveTimeoutMs;
@@ -281,6 +283,7 @@ export class Gateway implements AdminSource {
     this.inFlight += 1;
     // 'close' comes once per response; on() spares the wrapper once() allocates per request.
     res.on('close', this.requestDone);
+    proxy.hold();
     const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
     if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
@@ -302,7 +305,14 @@ export class Gateway implements AdminSource {
     // During the drain each answer closes its connection, so keep-alive clients reconnect to another
     // instance; the proxy checks again when the upstream's head arrives (see makeProxy).
     if (this.draining) res.shouldKeepAlive = false;
-    answer(req, res, proxy, verdict);
+    // forward() takes over the hold; any other outcome (a refusal, or a throw before forwarding) ends it here.
+    let handed = false;
+    try {
+      handed = verdict.forward;
+      answer(req, res, proxy, verdict);
+    } finally {
+      if (!handed) proxy.release();
+    }
   }
 
   private readonly requestDone = (): void => {
@@ -333,11 +343,22 @@ export class Gateway implements AdminSource {
       writeRaw(socket, 502, []);
       return;
     }
+    // Refused before the decision: the connection closes, so nothing after it reaches the upstream either.
+    const protocol = checkUpgrade(req, this.settings.proxy.upgrades);
+    if (typeof protocol !== 'string') {
+      writeRaw(socket, protocol.status, [['Content-Type', 'text/plain; charset=utf-8']], `${protocol.detail}\n`);
+      return;
+    }
     this.tunnels.add(socket);
     socket.once('close', () => this.tunnels.delete(socket));
+    proxy.hold();
     whenDecided(this.rules.decide(viewOf(req, req), req.headers.host), (verdict) => {
-      if (!verdict.forward) writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
-      else proxy.upgrade(req, socket, head, verdict.headers);
+      if (verdict.forward) {
+        proxy.upgrade(req, socket, head, protocol, verdict.headers);
+        return;
+      }
+      proxy.release();
+      writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
     });
   };
 }

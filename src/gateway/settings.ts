@@ -101,6 +101,14 @@ export interface ProxySettings {
   readonly clientRequestTimeoutMs: number;
   /** Idle client keep-alive connections are closed after this, ms. */
   readonly clientKeepAliveTimeoutMs: number;
+  /** Upgrade protocols (lower case) tunnelled after the decision; others are refused. Empty: no tunnels. */
+  readonly upgrades: readonly string[];
+  /** Request bodies up to this many bytes are read whole from the client before an upstream connection is taken; 0 streams every body. */
+  readonly requestBuffer: number;
+  /** A body too large to buffer must arrive at this many bytes per second on average (after a grace period), or it is cut with 408; 0 for no floor. */
+  readonly minBodyRate: number;
+  /** Headers (lower case) removed from requests of peers that are not trusted proxies; false keeps them all. */
+  readonly stripHeaders: readonly string[] | false;
 }
 
 /** Everything `floodgate serve` runs with. */
@@ -145,6 +153,37 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Failure policies the config accepts. */
 export const FAILURE_POLICIES: readonly FailurePolicy[] = ['insurance', 'fail-open', 'fail-closed', 'reject'];
 
+/**
+ * Headers that claim a client identity, a scheme or a different target and
+ * that only a proxy in front may set; removed from an untrusted peer's
+ * request by default (see {@link ProxySettings.stripHeaders}).
+ */
+export const DEFAULT_STRIP_HEADERS: readonly string[] = [
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'x-cluster-client-ip',
+  'x-original-forwarded-for',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-forwarded-server',
+  'x-forwarded-ssl',
+  'x-forwarded-scheme',
+  'x-url-scheme',
+  'x-host',
+  'x-original-host',
+  'x-original-url',
+  'x-original-uri',
+  'x-original-method',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+];
+
 /** Defaults of {@link ProxySettings}. */
 export const DEFAULT_PROXY: ProxySettings = {
   connectTimeoutMs: 5_000,
@@ -156,6 +195,10 @@ export const DEFAULT_PROXY: ProxySettings = {
   clientHeadersTimeoutMs: 10_000,
   clientRequestTimeoutMs: 60_000,
   clientKeepAliveTimeoutMs: 5_000,
+  upgrades: ['websocket'],
+  requestBuffer: 65_536,
+  minBodyRate: 1_024,
+  stripHeaders: DEFAULT_STRIP_HEADERS,
 };
 
 /** Defaults of {@link StoreSettings}. */
