@@ -1,0 +1,80 @@
+// Slow request bodies against a small upstream pool: bodies up to proxy.requestBuffer are read before an upstream connection is taken, larger ones must keep proxy.minBodyRate, and chunked bodies arrive intact either way.
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { describe, it } from 'node:test';
+import { get } from '../http/support/http.js';
+import { gatewayFixture, sleep } from './support/harness.js';
+
+const fixture = gatewayFixture();
+
+/** A client that sends its head, then one byte of its `length`-byte body every `everyMs`; `reply` collects what it is sent. */
+function trickle(base: string, length: number, everyMs: number): { socket: Socket; reply: () => string } {
+  const socket = connect(Number(new URL(base).port), '127.0.0.1');
+  let reply = '';
+  socket.on('data', (d: Buffer) => (reply += d.toString('utf8')));
+  socket.on('error', () => undefined);
+  socket.write(`POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: ${length}\r\n\r\n`);
+  let sent = 0;
+  const timer = setInterval(() => {
+    if (socket.destroyed || sent >= length) return clearInterval(timer);
+    socket.write('x');
+    sent += 1;
+  }, everyMs);
+  socket.on('close', () => clearInterval(timer));
+  return { socket, reply: () => reply };
+}
+
+/** POSTs `body` chunked (no Content-Length) and returns the upstream's echo of it. */
+function postChunked(url: string, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', agent: false, headers: { 'transfer-encoding': 'chunked' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('error', reject);
+    for (let i = 0; i < body.length; i += 10_000) req.write(body.slice(i, i + 10_000));
+    req.end();
+  });
+}
+
+describe('gateway: slow clients', () => {
+  it('regression: slow request bodies from more clients than proxy.connections do not hold the upstream pool', async () => {
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { connections: 4 }\nrules: []`);
+    const slow = Array.from({ length: 12 }, () => trickle(g.url, 200, 100));
+    try {
+      await sleep(300);
+      // Each slow client has sent part of its body by now; none of them has an upstream connection.
+      const legit = await get(`${g.url}/legit`, { timeoutMs: 4000 });
+      assert.equal(legit.status, 200);
+      assert.ok(legit.elapsedMs < 3000, `the legitimate request waited ${legit.elapsedMs} ms`);
+      const post = await get(`${g.url}/legit-post`, { method: 'POST', headers: { 'content-length': '0' }, timeoutMs: 4000 });
+      assert.equal(post.status, 200);
+    } finally {
+      for (const s of slow) s.socket.destroy();
+    }
+  });
+
+  it('regression: a large body trickled below proxy.minBodyRate is cut with 408 and its upstream connection freed', async () => {
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { connections: 1, requestBuffer: 1024, minBodyRate: 2000 }\nrules: []`);
+    const slow = trickle(g.url, 100_000, 50);
+    try {
+      for (let i = 0; i < 200 && !slow.reply().startsWith('HTTP/1.1'); i += 1) await sleep(50);
+      assert.match(slow.reply(), /^HTTP\/1.1 408 /);
+      const legit = await get(`${g.url}/after`, { timeoutMs: 4000 });
+      assert.equal(legit.status, 200, 'the one upstream connection is free again');
+    } finally {
+      slow.socket.destroy();
+    }
+  });
+
+  it('forwards chunked bodies intact, whether buffered (small) or streamed (past proxy.requestBuffer)', async () => {
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { requestBuffer: 4096 }\nrules: []`);
+    const small = await postChunked(`${g.url}/small`, 'a'.repeat(3000));
+    assert.equal(JSON.parse(small.body).body, 'a'.repeat(3000));
+    const big = 'b'.repeat(250_000) + 'end';
+    const streamed = await postChunked(`${g.url}/big`, big);
+    assert.equal(JSON.parse(streamed.body).body, big);
+  });
+});
