@@ -179,6 +179,7 @@ const PROXY_FIELDS = [
   'upgrades',
   'requestBuffer',
   'minBodyRate',
+  'clientWriteTimeout',
   'stripHeaders',
 ] as const;
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
@@ -341,6 +342,7 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
     requestBuffer: p.requestBuffer === undefined ? DEFAULT_PROXY.requestBuffer : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
     minBodyRate: p.minBodyRate === undefined ? DEFAULT_PROXY.minBodyRate : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
+    clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
     stripHeaders: p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.

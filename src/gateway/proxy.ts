@@ -28,6 +28,7 @@ export class UpstreamProxy {
   private readonly responseLatency: LatencyChild;
   private readonly requestBuffer: number;
   private readonly minBodyRate: number;
+  private readonly clientWriteTimeoutMs: number;
   /** Requests decided (or being decided) on this proxy and not yet handed to the pool; see {@link hold}. */
   private holds = 0;
   private idle: (() => void) | undefined;
@@ -63,6 +64,7 @@ export class UpstreamProxy {
     this.forwardHeaders = new ForwardHeaders(trustProxy, settings.stripHeaders);
     this.requestBuffer = settings.requestBuffer;
     this.minBodyRate = settings.minBodyRate;
+    this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
     this.responseLatency = metrics.upstreamLatencyChild('response');
   }
 
@@ -142,6 +144,10 @@ export class UpstreamProxy {
           // One writeHead with a flat list: each setHeader would validate and store a field only to
           // have writeHead walk them again, which cost more than the limiter's whole decision.
           if (this.draining()) res.shouldKeepAlive = false;
+          // undici stops its body timer while the client holds it back, so a client that never reads would
+          // keep the upstream connection for ever; a socket idle this long while the answer is sent is cut.
+          // Destroying the response aborts the upstream request (its 'close' handler above).
+          if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
           res.writeHead(statusCode, responseHead(headers, extra));
           return res;
         },

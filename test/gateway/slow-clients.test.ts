@@ -1,7 +1,7 @@
 // Slow request bodies against a small upstream pool: bodies up to proxy.requestBuffer are read before an upstream connection is taken, larger ones must keep proxy.minBodyRate, and chunked bodies arrive intact either way.
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { createServer, request } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import { gatewayFixture, sleep } from './support/harness.js';
@@ -66,6 +66,39 @@ describe('gateway: slow clients', () => {
       assert.equal(legit.status, 200, 'the one upstream connection is free again');
     } finally {
       slow.socket.destroy();
+    }
+  });
+
+  it('regression: a client that stops reading its response does not hold the upstream connection past proxy.clientWriteTimeout', async () => {
+    // An upstream answering /big with 64 MiB: far more than the socket buffers between it and a client that does not read.
+    const chunk = Buffer.alloc(1 << 20, 'z');
+    const big = createServer((req, res) => {
+      if (req.url !== '/big') return void res.end('ok');
+      res.writeHead(200, { 'content-length': String(64 * chunk.length) });
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < 64) {
+          sent += 1;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    });
+    await new Promise<void>((resolve) => big.listen(0, '127.0.0.1', resolve));
+    const g = await fixture.start(`upstream: http://127.0.0.1:${(big.address() as AddressInfo).port}\nproxy: { connections: 1, clientWriteTimeout: 500ms }\nrules: []`);
+    const reader = connect(Number(new URL(g.url).port), '127.0.0.1');
+    reader.on('error', () => undefined);
+    try {
+      reader.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
+      reader.pause();
+      await sleep(300);
+      const legit = await get(`${g.url}/legit`, { timeoutMs: 5000 });
+      assert.equal(legit.status, 200, 'the one upstream connection was freed');
+    } finally {
+      reader.destroy();
+      big.closeAllConnections();
+      big.close();
     }
   });
 
