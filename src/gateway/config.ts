@@ -180,6 +180,7 @@ const PROXY_FIELDS = [
   'requestBuffer',
   'minBodyRate',
   'clientWriteTimeout',
+  'queueTimeout',
   'stripHeaders',
 ] as const;
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
@@ -343,6 +344,7 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     requestBuffer: p.requestBuffer === undefined ? DEFAULT_PROXY.requestBuffer : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
     minBodyRate: p.minBodyRate === undefined ? DEFAULT_PROXY.minBodyRate : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
     clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
+    queueTimeoutMs: ms('queueTimeout', DEFAULT_PROXY.queueTimeoutMs, true),
     stripHeaders: p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.

@@ -9,6 +9,7 @@ import type { Undici } from './deps.js';
 import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
 import { readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
+import { UpstreamQueue } from './upstream-queue.js';
 import type { GatewayLogger } from './log.js';
 import type { GatewayMetrics, LatencyChild } from './metrics.js';
 import type { ProxySettings } from './settings.js';
@@ -29,6 +30,7 @@ export class UpstreamProxy {
   private readonly requestBuffer: number;
   private readonly minBodyRate: number;
   private readonly clientWriteTimeoutMs: number;
+  private readonly queue: UpstreamQueue;
   /** Requests decided (or being decided) on this proxy and not yet handed to the pool; see {@link hold}. */
   private holds = 0;
   private idle: (() => void) | undefined;
@@ -65,6 +67,7 @@ export class UpstreamProxy {
     this.requestBuffer = settings.requestBuffer;
     this.minBodyRate = settings.minBodyRate;
     this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
+    this.queue = new UpstreamQueue(settings.connections, settings.queueTimeoutMs);
     this.responseLatency = metrics.upstreamLatencyChild('response');
   }
 
@@ -99,13 +102,29 @@ export class UpstreamProxy {
       this.requestBuffer,
       (body, streaming) => {
         try {
-          if (!res.destroyed) this.dispatch(req, res, extra, body, streaming);
+          if (!res.destroyed) this.enqueue(req, res, extra, body, streaming);
         } finally {
           this.release();
         }
       },
       () => this.release(),
     );
+  }
+
+  /** Waits for a free upstream connection (see UpstreamQueue), then dispatches; 503 when none frees up in time. */
+  private enqueue(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
+    let cancel: (() => void) | undefined;
+    cancel = this.queue.enter(
+      () => {
+        if (cancel !== undefined) res.off('close', cancel);
+        this.dispatch(req, res, extra, body, streaming);
+      },
+      () => {
+        if (cancel !== undefined) res.off('close', cancel);
+        this.overloaded(res, extra);
+      },
+    );
+    if (cancel !== undefined) res.once('close', cancel);
   }
 
   private dispatch(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
@@ -152,10 +171,17 @@ export class UpstreamProxy {
           return res;
         },
       )
-      .then(stopWatch, (error: unknown) => {
-        stopWatch?.();
-        this.failed(error, res, extra, started, headersReceived);
-      });
+      .then(
+        () => {
+          stopWatch?.();
+          this.queue.leave();
+        },
+        (error: unknown) => {
+          stopWatch?.();
+          this.queue.leave();
+          this.failed(error, res, extra, started, headersReceived);
+        },
+      );
   }
 
   /**
@@ -224,6 +250,20 @@ export class UpstreamProxy {
     });
     res.statusCode = status;
     for (const pair of extra) res.setHeader(pair[0], pair[1]);
+    res.setHeader('Content-Type', 'application/problem+json');
+    res.setHeader('Content-Length', Buffer.byteLength(body));
+    res.end(body);
+  }
+
+  /** No upstream connection freed up within proxy.queueTimeout: the upstream is saturated, so the client is told to come back. */
+  private overloaded(res: ServerResponse, extra: readonly HeaderPair[]): void {
+    this.metrics.upstreamError('timeout');
+    this.warn({ code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' }, 'no upstream connection free in time; answered 503');
+    if (res.headersSent || res.destroyed) return;
+    const body = JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'Every upstream connection is busy; try again shortly.' });
+    res.statusCode = 503;
+    for (const pair of extra) res.setHeader(pair[0], pair[1]);
+    res.setHeader('Retry-After', '1');
     res.setHeader('Content-Type', 'application/problem+json');
     res.setHeader('Content-Length', Buffer.byteLength(body));
     res.end(body);

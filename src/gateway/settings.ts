@@ -107,6 +107,8 @@ export interface ProxySettings {
   readonly requestBuffer: number;
   /** A body too large to buffer must arrive at this many bytes per second on average (after a grace period), or it is cut with 408; 0 for no floor. */
   readonly minBodyRate: number;
+  /** Longest wait for a free upstream connection once all `connections` are busy, ms, then 503; 0 waits as long as it takes. */
+  readonly queueTimeoutMs: number;
   /** A response the client stops reading is cut after this many ms without progress, freeing its upstream connection; 0 for no limit. */
   readonly clientWriteTimeoutMs: number;
   /** Headers (lower case) removed from requests of peers that are not trusted proxies; false keeps them all. */
@@ -201,6 +203,7 @@ export const DEFAULT_PROXY: ProxySettings = {
   requestBuffer: 65_536,
   minBodyRate: 1_024,
   clientWriteTimeoutMs: 60_000,
+  queueTimeoutMs: 10_000,
   stripHeaders: DEFAULT_STRIP_HEADERS,
 };
 

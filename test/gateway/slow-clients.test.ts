@@ -102,6 +102,18 @@ describe('gateway: slow clients', () => {
     }
   });
 
+  it('regression: with every upstream connection busy, a request waits at most proxy.queueTimeout, then gets 503', async () => {
+    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { connections: 1, queueTimeout: 300ms }\nrules: [{ name: all, key: ip, policies: ["100/1m"] }]`);
+    const busy = get(`${g.url}/slow?ms=2500`, { timeoutMs: 6000 });
+    await sleep(100);
+    const queued = await get(`${g.url}/queued`, { timeoutMs: 2000 });
+    assert.equal(queued.status, 503);
+    assert.equal(queued.headers['retry-after'], '1');
+    assert.match(String(queued.headers.ratelimit), /r=98/, 'the RateLimit fields come along');
+    assert.equal((await busy).status, 200);
+    assert.equal((await get(`${g.url}/free-again`)).status, 200);
+  });
+
   it('forwards chunked bodies intact, whether buffered (small) or streamed (past proxy.requestBuffer)', async () => {
     const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { requestBuffer: 4096 }\nrules: []`);
     const small = await postChunked(`${g.url}/small`, 'a'.repeat(3000));
