@@ -7,7 +7,7 @@ import { combinedValue, type HeaderPair } from '../http/headers.js';
 import type { TrustProxy } from '../http/keys.js';
 import type { Undici } from './deps.js';
 import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
-import { readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
+import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
 import type { GatewayLogger } from './log.js';
@@ -97,34 +97,56 @@ export class UpstreamProxy {
    * (the status is already sent). Ends the caller's {@link hold}.
    */
   forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[]): void {
+    // Most requests have no body: no closures, no waiting.
+    if (!hasBody(req)) {
+      this.enqueue(req, res, extra, null, false);
+      return;
+    }
     readBody(
       req,
       this.requestBuffer,
       (body, streaming) => {
-        try {
-          if (!res.destroyed) this.enqueue(req, res, extra, body, streaming);
-        } finally {
-          this.release();
-        }
+        if (res.destroyed) this.release();
+        else this.enqueue(req, res, extra, body, streaming);
       },
       () => this.release(),
     );
   }
 
-  /** Waits for a free upstream connection (see UpstreamQueue), then dispatches; 503 when none frees up in time. */
+  /**
+   * Waits for a free upstream connection (see UpstreamQueue), then
+   * dispatches; 503 when none frees up in time. The hold ends only once the
+   * request is in the pool (or answered, or its client gone), so a retired
+   * pool is not closed under a request still waiting in this queue.
+   */
   private enqueue(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
-    let cancel: (() => void) | undefined;
-    cancel = this.queue.enter(
-      () => {
-        if (cancel !== undefined) res.off('close', cancel);
+    if (this.queue.tryEnter()) {
+      try {
         this.dispatch(req, res, extra, body, streaming);
+      } finally {
+        this.release();
+      }
+      return;
+    }
+    const giveUp = this.queue.wait(
+      () => {
+        res.off('close', left);
+        try {
+          this.dispatch(req, res, extra, body, streaming);
+        } finally {
+          this.release();
+        }
       },
       () => {
-        if (cancel !== undefined) res.off('close', cancel);
+        res.off('close', left);
+        this.release();
         this.overloaded(res, extra);
       },
     );
-    if (cancel !== undefined) res.once('close', cancel);
+    const left = (): void => {
+      if (giveUp()) this.release();
+    };
+    res.once('close', left);
   }
 
   private dispatch(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {

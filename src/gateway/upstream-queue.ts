@@ -25,18 +25,20 @@ export class UpstreamQueue {
     private readonly timeoutMs: number,
   ) {}
 
+  /** Takes a turn when a connection is free now; every true must be followed by one {@link leave}. */
+  tryEnter(): boolean {
+    if (this.active >= this.capacity) return false;
+    this.active += 1;
+    return true;
+  }
+
   /**
-   * Runs `start` at once when a connection is free, else when one frees up.
-   * `expired` runs instead when no turn comes within the timeout. Every
-   * `start` must be followed by one {@link leave}.
-   * @returns undefined when `start` ran at once; else a function that gives up the place in the queue (the client left), doing nothing once `start` or `expired` ran
+   * Waits for a turn (after {@link tryEnter} said none is free): `start`
+   * runs when a connection frees up, or `expired` when none does within the
+   * timeout. Every `start` must be followed by one {@link leave}.
+   * @returns a function that gives up the place (the client left): true when it did, false once `start` or `expired` ran
    */
-  enter(start: () => void, expired: () => void): (() => void) | undefined {
-    if (this.active < this.capacity) {
-      this.active += 1;
-      start();
-      return undefined;
-    }
+  wait(start: () => void, expired: () => void): () => boolean {
     const waiter: Waiter = { start, timer: undefined, done: false };
     if (this.timeoutMs > 0) {
       waiter.timer = setTimeout(() => {
@@ -46,9 +48,10 @@ export class UpstreamQueue {
     }
     this.waiting.push(waiter);
     return () => {
-      if (waiter.done) return;
+      if (waiter.done) return false;
       waiter.done = true;
       clearTimeout(waiter.timer);
+      return true;
     };
   }
 
