@@ -279,7 +279,7 @@ export class UpstreamProxy {
 
   /** No upstream connection freed up within proxy.queueTimeout: the upstream is saturated, so the client is told to come back. */
   private overloaded(res: ServerResponse, extra: readonly HeaderPair[]): void {
-    this.metrics.upstreamError('timeout');
+    this.metrics.upstreamError('queue');
     this.warn({ code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' }, 'no upstream connection free in time; answered 503');
     if (res.headersSent || res.destroyed) return;
     const body = JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'Every upstream connection is busy; try again shortly.' });

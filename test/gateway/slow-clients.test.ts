@@ -4,7 +4,7 @@ import { createServer, request } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
-import { gatewayFixture, sleep } from './support/harness.js';
+import { gatewayFixture, parseMetrics, sleep } from './support/harness.js';
 
 const fixture = gatewayFixture();
 
@@ -112,6 +112,8 @@ describe('gateway: slow clients', () => {
     assert.match(String(queued.headers.ratelimit), /r=98/, 'the RateLimit fields come along');
     assert.equal((await busy).status, 200);
     assert.equal((await get(`${g.url}/free-again`)).status, 200);
+    const m = parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body);
+    assert.equal(m.get('floodgate_upstream_errors_total{kind="queue"}'), 1);
   });
 
   it('forwards chunked bodies intact, whether buffered (small) or streamed (past proxy.requestBuffer)', async () => {
