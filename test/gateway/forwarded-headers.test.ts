@@ -1,7 +1,9 @@
-// Which client headers reach a real upstream: identity and rewrite headers of untrusted peers stripped, X-Forwarded-For replaced or appended to by trust, a hop count never trusting the peer, proxy.stripHeaders.
+// Which client headers reach a real upstream: identity and rewrite headers of untrusted peers stripped, X-Forwarded-For replaced or appended to by trust, a hop count never trusting the peer, proxy.stripHeaders, and the validation of the new proxy fields.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
+import { parseConfigText } from '../../src/gateway/config.js';
+import { ErrorCode } from '../../src/errors.js';
 import { gatewayFixture } from './support/harness.js';
 
 const fixture = gatewayFixture();
@@ -66,5 +68,23 @@ describe('gateway: forwarded headers', () => {
     const none = await echoed('proxy: { stripHeaders: false }\nrules: []');
     assert.equal(none['x-original-url'], '/admin');
     assert.equal(none['x-forwarded-for'], '127.0.0.1', 'X-Forwarded-For still names the peer');
+  });
+
+  it('refuses malformed proxy fields of the new kinds, naming file, line and field', async () => {
+    const cases: Array<[string, RegExp]> = [
+      ['proxy:\n  stripHeaders: x-real-ip\n', /^p\.yaml:2:\d+: proxy\.stripHeaders: must be a list of header names, or false/],
+      ['proxy:\n  stripHeaders: ["bad header"]\n', /^p\.yaml:2:\d+: proxy\.stripHeaders: must be a header name/],
+      ['proxy:\n  requestBuffer: -1\n', /^p\.yaml:2:\d+: proxy\.requestBuffer: must be a whole number/],
+      ['proxy:\n  minBodyRate: fast\n', /^p\.yaml:2:\d+: proxy\.minBodyRate: must be a whole number/],
+      ['proxy:\n  queueTimeout: soon\n', /^p\.yaml:2:\d+: proxy\.queueTimeout: /],
+      ['proxy:\n  upgrades: websocket\n', /^p\.yaml:2:\d+: proxy\.upgrades: must be a list of upgrade protocols/],
+    ];
+    for (const [yaml, message] of cases) {
+      await assert.rejects(parseConfigText(yaml, 'p.yaml'), (error: Error & { code?: string }) => {
+        assert.equal(error.code, ErrorCode.INVALID_CONFIG);
+        assert.match(error.message, message);
+        return true;
+      });
+    }
   });
 });
