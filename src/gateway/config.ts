@@ -19,7 +19,9 @@ import {
   parseMs,
   parsePositiveInt,
   parseRedisUrl,
+  parseStripHeaders,
   parseTrustProxy,
+  parseUpgrades,
   parseUpstream,
 } from './parse.js';
 import {
@@ -352,24 +354,6 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     c.fail(['proxy', p.clientHeadersTimeout === undefined ? 'clientRequestTimeout' : 'clientHeadersTimeout'], `clientHeadersTimeout (${out.clientHeadersTimeoutMs} ms) must not exceed clientRequestTimeout (${out.clientRequestTimeoutMs} ms).`);
   }
   return out;
-}
-
-/** Upgrade tokens a tunnel may be opened for; `h2c` never (a tunnelled HTTP/2 connection would carry requests no rule sees). */
-function parseUpgrades(value: unknown): string[] {
-  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
-  return value.map((v) => {
-    if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
-    const token = v.toLowerCase();
-    if (token === 'h2c' || token === 'h2') throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
-    return token;
-  });
-}
-
-/** A list of header names to strip from untrusted peers, or false to strip none. */
-function parseStripHeaders(value: unknown): string[] | false {
-  if (value === false) return false;
-  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
-  return value.map((v) => parseHeaderName(v));
 }
 
 function ruleList(c: Cursor, value: unknown): RuleSettings[] {
