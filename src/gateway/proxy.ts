@@ -27,6 +27,9 @@ export class UpstreamProxy {
   private readonly forwardHeaders: ForwardHeaders;
   private lastWarning = 0;
   private readonly responseLatency: LatencyChild;
+  private readonly upstream: URL;
+  private readonly connectTimeoutMs: number;
+  private readonly headersTimeoutMs: number;
   private readonly requestBuffer: number;
   private readonly minBodyRate: number;
   private readonly clientWriteTimeoutMs: number;
@@ -64,6 +67,9 @@ export class UpstreamProxy {
       keepAliveMaxTimeout: Math.max(settings.idleTimeoutMs, 600_000),
     });
     this.forwardHeaders = new ForwardHeaders(trustProxy, settings.stripHeaders);
+    this.upstream = upstream;
+    this.connectTimeoutMs = settings.connectTimeoutMs;
+    this.headersTimeoutMs = settings.headersTimeoutMs;
     this.requestBuffer = settings.requestBuffer;
     this.minBodyRate = settings.minBodyRate;
     this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
@@ -210,19 +216,20 @@ export class UpstreamProxy {
   }
 
   /**
-   * Opens a tunnel for an upgrade request `checkUpgrade` accepted: the
-   * upstream must answer 101, after which bytes are copied both ways until
-   * either side closes. Ends the caller's {@link hold}.
+   * Opens a tunnel for an upgrade request `checkUpgrade` accepted, on an
+   * upstream connection of its own: the upstream must answer 101, after
+   * which bytes are copied both ways until either side closes. Ends the
+   * caller's {@link hold}.
    */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, protocol: string, extra: readonly HeaderPair[]): void {
     try {
       const headers = this.forwardHeaders.build(req);
       openTunnel(
-        this.pool,
+        this.upstream,
         socket,
         { path: this.basePath + (req.url ?? '/'), method: req.method ?? 'GET', headers, protocol, head, extra },
-        (error) => {
-          const timeout = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
+        this.connectTimeoutMs + this.headersTimeoutMs,
+        (error, timeout) => {
           this.warn(error, 'upstream upgrade failed');
           writeRaw(socket, timeout ? 504 : 502, extra);
         },

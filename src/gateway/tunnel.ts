@@ -1,7 +1,7 @@
 /** Upgrade tunnels: which upgrade requests may become one (a well-formed WebSocket handshake by default), and the byte pipe after the upstream's 101. */
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import type { Pool } from 'undici';
 import type { HeaderPair } from '../http/headers.js';
 import { HOP_BY_HOP } from './forward-headers.js';
 
@@ -58,50 +58,81 @@ export interface TunnelRequest {
 }
 
 /**
- * Asks the upstream to upgrade and, on its 101, pipes bytes both ways until
- * either side closes. A client that leaves before the 101 aborts the pending
- * upgrade, and an upstream socket that still arrives is destroyed: nothing
- * may keep an upstream connection for a client that is gone.
- * @param failed - called with the error when the upstream refuses or fails (not when the client left)
+ * Asks the upstream to upgrade on a connection of its own (outside the
+ * pool: a tunnel never returns to it) and, on its 101, pipes bytes both ways
+ * until either side closes. A client that leaves before the 101 destroys
+ * the upstream connection at once, whether it is still connecting or
+ * waiting: nothing may hold an upstream socket for a client that is gone.
+ * An answer other than 101 (an app refusing the handshake) is relayed as it is.
+ * @param upstream - the upstream origin
+ * @param timeoutMs - the upstream must answer within this (connect included), else `failed` with `timeout` true
+ * @param failed - called when the upstream fails or times out (not when the client left)
  */
-export function openTunnel(pool: Pool, socket: Duplex, request: TunnelRequest, failed: (error: unknown) => void): void {
-  const controller = new AbortController();
+export function openTunnel(upstream: URL, socket: Duplex, request: TunnelRequest, timeoutMs: number, failed: (error: unknown, timeout: boolean) => void): void {
   let settled = false;
+  const outgoing = (upstream.protocol === 'https:' ? httpsRequest : httpRequest)({
+    protocol: upstream.protocol,
+    hostname: upstream.hostname.replace(/^\[|\]$/g, ''),
+    port: upstream.port === '' ? undefined : Number(upstream.port),
+    path: request.path,
+    method: request.method,
+    headers: { ...request.headers, connection: 'Upgrade', upgrade: request.protocol },
+    agent: false,
+  });
+  const settle = (): void => {
+    settled = true;
+    clearTimeout(timer);
+    socket.off('close', clientLeft);
+  };
+  const fail = (error: unknown, timeout: boolean): void => {
+    if (settled) return;
+    settle();
+    outgoing.destroy();
+    failed(error, timeout);
+  };
+  const timer = setTimeout(() => fail(new Error(`no upgrade answer within ${timeoutMs} ms`), true), timeoutMs);
   const clientLeft = (): void => {
-    if (!settled) controller.abort();
+    if (settled) return;
+    settle();
+    outgoing.destroy();
   };
   socket.once('close', clientLeft);
   socket.on('error', () => socket.destroy());
-  pool
-    .upgrade({ path: request.path, method: request.method, headers: request.headers, protocol: request.protocol, signal: controller.signal })
-    .then(
-      ({ headers: upstreamHeaders, socket: upstream }) => {
-        settled = true;
-        socket.off('close', clientLeft);
-        if (socket.destroyed || !socket.writable) {
-          upstream.destroy();
-          return;
-        }
-        let head101 = `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n`;
-        for (const [name, value] of Object.entries(upstreamHeaders)) {
-          if (value === undefined || HOP_BY_HOP.has(name)) continue;
-          for (const v of Array.isArray(value) ? value : [value]) head101 += `${name}: ${v}\r\n`;
-        }
-        for (const [name, value] of request.extra) head101 += `${name}: ${value}\r\n`;
-        socket.write(`${head101}\r\n`);
-        if (request.head.length > 0) upstream.write(request.head);
-        upstream.on('error', () => socket.destroy());
-        socket.on('error', () => upstream.destroy());
-        upstream.on('close', () => socket.destroy());
-        socket.on('close', () => upstream.destroy());
-        upstream.pipe(socket);
-        socket.pipe(upstream);
-      },
-      (error: unknown) => {
-        settled = true;
-        socket.off('close', clientLeft);
-        if (controller.signal.aborted) return;
-        failed(error);
-      },
-    );
+  outgoing.on('error', (error) => fail(error, false));
+  outgoing.on('response', (res) => {
+    if (settled) return void res.destroy();
+    settle();
+    socket.write(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}\r\nConnection: close\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`);
+    res.on('error', () => socket.destroy());
+    res.pipe(socket);
+  });
+  outgoing.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
+    if (settled || socket.destroyed || !socket.writable) {
+      upstreamSocket.destroy();
+      return;
+    }
+    settle();
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`);
+    if (upstreamHead.length > 0) socket.write(upstreamHead);
+    if (request.head.length > 0) upstreamSocket.write(request.head);
+    upstreamSocket.on('error', () => socket.destroy());
+    socket.on('error', () => upstreamSocket.destroy());
+    upstreamSocket.on('close', () => socket.destroy());
+    socket.on('close', () => upstreamSocket.destroy());
+    upstreamSocket.pipe(socket);
+    socket.pipe(upstreamSocket);
+  });
+  outgoing.end();
+}
+
+/** The upstream's header lines without hop-by-hop ones (or those `extra` names), then `extra` (the RateLimit fields). */
+function fieldLines(raw: readonly string[], extra: readonly HeaderPair[]): string {
+  const ours = extra.map((pair) => pair[0].toLowerCase());
+  let lines = '';
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (!HOP_BY_HOP.has(name) && !ours.includes(name)) lines += `${raw[i]}: ${raw[i + 1]}\r\n`;
+  }
+  for (const [name, value] of extra) lines += `${name}: ${value}\r\n`;
+  return lines;
 }

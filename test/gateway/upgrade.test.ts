@@ -39,6 +39,10 @@ async function startPermissiveUpstream(): Promise<PermissiveUpstream> {
     socket.on('error', () => socket.destroy());
     // As WebSocket servers do: the peer closed its side, so the connection is over.
     socket.on('end', () => socket.destroy());
+    if (req.url === '/denied') {
+      socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Length: 6\r\nWWW-Authenticate: Bearer\r\nConnection: close\r\n\r\ndenied');
+      return;
+    }
     setTimeout(() => {
       if (socket.destroyed) return;
       socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${String(req.headers.upgrade)}\r\n\r\n`);
@@ -152,6 +156,14 @@ describe('gateway: upgrades', () => {
     assert.match(await upgradeExchange(none.url, handshake), /^HTTP\/1.1 403 /);
   });
 
+  it('relays the upstream\'s own refusal of a handshake (401 and its body) rather than a 502', async () => {
+    const g = await gateway(LIMITED);
+    const reply = await upgradeExchange(g.url, `GET /denied HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    assert.match(reply, /^HTTP\/1.1 401 Unauthorized\r\n/);
+    assert.match(reply, /\r\nWWW-Authenticate: Bearer\r\n/);
+    assert.match(reply, /\r\n\r\ndenied$/);
+  });
+
   it('refuses proxy.upgrades: [h2c] in the config', async () => {
     await assert.rejects(parseConfigText('proxy:\n  upgrades: [websocket, h2c]\n', 'up.yaml'), (error: Error & { code?: string }) => {
       assert.equal(error.code, ErrorCode.INVALID_CONFIG);
@@ -162,7 +174,8 @@ describe('gateway: upgrades', () => {
 
   it("regression: clients that leave before the upstream's 101 leave no upstream socket open", async () => {
     const g = await gateway('rules: []');
-    upstream.delay101Ms = 400;
+    // Far longer than the test waits below: the upstream sockets must close because the clients left, not because a 101 came.
+    upstream.delay101Ms = 10_000;
     try {
       const handshake = `GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
       const clients: Socket[] = [];
@@ -177,7 +190,7 @@ describe('gateway: upgrades', () => {
       assert.equal(upstream.open.size, 20);
       // A reset, as a client that vanishes sends: no FIN the gateway could pass on.
       for (const c of clients) c.resetAndDestroy();
-      // Well past the delayed 101: nothing may still hold an upstream socket for a client that is gone.
+      // Nothing may still hold an upstream socket for a client that is gone.
       for (let i = 0; i < 150 && upstream.open.size > 0; i += 1) await sleep(20);
       assert.equal(upstream.open.size, 0, `${upstream.open.size} upstream sockets still open`);
     } finally {
