@@ -103,7 +103,7 @@ export class UpstreamProxy {
    * (the status is already sent). Ends the caller's {@link hold}.
    */
   forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[]): void {
-    // Most requests have no body: no closures, no waiting.
+    // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
       this.enqueue(req, res, extra, null, false);
       return;
