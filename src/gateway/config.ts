@@ -19,7 +19,9 @@ import {
   parseMs,
   parsePositiveInt,
   parseRedisUrl,
+  parseStripHeaders,
   parseTrustProxy,
+  parseUpgrades,
   parseUpstream,
 } from './parse.js';
 import {
@@ -180,6 +182,12 @@ const PROXY_FIELDS = [
   'clientRequestTimeout',
   'clientKeepAliveTimeout',
   'maxConnections',
+  'upgrades',
+  'requestBuffer',
+  'minBodyRate',
+  'clientWriteTimeout',
+  'queueTimeout',
+  'stripHeaders',
 ] as const;
 const READINESS_FIELDS = ['upstream'] as const;
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
@@ -349,6 +357,12 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     clientRequestTimeoutMs: ms('clientRequestTimeout', DEFAULT_PROXY.clientRequestTimeoutMs, true),
     clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
     maxConnections: int('maxConnections', DEFAULT_PROXY.maxConnections, 1, 1_000_000),
+    upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
+    requestBuffer: p.requestBuffer === undefined ? DEFAULT_PROXY.requestBuffer : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
+    minBodyRate: p.minBodyRate === undefined ? DEFAULT_PROXY.minBodyRate : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
+    clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
+    queueTimeoutMs: ms('queueTimeout', DEFAULT_PROXY.queueTimeoutMs, true),
+    stripHeaders: p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.
   if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {

@@ -97,7 +97,7 @@ export class GatewayMetrics {
     });
     this.upstreamErrors = new prom.Counter({
       name: 'floodgate_upstream_errors_total',
-      help: 'Upstream failures by kind: connect (refused, reset, DNS), timeout (connect or headers), body (failed mid-response).',
+      help: 'Upstream failures by kind: connect (refused, reset, DNS), timeout (connect or headers), body (failed mid-response, or a client body too slow), queue (no connection free in time).',
       labelNames: ['kind'],
       registers,
     });
@@ -192,7 +192,7 @@ export class GatewayMetrics {
   }
 
   /** Counts an upstream failure. */
-  upstreamError(kind: 'connect' | 'timeout' | 'body'): void {
+  upstreamError(kind: 'connect' | 'timeout' | 'body' | 'queue'): void {
     this.upstreamErrors.labels(kind).inc();
   }
 

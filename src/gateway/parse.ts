@@ -190,3 +190,21 @@ export function makePolicy(name: string | undefined, limit: number, windowMs: nu
   if (name !== undefined && !/^[\x20-\x7e]+$/.test(name)) throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describe(name)}.`);
   return { name, limit, windowMs, algorithm, blockMs };
 }
+
+/** Upgrade tokens a tunnel may be opened for; `h2c` never (a tunnelled HTTP/2 connection would carry requests no rule sees). */
+export function parseUpgrades(value: unknown): string[] {
+  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
+  return value.map((v) => {
+    if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
+    const token = v.toLowerCase();
+    if (token === 'h2c' || token === 'h2') throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
+    return token;
+  });
+}
+
+/** A list of header names to strip from untrusted peers, or false to strip none. */
+export function parseStripHeaders(value: unknown): string[] | false {
+  if (value === false) return false;
+  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
+  return value.map((v) => parseHeaderName(v));
+}

@@ -1,27 +1,18 @@
-/** The reverse proxy: an undici keep-alive pool to the upstream, streamed bodies both ways, hop-by-hop headers removed, X-Forwarded-* set, 502/504 on upstream failure, WebSocket upgrades passed through. */
+/** The reverse proxy: an undici keep-alive pool to the upstream, small request bodies buffered and large ones streamed, 502/504 on upstream failure, allowed upgrades tunnelled. */
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { Pool } from 'undici';
 import { combinedValue, type HeaderPair } from '../http/headers.js';
-import { AddressMatcher, parseIp, type TrustProxy } from '../http/keys.js';
+import type { TrustProxy } from '../http/keys.js';
 import type { Undici } from './deps.js';
+import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
+import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
+import { openTunnel } from './tunnel.js';
+import { UpstreamQueue } from './upstream-queue.js';
 import type { GatewayLogger } from './log.js';
 import type { GatewayMetrics, LatencyChild } from './metrics.js';
 import type { ProxySettings } from './settings.js';
-
-/** Headers that describe one connection, not the message (RFC 9110 §7.6.1); never forwarded in either direction. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 /** Upstream error codes that mean "the upstream took too long" (504) rather than "the upstream is broken" (502). */
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
@@ -33,15 +24,28 @@ export class UpstreamProxy {
   private readonly pool: Pool;
   /** Path the upstream URL carries (e.g. `/v1`), prepended to every request path; empty for `/`. */
   private readonly basePath: string;
-  private readonly trusted: (peer: string | undefined) => boolean;
+  private readonly forwardHeaders: ForwardHeaders;
   private lastWarning = 0;
   private readonly responseLatency: LatencyChild;
+  private readonly upstream: URL;
+  private readonly connectTimeoutMs: number;
+  private readonly headersTimeoutMs: number;
+  private readonly requestBuffer: number;
+  private readonly minBodyRate: number;
+  private readonly clientWriteTimeoutMs: number;
+  private readonly queue: UpstreamQueue;
+  /** Requests decided (or being decided) on this proxy and not yet handed to the pool; see {@link hold}. */
+  private holds = 0;
+  private idle: (() => void) | undefined;
 
   /**
    * @param undici - the undici module
    * @param upstream - the upstream URL
    * @param settings - timeouts and pool size
-   * @param trustProxy - whose X-Forwarded-Proto/-Host to keep (everyone else's are replaced)
+   * @param trustProxy - whose X-Forwarded-* and identity headers to keep (everyone else's are replaced or stripped)
+   * @param metrics - the gateway's metrics
+   * @param log - the gateway's logger
+   * @param draining - true once the gateway drains: a response whose head is written then closes its connection
    */
   constructor(
     undici: Undici,
@@ -50,7 +54,6 @@ export class UpstreamProxy {
     trustProxy: TrustProxy,
     private readonly metrics: GatewayMetrics,
     private readonly log: GatewayLogger,
-    /** True once the gateway drains: a response whose head is written then closes its connection. */
     private readonly draining: () => boolean = () => false,
   ) {
     this.origin = upstream.origin;
@@ -63,31 +66,123 @@ export class UpstreamProxy {
       keepAliveTimeout: settings.idleTimeoutMs,
       keepAliveMaxTimeout: Math.max(settings.idleTimeoutMs, 600_000),
     });
-    this.trusted = trustCheck(trustProxy);
+    this.forwardHeaders = new ForwardHeaders(trustProxy, settings.stripHeaders);
+    this.upstream = upstream;
+    this.connectTimeoutMs = settings.connectTimeoutMs;
+    this.headersTimeoutMs = settings.headersTimeoutMs;
+    this.requestBuffer = settings.requestBuffer;
+    this.minBodyRate = settings.minBodyRate;
+    this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
+    this.queue = new UpstreamQueue(settings.connections, settings.queueTimeoutMs);
     this.responseLatency = metrics.upstreamLatencyChild('response');
   }
 
   /**
+   * Keeps this proxy's pool open for a request until it is forwarded (or
+   * answered without the upstream): a reload that replaces the proxy while a
+   * decision is pending must not close the pool under it. Every hold ends
+   * with exactly one {@link release}, {@link forward} or {@link upgrade}.
+   */
+  hold(): void {
+    this.holds += 1;
+  }
+
+  /** Ends a {@link hold} for a request that will not be forwarded. */
+  release(): void {
+    this.holds -= 1;
+    if (this.holds === 0 && this.idle !== undefined) this.idle();
+  }
+
+  /**
    * Forwards `req` and streams the answer into `res`, adding `extra`
-   * (the RateLimit fields) to the upstream's headers. Answers 502 or 504
-   * itself when the upstream fails before its headers; after them, a failure
-   * can only cut the response (the status is already sent).
+   * (the RateLimit fields) to the upstream's headers. A body up to
+   * `proxy.requestBuffer` is read whole first, so no upstream connection
+   * waits on a slow client; a larger one streams and must keep
+   * `proxy.minBodyRate`. Answers 502 or 504 itself when the upstream fails
+   * before its headers; after them, a failure can only cut the response
+   * (the status is already sent). Ends the caller's {@link hold}.
    */
   forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[]): void {
+    // Most requests have no body: nothing to read from the client, no closures to allocate.
+    if (!hasBody(req)) {
+      this.enqueue(req, res, extra, null, false);
+      return;
+    }
+    readBody(
+      req,
+      this.requestBuffer,
+      (body, streaming) => {
+        if (res.destroyed) this.release();
+        else this.enqueue(req, res, extra, body, streaming);
+      },
+      () => this.release(),
+    );
+  }
+
+  /**
+   * Waits for a free upstream connection (see UpstreamQueue), then
+   * dispatches; 503 when none frees up in time. The hold ends only once the
+   * request is in the pool (or answered, or its client gone), so a retired
+   * pool is not closed under a request still waiting in this queue.
+   */
+  private enqueue(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
+    if (this.queue.tryEnter()) {
+      try {
+        this.dispatch(req, res, extra, body, streaming);
+      } finally {
+        this.release();
+      }
+      return;
+    }
+    const giveUp = this.queue.wait(
+      () => {
+        res.off('close', left);
+        try {
+          this.dispatch(req, res, extra, body, streaming);
+        } finally {
+          this.release();
+        }
+      },
+      () => {
+        res.off('close', left);
+        this.release();
+        this.overloaded(res, extra);
+      },
+    );
+    const left = (): void => {
+      if (giveUp()) this.release();
+    };
+    res.once('close', left);
+  }
+
+  private dispatch(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
     const started = performance.now();
     const controller = new AbortController();
     // A client that goes away must not keep an upstream request (and a pool slot) busy.
     res.once('close', () => {
       if (!res.writableFinished) controller.abort();
     });
+    const stopWatch = streaming
+      ? watchBodyRate(req, this.minBodyRate, () => {
+          this.metrics.upstreamError('body');
+          this.warn({ code: 'SLOW_BODY', message: `request body slower than ${this.minBodyRate} bytes/s` }, 'client body too slow; request cut');
+          if (!res.headersSent) {
+            res.shouldKeepAlive = false;
+            res.writeHead(408, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+            res.end('request body too slow\n');
+          }
+          controller.abort();
+          req.destroy();
+        })
+      : undefined;
     let headersReceived = false;
     this.pool
       .stream(
         {
           path: this.basePath + (req.url ?? '/'),
           method: req.method as 'GET',
-          headers: this.requestHeaders(req),
-          body: hasBody(req) ? req : null,
+          headers: this.forwardHeaders.build(req),
+          body,
           signal: controller.signal,
         },
         ({ statusCode, headers }) => {
@@ -96,46 +191,62 @@ export class UpstreamProxy {
           // One writeHead with a flat list: each setHeader would validate and store a field only to
           // have writeHead walk them again, which cost more than the limiter's whole decision.
           if (this.draining()) res.shouldKeepAlive = false;
+          // undici stops its body timer while the client holds it back, so a client that never reads would
+          // keep the upstream connection for ever; a socket idle this long while the answer is sent is cut.
+          // Destroying the response aborts the upstream request (its 'close' handler above).
+          if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
           res.writeHead(statusCode, responseHead(headers, extra));
           return res;
         },
       )
-      .then(undefined, (error: unknown) => this.failed(error, res, extra, started, headersReceived));
+      .then(
+        // Bodiless requests, the common case, share one bound callback rather than a closure each.
+        stopWatch === undefined
+          ? this.leaveQueue
+          : () => {
+              stopWatch();
+              this.queue.leave();
+            },
+        (error: unknown) => {
+          stopWatch?.();
+          this.queue.leave();
+          this.failed(error, res, extra, started, headersReceived);
+        },
+      );
   }
 
   /**
-   * Passes a WebSocket (or other) upgrade through: the upstream must answer
-   * 101, after which bytes are copied both ways until either side closes.
+   * Opens a tunnel for an upgrade request `checkUpgrade` accepted, on an
+   * upstream connection of its own: the upstream must answer 101, after
+   * which bytes are copied both ways until either side closes. Ends the
+   * caller's {@link hold}.
    */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, extra: readonly HeaderPair[]): void {
-    const headers = this.requestHeaders(req);
-    const protocol = String(req.headers.upgrade ?? 'websocket');
-    socket.on('error', () => socket.destroy());
-    this.pool
-      .upgrade({ path: this.basePath + (req.url ?? '/'), method: req.method ?? 'GET', headers, protocol })
-      .then(
-        ({ headers: upstreamHeaders, socket: upstream }) => {
-          let head101 = `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${protocol}\r\n`;
-          for (const [name, value] of Object.entries(upstreamHeaders)) {
-            if (value === undefined || HOP_BY_HOP.has(name)) continue;
-            for (const v of Array.isArray(value) ? value : [value]) head101 += `${name}: ${v}\r\n`;
-          }
-          for (const [name, value] of extra) head101 += `${name}: ${value}\r\n`;
-          socket.write(`${head101}\r\n`);
-          if (head.length > 0) upstream.write(head);
-          upstream.on('error', () => socket.destroy());
-          socket.on('error', () => upstream.destroy());
-          upstream.on('close', () => socket.destroy());
-          socket.on('close', () => upstream.destroy());
-          upstream.pipe(socket);
-          socket.pipe(upstream);
-        },
-        (error: unknown) => {
-          const timeout = TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, protocol: string, extra: readonly HeaderPair[]): void {
+    try {
+      const headers = this.forwardHeaders.build(req);
+      openTunnel(
+        this.upstream,
+        socket,
+        { path: this.basePath + (req.url ?? '/'), method: req.method ?? 'GET', headers, protocol, head, extra },
+        this.connectTimeoutMs + this.headersTimeoutMs,
+        (error, timeout) => {
           this.warn(error, 'upstream upgrade failed');
           writeRaw(socket, timeout ? 504 : 502, extra);
         },
       );
+    } finally {
+      this.release();
+    }
+  }
+
+  /**
+   * Closes the pool once no request decided on this proxy is still waiting
+   * to be forwarded, then once the requests in flight are done. Used when a
+   * reload replaces the proxy.
+   */
+  retire(): Promise<void> {
+    if (this.holds === 0) return this.pool.close();
+    return new Promise<void>((resolve) => (this.idle = resolve)).then(() => this.pool.close());
   }
 
   /** Stops taking requests and resolves once those in flight are done. */
@@ -176,6 +287,22 @@ export class UpstreamProxy {
     res.end(body);
   }
 
+  private readonly leaveQueue = (): void => this.queue.leave();
+
+  /** No upstream connection freed up within proxy.queueTimeout: the upstream is saturated, so the client is told to come back. */
+  private overloaded(res: ServerResponse, extra: readonly HeaderPair[]): void {
+    this.metrics.upstreamError('queue');
+    this.warn({ code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' }, 'no upstream connection free in time; answered 503');
+    if (res.headersSent || res.destroyed) return;
+    const body = JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'Every upstream connection is busy; try again shortly.' });
+    res.statusCode = 503;
+    for (const pair of extra) res.setHeader(pair[0], pair[1]);
+    res.setHeader('Retry-After', '1');
+    res.setHeader('Content-Type', 'application/problem+json');
+    res.setHeader('Content-Length', Buffer.byteLength(body));
+    res.end(body);
+  }
+
   /** Logs upstream trouble at most once per second, so an outage does not log at the request rate. */
   private warn(error: unknown, message: string): void {
     const now = Date.now();
@@ -184,41 +311,6 @@ export class UpstreamProxy {
     const e = error as { code?: string; message?: string };
     this.log.warn({ upstream: this.origin, code: e.code, error: e.message }, message);
   }
-
-  /** The headers to send upstream: the client's, minus hop-by-hop ones, plus X-Forwarded-*. */
-  private requestHeaders(req: IncomingMessage): Record<string, string | string[]> {
-    const incoming = req.headers;
-    const out: Record<string, string | string[]> = {};
-    const listed = connectionTokens(incoming.connection);
-    for (const name in incoming) {
-      const value = incoming[name];
-      if (value === undefined || HOP_BY_HOP.has(name) || name === 'host' || name === 'expect') continue;
-      if (listed !== undefined && listed.has(name)) continue;
-      out[name] = value;
-    }
-    const peer = stripMapped(req.socket.remoteAddress);
-    const trusted = this.trusted(req.socket.remoteAddress);
-    const forwardedFor = incoming['x-forwarded-for'];
-    out['x-forwarded-for'] = forwardedFor === undefined || peer === undefined ? (peer ?? 'unknown') : `${forwardedFor}, ${peer}`;
-    if (!(trusted && incoming['x-forwarded-proto'] !== undefined)) out['x-forwarded-proto'] = 'http';
-    if (!(trusted && incoming['x-forwarded-host'] !== undefined) && incoming.host !== undefined) out['x-forwarded-host'] = incoming.host;
-    return out;
-  }
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-function connectionTokens(value: string | undefined): Set<string> | undefined {
-  if (value === undefined) return undefined;
-  const tokens = new Set<string>();
-  for (const t of value.split(',')) {
-    const name = t.trim().toLowerCase();
-    if (name !== '' && name !== 'close' && name !== 'keep-alive') tokens.add(name);
-  }
-  return tokens.size === 0 ? undefined : tokens;
 }
 
 /**
@@ -246,25 +338,20 @@ function responseHead(headers: IncomingHttpHeaders | OutgoingHttpHeaders, extra:
   return flat;
 }
 
-function stripMapped(address: string | undefined): string | undefined {
-  return address !== undefined && address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
-}
-
-function trustCheck(trust: TrustProxy): (peer: string | undefined) => boolean {
-  if (trust === false) return () => false;
-  if (typeof trust === 'number') return () => true;
-  if (trust === 'framework') return () => false;
-  const matcher = new AddressMatcher(trust, 'trustProxy');
-  return (peer) => {
-    const ip = peer === undefined ? undefined : parseIp(peer);
-    return ip !== undefined && matcher.matches(ip);
-  };
-}
+const REASONS: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  429: 'Too Many Requests',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
 
 /** Writes a complete minimal HTTP response on a raw socket (upgrade requests have no ServerResponse) and closes it. */
 export function writeRaw(socket: Duplex, status: number, headers: readonly HeaderPair[], body = ''): void {
   if (socket.destroyed) return;
-  const reason = status === 429 ? 'Too Many Requests' : status === 502 ? 'Bad Gateway' : status === 504 ? 'Gateway Timeout' : status === 401 ? 'Unauthorized' : 'Error';
+  const reason = REASONS[status] ?? 'Error';
   let text = `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`;
   for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
   socket.end(`${text}\r\n${body}`);

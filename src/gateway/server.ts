@@ -13,6 +13,7 @@ import type { GatewayLogger } from './log.js';
 import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress, urlOf } from './listeners.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
+import { checkUpgrade } from './tunnel.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from './settings.js';
 import { canonicalTarget } from './path.js';
@@ -217,7 +218,8 @@ export class Gateway implements AdminSource {
     this.rules = rules;
     this.proxy = proxy;
     this.settings = effective;
-    if (proxyChanged && old !== undefined) old.close().catch(() => undefined);
+    // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.
+    if (proxyChanged && old !== undefined) old.retire().catch(() => undefined);
     if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream) this.upstreamCheck = upstreamCheckFor(effective);
     applyClientLimits(this.server, effective.proxy);
     this.log.level = effective.logLevel;
@@ -289,6 +291,7 @@ export class Gateway implements AdminSource {
     this.inFlight += 1;
     // 'close' comes once per response; on() spares the wrapper once() allocates per request.
     res.on('close', this.requestDone);
+    proxy.hold();
     const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
     if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
@@ -310,7 +313,14 @@ export class Gateway implements AdminSource {
     // A request that arrived before the drain began and is answered after it closes its connection too;
     // the proxy checks again when the upstream's head arrives (see makeProxy).
     if (this.draining) res.shouldKeepAlive = false;
-    answer(req, res, proxy, verdict);
+    // forward() takes over the hold; any other outcome (a refusal, or a throw before forwarding) ends it here.
+    let handed = false;
+    try {
+      handed = verdict.forward;
+      answer(req, res, proxy, verdict);
+    } finally {
+      if (!handed) proxy.release();
+    }
   }
 
   private readonly requestDone = (): void => {
@@ -336,11 +346,22 @@ export class Gateway implements AdminSource {
       writeRaw(socket, 502, []);
       return;
     }
+    // Refused before the decision: the connection closes, so nothing after it reaches the upstream either.
+    const protocol = checkUpgrade(req, this.settings.proxy.upgrades);
+    if (typeof protocol !== 'string') {
+      writeRaw(socket, protocol.status, [['Content-Type', 'text/plain; charset=utf-8']], `${protocol.detail}\n`);
+      return;
+    }
     this.tunnels.add(socket);
     socket.once('close', () => this.tunnels.delete(socket));
+    proxy.hold();
     whenDecided(this.rules.decide(viewOf(req, req), req.headers.host), (verdict) => {
-      if (!verdict.forward) writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
-      else proxy.upgrade(req, socket, head, verdict.headers);
+      if (verdict.forward) {
+        proxy.upgrade(req, socket, head, protocol, verdict.headers);
+        return;
+      }
+      proxy.release();
+      writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
     });
   };
 }
