@@ -1,9 +1,9 @@
-// RedisStore on a real Redis: two limiters with different options whose prefixes collide on one store fail loudly with CONFLICTING_OPTIONS instead of sharing a counter.
+// RedisStore and LocalFirstStore on a real Redis: two limiters with different options whose prefixes collide on one store fail loudly with CONFLICTING_OPTIONS instead of sharing a counter.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, ManualClock, RateLimiter, isFloodgateError } from '../../src/index.js';
-import { RedisStore } from '../../src/stores/redis/index.js';
+import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -56,4 +56,20 @@ test('a key whose usage under one policy has lapsed may be used under another', 
   // Reset forgets the key's usage, so the other limiter may take it at once.
   await second.reset('k');
   assert.equal((await first.consume('k')).remaining, 1);
+});
+
+test('regression: LocalFirstStore refuses a colliding prefix with other options the same way, for consumes and other operations', async () => {
+  const local = new Redis(server.url);
+  const store = new LocalFirstStore({ client: local, channel: `conflict-${process.pid}` });
+  try {
+    const strict = new RateLimiter({ store, limit: 2, window: '1m', prefix: 'lf' });
+    const loose = new RateLimiter({ store, limit: 100, window: '1m', prefix: 'lf:b' });
+    assert.equal((await strict.consume('b:c')).allowed, true);
+    await assert.rejects(loose.consume('c'), conflicting);
+    await assert.rejects(loose.penalty('c'), conflicting);
+    assert.equal((await strict.consume('b:c')).remaining, 0, 'the strict limiter counted only its own consumes');
+  } finally {
+    await store.close();
+    local.disconnect();
+  }
 });

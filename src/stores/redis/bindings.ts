@@ -39,15 +39,7 @@ export class PolicyBindings {
   check(key: string, policy: Policy, now: number): FloodgateError | undefined {
     const bound = this.bindings.get(key);
     if (bound === undefined || bound.until <= now || samePolicy(bound.policy, policy)) return undefined;
-    const text =
-      `Two limiters use the store key ${JSON.stringify(key)} with different options (${describePolicy(bound.policy)} and ${describePolicy(policy)}). ` +
-      'Limiters that share a prefix share counters, so they must have the same options: give each limiter its own prefix.';
-    const pair = `${describePolicy(bound.policy)} / ${describePolicy(policy)}`;
-    if (!this.warned.has(pair) && this.warned.size < WARNED_CONFLICTS) {
-      this.warned.add(pair);
-      process.emitWarning(text, { code: ErrorCode.CONFLICTING_OPTIONS });
-    }
-    return new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, text);
+    return conflictError(key, bound.policy, policy, this.warned);
   }
 
   /** Records that `policy` used `key` at `now`, with usage that matters for `resetMs` more. */
@@ -61,6 +53,24 @@ export class PolicyBindings {
   }
 }
 
-function samePolicy(a: Policy, b: Policy): boolean {
+/**
+ * The CONFLICTING_OPTIONS error for `incoming` on `key`, which `bound` still
+ * uses; emits one process warning per distinct pair of policies (the pairs
+ * warned about are kept in `warned`, at most 100).
+ */
+export function conflictError(key: string, bound: Policy, incoming: Policy, warned: Set<string>): FloodgateError {
+  const text =
+    `Two limiters use the store key ${JSON.stringify(key)} with different options (${describePolicy(bound)} and ${describePolicy(incoming)}). ` +
+    'Limiters that share a prefix share counters, so they must have the same options: give each limiter its own prefix.';
+  const pair = `${describePolicy(bound)} / ${describePolicy(incoming)}`;
+  if (!warned.has(pair) && warned.size < WARNED_CONFLICTS) {
+    warned.add(pair);
+    process.emitWarning(text, { code: ErrorCode.CONFLICTING_OPTIONS });
+  }
+  return new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, text);
+}
+
+/** Whether two policies decide alike (the same options). */
+export function samePolicy(a: Policy, b: Policy): boolean {
   return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
 }

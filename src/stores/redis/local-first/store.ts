@@ -11,6 +11,7 @@ import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type
 import { redisKeys } from '../keys.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { RedisStore } from '../store.js';
+import { conflictError, samePolicy } from '../bindings.js';
 import { decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
 import { wantedSlice } from '../../lease-slice.js';
 import { admitted, blocked, exhausted, msUntil, newEntry, type Entry, type Waiter } from './lease.js';
@@ -157,6 +158,8 @@ export class LocalFirstStore implements Store {
   private readonly clock: Clock | undefined;
   private readonly shareMilli: number;
   private readonly entries = new Map<string, Entry>();
+  /** Pairs of policies warned about as conflicting. */
+  private readonly warned = new Set<string>();
   private readonly subscription: Subscription;
   private readonly sweeper: NodeJS.Timeout;
   private outbox: Call[] = [];
@@ -248,6 +251,8 @@ export class LocalFirstStore implements Store {
   apply(operation: Operation): Promise<Outcome> {
     if (this.closed) return Promise.reject(closedError());
     if (operation.policy.algorithm !== 'fixed-window') return this.inner.apply(operation);
+    const conflict = this.conflict(operation);
+    if (conflict !== undefined) return Promise.reject(conflict);
     if (operation.kind === 'consume') return this.consume(operation);
     return this.control(operation);
   }
@@ -271,6 +276,26 @@ export class LocalFirstStore implements Store {
     this.entries.clear();
     await this.inner.close();
     await this.subscription.close();
+  }
+
+  /**
+   * CONFLICTING_OPTIONS when the key's usage under another policy still
+   * matters here (its window is open, its lease or block held, or consumes
+   * wait on it), as RedisStore and the cluster store refuse: limiters whose
+   * prefixes collide must not share one counter silently.
+   */
+  private conflict(op: Operation): FloodgateError | undefined {
+    const e = this.entries.get(op.key);
+    if (e === undefined || e.policy === undefined || e.policy === op.policy || samePolicy(e.policy, op.policy)) return undefined;
+    let t: number;
+    try {
+      t = this.now();
+    } catch {
+      // The operation reports the clock's failure itself.
+      return undefined;
+    }
+    const inUse = e.endsBy > t || e.units > 0 || e.blockedUntil > t || e.waiters.length > 0 || e.inFlight;
+    return inUse ? conflictError(op.key, e.policy, op.policy, this.warned) : undefined;
   }
 
   private now(): number {
@@ -829,10 +854,6 @@ function parseLease(reply: unknown): LeaseReply | FloodgateError {
     return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describe(reply)}.`);
   }
   return { granted: v[0]!, remaining: v[1]!, windowLeft: v[2]!, blockLeft: v[3]!, windowEnd: v[4]! };
-}
-
-function samePolicy(a: Policy, b: Policy): boolean {
-  return a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs;
 }
 
 function wholeNumber(value: unknown, name: string, min: number, max: number, code: (typeof ErrorCode)[keyof typeof ErrorCode]): number {
