@@ -55,12 +55,17 @@ async function timed(s: LocalFirstStore, op: Operation): Promise<Settled> {
   }
 }
 
-test('regression: a lease round trip (80 ms) longer than the window (10 per 50 ms) settles every consume within timeoutMs, never over the limit, without burning leases', async () => {
+for (const blockMs of [0, 200]) {
+  const name = blockMs === 0 ? '' : ` (blockDuration ${blockMs} ms)`;
+  test(`regression: a lease round trip (80 ms) longer than the window (10 per 50 ms${name}) settles every consume within timeoutMs, never over the limit, without burning leases`, () => slowLease(blockMs));
+}
+
+async function slowLease(blockMs: number): Promise<void> {
   const proxy = await proxied(40);
   const timeoutMs = 1000;
   const s = await store(proxy.url, timeoutMs);
-  const policy: Policy = { algorithm: 'fixed-window', limit: 10, windowMs: 50, blockMs: 0 };
-  const op: Operation = { kind: 'consume', key: `slow-${process.pid}`, amount: 1, policy };
+  const policy: Policy = { algorithm: 'fixed-window', limit: 10, windowMs: 50, blockMs };
+  const op: Operation = { kind: 'consume', key: `slow-${process.pid}-${blockMs}`, amount: 1, policy };
   const all: Promise<Settled>[] = [];
   // Bursts of 6 every 15 ms for about 1.2 s: waiters queue behind every lease call in flight.
   const stopAt = performance.now() + 1200;
@@ -87,14 +92,16 @@ test('regression: a lease round trip (80 ms) longer than the window (10 per 50 m
   }
   const stats = s.stats();
   console.log(
-    `80 ms RTT, 10/50 ms: ${settled.length} consumes, ${admitted.length} admitted, ${refused.length} refused, ${errors.length} timed out; slowest ${slowest.toFixed(0)} ms; per window ${JSON.stringify(perWindow)}; ${JSON.stringify(stats)}`,
+    `80 ms RTT, 10/50 ms, block ${blockMs} ms: ${settled.length} consumes, ${admitted.length} admitted, ${refused.length} refused, ${errors.length} timed out; slowest ${slowest.toFixed(0)} ms; per window ${JSON.stringify(perWindow)}; ${JSON.stringify(stats)}`,
   );
   assert.ok(slowest <= timeoutMs + 250, `a consume took ${slowest.toFixed(0)} ms (timeoutMs ${timeoutMs})`);
   assert.ok(admitted.length > 0, 'the consumes Redis counted are admitted');
+  // Consumes a drained window cannot take are refused (and blocked), not queued into later windows until they time out.
+  assert.ok(errors.length <= settled.length / 10, `${errors.length} of ${settled.length} consumes timed out`);
   assert.ok(Math.max(...perWindow) <= policy.limit, `a window admitted ${Math.max(...perWindow)}`);
   // Every unit leased is one admitted, except at most a first slice taken before the round trip was known.
   assert.ok(stats.unitsLeased - stats.unitsReturned <= admitted.length + policy.limit, `${stats.unitsLeased} units leased for ${admitted.length} admissions`);
-});
+}
 
 test('a consume waiting behind a lease call settles with STORE_TIMEOUT within timeoutMs when Redis is slower than that', async () => {
   const proxy = await proxied(300);

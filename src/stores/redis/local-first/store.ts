@@ -515,12 +515,16 @@ export class LocalFirstStore implements Store {
     if (late) e.units = 0;
     if (e.waiters.length === 0) return;
     // A top-up asked for nothing, so its refusal says nothing about the waiters: they ask themselves.
-    if (need > 0 && (parsed.granted === 0 || parsed.remaining <= 0)) {
+    // With a block duration a refusal must reach Redis, which sets the block: drained waiters ask again,
+    // unless the reply came late, when asking again would land in a later window (and queue them there
+    // until they time out); then they are refused and the block is set by a block call, as Redis would have.
+    const blockMs = e.policy?.blockMs ?? 0;
+    const drained = parsed.granted > 0 && parsed.remaining <= 0 && (blockMs === 0 || late);
+    if (need > 0 && (parsed.granted === 0 || drained)) {
       // Redis could not cover the first waiter: refuse it and every waiter that cannot fit either;
       // smaller ones that might still fit try again. Or the grant drained the window: the waiters
       // the call counted and it could not cover are refused now, as per-request consumes would be,
       // rather than queued into a later window while their deadline runs.
-      const drained = parsed.granted > 0;
       const windowLeft = msUntil(e.endsBy, t);
       const fits = e.units + parsed.remaining;
       const remaining = Math.max(0, fits);
@@ -531,12 +535,19 @@ export class LocalFirstStore implements Store {
         retryAfterMs: windowLeft,
         emptyMs: remaining >= 1 ? 0 : windowLeft,
       };
+      const blocks = drained && blockMs > 0;
+      const answer = blocks ? blocked(blockMs, windowLeft) : refusal;
       const keep: Waiter[] = [];
       e.waiters.forEach((w, i) => {
         if (drained ? !w.asked || w.cost <= fits : i > 0 && w.cost <= fits) keep.push(w);
-        else w.resolve(refusal);
+        else w.resolve(answer);
       });
       e.waiters = keep;
+      if (blocks && e.policy !== undefined) {
+        e.blockedUntil = t + blockMs;
+        // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
+        this.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
+      }
     }
     if (e.waiters.length > 0) this.lease(key, e);
   }
