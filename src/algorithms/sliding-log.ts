@@ -26,8 +26,10 @@ export const slidingLog: AlgorithmImpl<SlidingLogState> = {
     const n = state ? state.t.length : 0;
     return n + cost <= policy.limit ? pushMany(state, cost, now) : null;
   },
-  add(state, amount, _policy, now) {
-    return pushMany(state, amount, now);
+  add(state, amount, policy, now) {
+    // `limit` timestamps at `now` already refuse every consume until now + window, as any more would;
+    // more would only cost time and memory per point.
+    return pushMany(state, Math.min(amount, policy.limit), now);
   },
   remove(state, amount) {
     if (!state) return undefined;

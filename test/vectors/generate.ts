@@ -17,6 +17,8 @@ const scenarios: { name: string; limit: number; windowMs: number; blockMs?: numb
   { name: 'window edge', limit: 3, windowMs: 1000, steps: [...c(990, 3), ...c(1010, 3), ...c(1500, 2), ...c(1990, 3), ...c(2010, 3)] },
   { name: 'odd numbers', limit: 7, windowMs: 333, steps: [op(5, 'consume', 2), op(6, 'consume', 5), op(7, 'consume', 1), op(50, 'consume', 2), op(100, 'peek'), op(333, 'consume', 3), op(400, 'consume', 4), op(401, 'consume', 1), op(700, 'consume', 7)] },
   { name: 'sub-second', limit: 2, windowMs: 50, steps: [...c(0, 3), ...c(25), ...c(49), ...c(50, 3), ...c(130, 3)] },
+  // A penalty beyond the limit: the sliding log keeps only `limit` of its points (the same refusals, so a reward frees it sooner); the others keep all.
+  { name: 'penalty beyond the limit', limit: 3, windowMs: 1000, steps: [...c(0), op(5, 'penalty', 1_000_000), ...c(10), op(500, 'peek'), op(600, 'reward', 3), ...c(610), ...c(1005), op(2100, 'peek'), ...c(2200)] },
   { name: 'large limit', limit: 1000, windowMs: 60_000, steps: [op(0, 'consume', 999), op(1, 'consume', 2), op(59, 'consume', 1), op(30_000, 'consume', 600), op(45_000, 'peek'), op(61_000, 'consume', 1000)] },
 ];
 

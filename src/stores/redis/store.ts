@@ -6,6 +6,7 @@ import { ALGORITHMS, OP_CODE, type Operation, type Outcome, type Policy } from '
 import { assertKnownOptions } from '../../validate.js';
 import type { Store } from '../store.js';
 import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type ScriptCall } from './clients.js';
+import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './keys.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
 
@@ -84,6 +85,12 @@ interface Flight {
  * may still apply it), STORE_ERROR for a client or script error, or at once
  * while the client reports its connection down, and CLOSED after
  * {@link close}. Being limited is an Outcome, not an error.
+ *
+ * Like the cluster store's primary, the store remembers which policy last
+ * used each key (the 10 000 most recent) for as long as that usage matters:
+ * an operation on the same key under other options (limiters whose prefixes
+ * collide) rejects with CONFLICTING_OPTIONS, with one process warning per
+ * pair of policies, instead of silently sharing the counter.
  */
 export class RedisStore implements Store {
   /** @inheritDoc */
@@ -99,6 +106,7 @@ export class RedisStore implements Store {
   private readonly openBatches = new Map<string, Batch>();
   private immediate: NodeJS.Immediate | undefined;
   private readonly flights = new Set<Flight>();
+  private readonly bindings = new PolicyBindings();
   private closed = false;
 
   /** @param options - see {@link RedisStoreOptions}; invalid ones throw a FloodgateError. */
@@ -143,13 +151,25 @@ export class RedisStore implements Store {
       );
     }
     let now: string | undefined;
+    let t: number;
     try {
       // Read before touching any batch, so a throwing clock cannot leave one half-written.
-      if (this.clock) now = String(this.clock());
+      if (this.clock) {
+        t = this.clock();
+        now = String(t);
+      } else {
+        t = performance.now();
+      }
     } catch (error) {
       return Promise.reject(toStoreError(error, this.name));
     }
-    return new Promise<Outcome>((resolve, reject) => {
+    const conflict = this.bindings.check(operation.key, policy, t);
+    if (conflict !== undefined) return Promise.reject(conflict);
+    return new Promise<Outcome>((settled, reject) => {
+      const resolve = (outcome: Outcome): void => {
+        this.bindings.bind(operation.key, policy, t, outcome.resetMs);
+        settled(outcome);
+      };
       let batch = this.openBatches.get(operation.key);
       if (batch === undefined || !samePolicy(batch.policy, policy) || batch.waiters.length >= MAX_OPS_PER_CALL) {
         // A new batch also takes over the key, so a later operation never jumps ahead of this one.

@@ -4,6 +4,8 @@ import type { Outcome, Policy } from '../../../policy.js';
 /** A consume waiting for the lease call in flight on its key. */
 export interface Waiter {
   readonly cost: number;
+  /** Counted in a lease call already sent: Redis granted its units before its reply, so a late grant may still admit it. */
+  asked: boolean;
   resolve(outcome: Outcome): void;
   reject(error: unknown): void;
 }
@@ -18,9 +20,10 @@ export interface Entry {
   /** Leased units not spent yet. */
   units: number;
   /**
-   * Local time after which the lease must not be spent: the time the lease
-   * call was sent plus the ms Redis said were left in the window. Redis ran
-   * the script after it was sent, so the window surely ends after this.
+   * Local time after which the lease must not be spent: from the time the
+   * lease call was sent and the ms Redis said were left in the window, minus
+   * the rounding of Redis's clock and a margin (deadline.ts spendDeadline).
+   * Redis ran the script after it was sent, so the window surely ends after this.
    */
   spendUntil: number;
   /** Local time by which the window has surely ended: reply received + ms left. Reported as resetMs. */

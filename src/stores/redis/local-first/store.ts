@@ -11,9 +11,11 @@ import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type
 import { redisKeys } from '../keys.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { RedisStore } from '../store.js';
+import { conflictError, samePolicy } from '../bindings.js';
 import { decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
 import { wantedSlice } from '../../lease-slice.js';
 import { admitted, blocked, exhausted, msUntil, newEntry, type Entry, type Waiter } from './lease.js';
+import { deadlineWaiter, spendDeadline } from './deadline.js';
 
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {
@@ -84,6 +86,8 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
 const NEED_ARG = 6;
 const WANT_ARG = 7;
+/** Where the share cap (ARGV[9]) sits. */
+const SHARE_ARG = 8;
 /** Integers in a lease reply: granted, remaining, window ms left, block ms left, window end. */
 const LEASE_WIDTH = 5;
 
@@ -154,6 +158,8 @@ export class LocalFirstStore implements Store {
   private readonly clock: Clock | undefined;
   private readonly shareMilli: number;
   private readonly entries = new Map<string, Entry>();
+  /** Pairs of policies warned about as conflicting. */
+  private readonly warned = new Set<string>();
   private readonly subscription: Subscription;
   private readonly sweeper: NodeJS.Timeout;
   private outbox: Call[] = [];
@@ -245,6 +251,8 @@ export class LocalFirstStore implements Store {
   apply(operation: Operation): Promise<Outcome> {
     if (this.closed) return Promise.reject(closedError());
     if (operation.policy.algorithm !== 'fixed-window') return this.inner.apply(operation);
+    const conflict = this.conflict(operation);
+    if (conflict !== undefined) return Promise.reject(conflict);
     if (operation.kind === 'consume') return this.consume(operation);
     return this.control(operation);
   }
@@ -268,6 +276,26 @@ export class LocalFirstStore implements Store {
     this.entries.clear();
     await this.inner.close();
     await this.subscription.close();
+  }
+
+  /**
+   * CONFLICTING_OPTIONS when the key's usage under another policy still
+   * matters here (its window is open, its lease or block held, or consumes
+   * wait on it), as RedisStore and the cluster store refuse: limiters whose
+   * prefixes collide must not share one counter silently.
+   */
+  private conflict(op: Operation): FloodgateError | undefined {
+    const e = this.entries.get(op.key);
+    if (e === undefined || e.policy === undefined || e.policy === op.policy || samePolicy(e.policy, op.policy)) return undefined;
+    let t: number;
+    try {
+      t = this.now();
+    } catch {
+      // The operation reports the clock's failure itself.
+      return undefined;
+    }
+    const inUse = e.endsBy > t || e.units > 0 || e.blockedUntil > t || e.waiters.length > 0 || e.inFlight;
+    return inUse ? conflictError(op.key, e.policy, op.policy, this.warned) : undefined;
   }
 
   private now(): number {
@@ -327,7 +355,7 @@ export class LocalFirstStore implements Store {
     e.demand += op.amount;
     e.lastUse = t;
     return new Promise<Outcome>((resolve, reject) => {
-      e.waiters.push({ cost: op.amount, resolve, reject });
+      e.waiters.push(deadlineWaiter(e, op.amount, this.timeoutMs, this.name, resolve, reject));
       // Consumes that find no units share one call: the one in flight (a lease or a top-up) serves them first.
       if (!e.inFlight) this.lease(op.key, e);
     });
@@ -427,14 +455,22 @@ export class LocalFirstStore implements Store {
     // A top-up needs nothing, so Redis never refuses (or blocks) on its account.
     const need = first === undefined ? 0 : Math.max(1, first.cost - e.units);
     let queued = -e.units;
-    for (const w of e.waiters) queued += w.cost;
-    // Without a live subscription this process could miss a block, so it holds no surplus.
+    for (const w of e.waiters) {
+      queued += w.cost;
+      w.asked = true;
+    }
+    // Without a live subscription this process could miss a block, so it holds no surplus; nor when a
+    // round trip outlasts a whole window, since every reply then comes after its lease's deadline.
     // A lease should outlast a few round trips, or the top-up would come too late.
-    const want = this.live ? wantedSlice(e, need, queued, t, Math.max(this.leaseMs, 4 * this.rttMs)) : Math.max(need, queued);
+    const surplus = this.live && e.policy !== undefined && this.rttMs < e.policy.windowMs;
+    const want = surplus ? wantedSlice(e, need, queued, t, Math.max(this.leaseMs, 4 * this.rttMs)) : Math.max(need, queued);
     e.demand = 0;
     e.since = t;
     args[NEED_ARG] = String(need);
     args[WANT_ARG] = String(want);
+    // The share cap keeps idle quota from piling up in one process; consumes already waiting park
+    // nothing, and capping them would admit a few per round trip while the rest wait out timeoutMs.
+    args[SHARE_ARG] = surplus ? String(this.shareMilli) : '1000';
     return need;
   }
 
@@ -465,18 +501,30 @@ export class LocalFirstStore implements Store {
       for (const w of waiters) w.resolve(outcome);
       return;
     }
+    // A reply past the lease's deadline still admits the consumes its call counted: Redis took their
+    // units inside the window when it ran the script, before this reply, as a per-request consume
+    // would. Only the surplus lapses, and consumes that queued after the call was sent ask again.
+    const late = t >= e.spendUntil;
     while (e.waiters.length > 0) {
       const w = e.waiters[0]!;
-      if (e.units < w.cost || t >= e.spendUntil) break;
+      if (e.units < w.cost || (late && !w.asked)) break;
       e.units -= w.cost;
       e.waiters.shift();
       w.resolve(admitted(e, t));
     }
+    if (late) e.units = 0;
     if (e.waiters.length === 0) return;
     // A top-up asked for nothing, so its refusal says nothing about the waiters: they ask themselves.
-    if (parsed.granted === 0 && need > 0) {
-      // Redis could not cover the first waiter: refuse it and every waiter that cannot fit
-      // either; smaller ones that might still fit try again.
+    // With a block duration a refusal must reach Redis, which sets the block: drained waiters ask again,
+    // unless the reply came late, when asking again would land in a later window (and queue them there
+    // until they time out); then they are refused and the block is set by a block call, as Redis would have.
+    const blockMs = e.policy?.blockMs ?? 0;
+    const drained = parsed.granted > 0 && parsed.remaining <= 0 && (blockMs === 0 || late);
+    if (need > 0 && (parsed.granted === 0 || drained)) {
+      // Redis could not cover the first waiter: refuse it and every waiter that cannot fit either;
+      // smaller ones that might still fit try again. Or the grant drained the window: the waiters
+      // the call counted and it could not cover are refused now, as per-request consumes would be,
+      // rather than queued into a later window while their deadline runs.
       const windowLeft = msUntil(e.endsBy, t);
       const fits = e.units + parsed.remaining;
       const remaining = Math.max(0, fits);
@@ -487,12 +535,19 @@ export class LocalFirstStore implements Store {
         retryAfterMs: windowLeft,
         emptyMs: remaining >= 1 ? 0 : windowLeft,
       };
+      const blocks = drained && blockMs > 0;
+      const answer = blocks ? blocked(blockMs, windowLeft) : refusal;
       const keep: Waiter[] = [];
       e.waiters.forEach((w, i) => {
-        if (i > 0 && w.cost <= fits) keep.push(w);
-        else w.resolve(refusal);
+        if (drained ? !w.asked || w.cost <= fits : i > 0 && w.cost <= fits) keep.push(w);
+        else w.resolve(answer);
       });
       e.waiters = keep;
+      if (blocks && e.policy !== undefined) {
+        e.blockedUntil = t + blockMs;
+        // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
+        this.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
+      }
     }
     if (e.waiters.length > 0) this.lease(key, e);
   }
@@ -514,11 +569,11 @@ export class LocalFirstStore implements Store {
         // Another window: whatever is left of the lease of the one before has lapsed.
         e.units = 0;
         e.windowEnd = p.windowEnd;
-        e.spendUntil = sentAt + p.windowLeft;
+        e.spendUntil = spendDeadline(sentAt, p.windowLeft, this.clock !== undefined);
         e.endsBy = t + p.windowLeft;
       } else {
         // Both are bounds of the same window's end: keep the tightest.
-        e.spendUntil = Math.max(e.spendUntil, sentAt + p.windowLeft);
+        e.spendUntil = Math.max(e.spendUntil, spendDeadline(sentAt, p.windowLeft, this.clock !== undefined));
         e.endsBy = Math.min(e.endsBy, t + p.windowLeft);
       }
     }
@@ -810,10 +865,6 @@ function parseLease(reply: unknown): LeaseReply | FloodgateError {
     return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describe(reply)}.`);
   }
   return { granted: v[0]!, remaining: v[1]!, windowLeft: v[2]!, blockLeft: v[3]!, windowEnd: v[4]! };
-}
-
-function samePolicy(a: Policy, b: Policy): boolean {
-  return a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs;
 }
 
 function wholeNumber(value: unknown, name: string, min: number, max: number, code: (typeof ErrorCode)[keyof typeof ErrorCode]): number {

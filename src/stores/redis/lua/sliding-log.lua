@@ -93,8 +93,9 @@ function impl.try_consume(state, cost, now)
   return nil
 end
 
+-- At most L timestamps per penalty, as sliding-log.ts add: L at now already refuse every consume until now + W.
 function impl.add(state, amount, now)
-  return push_many(state and state.n or 0, amount, now)
+  return push_many(state and state.n or 0, math.min(amount, L), now)
 end
 
 -- Drops the newest amount timestamps.
