@@ -159,7 +159,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     drainTimeoutMs: o.drainTimeoutMs ?? 30_000,
     logLevel: o.logLevel ?? 'info',
     watch: false,
-    rules: [{ name: 'default', match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined }, key, policies, shadow: v.shadow === true }],
+    rules: [{ name: 'default', match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined }, key, policies, shadow: v.shadow === true, final: false }],
   };
   return { kind: 'serve', configFile: undefined, overrides: o, settings };
 }

@@ -1,5 +1,7 @@
 /** The gateway config file: YAML loading and strict validation, with errors that name the file, line and field. */
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import type { Document, LineCounter } from 'yaml';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../errors.js';
@@ -34,6 +36,7 @@ import {
   LOG_LEVELS,
   type FailurePolicy,
   type GatewaySettings,
+  type KeySettings,
   type LogLevel,
   type MatchSettings,
   type PolicySettings,
@@ -190,8 +193,9 @@ const PROXY_FIELDS = [
   'stripHeaders',
 ] as const;
 const READINESS_FIELDS = ['upstream'] as const;
-const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow'] as const;
+const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
+const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration'] as const;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHOD = /^[A-Z]+$/;
@@ -257,7 +261,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
-  const rules = o.rules ?? ruleList(c, top.rules);
+  const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
   if (readiness.upstream && upstream === undefined) c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
   return {
@@ -371,19 +375,19 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
   return out;
 }
 
-function ruleList(c: Cursor, value: unknown): RuleSettings[] {
+function ruleList(c: Cursor, value: unknown, baseDir: string): RuleSettings[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describe(value)}.`);
   const names = new Set<string>();
   return value.map((entry, i) => {
-    const rule = ruleSettings(c, ['rules', i], entry, i);
+    const rule = ruleSettings(c, ['rules', i], entry, i, baseDir);
     if (names.has(rule.name)) c.fail(['rules', i, 'name'], `two rules are named ${JSON.stringify(rule.name)}; rule names must be unique (they name metrics and store keys).`);
     names.add(rule.name);
     return rule;
   });
 }
 
-function ruleSettings(c: Cursor, path: Path, value: unknown, index: number): RuleSettings {
+function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, baseDir: string): RuleSettings {
   const r = mapping(c, path, value, RULE_FIELDS);
   const name =
     r.name === undefined
@@ -394,8 +398,10 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number): Rul
           }
           return r.name;
         });
-  const key = r.key === undefined ? ({ kind: 'ip' } as const) : c.at([...path, 'key'], () => parseKeySpec(r.key));
+  const key = r.key === undefined ? ({ kind: 'ip' } as const) : isObject(r.key) ? keyObject(c, [...path, 'key'], r.key, baseDir) : c.at([...path, 'key'], () => parseKeySpec(r.key));
   const shadow = r.shadow === undefined ? false : c.at([...path, 'shadow'], () => parseBoolean(r.shadow));
+  const final = r.final === undefined ? false : c.at([...path, 'final'], () => parseBoolean(r.final));
+  if (final && shadow) c.fail([...path, 'final'], 'a shadow rule never ends the list (it only reports); remove final or shadow.');
   if (r.policies === undefined) c.fail(path, 'a rule needs policies, e.g. policies: ["3/5s"] or policies: [{ limit: 3, window: 5s }].');
   if (!Array.isArray(r.policies) || r.policies.length === 0) c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
@@ -405,7 +411,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number): Rul
     if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
     seen.add(label);
   });
-  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow };
+  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final };
 }
 
 function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
@@ -477,4 +483,44 @@ function stringList(value: unknown, each: (s: string) => string): string[] {
     if (typeof s !== 'string') throw new InvalidValue(`must be a string or a list of strings; got ${describe(s)}.`);
     return each(s);
   });
+}
+
+/** The mapping form of a rule's key: a header, with the validation its values must pass before they are counted. */
+function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings {
+  mapping(c, path, k, KEY_FIELDS);
+  if (k.header === undefined) c.fail(path, 'a key mapping needs header, e.g. { header: x-api-key, maxLength: 64 }; for the client address write key: ip.');
+  const header = c.at([...path, 'header'], () => parseHeaderName(k.header));
+  const fallbackToIp = k.fallbackToIp === undefined ? false : c.at([...path, 'fallbackToIp'], () => parseBoolean(k.fallbackToIp));
+  const maxLength = k.maxLength === undefined ? undefined : c.at([...path, 'maxLength'], () => parsePositiveInt(k.maxLength, 8192));
+  const pattern = k.pattern === undefined ? undefined : c.at([...path, 'pattern'], () => {
+    if (typeof k.pattern !== 'string') throw new InvalidValue(`must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describe(k.pattern)}.`);
+    // Anchored, so that "[a-z]+" cannot admit "abc<anything>" by matching a part of it.
+    try {
+      return new RegExp(`^(?:${k.pattern})$`);
+    } catch (error) {
+      throw new InvalidValue(`is not a valid regular expression: ${(error as Error).message}`);
+    }
+  });
+  let allowList: Set<string> | undefined;
+  let allowListFile: string | undefined;
+  if (k.allowList !== undefined) {
+    allowListFile = c.at([...path, 'allowList'], () => {
+      if (typeof k.allowList !== 'string' || k.allowList === '') throw new InvalidValue(`must be the path of a file with one key per line; got ${describe(k.allowList)}.`);
+      return resolve(baseDir, k.allowList);
+    });
+    let text: string;
+    try {
+      text = readFileSync(allowListFile, 'utf8');
+    } catch (error) {
+      c.fail([...path, 'allowList'], `cannot read ${allowListFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, error);
+    }
+    allowList = new Set();
+    for (const line of text.split(/\r?\n/)) {
+      const entry = line.trim();
+      if (entry !== '' && !entry.startsWith('#')) allowList.add(entry);
+    }
+    if (allowList.size === 0) c.fail([...path, 'allowList'], `${allowListFile} lists no key (one per line; # starts a comment): every request would be refused.`);
+  }
+  const validation = maxLength === undefined && pattern === undefined && allowList === undefined ? undefined : { maxLength, pattern, allowList, allowListFile };
+  return { kind: 'header', header, fallbackToIp, ...(validation === undefined ? {} : { validation }) };
 }

@@ -16,6 +16,7 @@ export type {
   FailurePolicy,
   GatewaySettings,
   KeySettings,
+  KeyValidation,
   ListenAddress,
   LogLevel,
   MatchSettings,

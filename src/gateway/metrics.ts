@@ -7,6 +7,7 @@ export type DecisionOutcome =
   | 'allowed'
   | 'limited'
   | 'missing_key'
+  | 'invalid_key'
   | 'store_error'
   | 'error'
   | 'shadow_allowed'

@@ -7,7 +7,9 @@ import type { HeaderPair } from '../http/headers.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
 import type { Store } from '../stores/store.js';
 import { throttled } from '../throttle.js';
+import { keyCheck, type KeyCheck, type KeyRefusal } from './key-check.js';
 import { loggableKey, type GatewayLogger } from './log.js';
+import { enforceInTurn } from './rule-chain.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from './metrics.js';
 import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
 
@@ -17,6 +19,10 @@ export interface Rule {
   readonly name: string;
   /** Reports without refusing. */
   readonly shadow: boolean;
+  /** An enforced rule after which no other rule is tried when it matches. */
+  readonly final: boolean;
+  /** Refuses a repeated or invalid API key before anything is counted; undefined for IP-keyed rules. */
+  readonly checkKey: KeyCheck | undefined;
   /** True when the request facts satisfy every condition of the rule's match. */
   readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
   /** Decides about one request. */
@@ -29,7 +35,7 @@ export interface Rule {
 
 /** The outcomes a rule counts. */
 type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
-const RULE_OUTCOMES: readonly RuleOutcome[] = ['allowed', 'limited', 'missing_key', 'store_error', 'error', 'shadow_allowed', 'shadow_limited'];
+const RULE_OUTCOMES: readonly RuleOutcome[] = ['allowed', 'limited', 'missing_key', 'invalid_key', 'store_error', 'error', 'shadow_allowed', 'shadow_limited'];
 
 /**
  * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as
@@ -75,10 +81,11 @@ export interface RuleContext {
 }
 
 /**
- * The rules of one configuration. Rules are tried in order: the first
- * matching enforced rule decides, and every matching shadow rule met on the
- * way also counts and reports. A request no rule matches is forwarded
- * without limits.
+ * The rules of one configuration. Every matching rule applies, in order:
+ * each enforced one counts the request in turn and the first refusal
+ * answers (see rule-chain.ts); a matching `final` rule ends the list; every
+ * matching shadow rule counts and reports. A request no rule matches is
+ * forwarded without limits.
  */
 export class RuleSet {
   /** Whether any rule looks at the Host header (so it is parsed only then). */
@@ -109,22 +116,30 @@ export class RuleSet {
     const host = this.needsHost ? hostOf(hostHeader) : undefined;
     let shadows: Rule[] | undefined;
     let enforced: Rule | undefined;
+    // Allocated only when a second enforced rule matches: one rule per request is the common case.
+    let more: Rule[] | undefined;
     for (const rule of this.rules) {
       if (!rule.matches(view.method, view.path, host, view.headers)) continue;
       if (rule.shadow) (shadows ??= []).push(rule);
       else {
-        enforced = rule;
-        break;
+        if (enforced === undefined) enforced = rule;
+        else (more ??= [enforced]).push(rule);
+        if (rule.final) break;
       }
     }
-    if (shadows !== undefined) return this.withShadows(enforced, shadows, view);
+    if (shadows !== undefined) return this.withShadows(more ?? enforced, shadows, view);
     if (enforced === undefined) return this.unmatched();
+    if (more !== undefined) return enforceInTurn(more, (rule) => this.enforce(rule, view));
     return this.enforce(enforced, view);
   }
 
-  private async withShadows(enforced: Rule | undefined, shadows: readonly Rule[], view: RequestView<IncomingMessage>): Promise<Verdict> {
+  private async withShadows(enforced: Rule | readonly Rule[] | undefined, shadows: readonly Rule[], view: RequestView<IncomingMessage>): Promise<Verdict> {
     const [verdict, shadowHeader] = await Promise.all([
-      enforced === undefined ? this.unmatched() : this.enforce(enforced, view),
+      enforced === undefined
+        ? this.unmatched()
+        : Array.isArray(enforced)
+          ? enforceInTurn(enforced as readonly Rule[], (rule) => this.enforce(rule, view))
+          : this.enforce(enforced as Rule, view),
       Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
     ]);
     const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
@@ -147,8 +162,12 @@ export class RuleSet {
     return FORWARD;
   }
 
-  /** The rule's HttpLimiter decides. */
+  /** The key check, then the rule's HttpLimiter decides. */
   private enforce(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
+    if (rule.checkKey !== undefined) {
+      const refused = rule.checkKey(view);
+      if (refused !== undefined) return keyRefusalVerdict(rule, refused);
+    }
     const decided = rule.limiter.decide(view);
     return decided instanceof Promise ? decided.then((outcome) => verdictOf(rule, outcome)) : verdictOf(rule, decided);
   }
@@ -205,6 +224,23 @@ function refusalVerdict(outcome: HttpOutcome & { action: 'respond' }): Verdict {
   wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(body)));
   const verdict: Verdict = Object.freeze({ forward: false, status, headers, contentType, body, wire: Object.freeze(wire) });
   sharedVerdicts.set(outcome, verdict);
+  return verdict;
+}
+
+/** Verdicts of key refusals, one per refusal object (each rule builds its own once). */
+const keyVerdicts = new WeakMap<KeyRefusal, Verdict>();
+
+function keyRefusalVerdict(rule: Rule, refusal: KeyRefusal): Verdict {
+  rule.counts[refusal.outcome].count += 1;
+  let verdict = keyVerdicts.get(refusal);
+  if (verdict === undefined) {
+    const contentType = 'application/problem+json';
+    const wire: string[] = [];
+    for (const [name, value] of refusal.headers) wire.push(name, value);
+    wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(refusal.body)));
+    verdict = Object.freeze({ forward: false, status: refusal.status, headers: refusal.headers, contentType, body: refusal.body, wire: Object.freeze(wire) });
+    keyVerdicts.set(refusal, verdict);
+  }
   return verdict;
 }
 
@@ -278,6 +314,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   return {
     name: rule.name,
     shadow: rule.shadow,
+    final: rule.final,
+    checkKey: rule.shadow ? undefined : keyCheck(rule.key),
     matches: compileMatch(rule.match),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
     limiters: policies.map((p) => p.limiter),

@@ -30,7 +30,22 @@ export type KeySettings =
   /** The client address (after `trustProxy`). */
   | { readonly kind: 'ip' }
   /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
-  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean };
+  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation };
+
+/**
+ * Checks an API key must pass before it is counted; a key that fails is
+ * answered 401 without touching the store, so made-up keys cannot fill it.
+ */
+export interface KeyValidation {
+  /** Longest key, in characters. */
+  readonly maxLength: number | undefined;
+  /** A regular expression the whole key must match. */
+  readonly pattern: RegExp | undefined;
+  /** The known keys (read from `allowList` at start and on every reload); undefined for any key. */
+  readonly allowList: ReadonlySet<string> | undefined;
+  /** The allow-list file, as resolved, for logs. */
+  readonly allowListFile: string | undefined;
+}
 
 /** Which requests a rule applies to; every given condition must hold. */
 export interface MatchSettings {
@@ -58,6 +73,8 @@ export interface RuleSettings {
   readonly policies: readonly PolicySettings[];
   /** Report what the rule would do (headers, metrics, logs) without refusing anything. */
   readonly shadow: boolean;
+  /** When this enforced rule matches, the rules after it are not tried (by default every matching enforced rule applies). */
+  readonly final: boolean;
 }
 
 /** What a limiter does while its store fails. */

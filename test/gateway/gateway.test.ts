@@ -63,7 +63,7 @@ describe('gateway: limits', () => {
     assert.deepEqual(await statuses(`${g.url}/api/orders`, 4, { headers: { 'x-api-key': 'k' } }), [200, 200, 200, 200], 'host does not match');
   });
 
-  it('matches on a header value and uses the first matching enforced rule', async () => {
+  it('matches on a header value; every matching enforced rule applies, the first refusal answers', async () => {
     const g = await gateway(RULES);
     const h = { 'x-tenant': 'beta', 'x-api-key': 'z', host: 'a.example.test' };
     assert.deepEqual(await statuses(`${g.url}/api/orders`, 2, { headers: h }), [200, 429]);

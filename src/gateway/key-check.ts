@@ -1,0 +1,66 @@
+/** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), and the rule's validation (length, pattern, allow list; 401). */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { RequestView } from '../http/core.js';
+import type { KeySettings } from './settings.js';
+
+/** A refusal the key check answers with, built once per rule and sent as it is. */
+export interface KeyRefusal {
+  /** 400 (ambiguous key) or 401 (invalid key). */
+  readonly status: 400 | 401;
+  /** The `floodgate_decisions_total` outcome. */
+  readonly outcome: 'invalid_key';
+  /** Response fields besides Content-Type. */
+  readonly headers: ReadonlyArray<readonly [string, string]>;
+  /** The problem+json body. */
+  readonly body: string;
+}
+
+/** Inspects one request's key header; undefined when the rule may count it (a missing key is the limiter's to answer). */
+export type KeyCheck = (view: RequestView<IncomingMessage>) => KeyRefusal | undefined;
+
+/**
+ * The check for a rule keyed by a header, or undefined for an IP-keyed rule.
+ *
+ * A repeated key header is refused whatever the validation: node joins the
+ * copies into `a, b`, which would count as a key nobody owns while the
+ * upstream may read either copy (one of them the victim's). The joined form
+ * is recognised by its comma, so a request with one copy pays one
+ * `includes` and nothing else.
+ */
+export function keyCheck(key: KeySettings): KeyCheck | undefined {
+  if (key.kind !== 'header') return undefined;
+  const name = key.header;
+  const repeated = refusal(400, 'Bad Request', `The ${name} header appears more than once; send the API key once.`, []);
+  const v = key.validation;
+  const invalid = refusal(401, 'Unauthorized', `The API key in ${name} is not valid.`, [['WWW-Authenticate', `ApiKey header="${name}"`]]);
+  return (view) => {
+    const raw = view.headers[name];
+    if (raw === undefined) return undefined;
+    const value = typeof raw === 'string' ? raw : String(raw);
+    if (value.includes(',') && sentMoreThanOnce(view.raw, view.headers, name)) return repeated;
+    if (v === undefined) return undefined;
+    const trimmed = value.trim();
+    // An empty value is a missing key: the limiter answers it (401, or the IP fallback).
+    if (trimmed === '') return undefined;
+    if (v.maxLength !== undefined && trimmed.length > v.maxLength) return invalid;
+    if (v.pattern !== undefined && !v.pattern.test(trimmed)) return invalid;
+    if (v.allowList !== undefined && !v.allowList.has(trimmed)) return invalid;
+    return undefined;
+  };
+}
+
+/** True when the request carried header `name` in more than one field line. */
+function sentMoreThanOnce(raw: IncomingMessage | undefined, headers: IncomingHttpHeaders, name: string): boolean {
+  const lines = raw?.rawHeaders;
+  // Without the raw lines (a caller that built its own view) a comma is all there is to go by: refuse.
+  if (lines === undefined || raw?.headers !== headers) return true;
+  let seen = 0;
+  for (let i = 0; i < lines.length; i += 2) {
+    if (lines[i]!.length === name.length && lines[i]!.toLowerCase() === name && ++seen > 1) return true;
+  }
+  return false;
+}
+
+function refusal(status: 400 | 401, title: string, detail: string, headers: ReadonlyArray<readonly [string, string]>): KeyRefusal {
+  return Object.freeze({ status, outcome: 'invalid_key', headers, body: JSON.stringify({ type: 'about:blank', title, status, detail }) });
+}
