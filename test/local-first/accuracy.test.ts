@@ -26,7 +26,7 @@ after(async () => {
 
 /**
  * Admissions per window. Windows are told apart by the window end each
- * decision reports (window ends lie ≥ W apart), and counted from the
+ * decision reports (true window ends lie ≥ W apart; a report is late, never early), and counted from the
  * processes' own records. `overlapMs` is how far the admissions of a window
  * reach past the first admission of the next one: a lease spent after its
  * window ended would show here, since the count alone cannot see it.
@@ -36,18 +36,21 @@ function perWindow(windowEnds: number[], times: number[]): { counts: number[]; o
   const counts: number[] = [];
   const first: number[] = [];
   const last: number[] = [];
-  let previous = -Infinity;
+  // A reported end is the true one plus how late the decision was seen (never earlier), so a group
+  // is measured from its smallest end: chaining from the previous end would let late reports that
+  // fill the gap between two windows merge them into one.
+  let groupStart = -Infinity;
   for (const i of order) {
-    if (windowEnds[i]! - previous > WINDOW_MS / 2) {
+    if (windowEnds[i]! - groupStart > WINDOW_MS / 2) {
       counts.push(0);
       first.push(Infinity);
       last.push(-Infinity);
+      groupStart = windowEnds[i]!;
     }
     const w = counts.length - 1;
     counts[w]!++;
     first[w] = Math.min(first[w]!, times[i]!);
     last[w] = Math.max(last[w]!, times[i]!);
-    previous = windowEnds[i]!;
   }
   let overlapMs = -Infinity;
   for (let w = 0; w + 1 < counts.length; w++) overlapMs = Math.max(overlapMs, last[w]! - first[w + 1]!);
