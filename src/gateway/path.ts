@@ -21,8 +21,9 @@ export interface CanonicalRequest {
  * escapes of unreserved characters are decoded (`%61` → `a`) and other
  * escapes upper-cased, runs of `/` merged, `.` and `..` segments resolved.
  * `paths` says what happens to escaped slashes (`%2F`, `%5C`), `;` path
- * parameters and double encoding (`%25` before two hex digits). A NUL
- * (`%00`), a backslash or a fragment is never a path. The query is kept
+ * parameters and double encoding (`%25` before two hex digits). An
+ * escaped control character (`%00`–`%1F`, `%7F`), a backslash or a
+ * fragment is never a path. The query is kept
  * as it is.
  *
  * @returns the canonical target, the same string when nothing changed, or
@@ -106,7 +107,10 @@ function decodeEscapes(path: string, paths: PathSettings): string | undefined {
     if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return undefined;
     const code = parseInt(hex, 16);
     i += 2;
-    if (code === 0) return undefined;
+    // Control characters (NUL above all) are no part of a name; routers that decode first may strip or stop at them.
+    if (code < 0x20 || code === 0x7f) return undefined;
+    // `%3B` decoded by an upstream before it drops `;` parameters would be one; refused where `;` is.
+    if (code === 0x3b && paths.semicolons === 'reject') return undefined;
     if (code === 0x2f || code === 0x5c) {
       // `%2F`, `%5C`: a separator to upstreams that decode before routing, data to those that do not.
       if (paths.escapedSlashes === 'reject') return undefined;
