@@ -18,7 +18,8 @@ import {
   parseTrustProxy,
   parseUpstream,
 } from './parse.js';
-import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, DEFAULT_PROXY, DEFAULT_READINESS, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
+import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN,
+  DEFAULT_PATHS, DEFAULT_PROXY, DEFAULT_READINESS, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
 
 /** What the command line asks for. */
 export type Command =
@@ -159,6 +160,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     drainTimeoutMs: o.drainTimeoutMs ?? 30_000,
     logLevel: o.logLevel ?? 'info',
     watch: false,
+    paths: DEFAULT_PATHS,
     rules: [{ name: 'default', match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined }, key, policies, shadow: v.shadow === true, final: false }],
   };
   return { kind: 'serve', configFile: undefined, overrides: o, settings };

@@ -6,6 +6,7 @@ import type { Document, LineCounter } from 'yaml';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../errors.js';
 import { loadYaml } from './deps.js';
+import { PATH_FIELDS, PATH_MODES, parseMode, parsePathPattern } from './path-config.js';
 import {
   InvalidValue,
   leaseConflict,
@@ -29,6 +30,7 @@ import {
 import {
   DEFAULT_DECISION_PATH,
   DEFAULT_LISTEN,
+  DEFAULT_PATHS,
   DEFAULT_PROXY,
   DEFAULT_READINESS,
   DEFAULT_STORE,
@@ -39,6 +41,7 @@ import {
   type KeySettings,
   type LogLevel,
   type MatchSettings,
+  type PathSettings,
   type PolicySettings,
   type ProxySettings,
   type ReadinessSettings,
@@ -171,6 +174,7 @@ const TOP_FIELDS = [
   'drainTimeout',
   'logLevel',
   'watch',
+  'paths',
   'rules',
 ] as const;
 const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix'] as const;
@@ -263,6 +267,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   const proxy = proxySettings(c, top.proxy);
   const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
+  const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined) c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
   return {
     configFile: file,
@@ -280,7 +285,20 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
     drainTimeoutMs,
     logLevel,
     watch,
+    paths,
     rules,
+  };
+}
+
+function pathSettings(c: Cursor, value: unknown): PathSettings {
+  if (value === undefined) return DEFAULT_PATHS;
+  const p = mapping(c, ['paths'], value, PATH_FIELDS);
+  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T => (p[key] === undefined ? fallback : c.at(['paths', key], () => parse(p[key])));
+  return {
+    caseSensitive: at('caseSensitive', parseBoolean, DEFAULT_PATHS.caseSensitive),
+    escapedSlashes: at('escapedSlashes', (v) => parseMode<'escapedSlashes'>(v, PATH_MODES.escapedSlashes), DEFAULT_PATHS.escapedSlashes),
+    semicolons: at('semicolons', (v) => parseMode<'semicolons'>(v, PATH_MODES.semicolons), DEFAULT_PATHS.semicolons),
+    doubleEncoding: at('doubleEncoding', (v) => parseMode<'doubleEncoding'>(v, PATH_MODES.doubleEncoding), DEFAULT_PATHS.doubleEncoding),
   };
 }
 
@@ -450,20 +468,14 @@ function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
   const hostKey = m.host !== undefined ? 'host' : 'hosts';
   const hosts = m[hostKey] === undefined ? undefined : c.at([...path, hostKey], () => stringList(m[hostKey], (s) => {
     if (!/^(\*\.)?[A-Za-z0-9.-]+$/.test(s)) throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describe(s)}.`);
-    return s.toLowerCase();
+    // A fully qualified name's trailing dot names the same host; requests are matched without it (see canonicalHost).
+    return s.toLowerCase().replace(/\.+$/, '');
   }));
   const pathPrefix = m.path === undefined ? undefined : c.at([...path, 'path'], () => {
     if (typeof m.path !== 'string' || !m.path.startsWith('/')) throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describe(m.path)}.`);
     return m.path;
   });
-  const pathPattern = m.pathPattern === undefined ? undefined : c.at([...path, 'pathPattern'], () => {
-    if (typeof m.pathPattern !== 'string') throw new InvalidValue(`must be a regular expression as a string, e.g. "^/users/[0-9]+$"; got ${describe(m.pathPattern)}.`);
-    try {
-      return new RegExp(m.pathPattern);
-    } catch (error) {
-      throw new InvalidValue(`is not a valid regular expression: ${(error as Error).message}`);
-    }
-  });
+  const pathPattern = m.pathPattern === undefined ? undefined : c.at([...path, 'pathPattern'], () => parsePathPattern(m.pathPattern));
   const headers = m.headers === undefined ? undefined : c.at([...path, 'headers'], () => {
     if (!isObject(m.headers)) throw new InvalidValue(`must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describe(m.headers)}.`);
     return Object.entries(m.headers).map(([name, v]) => {

@@ -3,13 +3,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestView } from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import { setHeaders, writeResponse } from '../http/respond.js';
-import { canonicalTarget } from './path.js';
+import { requestTarget } from './path.js';
+import type { PathSettings } from './settings.js';
 import { whenDecided, type RuleSet } from './rules.js';
 
 /**
  * Answers one decision request. The original request is read from
  * `X-Original-Method` (default GET), `X-Original-URI` (default `/`) and
- * `X-Original-Host` (default this request's Host); every other header,
+ * `X-Original-Host` (default this request's Host; an absolute-form URI's
+ * authority wins, as it does for the upstream); every other header,
  * the API key included, is this request's own (nginx passes the client's
  * headers to the auth subrequest). The client address comes from the
  * socket or, with trustProxy, from X-Forwarded-For as for proxied requests.
@@ -17,7 +19,7 @@ import { whenDecided, type RuleSet } from './rules.js';
  * `?status=403` (or 401) makes refusals use that status: nginx's
  * auth_request only passes 401 and 403 on; any other status is an error.
  */
-export function handleDecision(req: IncomingMessage, res: ServerResponse, query: string, rules: RuleSet): void {
+export function handleDecision(req: IncomingMessage, res: ServerResponse, query: string, rules: RuleSet, paths: PathSettings): void {
   const asked = /(?:^|&)status=([^&]*)/.exec(query)?.[1];
   if (asked !== undefined && asked !== '401' && asked !== '403') {
     writeResponse(res, 400, [], 'text/plain; charset=utf-8', `status must be 401 or 403 (the statuses nginx's auth_request passes on); got ${JSON.stringify(asked)}.\n`);
@@ -25,11 +27,12 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
   }
   const refusedStatus = asked;
   // The same canonical path proxied requests are matched on (see path.ts): nginx passes $request_uri as the client sent it.
-  const uri = canonicalTarget(headerValue(req.headers, 'x-original-uri') ?? '/');
-  if (uri === undefined) {
+  const target = requestTarget(headerValue(req.headers, 'x-original-uri') ?? '/', paths);
+  if (target === undefined) {
     writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'X-Original-URI is not a request target.\n');
     return;
   }
+  const uri = target.target;
   const q = uri.indexOf('?');
   const view: RequestView<IncomingMessage> = {
     raw: req,
@@ -38,7 +41,7 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
     method: (headerValue(req.headers, 'x-original-method') ?? 'GET').toUpperCase(),
     path: q < 0 ? uri : uri.slice(0, q),
   };
-  const host = headerValue(req.headers, 'x-original-host') ?? req.headers.host;
+  const host = target.authority ?? headerValue(req.headers, 'x-original-host') ?? req.headers.host;
   whenDecided(rules.decide(view, host), (verdict) => {
     if (verdict.forward) {
       setHeaders(res, verdict.headers);

@@ -10,6 +10,7 @@ import { throttled } from '../throttle.js';
 import { keyCheck, type KeyCheck, type KeyRefusal } from './key-check.js';
 import { loggableKey, type GatewayLogger } from './log.js';
 import { enforceInTurn } from './rule-chain.js';
+import { canonicalHost } from './path.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from './metrics.js';
 import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
 
@@ -113,7 +114,7 @@ export class RuleSet {
    * through a promise that never rejects.
    */
   decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Verdict | Promise<Verdict> {
-    const host = this.needsHost ? hostOf(hostHeader) : undefined;
+    const host = this.needsHost ? canonicalHost(hostHeader) : undefined;
     let shadows: Rule[] | undefined;
     let enforced: Rule | undefined;
     // Allocated only when a second enforced rule matches: one rule per request is the common case.
@@ -253,15 +254,6 @@ function refusalOutcome(status: number): 'limited' | 'missing_key' | 'store_erro
   return 'error';
 }
 
-/** The host name of a Host header, lower case, without port. */
-function hostOf(value: string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  const v = value.trim().toLowerCase();
-  if (v.startsWith('[')) return v.slice(0, v.indexOf(']') + 1);
-  const colon = v.indexOf(':');
-  return colon < 0 ? v : v.slice(0, colon);
-}
-
 /**
  * Compiles the rules of `settings`: one RateLimiter per policy, on the
  * shared store under a prefix made of the rule, the policy and its numbers,
@@ -316,7 +308,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     shadow: rule.shadow,
     final: rule.final,
     checkKey: rule.shadow ? undefined : keyCheck(rule.key),
-    matches: compileMatch(rule.match),
+    matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
     limiters: policies.map((p) => p.limiter),
     counts,
@@ -362,18 +354,31 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
   return new RateLimiter(options);
 }
 
-function compileMatch(m: MatchSettings): Rule['matches'] {
+/**
+ * Compiles a rule's match. Paths match case-insensitively unless
+ * `caseSensitive` (Express and Koa route `/API/x` to a handler for
+ * `/api/x`), and a rule for GET also matches HEAD (Express, Fastify and
+ * node routers run the GET handler for HEAD); one that lists HEAD alone
+ * matches only HEAD.
+ */
+export function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
   const checks: Array<(method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean> = [];
   if (m.methods !== undefined) {
     const methods = new Set(m.methods);
+    if (methods.has('GET')) methods.add('HEAD');
     checks.push((method) => methods.has(method));
   }
   if (m.pathPrefix !== undefined) {
     const prefix = m.pathPrefix;
-    checks.push((_m, path) => path.startsWith(prefix));
+    if (caseSensitive) checks.push((_m, path) => path.startsWith(prefix));
+    else {
+      // An anchored case-insensitive regex compares without a lower-cased copy of the path per request.
+      const anchored = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'i');
+      checks.push((_m, path) => anchored.test(path));
+    }
   }
   if (m.pathPattern !== undefined) {
-    const pattern = m.pathPattern;
+    const pattern = caseSensitive || m.pathPattern.flags.includes('i') ? m.pathPattern : new RegExp(m.pathPattern.source, `${m.pathPattern.flags}i`);
     checks.push((_m, path) => pattern.test(path));
   }
   if (m.hosts !== undefined) {

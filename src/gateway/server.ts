@@ -16,7 +16,7 @@ import { UpstreamProxy, writeRaw } from './proxy.js';
 import { checkUpgrade } from './tunnel.js';
 import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from './settings.js';
-import { canonicalTarget } from './path.js';
+import { acceptTarget } from './path.js';
 import { SharedResult } from './shared-result.js';
 import { openStore, type GatewayStore } from './store.js';
 import { hopCountWarning } from './trust-warning.js';
@@ -264,12 +264,11 @@ export class Gateway implements AdminSource {
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     // Rules match, and the upstream gets, one canonical path: `/api/../x` or `//api/x` or `/%61pi/x`
     // must not slip past a rule for /api/ to an upstream that normalises paths itself.
-    const url = canonicalTarget(req.url ?? '/');
+    const url = acceptTarget(req, this.settings.paths);
     if (url === undefined) {
       writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'bad request target\n');
       return;
     }
-    if (url !== req.url) req.url = url;
     // While draining every answer closes its connection, so keep-alive clients reconnect to another instance
     // instead of sending a request onto a connection that is about to close.
     if (this.draining) res.shouldKeepAlive = false;
@@ -277,7 +276,7 @@ export class Gateway implements AdminSource {
     const decisionPath = settings.decisionPath;
     // Any configured path (e.g. /auth), with or without a query string; one compare on the hot path.
     if (decisionPath !== false && url.startsWith(decisionPath) && (url.length === decisionPath.length || url.charCodeAt(decisionPath.length) === 63 /* ? */)) {
-      handleDecision(req, res, url.length === decisionPath.length ? '' : url.slice(decisionPath.length + 1), this.rules);
+      handleDecision(req, res, url.length === decisionPath.length ? '' : url.slice(decisionPath.length + 1), this.rules, settings.paths);
       return;
     }
     // With an admin listener, nothing internal answers on the public port: those paths are requests like any other.
@@ -335,12 +334,11 @@ export class Gateway implements AdminSource {
   }
 
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const url = canonicalTarget(req.url ?? '/');
+    const url = acceptTarget(req, this.settings.paths);
     if (url === undefined) {
       writeRaw(socket, 400, []);
       return;
     }
-    if (url !== req.url) req.url = url;
     const proxy = this.proxy;
     if (proxy === undefined || this.draining) {
       writeRaw(socket, 502, []);

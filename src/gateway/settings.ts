@@ -140,6 +140,18 @@ export interface ReadinessSettings {
   readonly upstream: boolean;
 }
 
+/** How request paths are canonicalised and matched (see path.ts). */
+export interface PathSettings {
+  /** Match `path`/`pathPattern` case-sensitively; off by default, as Express and Koa route case-insensitively. */
+  readonly caseSensitive: boolean;
+  /** `%2F` and `%5C`: refuse with 400, decode to `/` (matched and forwarded so), or keep escaped (matched as data). */
+  readonly escapedSlashes: 'reject' | 'decode' | 'keep';
+  /** `;` in the path: refuse with 400, strip each segment's `;` parameters (as Tomcat/Spring do; forwarded stripped), or keep as data. */
+  readonly semicolons: 'reject' | 'strip' | 'keep';
+  /** `%25` before two hex digits (`%252F`): refuse with 400, or keep as an escaped `%`. */
+  readonly doubleEncoding: 'reject' | 'keep';
+}
+
 /** Everything `floodgate serve` runs with. */
 export interface GatewaySettings {
   /** The config file, when one was given (reloads read it again). */
@@ -172,6 +184,8 @@ export interface GatewaySettings {
   readonly logLevel: LogLevel;
   /** Watch the config file and reload it when it changes. */
   readonly watch: boolean;
+  /** Path canonicalisation and matching. */
+  readonly paths: PathSettings;
   /** The rules, in order. */
   readonly rules: readonly RuleSettings[];
 }
@@ -234,6 +248,9 @@ export const DEFAULT_PROXY: ProxySettings = {
   queueTimeoutMs: 10_000,
   stripHeaders: DEFAULT_STRIP_HEADERS,
 };
+
+/** Defaults of {@link PathSettings}: refuse what upstreams read in different ways, match as loosely as their routers. */
+export const DEFAULT_PATHS: PathSettings = { caseSensitive: false, escapedSlashes: 'reject', semicolons: 'reject', doubleEncoding: 'reject' };
 
 /** Defaults of {@link ReadinessSettings}. */
 export const DEFAULT_READINESS: ReadinessSettings = { upstream: false };

@@ -35,11 +35,12 @@ describe('canonicalTarget', () => {
       ['/api/x/..', '/api/'],
       ['/%61pi/x', '/api/x'],
       ['/a/%2e%2e/api?q=1', '/api?q=1'],
-      ['/a%2fb', '/a%2Fb'], // an escaped slash is data, not a separator
       ['/caf%c3%a9', '/caf%C3%A9'],
       ['http://host.example/x/../api/x?q', '/api/x?q'],
     ];
     for (const [input, expected] of cases) assert.equal(canonicalTarget(input), expected, input);
+    // With escapedSlashes: keep, an escaped slash is data, not a separator.
+    assert.equal(canonicalTarget('/a%2fb', { caseSensitive: false, escapedSlashes: 'keep', semicolons: 'reject', doubleEncoding: 'reject' }), '/a%2Fb');
   });
 
   it('refuses targets that climb above the root or are not paths', () => {
