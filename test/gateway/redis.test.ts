@@ -30,7 +30,7 @@ async function gateway(store: string, rules: string, logLines?: Array<Record<str
 describe('gateway on Redis', () => {
   it('shares one quota per API key across two instances (and per IP)', async () => {
     const rules = `rules:
-  - { name: keyed, match: { path: /api/ }, key: "header:x-api-key", policies: ["3/1m"] }
+  - { name: keyed, match: { path: /api/ }, key: "header:x-api-key", policies: ["3/1m"], final: true }
   - { name: by-ip, key: ip, policies: ["2/1m"] }`;
     const [a, b] = [await gateway('', rules), await gateway('', rules)];
     const h = { headers: { 'x-api-key': 'shared-key' } };
