@@ -358,10 +358,10 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
  * Compiles a rule's match. Paths match case-insensitively unless
  * `caseSensitive` (Express and Koa route `/API/x` to a handler for
  * `/api/x`), and a rule for GET also matches HEAD (Express, Fastify and
- * node routers run the GET handler for HEAD); one that lists HEAD alone
+ * @koa/router run the GET handler for HEAD); one that lists HEAD alone
  * matches only HEAD.
  */
-export function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
+function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
   const checks: Array<(method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean> = [];
   if (m.methods !== undefined) {
     const methods = new Set(m.methods);

@@ -1,8 +1,9 @@
-// Request targets: rules match the canonical path the upstream is sent (no bypass through `..`, `//` or %-escapes); a decision-only gateway does not count other paths; answers during a drain close their connections.
+// Request targets: rules match the canonical path the upstream is sent (no bypass through `..`, `//`, %-escapes, `;` or a fragment); a decision-only gateway does not count other paths; answers during a drain close their connections.
 import assert from 'node:assert/strict';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { describe, it } from 'node:test';
-import { canonicalTarget } from '../../src/gateway/path.js';
+import { canonicalHost, canonicalTarget, requestTarget } from '../../src/gateway/path.js';
+import { DEFAULT_PATHS, type PathSettings } from '../../src/gateway/settings.js';
 import { get } from '../http/support/http.js';
 import { gatewayFixture, startGateway } from './support/harness.js';
 
@@ -45,6 +46,35 @@ describe('canonicalTarget', () => {
 
   it('refuses targets that climb above the root or are not paths', () => {
     for (const bad of ['/..', '/a/../../b', '/%2e%2e/x', '/a/%zz', '/a\\b', '*', 'ftp://x/y', 'api/x']) assert.equal(canonicalTarget(bad), undefined, bad);
+  });
+});
+
+describe('requestTarget and canonicalHost', () => {
+  const opts = (o: Partial<PathSettings>): PathSettings => ({ ...DEFAULT_PATHS, ...o });
+
+  it('refuses by default what routers read in different ways', () => {
+    for (const bad of ['/a%2Fb', '/a%5cb', '/a%00', '/a%09b', '/a%7f', '/a%252F', '/a;b', '/a/..;/b', '/a%3Bb', '/a#b', 'http://u@h/x', 'http:///x', 'http://h\\x']) {
+      assert.equal(canonicalTarget(bad), undefined, bad);
+    }
+    assert.equal(canonicalTarget('/a?x=%2F;#'), '/a?x=%2F;#', 'the query is not the path');
+  });
+
+  it('decodes, strips or keeps as the options say', () => {
+    assert.equal(canonicalTarget('/x/..%2Fapi%5Cy', opts({ escapedSlashes: 'decode' })), '/api/y');
+    assert.equal(canonicalTarget('/x/..;/api;v=1/y;z', opts({ semicolons: 'strip' })), '/api/y');
+    assert.equal(canonicalTarget('/a;b%3B', opts({ semicolons: 'keep' })), '/a;b%3B');
+    assert.equal(canonicalTarget('/a%252Fb', opts({ doubleEncoding: 'keep' })), '/a%252Fb');
+  });
+
+  it('an absolute-form target gives its authority, and is canonicalised by hand (not by WHATWG URL)', () => {
+    assert.deepEqual(requestTarget('HTTP://Api.Example.com:80/x/../api/?q'), { target: '/api/?q', authority: 'Api.Example.com:80' });
+    assert.deepEqual(requestTarget('http://h?q=1'), { target: '/?q=1', authority: 'h' });
+    assert.deepEqual(requestTarget('/x'), { target: '/x', authority: undefined });
+  });
+
+  it('host names lose case, port and trailing dots', () => {
+    for (const h of ['api.example.com', 'API.example.com.', 'api.example.com.:443', ' api.example.com:8080 ', 'api.example.com..']) assert.equal(canonicalHost(h), 'api.example.com', h);
+    assert.equal(canonicalHost('[::1]:80'), '[::1]');
   });
 });
 
