@@ -9,7 +9,7 @@ export type { Duration } from './duration.js';
 export { ManualClock, systemClock } from './clock.js';
 export type { Clock } from './clock.js';
 export { MemoryStore } from './stores/memory.js';
-export type { MemoryStoreOptions } from './stores/memory.js';
+export type { MemoryStoreOptions, OnFull } from './stores/memory.js';
 export type { Store } from './stores/store.js';
 export { isStore } from './stores/store.js';
 export { ALGORITHMS, BLOCK_FOREVER, OP_CODE } from './policy.js';

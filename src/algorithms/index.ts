@@ -40,6 +40,9 @@ export interface Applied {
  * While a key is blocked, consume and peek are refused without touching the
  * algorithm's state; reward and penalty still change it. A consume that does
  * not fit spends nothing and, with `policy.blockMs`, blocks the key.
+ *
+ * `impl` replaces the policy's algorithm; the memory store's overflow sketch
+ * passes a stricter variant of one.
  */
 export function applyOperation(
   state: KeyState | undefined,
@@ -47,8 +50,8 @@ export function applyOperation(
   amount: number,
   policy: Policy,
   now: number,
+  impl: AlgorithmImpl<unknown> = ALGORITHM_IMPLS[policy.algorithm],
 ): Applied {
-  const impl = ALGORITHM_IMPLS[policy.algorithm];
   let a = impl.normalize(state?.a, policy, now);
   let b = state ? state.b : 0;
   if (b > 0 && b <= now) b = 0;

@@ -1,20 +1,37 @@
-/** MemoryStore: counters in this process, O(1) per decision, LRU-bounded, expired keys reclaimed lazily and by an unref'd sweep. */
+/** MemoryStore: counters in this process, O(1) per decision, bounded (LRU eviction or an overflow sketch), expired keys reclaimed lazily and by an unref'd sweep. */
+import { performance } from 'node:perf_hooks';
 import { applyOperation, type KeyState } from '../algorithms/index.js';
 import { systemClock, type Clock } from '../clock.js';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
-import type { Operation, Outcome } from '../policy.js';
+import type { Operation, Outcome, Policy } from '../policy.js';
 import { assertKnownOptions } from '../validate.js';
+import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
 import type { Store } from './store.js';
+
+/** What a full {@link MemoryStore} does with a key it holds no state for. */
+export type OnFull = 'evict' | 'overflow';
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
   /**
-   * Most keys held at once; when full, the least recently used key is
-   * forgotten (its usage is lost, so it may be admitted again early).
-   * Default 100 000.
+   * Most keys held at once. What happens when a new key finds them all
+   * live is `onFull`'s choice. Default 100 000.
    */
   maxKeys?: number;
+  /**
+   * When `maxKeys` live keys are held and another key comes:
+   * - `'evict'` (default): the least recently used key is forgotten (its
+   *   usage is lost, so it may be admitted again early);
+   * - `'overflow'`: no live key is ever forgotten. Expired keys are reclaimed
+   *   first; if none is free, the new key is decided in a bounded count-min
+   *   sketch of `overflowCells` cells per policy, which may refuse it early
+   *   but never admits it over its limit. A reward or reset of a key held
+   *   only in the sketch does nothing. Use it where keys come from clients.
+   */
+  onFull?: OnFull;
+  /** With `onFull: 'overflow'`: cells of the sketch of each policy (split into 4 rows). Default 16 384. */
+  overflowCells?: number;
   /** How often the background sweep drops expired keys, in ms. Default 30 000; 0 disables it. */
   sweepIntervalMs?: number;
   /** Time source; inject a {@link ManualClock} in tests. Default `Date.now`. */
@@ -26,7 +43,15 @@ interface Entry {
   expiresAt: number;
 }
 
-const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock'] as const;
+const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'onFull', 'overflowCells'] as const;
+
+/** Most policies with a sketch in one store; an operation under yet another policy that finds the table full is refused. */
+const MAX_SKETCHES = 256;
+/**
+ * Least time between two full sweeps a full table triggers (real ms): a flood
+ * of new keys must not turn an O(keys) sweep per request into a CPU attack.
+ */
+const FULL_SWEEP_GAP_MS = 1000;
 
 /** The largest interval setInterval honours; above it node fires every millisecond instead. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -37,9 +62,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * @throws FloodgateError INVALID_OPTIONS or INVALID_DURATION
  */
 export function memoryOptions(
-  options: Pick<MemoryStoreOptions, 'maxKeys' | 'sweepIntervalMs' | 'clock'>,
+  options: Pick<MemoryStoreOptions, 'maxKeys' | 'sweepIntervalMs' | 'clock' | 'onFull' | 'overflowCells'>,
   owner: string,
-): { maxKeys: number; sweepIntervalMs: number; clock: Clock } {
+): { maxKeys: number; sweepIntervalMs: number; clock: Clock; onFull: OnFull; overflowCells: number } {
   const maxKeys = options.maxKeys ?? 100_000;
   if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} maxKeys must be a positive integer; got ${describe(maxKeys)}.`);
@@ -54,7 +79,15 @@ export function memoryOptions(
   if (options.clock !== undefined && typeof options.clock !== 'function') {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} clock must be a function returning ms; got ${describe(options.clock)}.`);
   }
-  return { maxKeys, sweepIntervalMs, clock: options.clock ?? systemClock };
+  const onFull = options.onFull ?? 'evict';
+  if (onFull !== 'evict' && onFull !== 'overflow') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} onFull must be "evict" or "overflow"; got ${describe(onFull)}.`);
+  }
+  const overflowCells = options.overflowCells ?? 16_384;
+  if (!Number.isSafeInteger(overflowCells) || overflowCells < SKETCH_ROWS || overflowCells > 2 ** 26) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} overflowCells must be a whole number from ${SKETCH_ROWS} to ${2 ** 26}; got ${describe(overflowCells)}.`);
+  }
+  return { maxKeys, sweepIntervalMs, clock: options.clock ?? systemClock, onFull, overflowCells };
 }
 
 /**
@@ -67,14 +100,22 @@ export class MemoryStore implements Store {
   private readonly entries = new Map<string, Entry>();
   private readonly maxKeys: number;
   private readonly clock: Clock;
+  private readonly overflow: boolean;
+  private readonly overflowCells: number;
+  /** One sketch per policy (its cells hold that policy's algorithm state), made when first needed. */
+  private readonly sketches = new Map<string, OverflowSketch>();
+  private lastFullSweep = -Infinity;
+  private overflowed = 0;
   private sweeper: NodeJS.Timeout | undefined;
 
   /** @param options - see {@link MemoryStoreOptions} */
   constructor(options: MemoryStoreOptions = {}) {
     assertKnownOptions(options, OPTION_NAMES, 'MemoryStore');
-    const { maxKeys, sweepIntervalMs, clock } = memoryOptions(options, 'MemoryStore');
+    const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'MemoryStore');
     this.maxKeys = maxKeys;
     this.clock = clock;
+    this.overflow = onFull === 'overflow';
+    this.overflowCells = overflowCells;
     if (sweepIntervalMs > 0) {
       this.sweeper = setInterval(() => this.sweep(), sweepIntervalMs);
       this.sweeper.unref();
@@ -84,6 +125,11 @@ export class MemoryStore implements Store {
   /** Number of keys held (expired ones not yet reclaimed included). */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Operations decided in the overflow sketch (`onFull: 'overflow'`) since start: keys that found the table full. */
+  get overflows(): number {
+    return this.overflowed;
   }
 
   /** @inheritDoc */
@@ -103,7 +149,16 @@ export class MemoryStore implements Store {
   applySync(operation: Operation, now: number): Outcome {
     const { key } = operation;
     const entry = this.entries.get(key);
-    const current = entry && entry.expiresAt > now ? entry.state : undefined;
+    let current = entry && entry.expiresAt > now ? entry.state : undefined;
+    if (entry === undefined && this.overflow) {
+      const sketch = this.sketchFor(operation.policy);
+      if (this.entries.size >= this.maxKeys && !this.reclaim(now)) {
+        this.overflowed++;
+        return sketch === undefined ? refusal(operation.policy) : sketch.apply(operation, now);
+      }
+      // A key the sketch may have counted enters with its cell's usage, never afresh.
+      if (sketch !== undefined && sketch.active(now)) current = sketch.seed(key, now);
+    }
     const applied = applyOperation(current, operation.kind, operation.amount, operation.policy, now);
     if (entry) this.entries.delete(key);
     if (applied.state !== undefined) {
@@ -116,17 +171,42 @@ export class MemoryStore implements Store {
     return applied.outcome;
   }
 
-  /** Drops every expired key now; the background sweep calls this. */
-  sweep(): void {
-    const now = this.clock();
+  /** Frees one slot without forgetting live state: the oldest key if expired, else (rarely) a full sweep. */
+  private reclaim(now: number): boolean {
+    const oldest = this.entries.entries().next().value!;
+    if (oldest[1].expiresAt <= now) {
+      this.entries.delete(oldest[0]);
+      return true;
+    }
+    const mono = performance.now();
+    if (mono - this.lastFullSweep < FULL_SWEEP_GAP_MS) return false;
+    this.lastFullSweep = mono;
+    this.sweep(now);
+    return this.entries.size < this.maxKeys;
+  }
+
+  /** The sketch of `policy`, made on first use; undefined once {@link MAX_SKETCHES} policies have one. */
+  private sketchFor(policy: Policy): OverflowSketch | undefined {
+    const id = `${policy.algorithm}:${policy.limit}:${policy.windowMs}:${policy.blockMs}`;
+    let sketch = this.sketches.get(id);
+    if (sketch === undefined && this.sketches.size < MAX_SKETCHES) {
+      sketch = new OverflowSketch(this.overflowCells, policy);
+      this.sketches.set(id, sketch);
+    }
+    return sketch;
+  }
+
+  /** Drops every expired key (as of `now`, default the store's clock); the background sweep calls this. */
+  sweep(now: number = this.clock()): void {
     for (const [key, entry] of this.entries) {
       if (entry.expiresAt <= now) this.entries.delete(key);
     }
   }
 
-  /** Forgets every key. */
+  /** Forgets every key, and the overflow sketches. */
   clear(): void {
     this.entries.clear();
+    this.sketches.clear();
   }
 
   /** @inheritDoc */
@@ -134,4 +214,9 @@ export class MemoryStore implements Store {
     if (this.sweeper) clearInterval(this.sweeper);
     this.sweeper = undefined;
   }
+}
+
+/** The answer for a full table when no sketch is left for the policy: refused for a window, the conservative choice. */
+function refusal(policy: Policy): Outcome {
+  return { allowed: false, remaining: 0, resetMs: policy.windowMs, retryAfterMs: policy.windowMs, emptyMs: policy.windowMs };
 }
