@@ -37,7 +37,7 @@ const reportFile = join(reportDir, 'spec.txt');
 const result = spawnSync(
   process.execPath,
   [
-    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000',
+    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000',
     '--test-reporter=spec', '--test-reporter-destination=stdout',
     '--test-reporter=spec', `--test-reporter-destination=${reportFile}`,
     ...files,

@@ -177,7 +177,7 @@ const TOP_FIELDS = [
   'paths',
   'rules',
 ] as const;
-const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix'] as const;
+const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix', 'maxKeys', 'overflowCells'] as const;
 const PROXY_FIELDS = [
   'connectTimeout',
   'headersTimeout',
@@ -352,6 +352,12 @@ function storeSettings(c: Cursor, value: unknown): StoreSettings {
       if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v)) throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describe(v)}.`);
       return v;
     }, DEFAULT_STORE.prefix),
+    maxKeys: at('maxKeys', (v) => parsePositiveInt(v, 100_000_000), DEFAULT_STORE.maxKeys),
+    overflowCells: at('overflowCells', (v) => {
+      const n = parsePositiveInt(v, 2 ** 26);
+      if (n < 4) throw new InvalidValue(`must be at least 4 (the sketch has 4 rows); got ${n}.`);
+      return n;
+    }, DEFAULT_STORE.overflowCells),
   };
 }
 

@@ -126,10 +126,22 @@ export class GatewayMetrics {
         this.set(inFlight());
       },
     });
+    const overflows = (): number => this.overflows();
+    new prom.Gauge({
+      name: 'floodgate_store_overflows',
+      help: 'Decisions made in an overflow sketch since start because a rule\'s key table was full (embedded memory store).',
+      registers,
+      collect() {
+        this.set(overflows());
+      },
+    });
   }
 
   /** Source of `floodgate_requests_in_flight`; the server replaces it. */
   inFlight: () => number = () => 0;
+
+  /** Source of `floodgate_store_overflows`; the server replaces it. */
+  overflows: () => number = () => 0;
 
   /** Counts one decision. */
   decision(rule: string, outcome: DecisionOutcome): void {

@@ -69,8 +69,8 @@ const FORWARD: Verdict = Object.freeze({ forward: true, headers: NO_HEADERS });
 
 /** What the rules need from the running gateway. */
 export interface RuleContext {
-  /** The store every limiter counts in. */
-  readonly store: Store;
+  /** The store a rule's limiters count in. */
+  storeFor(rule: string): Store;
   /** True when the store can fail (Redis, cluster), so the failure policy applies. */
   readonly storeCanFail: boolean;
   /** The store of the insurance limiters (memory), kept across reloads. */
@@ -336,7 +336,7 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
     prefix,
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
   };
-  const options: RateLimiterOptions = { ...base, store: context.store, inMemoryBlock: settings.inMemoryBlock };
+  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock: settings.inMemoryBlock };
   if (context.storeCanFail) {
     switch (settings.store.onFailure) {
       case 'insurance':

@@ -80,9 +80,11 @@ export class Gateway implements AdminSource {
     this.settings = settings;
     this.metrics = metrics;
     metrics.inFlight = () => this.inFlight;
-    const insuranceStore = new MemoryStore();
+    if (store.overflows !== undefined) metrics.overflows = store.overflows;
+    // Keys come from clients here too: a full table must not forget the live ones.
+    const insuranceStore = new MemoryStore({ maxKeys: settings.store.maxKeys, onFull: 'overflow', overflowCells: settings.store.overflowCells });
     this.ruleContext = {
-      store: store.store,
+      storeFor: (rule) => store.storeFor(rule),
       storeCanFail: settings.store.kind === 'redis' || clustered,
       insuranceStore,
       log,
@@ -216,6 +218,7 @@ export class Gateway implements AdminSource {
     const proxy = proxyChanged ? this.makeProxy(effective) : this.proxy;
     const old = this.proxy;
     this.rules = rules;
+    this.store.retain?.(effective.rules.map((r) => r.name));
     this.proxy = proxy;
     this.settings = effective;
     // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.

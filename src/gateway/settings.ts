@@ -96,6 +96,13 @@ export interface StoreSettings {
   readonly onFailure: FailurePolicy;
   /** Namespace of the gateway's keys in the store. */
   readonly prefix: string;
+  /**
+   * Memory store (and cluster store): most keys one rule holds. A full table
+   * forgets no live key; new keys are decided in the overflow sketch.
+   */
+  readonly maxKeys: number;
+  /** Cells of each policy's overflow sketch. */
+  readonly overflowCells: number;
 }
 
 /** Upstream connection and client-side protection settings. */
@@ -264,6 +271,8 @@ export const DEFAULT_STORE: StoreSettings = {
   timeoutMs: 500,
   onFailure: 'insurance',
   prefix: 'fg:gw',
+  maxKeys: 100_000,
+  overflowCells: 16_384,
 };
 
 /** Default proxy listener. */

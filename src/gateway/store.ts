@@ -10,14 +10,24 @@ import type { StoreSettings } from './settings.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
-  /** The store the limiters use (already timed). */
+  /** The store the limiters use (already timed); for the embedded memory store, see {@link storeFor}. */
   readonly store: Store;
+  /**
+   * The store one rule's limiters count in. The embedded memory store gives
+   * each rule a table of its own (`store.maxKeys` keys), so a flood of new
+   * keys on one rule cannot crowd another's; the other stores are shared.
+   */
+  storeFor(rule: string): Store;
   /** Short description for the start-up log, e.g. `"redis redis://127.0.0.1:6379"`. */
   readonly description: string;
   /** True when the store can be used now (Redis connected); `/readyz` reports it. */
   ready(): boolean;
   /** Closes the store and any client it opened. */
   close(): Promise<void>;
+  /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
+  retain?(rules: readonly string[]): void;
+  /** Operations decided in overflow sketches so far (embedded memory store only). */
+  overflows?(): number;
 }
 
 /** Called with each failed store call; the gateway logs them, at most one line per 10 s. */
@@ -96,12 +106,10 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
       const { ClusterStore } = await import('../stores/cluster/index.js');
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs, leaseMs: settings.leaseMs });
       const leases = settings.leaseMs > 0 ? `, leases of ${settings.leaseMs} ms` : '';
-      return { store: new TimedStore(store, metrics, report), description: `cluster (memory in the primary${leases})`, ready: () => true, close: () => store.close() };
+      const timed = new TimedStore(store, metrics, report);
+      return { store: timed, storeFor: () => timed, description: `cluster (memory in the primary${leases})`, ready: () => true, close: () => store.close() };
     }
-    // Not wrapped at all: its operations take about a microsecond, which a histogram per call would double, and
-    // every one of them goes through applyNow anyway.
-    const store = new MemoryStore({ clock: systemClock });
-    return { store, description: 'memory', ready: () => true, close: () => store.close() };
+    return memoryTables(settings);
   }
 
   const { Redis } = await loadIoredis();
@@ -118,13 +126,55 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
   } else {
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
   }
+  const timed = new TimedStore(store, metrics, report);
   return {
-    store: new TimedStore(store, metrics, report),
+    store: timed,
+    storeFor: () => timed,
     description,
     ready: () => client.status === 'ready',
     close: async () => {
       await store.close?.();
       client.disconnect();
+    },
+  };
+}
+
+/**
+ * The embedded memory store: one MemoryStore per rule, each of
+ * `settings.maxKeys` keys in overflow mode (a full table forgets no live key).
+ * Kept across reloads by rule name, so a rule that stays keeps its counts; a
+ * table whose rule is gone is dropped at the next reload.
+ *
+ * Not wrapped in TimedStore: its operations take about a microsecond, which a
+ * histogram per call would double, and every one goes through applyNow anyway.
+ */
+function memoryTables(settings: StoreSettings): GatewayStore {
+  const tables = new Map<string, MemoryStore>();
+  const make = (): MemoryStore => new MemoryStore({ clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells });
+  const shared = make();
+  return {
+    store: shared,
+    storeFor(rule) {
+      let table = tables.get(rule);
+      if (table === undefined) {
+        table = make();
+        tables.set(rule, table);
+      }
+      return table;
+    },
+    retain(rules) {
+      for (const [name, table] of tables) {
+        if (!rules.includes(name)) {
+          tables.delete(name);
+          void table.close();
+        }
+      }
+    },
+    overflows: () => [...tables.values()].reduce((sum, t) => sum + t.overflows, shared.overflows),
+    description: `memory (${settings.maxKeys} keys per rule)`,
+    ready: () => true,
+    close: async () => {
+      await Promise.all([shared, ...tables.values()].map((t) => t.close()));
     },
   };
 }

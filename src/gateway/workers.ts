@@ -28,7 +28,13 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   let primaryStore: { close(): Promise<void> } | undefined;
   if (settings.store.kind === 'memory') {
     const { ClusterStorePrimary } = await import('../stores/cluster/index.js');
-    primaryStore = new ClusterStorePrimary();
+    // One table for every rule (its keys carry the rule's name), sized for all of them; a full table forgets
+    // no live key (new keys are decided in the overflow sketch), since the keys come from clients.
+    primaryStore = new ClusterStorePrimary({
+      maxKeys: settings.store.maxKeys * Math.max(1, settings.rules.length),
+      onFull: 'overflow',
+      overflowCells: settings.store.overflowCells,
+    });
   }
   let stopping = false;
   // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics: every scrape

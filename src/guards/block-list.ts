@@ -1,4 +1,4 @@
-/** The in-memory block list (seed 000): keys known to be over their limit are refused from process memory, without a store call. */
+/** The in-memory block list: keys known to be over their limit are refused from process memory, without a store call. */
 
 /** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
 const LAPSE_MS = 1000;
@@ -12,8 +12,8 @@ export interface BlockListOptions {
 /**
  * Maps key → absolute ms until which it is refused. There is no timer per
  * key: expired entries are dropped when looked up, by a collection that runs
- * at most once a second while blocked keys are being looked up, and when an
- * insert takes the list past a tenth of its bound.
+ * at most once a second while blocked keys are being looked up or while
+ * inserts keep the list past a tenth of its bound.
  *
  * A key whose block a lookup found ended is remembered as lapsed, for a
  * second, until {@link takeLapsed} claims it: the limiter then holds back
@@ -58,7 +58,9 @@ export class BlockList {
   add(key: string, ms: number, now: number): void {
     this.until.delete(key);
     this.until.set(key, now + ms);
-    if (this.until.size > this.collectAbove) this.collect(now);
+    // At most once a second, like the lookups' collection: while a flood of distinct keys keeps the list
+    // above a tenth of its bound with live blocks, a scan per insert would cost O(keys) per refusal.
+    if (this.until.size > this.collectAbove && now >= this.nextCollect) this.collect(now);
     while (this.until.size > this.maxKeys) this.until.delete(this.until.keys().next().value!);
   }
 

@@ -9,7 +9,7 @@ import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { Outcome, Policy } from '../../policy.js';
 import { assertKnownOptions } from '../../validate.js';
-import { MemoryStore, memoryOptions } from '../memory.js';
+import { MemoryStore, memoryOptions, type OnFull } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import {
   KIND_BY_CODE,
@@ -43,6 +43,15 @@ export interface ClusterStorePrimaryOptions {
    * full, the least recently used key is forgotten. Default 100 000.
    */
   maxKeys?: number;
+  /**
+   * What a full table does with a new key, exactly as {@link MemoryStore}'s
+   * `onFull`: `'evict'` (default) forgets the least recently used key;
+   * `'overflow'` forgets no live key and decides new ones in a bounded
+   * sketch. Use `'overflow'` where keys come from clients.
+   */
+  onFull?: OnFull;
+  /** With `onFull: 'overflow'`: cells of each policy's sketch, as {@link MemoryStore}'s `overflowCells`. */
+  overflowCells?: number;
   /** How often expired keys are dropped in the background, in ms. Default 30 000; 0 disables it. */
   sweepIntervalMs?: number;
   /**
@@ -62,6 +71,8 @@ export interface ClusterStorePrimaryOptions {
 export interface ClusterPrimaryStats {
   /** Keys held by the underlying MemoryStore. */
   keys: number;
+  /** Operations decided in the overflow sketch since start (`onFull: 'overflow'` with the table full). */
+  overflows: number;
   /** Keys whose policy is remembered for the conflict check (at most `maxKeys`). */
   bindings: number;
   /** Worker threads, ports and child processes attached with {@link ClusterStorePrimary.attach}. */
@@ -157,7 +168,7 @@ interface Leased {
 /** Sends one message to one worker. Stable per worker: it is how the primary tells its workers apart. */
 type Peer = (message: PrimaryMessage) => void;
 
-const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster'] as const;
+const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster', 'onFull', 'overflowCells'] as const;
 /** Distinct policies remembered; more than this many limiters is a leak, and the cache just restarts. */
 const POLICY_CACHE_SIZE = 1024;
 /** Distinct conflicts warned about, so a persistent misconfiguration does not flood the log. */
@@ -231,8 +242,8 @@ export class ClusterStorePrimary {
     if (options.cluster !== undefined && typeof options.cluster !== 'boolean') {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`);
     }
-    const { maxKeys, sweepIntervalMs, clock } = memoryOptions(options, 'ClusterStorePrimary');
-    this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock });
+    const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'ClusterStorePrimary');
+    this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock, onFull, overflowCells });
     this.maxKeys = maxKeys;
     this.clock = clock;
     this.realTime = this.clock === systemClock;
@@ -258,6 +269,7 @@ export class ClusterStorePrimary {
   stats(): ClusterPrimaryStats {
     return {
       keys: this.store.size,
+      overflows: this.store.overflows,
       bindings: this.bindings.size,
       attached: this.attachments.size,
       batches: this.batches,
