@@ -13,7 +13,7 @@ import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
 export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
 
-/** Options of the in-memory block list (seed 000). */
+/** Options of the in-memory block list. */
 export interface InMemoryBlockOptions {
   /**
    * Units consumed (as the store reports) at or above which a key is

@@ -1,4 +1,4 @@
-/** koa-grounded compatibility (seed 001): `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
+/** koa-grounded compatibility: `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../errors.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';

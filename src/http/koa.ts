@@ -1,4 +1,4 @@
-/** Koa 2+ adapter (`floodgate/koa`): `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names (seed 001). */
+/** Koa 2+ adapter (`floodgate/koa`): `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names. */
 import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
 
