@@ -75,3 +75,8 @@ export interface Outcome {
   /** ms until one unit is available; 0 when one is available now. */
   readonly emptyMs: number;
 }
+
+/** Whether two policies decide alike (the same algorithm, limit, window and block). */
+export function samePolicy(a: Policy, b: Policy): boolean {
+  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
+}

@@ -2,10 +2,9 @@
 import { performance } from 'node:perf_hooks';
 import { applyOperation, type KeyState } from '../algorithms/index.js';
 import { systemClock, type Clock } from '../clock.js';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
+import { ErrorCode } from '../errors.js';
 import type { Operation, Outcome, Policy } from '../policy.js';
-import { assertKnownOptions } from '../validate.js';
+import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
 import type { Store } from './store.js';
 
@@ -53,9 +52,6 @@ const MAX_SKETCHES = 256;
  */
 const FULL_SWEEP_GAP_MS = 1000;
 
-/** The largest interval setInterval honours; above it node fires every millisecond instead. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 /**
  * Checks the options a MemoryStore and a ClusterStorePrimary (which holds
  * one) share, naming `owner` in the messages.
@@ -65,28 +61,18 @@ export function memoryOptions(
   options: Pick<MemoryStoreOptions, 'maxKeys' | 'sweepIntervalMs' | 'clock' | 'onFull' | 'overflowCells'>,
   owner: string,
 ): { maxKeys: number; sweepIntervalMs: number; clock: Clock; onFull: OnFull; overflowCells: number } {
-  const maxKeys = options.maxKeys ?? 100_000;
-  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} maxKeys must be a positive integer; got ${describe(maxKeys)}.`);
-  }
-  const sweepIntervalMs = options.sweepIntervalMs ?? 30_000;
-  if (!Number.isSafeInteger(sweepIntervalMs) || sweepIntervalMs < 0 || sweepIntervalMs > MAX_TIMER_MS) {
-    throw new FloodgateError(
-      ErrorCode.INVALID_DURATION,
-      `${owner} sweepIntervalMs must be a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}; got ${describe(sweepIntervalMs)}.`,
-    );
-  }
+  const maxKeys = wholeNumber(options.maxKeys ?? 100_000, `${owner} maxKeys`, { min: 1, expected: 'a positive integer' });
+  // Above the timer limit node fires every millisecond instead.
+  const sweepIntervalMs = wholeNumber(options.sweepIntervalMs ?? 30_000, `${owner} sweepIntervalMs`, {
+    max: MAX_TIMER_MS,
+    code: ErrorCode.INVALID_DURATION,
+    expected: `a whole number of ms from 0 (no sweep) to ${MAX_TIMER_MS}`,
+  });
   if (options.clock !== undefined && typeof options.clock !== 'function') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} clock must be a function returning ms; got ${describe(options.clock)}.`);
+    invalid(ErrorCode.INVALID_OPTIONS, `${owner} clock`, 'a function returning ms', options.clock);
   }
-  const onFull = options.onFull ?? 'evict';
-  if (onFull !== 'evict' && onFull !== 'overflow') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} onFull must be "evict" or "overflow"; got ${describe(onFull)}.`);
-  }
-  const overflowCells = options.overflowCells ?? 16_384;
-  if (!Number.isSafeInteger(overflowCells) || overflowCells < SKETCH_ROWS || overflowCells > 2 ** 26) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} overflowCells must be a whole number from ${SKETCH_ROWS} to ${2 ** 26}; got ${describe(overflowCells)}.`);
-  }
+  const onFull = oneOf(options.onFull ?? 'evict', `${owner} onFull`, ['evict', 'overflow'] as const);
+  const overflowCells = wholeNumber(options.overflowCells ?? 16_384, `${owner} overflowCells`, { min: SKETCH_ROWS, max: 2 ** 26 });
   return { maxKeys, sweepIntervalMs, clock: options.clock ?? systemClock, onFull, overflowCells };
 }
 

@@ -1,5 +1,5 @@
 /** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
-import type { Operation, Outcome, Policy } from '../../policy.js';
+import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
 import { wantedSlice } from '../lease-slice.js';
 
 /** One key's lease. Times are `performance.now()` of this process (the caller's `now`); `windowEnd` is on the primary's clock. */
@@ -162,6 +162,3 @@ export class Leases {
   }
 }
 
-function samePolicy(a: Policy, b: Policy): boolean {
-  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
-}

@@ -1,6 +1,6 @@
 /** KnownRefusals: the worker-side memory of keys the primary said are refused until a given time, so their consumes are refused without IPC. */
 import type { Clock } from '../../clock.js';
-import type { Operation, Outcome, Policy } from '../../policy.js';
+import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
 
 /** One key known to be refused. Times are absolute, in the basis' clock. */
 interface Refusal {
@@ -162,6 +162,3 @@ function left(at: number, now: number): number {
   return at === Infinity ? Infinity : Math.max(0, Math.ceil(at - now));
 }
 
-function samePolicy(a: Policy, b: Policy): boolean {
-  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
-}

@@ -1,6 +1,6 @@
 /** Which policy last used each Redis key from this process, so two limiters whose prefixes collide fail loudly instead of sharing a counter. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
-import type { Policy } from '../../policy.js';
+import { samePolicy, type Policy } from '../../policy.js';
 import { describePolicy } from '../cluster/protocol.js';
 
 /** Keys whose policy is remembered; past this the least recently used is forgotten (and no longer checked). */
@@ -70,7 +70,3 @@ export function conflictError(key: string, bound: Policy, incoming: Policy, warn
   return new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, text);
 }
 
-/** Whether two policies decide alike (the same options). */
-export function samePolicy(a: Policy, b: Policy): boolean {
-  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
-}

@@ -2,7 +2,7 @@
 import type { Clock } from '../../clock.js';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
-import { ALGORITHMS, OP_CODE, type Operation, type Outcome, type Policy } from '../../policy.js';
+import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
 import { assertKnownOptions } from '../../validate.js';
 import type { Store } from '../store.js';
 import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type ScriptCall } from './clients.js';
@@ -279,12 +279,6 @@ function newBatch(key: string, policy: Policy, clientTime: boolean): Batch {
   };
 }
 
-function samePolicy(a: Policy, b: Policy): boolean {
-  return (
-    a === b ||
-    (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs)
-  );
-}
 
 /** -1 is how the scripts spell Infinity (blocked until unblocked). */
 function ms(value: number): number {

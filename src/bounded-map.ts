@@ -1,0 +1,45 @@
+/** BoundedMap: a Map that holds at most a given number of keys and drops the oldest first, for every per-key table that a flood of new keys must not grow. */
+
+/**
+ * A Map bounded to `maxKeys` entries. Insertion order is age: `set` of a new
+ * key past the bound drops the oldest entry (and reports it to `onDrop`);
+ * `touch` makes a key the youngest, for least-recently-used tables.
+ */
+export class BoundedMap<K, V> extends Map<K, V> {
+  /**
+   * @param maxKeys - the most keys held (a positive integer, checked by the caller's options)
+   * @param onDrop - called with each entry dropped to make room
+   */
+  constructor(
+    readonly maxKeys: number,
+    private readonly onDrop?: (key: K, value: V) => void,
+  ) {
+    super();
+  }
+
+  /** Sets `key`; when that makes the map hold more than `maxKeys`, drops the oldest entries. */
+  override set(key: K, value: V): this {
+    super.set(key, value);
+    while (this.size > this.maxKeys) this.dropOldest();
+    return this;
+  }
+
+  /** Moves `key` to the young end (keeps its value); false when absent. */
+  touch(key: K): boolean {
+    if (!super.has(key)) return false;
+    const value = super.get(key) as V;
+    super.delete(key);
+    super.set(key, value);
+    return true;
+  }
+
+  /** Drops the oldest entry, if any, and returns its key. */
+  dropOldest(): K | undefined {
+    const first = this.entries().next();
+    if (first.done === true) return undefined;
+    const [key, value] = first.value;
+    super.delete(key);
+    this.onDrop?.(key, value);
+    return key;
+  }
+}
