@@ -76,7 +76,10 @@ function parseOptions(argv: readonly string[]): Options | 'help' {
     durationS: seconds(values.duration, 'duration', 10, 1),
     warmupS: seconds(values.warmup, 'warmup', 2, 0),
     connections: values.connections === undefined ? undefined : wholeNumber(values.connections, 'connections', 1),
-    variants: values.variants?.split(',').map((v) => v.trim()).filter((v) => v.length > 0),
+    variants: values.variants
+      ?.split(',')
+      .map((v) => v.trim())
+      .filter((v) => v.length > 0),
     redisCpu: placement(values['redis-cpu']),
     rounds: values.rounds === undefined ? 1 : wholeNumber(values.rounds, 'rounds', 1),
   };
@@ -115,7 +118,8 @@ function checkScenario(scenario: Scenario | undefined, fileName: string): Scenar
   const where = `bench/scenarios/${fileName}.ts`;
   if (!scenario || typeof scenario !== 'object') throw new BenchError(`${where} must export default a Scenario (see bench/README.md)`);
   if (scenario.name !== fileName) throw new BenchError(`${where}: name is ${JSON.stringify(scenario.name)}; it must equal the file name`);
-  if (!Array.isArray(scenario.variants) || scenario.variants.length === 0) throw new BenchError(`${where}: variants must be a non-empty array`);
+  if (!Array.isArray(scenario.variants) || scenario.variants.length === 0)
+    throw new BenchError(`${where}: variants must be a non-empty array`);
   const seen = new Set<string>();
   for (const variant of scenario.variants) {
     if (seen.has(variant.name)) throw new BenchError(`${where}: variant ${variant.name} appears twice`);
@@ -141,7 +145,9 @@ function selectVariants(scenario: Scenario, names: readonly string[] | undefined
   if (names === undefined) return [...scenario.variants];
   const unknown = names.filter((name) => !scenario.variants.some((v) => v.name === name));
   if (unknown.length > 0) {
-    throw new UsageError(`${scenario.name} has no variant ${unknown.join(', ')}; it has ${scenario.variants.map((v) => v.name).join(', ')}`);
+    throw new UsageError(
+      `${scenario.name} has no variant ${unknown.join(', ')}; it has ${scenario.variants.map((v) => v.name).join(', ')}`,
+    );
   }
   return scenario.variants.filter((v, i) => i === 0 || names.includes(v.name));
 }
@@ -163,7 +169,12 @@ interface Measured {
 }
 
 /** Start, warm up, measure, stop: one variant. Always stops its server. */
-async function measureVariant(scenario: Scenario, variant: Variant, { options, plan, dist }: Context, redis: BenchRedis | undefined): Promise<Measured> {
+async function measureVariant(
+  scenario: Scenario,
+  variant: Variant,
+  { options, plan, dist }: Context,
+  redis: BenchRedis | undefined,
+): Promise<Measured> {
   // Every variant starts from an empty Redis so none inherits another's keys.
   await redis?.reset();
   log(`[${scenario.name}] ${variant.name}: starting server`);
@@ -191,7 +202,12 @@ async function measureVariant(scenario: Scenario, variant: Variant, { options, p
     let fixedRate: RateResult | null = null;
     if (scenario.fixedRate !== undefined) {
       log(`[${scenario.name}] ${variant.name}: ${scenario.fixedRate} requests/s open-loop for ${options.durationS} s`);
-      fixedRate = await runFixedRate({ url: load.url, rps: scenario.fixedRate, durationS: options.durationS, connections: load.connections });
+      fixedRate = await runFixedRate({
+        url: load.url,
+        rps: scenario.fixedRate,
+        durationS: options.durationS,
+        connections: load.connections,
+      });
       assertAlive(server);
     }
     return { wrk, serverCpuMs, redisCommands, fixedRate };
@@ -236,7 +252,9 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
       }
       const baseline = measured.get(variants[0]!);
       const baseRps = baseline instanceof Error || baseline === undefined ? null : baseline.wrk.rps;
-      perRound.push(variants.map((variant): Row => toRow(scenario.name, variant.name, measured.get(variant)!, baseRps, options.durationS, connections)));
+      perRound.push(
+        variants.map((variant): Row => toRow(scenario.name, variant.name, measured.get(variant)!, baseRps, options.durationS, connections)),
+      );
     }
     const rows = variants.map((_, i) => combineRounds(perRound.map((round) => round[i]!)));
     const info: RunInfo = {
@@ -244,7 +262,9 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
       description: scenario.description,
       lines: [
         `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} connections; ${wrkVersion()}, 1 thread`,
-        ...(options.rounds > 1 ? [`${options.rounds} rounds, variants in rotated order each round; each row holds the medians over the rounds`] : []),
+        ...(options.rounds > 1
+          ? [`${options.rounds} rounds, variants in rotated order each round; each row holds the medians over the rounds`]
+          : []),
         `${cpus()[0]?.model.trim() ?? 'unknown CPU'}; ${plan.note}`,
         `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}`,
         `1-min load average ${loadBefore.toFixed(2)} before the run, ${loadavg()[0]!.toFixed(2)} after (the run itself raises it)`,
@@ -256,7 +276,14 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
   }
 }
 
-function toRow(scenario: string, variant: string, result: Measured | Error, baseRps: number | null, durationS: number, connections: number): Row {
+function toRow(
+  scenario: string,
+  variant: string,
+  result: Measured | Error,
+  baseRps: number | null,
+  durationS: number,
+  connections: number,
+): Row {
   if (result instanceof Error) {
     return {
       scenario,
@@ -326,7 +353,11 @@ async function main(): Promise<number> {
   }
   const scenarios = await loadScenarios();
   if (options.scenario === undefined) {
-    process.stdout.write(options.json ? `${JSON.stringify(scenarios.map(({ name, description, variants }) => ({ name, description, variants: variants.map((v) => v.name) })))}\n` : listScenarios(scenarios));
+    process.stdout.write(
+      options.json
+        ? `${JSON.stringify(scenarios.map(({ name, description, variants }) => ({ name, description, variants: variants.map((v) => v.name) })))}\n`
+        : listScenarios(scenarios),
+    );
     return 0;
   }
   const selected = options.scenario === 'all' ? scenarios : scenarios.filter((s) => s.name === options.scenario);

@@ -9,7 +9,9 @@ const upstreamPort = Number(process.env.UPSTREAM_PORT ?? 3000);
 // The demo upstream: answers every request with what it received, so the forwarded headers are visible.
 const upstream = createServer((req, res) => {
   res.setHeader('Content-Type', 'application/json');
-  res.end(`${JSON.stringify({ hello: 'from the upstream', method: req.method, path: req.url, forwardedFor: req.headers['x-forwarded-for'] })}\n`);
+  res.end(
+    `${JSON.stringify({ hello: 'from the upstream', method: req.method, path: req.url, forwardedFor: req.headers['x-forwarded-for'] })}\n`,
+  );
 });
 await new Promise((resolve) => upstream.listen(upstreamPort, '127.0.0.1', resolve));
 
@@ -17,7 +19,20 @@ await new Promise((resolve) => upstream.listen(upstreamPort, '127.0.0.1', resolv
 const bin = fileURLToPath(new URL('../bin/floodgate.mjs', import.meta.url));
 const gateway = spawn(
   process.execPath,
-  [bin, 'serve', '--upstream', `http://127.0.0.1:${upstreamPort}`, '--listen', `127.0.0.1:${port}`, '--limit', '3/5s', '--key', 'header:x-api-key,ip', '--log-level', 'warn'],
+  [
+    bin,
+    'serve',
+    '--upstream',
+    `http://127.0.0.1:${upstreamPort}`,
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--limit',
+    '3/5s',
+    '--key',
+    'header:x-api-key,ip',
+    '--log-level',
+    'warn',
+  ],
   { stdio: ['ignore', 'inherit', 'inherit'] },
 );
 

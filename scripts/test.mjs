@@ -37,9 +37,15 @@ const reportFile = join(reportDir, 'spec.txt');
 const result = spawnSync(
   process.execPath,
   [
-    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=300000',
-    '--test-reporter=spec', '--test-reporter-destination=stdout',
-    '--test-reporter=spec', `--test-reporter-destination=${reportFile}`,
+    '--import',
+    'tsx',
+    '--test',
+    '--test-concurrency=2',
+    '--test-timeout=300000',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    '--test-reporter=spec',
+    `--test-reporter-destination=${reportFile}`,
     ...files,
   ],
   { cwd: root, stdio: 'inherit', env: { ...process.env, FLOODGATE_TEST: '1' } },

@@ -16,11 +16,7 @@ const PATTERN = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/;
  * @throws FloodgateError when the value is not a positive whole number of
  *   milliseconds; nothing is rounded silently.
  */
-export function parseDuration(
-  value: unknown,
-  name = 'duration',
-  code: ErrorCodeValue = ErrorCode.INVALID_DURATION,
-): number {
+export function parseDuration(value: unknown, name = 'duration', code: ErrorCodeValue = ErrorCode.INVALID_DURATION): number {
   let ms: number;
   if (typeof value === 'number') {
     ms = value;

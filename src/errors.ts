@@ -81,7 +81,12 @@ export function isFloodgateError(error: unknown, code?: ErrorCodeValue): error i
   return error instanceof FloodgateError && (code === undefined || error.code === code);
 }
 
-const STORE_FAILURES: ReadonlySet<string> = new Set([ErrorCode.STORE_ERROR, ErrorCode.STORE_TIMEOUT, ErrorCode.CIRCUIT_OPEN, ErrorCode.CLOSED]);
+const STORE_FAILURES: ReadonlySet<string> = new Set([
+  ErrorCode.STORE_ERROR,
+  ErrorCode.STORE_TIMEOUT,
+  ErrorCode.CIRCUIT_OPEN,
+  ErrorCode.CLOSED,
+]);
 
 /**
  * True when `error` means the store could not answer (failed, timed out,

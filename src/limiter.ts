@@ -176,7 +176,10 @@ export class RateLimiter {
     this.breaker = parseBreaker(o.breaker);
 
     if (o.insurance !== undefined && !(o.insurance instanceof RateLimiter)) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`,
+      );
     }
     if (o.insurance !== undefined && o.insurance.store === this.store) {
       throw new FloodgateError(
@@ -471,7 +474,10 @@ export class RateLimiter {
     assertKnownOptions(o, ['onConsumed', 'duration', 'maxKeys'], 'inMemoryBlock');
     const onConsumed = o.onConsumed ?? this.policy.limit;
     if (!Number.isSafeInteger(onConsumed) || onConsumed < 1) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`,
+      );
     }
     if (onConsumed > this.policy.limit) {
       throw new FloodgateError(
@@ -481,7 +487,10 @@ export class RateLimiter {
     }
     const maxKeys = o.maxKeys ?? 10_000;
     if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`,
+      );
     }
     const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
     return { onConsumed, durationMs, list: new BlockList({ maxKeys }) };
@@ -498,7 +507,10 @@ function parseBreaker(option: boolean | BreakerConfig | undefined): CircuitBreak
   assertKnownOptions(o, ['failureThreshold', 'cooldown'], 'breaker');
   const failureThreshold = o.failureThreshold ?? 5;
   if (!Number.isSafeInteger(failureThreshold) || failureThreshold < 1) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`,
+    );
   }
   const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
   return new CircuitBreaker({ failureThreshold, cooldownMs });

@@ -83,7 +83,8 @@ export function wholeNumber(value: unknown, name: string, rule: WholeNumberRule 
   const min = rule.min ?? 0;
   const max = rule.max ?? Number.MAX_SAFE_INTEGER;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    const expected = rule.expected ?? (max === Number.MAX_SAFE_INTEGER ? `a whole number of at least ${min}` : `a whole number from ${min} to ${max}`);
+    const expected =
+      rule.expected ?? (max === Number.MAX_SAFE_INTEGER ? `a whole number of at least ${min}` : `a whole number from ${min} to ${max}`);
     invalid(rule.code ?? ErrorCode.INVALID_OPTIONS, name, expected, value);
   }
   return value;

@@ -12,7 +12,8 @@ import { BenchError } from './errors.js';
 export function snapshotDist(root: string): string {
   const source = join(root, 'dist');
   const marker = join(source, 'esm', 'index.js');
-  if (!existsSync(marker)) throw new BenchError('dist/ is not built, or a build elsewhere is rebuilding it; run `npm run build` (npm run bench does it for you)');
+  if (!existsSync(marker))
+    throw new BenchError('dist/ is not built, or a build elsewhere is rebuilding it; run `npm run build` (npm run bench does it for you)');
   const parent = join(root, 'bench', '.bench-tmp');
   const target = join(parent, `dist-${process.pid}`);
   mkdirSync(parent, { recursive: true });

@@ -34,7 +34,9 @@ export function rlfDecide(limiter: { consume(key: string): Promise<unknown> }): 
 export function connected(client: Redis): Promise<void> {
   return new Promise((resolve, reject) => {
     client.once('ready', () => resolve());
-    client.once('error', (error: Error) => reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)));
+    client.once('error', (error: Error) =>
+      reject(new Error(`cannot connect to Redis at ${client.options.host}:${client.options.port}: ${error.message}`)),
+    );
   });
 }
 

@@ -24,7 +24,9 @@ export function lockRun(root: string): void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const holder = readPid(path);
       if (holder !== undefined && holder !== process.pid && alive(holder)) {
-        throw new BenchError(`another benchmark (pid ${holder}) is running from this checkout; wait for it, since two at once measure each other`);
+        throw new BenchError(
+          `another benchmark (pid ${holder}) is running from this checkout; wait for it, since two at once measure each other`,
+        );
       }
       rmSync(path, { force: true });
     }

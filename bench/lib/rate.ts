@@ -63,11 +63,14 @@ export async function runFixedRate({ url, rps, durationS, connections }: RateOpt
       lastEnd = Math.max(lastEnd, end);
       if (sent === total && pending === 0) finish();
     };
-    const req = request({ agent, host: target.hostname, port: target.port, path: target.pathname + target.search, method: 'GET' }, (res) => {
-      res.resume();
-      res.on('end', () => done(true));
-      res.on('error', () => done(false));
-    });
+    const req = request(
+      { agent, host: target.hostname, port: target.port, path: target.pathname + target.search, method: 'GET' },
+      (res) => {
+        res.resume();
+        res.on('end', () => done(true));
+        res.on('error', () => done(false));
+      },
+    );
     req.on('error', () => done(false));
     req.end();
   };
@@ -92,7 +95,8 @@ export async function runFixedRate({ url, rps, durationS, connections }: RateOpt
   agent.destroy();
 
   latencies.sort((a, b) => a - b);
-  const at = (q: number): number => (latencies.length === 0 ? NaN : latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!);
+  const at = (q: number): number =>
+    latencies.length === 0 ? NaN : latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!;
   const seconds = (lastEnd - start) / 1000;
   return {
     targetRps: rps,

@@ -25,7 +25,10 @@ export class BenchRedis {
   static async start(cpus: string | undefined): Promise<BenchRedis> {
     const server = await startRedis(cpus === undefined ? {} : { cpus });
     // On a signal, stop() also removes the server's temp dir; on a bare exit only the kill can run.
-    const unregister = onCleanup(() => void server.kill(), () => server.stop());
+    const unregister = onCleanup(
+      () => void server.kill(),
+      () => server.stop(),
+    );
     // maxRetriesPerRequest 0: a dead Redis should fail the bookkeeping call now, not after 20 retries.
     const client = new Redis(server.url, { maxRetriesPerRequest: 0, lazyConnect: true });
     try {

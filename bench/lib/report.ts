@@ -91,10 +91,13 @@ function rateColumns(rps: number): Column[] {
 
 /** Columns of a run with several rounds: each round's ratio (and p99 at the fixed rate), in round order, next to their medians. */
 function roundColumns(rate: number | undefined): Column[] {
-  const each = (row: Row, pick: (round: Row) => number | null | undefined, digits: number): string => (row.rounds ?? []).map((round) => fixed(pick(round), digits)).join(' ');
+  const each = (row: Row, pick: (round: Row) => number | null | undefined, digits: number): string =>
+    (row.rounds ?? []).map((round) => fixed(pick(round), digits)).join(' ');
   return [
     { title: 'ratio by round', left: true, cell: (r) => each(r, (round) => round.ratio, 3) },
-    ...(rate === undefined ? [] : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms, 2) }]),
+    ...(rate === undefined
+      ? []
+      : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms, 2) }]),
   ];
 }
 
@@ -125,14 +128,18 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   }
   out.push(
     '',
-    'ratio = requests/s ÷ the first row\'s. Redis cmds/req counts commands run inside Lua scripts too. 429 = refused by the limiter.',
-    'server µs/req = CPU time of the server\'s process tree (workers and children included, Redis not) ÷ requests; steadier than requests/s when the machine is shared.',
+    "ratio = requests/s ÷ the first row's. Redis cmds/req counts commands run inside Lua scripts too. 429 = refused by the limiter.",
+    "server µs/req = CPU time of the server's process tree (workers and children included, Redis not) ÷ requests; steadier than requests/s when the machine is shared.",
   );
   if (rate !== undefined) {
-    out.push(`@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`);
+    out.push(
+      `@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`,
+    );
   }
   if (rounds) {
-    out.push('With rounds: requests/s, latencies, ratio and server µs/req are medians over the rounds (ratio: of each round\'s ratio to its own baseline); counts are totals.');
+    out.push(
+      "With rounds: requests/s, latencies, ratio and server µs/req are medians over the rounds (ratio: of each round's ratio to its own baseline); counts are totals.",
+    );
   }
   return `${out.join('\n')}\n`;
 }

@@ -89,7 +89,10 @@ export async function importDist<T>(path: string, what: string): Promise<T> {
     return (await import(url)) as T;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
-      throw new Error(`${what} could not be loaded from ${join(dist, path)}: is it in src/ yet? (\`npm run bench\` builds dist/ first.) ${(error as Error).message}`, { cause: error });
+      throw new Error(
+        `${what} could not be loaded from ${join(dist, path)}: is it in src/ yet? (\`npm run bench\` builds dist/ first.) ${(error as Error).message}`,
+        { cause: error },
+      );
     }
     throw error;
   }

@@ -84,7 +84,9 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   } catch (error) {
     await running.stop();
     const detail = output();
-    throw new Error(`${(error as Error).message}${spawnError ? ` (${spawnError.message})` : ''}${detail ? `\n${indent(detail)}` : ''}`, { cause: error });
+    throw new Error(`${(error as Error).message}${spawnError ? ` (${spawnError.message})` : ''}${detail ? `\n${indent(detail)}` : ''}`, {
+      cause: error,
+    });
   }
   return running;
 }
@@ -97,7 +99,8 @@ function waitForReady(child: ChildProcess, timeoutMs: number): Promise<void> {
       if (/^ready\r?$/m.test(buffered)) finish();
     };
     const timer = setTimeout(() => finish(new Error(`server did not print "ready" within ${timeoutMs} ms`)), timeoutMs);
-    const onExit = (): void => finish(new Error(`server exited before it was ready (${describeExit(child, undefined) ?? 'failed to start'})`));
+    const onExit = (): void =>
+      finish(new Error(`server exited before it was ready (${describeExit(child, undefined) ?? 'failed to start'})`));
     function finish(error?: Error): void {
       clearTimeout(timer);
       child.stdout?.off('data', onData);

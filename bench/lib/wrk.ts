@@ -80,7 +80,12 @@ export function assertWrk(): void {
 /** wrk's version line, for the report. */
 export function wrkVersion(): string {
   const probe = spawnSync('wrk', ['--version'], { encoding: 'utf8' });
-  return (probe.stdout ?? '').split('\n')[0]?.replace(/\s+Copyright.*$/, '').trim() ?? 'wrk';
+  return (
+    (probe.stdout ?? '')
+      .split('\n')[0]
+      ?.replace(/\s+Copyright.*$/, '')
+      .trim() ?? 'wrk'
+  );
 }
 
 let scriptDir: string | undefined;
@@ -102,15 +107,7 @@ function writeScript(lua: string | undefined): string {
  */
 export async function runWrk(options: WrkOptions): Promise<WrkResult> {
   const script = writeScript(options.lua);
-  const args = [
-    '-t1',
-    `-c${options.connections}`,
-    `-d${options.durationS}s`,
-    '--latency',
-    '-s',
-    script,
-    options.url,
-  ];
+  const args = ['-t1', `-c${options.connections}`, `-d${options.durationS}s`, '--latency', '-s', script, options.url];
   const child = spawnTracked('wrk', args, {});
   let stdout = '';
   child.stdout?.setEncoding('utf8');

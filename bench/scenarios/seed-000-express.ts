@@ -19,7 +19,8 @@ function variant(name: string, description: string, limiter: string): Variant {
  */
 export default defineScenario({
   name: 'seed-000-express',
-  description: 'Express 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs express-rate-limit vs rate-limiter-flexible',
+  description:
+    'Express 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs express-rate-limit vs rate-limiter-flexible',
   variants: [
     variant('express-bare', 'Express, no limiter, always 200', 'none'),
     variant('express-floodgate', "floodgate/express on RedisStore (ioredis) + inMemoryBlock: true, headers: 'legacy'", 'floodgate'),

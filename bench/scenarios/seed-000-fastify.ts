@@ -16,7 +16,8 @@ function variant(name: string, description: string, limiter: string): Variant {
  */
 export default defineScenario({
   name: 'seed-000-fastify',
-  description: 'Fastify 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs @fastify/rate-limit vs rate-limiter-flexible',
+  description:
+    'Fastify 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs @fastify/rate-limit vs rate-limiter-flexible',
   variants: [
     variant('fastify-bare', 'Fastify, no limiter, always 200', 'none'),
     variant('fastify-floodgate', "floodgate/fastify plugin on RedisStore (ioredis) + inMemoryBlock: true, headers: 'legacy'", 'floodgate'),

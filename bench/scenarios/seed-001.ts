@@ -41,7 +41,8 @@ function variant(name: string, description: string, store: string, remote: boole
  */
 export default defineScenario({
   name: 'seed-001',
-  description: 'node:http, 20 random keys, 100k per 10 s per key (nearly all admitted): memory vs per-request Redis vs local-first, local and +20 ms Redis',
+  description:
+    'node:http, 20 random keys, 100k per 10 s per key (nearly all admitted): memory vs per-request Redis vs local-first, local and +20 ms Redis',
   variants: [
     variant('bare', 'no limiter, always 200', 'none', false),
     variant('floodgate-memory', 'RateLimiter on MemoryStore', 'memory', false),

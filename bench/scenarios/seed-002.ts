@@ -27,13 +27,26 @@ function variant(name: string, description: string, mode: Mode): Variant {
  */
 export default defineScenario({
   name: 'seed-002',
-  description: 'node:http cluster (workers = cores), one key, 1000 points per 1 s: floodgate ClusterStore vs rate-limiter-flexible RateLimiterCluster',
+  description:
+    'node:http cluster (workers = cores), one key, 1000 points per 1 s: floodgate ClusterStore vs rate-limiter-flexible RateLimiterCluster',
   variants: [
     variant('bare', 'node:cluster, no limiter, always 200', 'bare'),
-    variant('floodgate-cluster', "RateLimiter on ClusterStore (ClusterStorePrimary in the primary), as users get it: the store's known refusals skip IPC for a refused key", 'floodgate'),
+    variant(
+      'floodgate-cluster',
+      "RateLimiter on ClusterStore (ClusterStorePrimary in the primary), as users get it: the store's known refusals skip IPC for a refused key",
+      'floodgate',
+    ),
     variant('floodgate-cluster-block', "the same with the limiter's inMemoryBlock on top", 'floodgate-block'),
-    variant('floodgate-cluster-sync', 'floodgate-cluster deciding with limiter.consumeNow() first: a known refusal answers without a promise', 'floodgate-now'),
-    variant('floodgate-cluster-lease', 'floodgate-cluster-sync with leases (ClusterStore leaseMs: 100): admitted consumes spend quota the primary granted, without IPC', 'floodgate-lease'),
+    variant(
+      'floodgate-cluster-sync',
+      'floodgate-cluster deciding with limiter.consumeNow() first: a known refusal answers without a promise',
+      'floodgate-now',
+    ),
+    variant(
+      'floodgate-cluster-lease',
+      'floodgate-cluster-sync with leases (ClusterStore leaseMs: 100): admitted consumes spend quota the primary granted, without IPC',
+      'floodgate-lease',
+    ),
     variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
   ],
   // The seed's own measurement: bombardier at a fixed 2000 requests/s.
@@ -55,8 +68,17 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
 
 function mode(): Mode {
   const value = process.env.SEED002_MODE ?? 'bare';
-  if (value !== 'bare' && value !== 'floodgate' && value !== 'floodgate-block' && value !== 'floodgate-now' && value !== 'floodgate-lease' && value !== 'rlf') {
-    throw new Error(`SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now, floodgate-lease or rlf; got ${JSON.stringify(value)}.`);
+  if (
+    value !== 'bare' &&
+    value !== 'floodgate' &&
+    value !== 'floodgate-block' &&
+    value !== 'floodgate-now' &&
+    value !== 'floodgate-lease' &&
+    value !== 'rlf'
+  ) {
+    throw new Error(
+      `SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now, floodgate-lease or rlf; got ${JSON.stringify(value)}.`,
+    );
   }
   return value;
 }

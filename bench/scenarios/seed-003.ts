@@ -26,7 +26,8 @@ function variant(name: string, description: string, limiter: string): Variant {
  */
 export default defineScenario({
   name: 'seed-003',
-  description: 'node:http, random key of 0–10, 100 per 1 s, saturated: floodgate algorithms on Redis vs rate-limiter-flexible, rolling-rate-limiter, ratelimiter',
+  description:
+    'node:http, random key of 0–10, 100 per 1 s, saturated: floodgate algorithms on Redis vs rate-limiter-flexible, rolling-rate-limiter, ratelimiter',
   variants: [
     variant('bare', 'no limiter, always 200', 'none'),
     variant('floodgate-fixed-window', 'RateLimiter fixed-window on RedisStore (ioredis)', 'fixed-window'),

@@ -25,7 +25,8 @@ function variant(name: string, description: string, mode: string, redis = false)
  */
 export default defineScenario({
   name: 'seed-004',
-  description: 'gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed\'s MULTI+INCR proxy',
+  description:
+    "gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed's MULTI+INCR proxy",
   connections: 256,
   wrkLua: `
 local keys = {}
@@ -40,7 +41,16 @@ end
     variant('gateway-redis', 'floodgate serve --redis: RedisStore (ioredis) + in-memory block', 'redis', true),
     variant('gateway-redis-local-first', 'floodgate serve --redis --local-first: LocalFirstStore (ioredis)', 'local-first', true),
     variant('seed-baseline', 'the seed: same proxy, one MULTI SET NX EX 5 + INCR round trip per request, no in-memory block', 'seed', true),
-    variant('gateway-high', 'floodgate serve, memory store, limit 1e9/5s: every request forwarded (compare with bare-proxy)', 'memory-high'),
-    variant('gateway-redis-high', 'floodgate serve --redis, limit 1e9/5s: every request forwarded, one Redis call each', 'redis-high', true),
+    variant(
+      'gateway-high',
+      'floodgate serve, memory store, limit 1e9/5s: every request forwarded (compare with bare-proxy)',
+      'memory-high',
+    ),
+    variant(
+      'gateway-redis-high',
+      'floodgate serve --redis, limit 1e9/5s: every request forwarded, one Redis call each',
+      'redis-high',
+      true,
+    ),
   ],
 });

@@ -110,4 +110,3 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
     },
   };
 }
-

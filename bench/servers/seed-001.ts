@@ -20,7 +20,10 @@ const PROXY = fileURLToPath(new URL('../../test/support/delay-proxy.ts', import.
 
 /** Starts the delay proxy in a child process (so its work is not on this event loop) and resolves with its port. */
 function startProxy(targetPort: number): Promise<{ port: number; child: ChildProcess }> {
-  const child = fork(PROXY, [String(targetPort), String(DELAY_MS)], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
+  const child = fork(PROXY, [String(targetPort), String(DELAY_MS)], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {

@@ -76,7 +76,8 @@ async function setUp(kind: Exclude<LimiterKind, 'none'>, redisUrl: string): Prom
       // RedisRateLimiter duck-types its client: an ioredis instance (it has `zremrangebyscore`)
       // gets its ioredis wrapper, one MULTI of ZREMRANGEBYSCORE, ZADD, ZRANGE WITHSCORES, EXPIRE.
       const limiter = new RedisRateLimiter({ client, namespace: 'rrl:', interval: DURATION_S * 1000, maxInInterval: POINTS });
-      if (limiter.detectedClientType !== 'ioredis') throw new Error(`rolling-rate-limiter took the client for ${limiter.detectedClientType}, not ioredis.`);
+      if (limiter.detectedClientType !== 'ioredis')
+        throw new Error(`rolling-rate-limiter took the client for ${limiter.detectedClientType}, not ioredis.`);
       // `limit` resolves true when the action is blocked.
       return { decide: (key) => limiter.limit(key).then((blocked) => !blocked), close: quit };
     }
@@ -124,4 +125,3 @@ async function setUp(kind: Exclude<LimiterKind, 'none'>, redisUrl: string): Prom
     }
   }
 }
-

@@ -52,7 +52,9 @@ runServer(async () => {
 
 /** Forks the upstream and resolves with its URL. */
 function startUpstream(): Promise<string> {
-  const child = fork(fileURLToPath(new URL('./seed-004-upstream.ts', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(fileURLToPath(new URL('./seed-004-upstream.ts', import.meta.url)), [], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   process.on('exit', () => child.kill('SIGKILL'));
   return new Promise((resolve, reject) => {
     child.once('message', (m: { port: number }) => resolve(`http://127.0.0.1:${m.port}`));
@@ -65,7 +67,14 @@ function startUpstream(): Promise<string> {
  * EXEC` round trip, forward when the count is at most 3, else 429 — with the
  * same UpstreamProxy the gateway uses, so only the limiting differs.
  */
-async function seedBaseline(gw: Gw, deps: Awaited<ReturnType<Gw['loadGatewayDeps']>>, log: ReturnType<Gw['createLogger']>, upstreamUrl: string, redisUrl: string, port: number): Promise<void> {
+async function seedBaseline(
+  gw: Gw,
+  deps: Awaited<ReturnType<Gw['loadGatewayDeps']>>,
+  log: ReturnType<Gw['createLogger']>,
+  upstreamUrl: string,
+  redisUrl: string,
+  port: number,
+): Promise<void> {
   const client = new Redis(redisUrl);
   await connected(client);
   const metrics = new gw.GatewayMetrics(deps.prom);

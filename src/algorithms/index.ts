@@ -100,7 +100,13 @@ export function applyOperation(
     };
   } else {
     if (kind !== 'consume') allowed = view.retryAfterMs === 0;
-    outcome = { allowed, remaining: view.remaining, resetMs: view.resetMs, retryAfterMs: allowed ? 0 : view.retryAfterMs, emptyMs: view.emptyMs };
+    outcome = {
+      allowed,
+      remaining: view.remaining,
+      resetMs: view.resetMs,
+      retryAfterMs: allowed ? 0 : view.retryAfterMs,
+      emptyMs: view.emptyMs,
+    };
   }
 
   if (a === undefined && b === 0) return { state: undefined, expiresAt: 0, outcome };

@@ -18,13 +18,26 @@ import {
   parseTrustProxy,
   parseUpstream,
 } from './parse.js';
-import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN,
-  DEFAULT_PATHS, DEFAULT_PROXY, DEFAULT_READINESS, DEFAULT_STORE, type GatewaySettings, type StoreSettings } from './settings.js';
+import {
+  DEFAULT_DECISION_PATH,
+  DEFAULT_LISTEN,
+  DEFAULT_PATHS,
+  DEFAULT_PROXY,
+  DEFAULT_READINESS,
+  DEFAULT_STORE,
+  type GatewaySettings,
+  type StoreSettings,
+} from './settings.js';
 
 /** What the command line asks for. */
 export type Command =
   | { readonly kind: 'help' }
-  | { readonly kind: 'serve'; readonly configFile: string | undefined; readonly overrides: SettingsOverrides; readonly settings: GatewaySettings | undefined }
+  | {
+      readonly kind: 'serve';
+      readonly configFile: string | undefined;
+      readonly overrides: SettingsOverrides;
+      readonly settings: GatewaySettings | undefined;
+    }
   | { readonly kind: 'check'; readonly configFile: string };
 
 const OPTIONS = {
@@ -67,7 +80,9 @@ function flag<T>(name: string, parse: () => T): T {
     if (error instanceof InvalidValue || error instanceof FloodgateError) {
       // The parsers name the config file's field ("trustProxy entries must…"); on the command line the flag says it.
       const field = name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
-      const message = error.message.replace(new RegExp(`^(?:the )?${field} `, 'i'), '').replace(/^the (\w+) (?=must )/, (whole, word: string) => (field.toLowerCase().includes(word.toLowerCase()) ? '' : whole));
+      const message = error.message
+        .replace(new RegExp(`^(?:the )?${field} `, 'i'), '')
+        .replace(/^the (\w+) (?=must )/, (whole, word: string) => (field.toLowerCase().includes(word.toLowerCase()) ? '' : whole));
       throw bad(`--${name} ${message}`);
     }
     throw error;
@@ -106,7 +121,8 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v.headers !== undefined) o.headers = flag('headers', () => parseHeaders(v.headers));
   if (v['drain-timeout'] !== undefined) o.drainTimeoutMs = flag('drain-timeout', () => parseMs(v['drain-timeout']));
   if (v['log-level'] !== undefined) o.logLevel = flag('log-level', () => parseLogLevel(v['log-level']));
-  if (v['decision-path'] !== undefined) o.decisionPath = flag('decision-path', () => parseDecisionPath(v['decision-path'] === 'false' ? false : v['decision-path']));
+  if (v['decision-path'] !== undefined)
+    o.decisionPath = flag('decision-path', () => parseDecisionPath(v['decision-path'] === 'false' ? false : v['decision-path']));
   if (v['ready-upstream'] === true) o.readiness = { upstream: true };
   if (v['no-watch'] === true) {
     if (v.config === undefined) throw bad('--no-watch only applies with --config FILE.');
@@ -122,14 +138,17 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v.config !== undefined) {
     const given = RULE_FLAGS.filter((name) => v[name] !== undefined);
     if (given.length > 0) {
-      throw bad(`--${given[0]} defines the default rule, but --config ${v.config} defines the rules; put the policy in the file's rules instead.`);
+      throw bad(
+        `--${given[0]} defines the default rule, but --config ${v.config} defines the rules; put the policy in the file's rules instead.`,
+      );
     }
     return { kind: 'serve', configFile: v.config, overrides: o, settings: undefined };
   }
 
   // No config file: one rule from the flags, applied to every request.
   if (o.upstream === undefined) throw bad('serve needs --upstream URL (where admitted requests go), or --config FILE.');
-  if (v.limit === undefined || v.limit.length === 0) throw bad('serve needs at least one --limit N/WINDOW (e.g. --limit 100/1m), or --config FILE with rules.');
+  if (v.limit === undefined || v.limit.length === 0)
+    throw bad('serve needs at least one --limit N/WINDOW (e.g. --limit 100/1m), or --config FILE with rules.');
   const algorithm = v.algorithm === undefined ? 'fixed-window' : flag('algorithm', () => parseAlgorithm(v.algorithm));
   const blockMs = v['block-duration'] === undefined ? 0 : flag('block-duration', () => parseMs(v['block-duration']));
   const seen = new Set<string>();
@@ -161,7 +180,16 @@ export function parseCommandLine(argv: readonly string[]): Command {
     logLevel: o.logLevel ?? 'info',
     watch: false,
     paths: DEFAULT_PATHS,
-    rules: [{ name: 'default', match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined }, key, policies, shadow: v.shadow === true, final: false }],
+    rules: [
+      {
+        name: 'default',
+        match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined },
+        key,
+        policies,
+        shadow: v.shadow === true,
+        final: false,
+      },
+    ],
   };
   return { kind: 'serve', configFile: undefined, overrides: o, settings };
 }

@@ -38,18 +38,26 @@ export async function main(argv: readonly string[]): Promise<number> {
         return 0;
       case 'check': {
         const settings = await readSettings(command.configFile, {});
-        process.stdout.write(`${command.configFile}: valid; ${settings.settings.rules.length} rule(s): ${settings.settings.rules.map((r) => r.name).join(', ') || '(none)'}\n`);
+        process.stdout.write(
+          `${command.configFile}: valid; ${settings.settings.rules.length} rule(s): ${settings.settings.rules.map((r) => r.name).join(', ') || '(none)'}\n`,
+        );
         return 0;
       }
       case 'serve': {
-        const { settings, text } = command.settings !== undefined ? { settings: command.settings, text: undefined } : await readSettings(command.configFile!, command.overrides);
+        const { settings, text } =
+          command.settings !== undefined
+            ? { settings: command.settings, text: undefined }
+            : await readSettings(command.configFile!, command.overrides);
         await serve(settings, command.overrides, text);
         return 0;
       }
     }
   } catch (error) {
-    process.stderr.write(`floodgate: ${isFloodgateError(error) ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error)}\n`);
-    if (isFloodgateError(error) && error.code === ErrorCode.INVALID_ARGUMENT) process.stderr.write('Run "floodgate --help" for the options.\n');
+    process.stderr.write(
+      `floodgate: ${isFloodgateError(error) ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error)}\n`,
+    );
+    if (isFloodgateError(error) && error.code === ErrorCode.INVALID_ARGUMENT)
+      process.stderr.write('Run "floodgate --help" for the options.\n');
     return isFloodgateError(error) && USAGE_CODES.has(error.code) ? 2 : 1;
   }
 }
@@ -63,7 +71,11 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   }
   const settings = await parseConfigText(text, file, overrides);
   if (settings.upstream === undefined && settings.decisionPath === false) {
-    throw new ConfigError(ErrorCode.INVALID_CONFIG, { file, field: 'upstream' }, 'is required unless the decision endpoint is on (decisionPath); otherwise the gateway would have nothing to do.');
+    throw new ConfigError(
+      ErrorCode.INVALID_CONFIG,
+      { file, field: 'upstream' },
+      'is required unless the decision endpoint is on (decisionPath); otherwise the gateway would have nothing to do.',
+    );
   }
   return { settings, text };
 }

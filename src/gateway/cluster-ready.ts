@@ -61,10 +61,13 @@ export class WorkerReadiness {
     const ids = [...this.listening.keys()].sort((a, b) => a - b);
     const answers = await Promise.all(
       ids.map((id) =>
-        this.listening.get(id)!.call().then(
-          (reason) => (typeof reason === 'string' ? `worker ${id}: ${reason}` : undefined),
-          (error: unknown) => (error as Error).message,
-        ),
+        this.listening
+          .get(id)!
+          .call()
+          .then(
+            (reason) => (typeof reason === 'string' ? `worker ${id}: ${reason}` : undefined),
+            (error: unknown) => (error as Error).message,
+          ),
       ),
     );
     return answers.find((reason) => reason !== undefined);

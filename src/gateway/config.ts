@@ -61,7 +61,12 @@ export class ConfigError extends FloodgateError {
   readonly field: string | undefined;
 
   /** @param where - file, position and field; the message is prefixed with `file:line:column: field:` */
-  constructor(code: ErrorCodeValue, where: { file: string; line?: number; column?: number; field?: string }, message: string, cause?: unknown) {
+  constructor(
+    code: ErrorCodeValue,
+    where: { file: string; line?: number; column?: number; field?: string },
+    message: string,
+    cause?: unknown,
+  ) {
     const position = where.line === undefined ? where.file : `${where.file}:${where.line}:${where.column ?? 1}`;
     super(code, `${position}: ${where.field === undefined ? '' : `${where.field}: `}${message}`, cause);
     this.name = 'ConfigError';
@@ -93,7 +98,12 @@ class Cursor {
   fail(path: Path, message: string, cause?: unknown, atKey = false): never {
     const offset = this.offsetOf(path, atKey);
     const pos = offset === undefined ? undefined : this.lines.linePos(offset);
-    throw new ConfigError(ErrorCode.INVALID_CONFIG, { file: this.file, line: pos?.line, column: pos?.col, field: fieldName(path) }, message, cause);
+    throw new ConfigError(
+      ErrorCode.INVALID_CONFIG,
+      { file: this.file, line: pos?.line, column: pos?.col, field: fieldName(path) },
+      message,
+      cause,
+    );
   }
 
   /** Runs `parse`; an InvalidValue or FloodgateError it throws is placed at `path`. */
@@ -154,7 +164,8 @@ function isObject(value: unknown): value is Obj {
 function mapping(c: Cursor, path: Path, value: unknown, known: readonly string[]): Obj {
   if (!isObject(value)) c.fail(path, `must be a mapping (key: value lines); got ${describe(value)}.`);
   for (const key of Object.keys(value)) {
-    if (!known.includes(key)) c.fail([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, undefined, true);
+    if (!known.includes(key))
+      c.fail([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, undefined, true);
   }
   return value;
 }
@@ -246,7 +257,8 @@ export async function parseConfigText(text: string, file: string, overrides: Set
 }
 
 function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): GatewaySettings {
-  const get = <T>(key: string, parse: (v: unknown) => T, fallback: T): T => (top[key] === undefined ? fallback : c.at([key], () => parse(top[key])));
+  const get = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    top[key] === undefined ? fallback : c.at([key], () => parse(top[key]));
 
   const upstream = o.upstream ?? get('upstream', parseUpstream, undefined);
   const listen = o.listen ?? get('listen', parseListen, DEFAULT_LISTEN);
@@ -260,15 +272,18 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   const logLevel = o.logLevel ?? get('logLevel', parseLogLevel, 'info');
   const watch = o.watch ?? get('watch', parseBoolean, true);
   const store = { ...storeSettings(c, top.store), ...o.storeOverrides };
-  if (store.kind === 'redis' && store.url === undefined) c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
-  if (store.localFirst && store.kind !== 'redis') c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
+  if (store.kind === 'redis' && store.url === undefined)
+    c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
+  if (store.localFirst && store.kind !== 'redis')
+    c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
   const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
   const paths = o.paths ?? pathSettings(c, top.paths);
-  if (readiness.upstream && upstream === undefined) c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
+  if (readiness.upstream && upstream === undefined)
+    c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
   return {
     configFile: file,
     upstream,
@@ -293,7 +308,8 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
 function pathSettings(c: Cursor, value: unknown): PathSettings {
   if (value === undefined) return DEFAULT_PATHS;
   const p = mapping(c, ['paths'], value, PATH_FIELDS);
-  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T => (p[key] === undefined ? fallback : c.at(['paths', key], () => parse(p[key])));
+  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    p[key] === undefined ? fallback : c.at(['paths', key], () => parse(p[key]));
   return {
     caseSensitive: at('caseSensitive', parseBoolean, DEFAULT_PATHS.caseSensitive),
     escapedSlashes: at('escapedSlashes', (v) => parseMode<'escapedSlashes'>(v, PATH_MODES.escapedSlashes), DEFAULT_PATHS.escapedSlashes),
@@ -305,14 +321,18 @@ function pathSettings(c: Cursor, value: unknown): PathSettings {
 function readinessSettings(c: Cursor, value: unknown): ReadinessSettings {
   if (value === undefined) return DEFAULT_READINESS;
   const r = mapping(c, ['readiness'], value, READINESS_FIELDS);
-  return { upstream: r.upstream === undefined ? DEFAULT_READINESS.upstream : c.at(['readiness', 'upstream'], () => parseBoolean(r.upstream)) };
+  return {
+    upstream: r.upstream === undefined ? DEFAULT_READINESS.upstream : c.at(['readiness', 'upstream'], () => parseBoolean(r.upstream)),
+  };
 }
 
 /** Parses a decision endpoint path, or `false`. */
 export function parseDecisionPath(value: unknown): string | false {
   if (value === false) return false;
   if (typeof value !== 'string' || !/^\/[\x21-\x7e]*$/.test(value) || value.includes('?')) {
-    throw new InvalidValue(`must be a path such as "/_floodgate/decide", or false to turn the decision endpoint off; got ${describe(value)}.`);
+    throw new InvalidValue(
+      `must be a path such as "/_floodgate/decide", or false to turn the decision endpoint off; got ${describe(value)}.`,
+    );
   }
   return value;
 }
@@ -334,11 +354,16 @@ export function parseFailurePolicy(value: unknown): FailurePolicy {
 function storeSettings(c: Cursor, value: unknown): StoreSettings {
   if (value === undefined) return DEFAULT_STORE;
   const s = mapping(c, ['store'], value, STORE_FIELDS);
-  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T => (s[key] === undefined ? fallback : c.at(['store', key], () => parse(s[key])));
-  const kind = at('type', (v) => {
-    if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describe(v)}.`);
-    return v;
-  }, s.url === undefined ? 'memory' : 'redis') as StoreSettings['kind'];
+  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    s[key] === undefined ? fallback : c.at(['store', key], () => parse(s[key]));
+  const kind = at(
+    'type',
+    (v) => {
+      if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describe(v)}.`);
+      return v;
+    },
+    s.url === undefined ? 'memory' : 'redis',
+  ) as StoreSettings['kind'];
   const url = at('url', parseRedisUrl, undefined);
   if (url !== undefined && kind === 'memory') c.fail(['store', 'url'], 'is only used with type: redis; remove it or set type: redis.');
   return {
@@ -348,16 +373,25 @@ function storeSettings(c: Cursor, value: unknown): StoreSettings {
     leaseMs: at('lease', parseLeaseMs, 0),
     timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
     onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
-    prefix: at('prefix', (v) => {
-      if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v)) throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describe(v)}.`);
-      return v;
-    }, DEFAULT_STORE.prefix),
+    prefix: at(
+      'prefix',
+      (v) => {
+        if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
+          throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describe(v)}.`);
+        return v;
+      },
+      DEFAULT_STORE.prefix,
+    ),
     maxKeys: at('maxKeys', (v) => parsePositiveInt(v, 100_000_000), DEFAULT_STORE.maxKeys),
-    overflowCells: at('overflowCells', (v) => {
-      const n = parsePositiveInt(v, 2 ** 26);
-      if (n < 4) throw new InvalidValue(`must be at least 4 (the sketch has 4 rows); got ${n}.`);
-      return n;
-    }, DEFAULT_STORE.overflowCells),
+    overflowCells: at(
+      'overflowCells',
+      (v) => {
+        const n = parsePositiveInt(v, 2 ** 26);
+        if (n < 4) throw new InvalidValue(`must be at least 4 (the sketch has 4 rows); got ${n}.`);
+        return n;
+      },
+      DEFAULT_STORE.overflowCells,
+    ),
   };
 }
 
@@ -386,15 +420,25 @@ function proxySettings(c: Cursor, value: unknown): ProxySettings {
     clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
     maxConnections: int('maxConnections', DEFAULT_PROXY.maxConnections, 1, 1_000_000),
     upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
-    requestBuffer: p.requestBuffer === undefined ? DEFAULT_PROXY.requestBuffer : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
-    minBodyRate: p.minBodyRate === undefined ? DEFAULT_PROXY.minBodyRate : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
+    requestBuffer:
+      p.requestBuffer === undefined
+        ? DEFAULT_PROXY.requestBuffer
+        : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
+    minBodyRate:
+      p.minBodyRate === undefined
+        ? DEFAULT_PROXY.minBodyRate
+        : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
     clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
     queueTimeoutMs: ms('queueTimeout', DEFAULT_PROXY.queueTimeoutMs, true),
-    stripHeaders: p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
+    stripHeaders:
+      p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
   // Node refuses a headers timeout longer than the request timeout it is part of.
   if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {
-    c.fail(['proxy', p.clientHeadersTimeout === undefined ? 'clientRequestTimeout' : 'clientHeadersTimeout'], `clientHeadersTimeout (${out.clientHeadersTimeoutMs} ms) must not exceed clientRequestTimeout (${out.clientRequestTimeoutMs} ms).`);
+    c.fail(
+      ['proxy', p.clientHeadersTimeout === undefined ? 'clientRequestTimeout' : 'clientHeadersTimeout'],
+      `clientHeadersTimeout (${out.clientHeadersTimeoutMs} ms) must not exceed clientRequestTimeout (${out.clientRequestTimeoutMs} ms).`,
+    );
   }
   return out;
 }
@@ -405,7 +449,11 @@ function ruleList(c: Cursor, value: unknown, baseDir: string): RuleSettings[] {
   const names = new Set<string>();
   return value.map((entry, i) => {
     const rule = ruleSettings(c, ['rules', i], entry, i, baseDir);
-    if (names.has(rule.name)) c.fail(['rules', i, 'name'], `two rules are named ${JSON.stringify(rule.name)}; rule names must be unique (they name metrics and store keys).`);
+    if (names.has(rule.name))
+      c.fail(
+        ['rules', i, 'name'],
+        `two rules are named ${JSON.stringify(rule.name)}; rule names must be unique (they name metrics and store keys).`,
+      );
     names.add(rule.name);
     return rule;
   });
@@ -422,12 +470,18 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
           }
           return r.name;
         });
-  const key = r.key === undefined ? ({ kind: 'ip' } as const) : isObject(r.key) ? keyObject(c, [...path, 'key'], r.key, baseDir) : c.at([...path, 'key'], () => parseKeySpec(r.key));
+  const key =
+    r.key === undefined
+      ? ({ kind: 'ip' } as const)
+      : isObject(r.key)
+        ? keyObject(c, [...path, 'key'], r.key, baseDir)
+        : c.at([...path, 'key'], () => parseKeySpec(r.key));
   const shadow = r.shadow === undefined ? false : c.at([...path, 'shadow'], () => parseBoolean(r.shadow));
   const final = r.final === undefined ? false : c.at([...path, 'final'], () => parseBoolean(r.final));
   if (final && shadow) c.fail([...path, 'final'], 'a shadow rule never ends the list (it only reports); remove final or shadow.');
   if (r.policies === undefined) c.fail(path, 'a rule needs policies, e.g. policies: ["3/5s"] or policies: [{ limit: 3, window: 5s }].');
-  if (!Array.isArray(r.policies) || r.policies.length === 0) c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
+  if (!Array.isArray(r.policies) || r.policies.length === 0)
+    c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
   const seen = new Set<string>();
   policies.forEach((p, i) => {
@@ -461,36 +515,58 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
 }
 
 function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
-  if (value === undefined) return { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined };
+  if (value === undefined)
+    return { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined };
   const m = mapping(c, path, value, MATCH_FIELDS);
   if (m.method !== undefined && m.methods !== undefined) c.fail([...path, 'methods'], 'give either method or methods, not both.');
   if (m.host !== undefined && m.hosts !== undefined) c.fail([...path, 'hosts'], 'give either host or hosts, not both.');
   const methodKey = m.method !== undefined ? 'method' : 'methods';
-  const methods = m[methodKey] === undefined ? undefined : c.at([...path, methodKey], () => stringList(m[methodKey], (s) => {
-    const up = s.toUpperCase();
-    if (!METHOD.test(up)) throw new InvalidValue(`must be HTTP methods such as GET or POST; got ${describe(s)}.`);
-    return up;
-  }));
+  const methods =
+    m[methodKey] === undefined
+      ? undefined
+      : c.at([...path, methodKey], () =>
+          stringList(m[methodKey], (s) => {
+            const up = s.toUpperCase();
+            if (!METHOD.test(up)) throw new InvalidValue(`must be HTTP methods such as GET or POST; got ${describe(s)}.`);
+            return up;
+          }),
+        );
   const hostKey = m.host !== undefined ? 'host' : 'hosts';
-  const hosts = m[hostKey] === undefined ? undefined : c.at([...path, hostKey], () => stringList(m[hostKey], (s) => {
-    if (!/^(\*\.)?[A-Za-z0-9.-]+$/.test(s)) throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describe(s)}.`);
-    // A fully qualified name's trailing dot names the same host; requests are matched without it (see canonicalHost).
-    return s.toLowerCase().replace(/\.+$/, '');
-  }));
-  const pathPrefix = m.path === undefined ? undefined : c.at([...path, 'path'], () => {
-    if (typeof m.path !== 'string' || !m.path.startsWith('/')) throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describe(m.path)}.`);
-    return m.path;
-  });
+  const hosts =
+    m[hostKey] === undefined
+      ? undefined
+      : c.at([...path, hostKey], () =>
+          stringList(m[hostKey], (s) => {
+            if (!/^(\*\.)?[A-Za-z0-9.-]+$/.test(s))
+              throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describe(s)}.`);
+            // A fully qualified name's trailing dot names the same host; requests are matched without it (see canonicalHost).
+            return s.toLowerCase().replace(/\.+$/, '');
+          }),
+        );
+  const pathPrefix =
+    m.path === undefined
+      ? undefined
+      : c.at([...path, 'path'], () => {
+          if (typeof m.path !== 'string' || !m.path.startsWith('/'))
+            throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describe(m.path)}.`);
+          return m.path;
+        });
   const pathPattern = m.pathPattern === undefined ? undefined : c.at([...path, 'pathPattern'], () => parsePathPattern(m.pathPattern));
-  const headers = m.headers === undefined ? undefined : c.at([...path, 'headers'], () => {
-    if (!isObject(m.headers)) throw new InvalidValue(`must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describe(m.headers)}.`);
-    return Object.entries(m.headers).map(([name, v]) => {
-      const header = parseHeaderName(name);
-      if (v === true) return [header, true] as const;
-      if (typeof v === 'string' || typeof v === 'number') return [header, String(v)] as const;
-      throw new InvalidValue(`header ${name} must map to a value or true (present); got ${describe(v)}.`);
-    });
-  });
+  const headers =
+    m.headers === undefined
+      ? undefined
+      : c.at([...path, 'headers'], () => {
+          if (!isObject(m.headers))
+            throw new InvalidValue(
+              `must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describe(m.headers)}.`,
+            );
+          return Object.entries(m.headers).map(([name, v]) => {
+            const header = parseHeaderName(name);
+            if (v === true) return [header, true] as const;
+            if (typeof v === 'string' || typeof v === 'number') return [header, String(v)] as const;
+            throw new InvalidValue(`header ${name} must map to a value or true (present); got ${describe(v)}.`);
+          });
+        });
   return { methods, pathPrefix, pathPattern, hosts, headers };
 }
 
@@ -506,39 +582,53 @@ function stringList(value: unknown, each: (s: string) => string): string[] {
 /** The mapping form of a rule's key: a header, with the validation its values must pass before they are counted. */
 function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings {
   mapping(c, path, k, KEY_FIELDS);
-  if (k.header === undefined) c.fail(path, 'a key mapping needs header, e.g. { header: x-api-key, maxLength: 64 }; for the client address write key: ip.');
+  if (k.header === undefined)
+    c.fail(path, 'a key mapping needs header, e.g. { header: x-api-key, maxLength: 64 }; for the client address write key: ip.');
   const header = c.at([...path, 'header'], () => parseHeaderName(k.header));
   const fallbackToIp = k.fallbackToIp === undefined ? false : c.at([...path, 'fallbackToIp'], () => parseBoolean(k.fallbackToIp));
   const maxLength = k.maxLength === undefined ? undefined : c.at([...path, 'maxLength'], () => parsePositiveInt(k.maxLength, 8192));
-  const pattern = k.pattern === undefined ? undefined : c.at([...path, 'pattern'], () => {
-    if (typeof k.pattern !== 'string') throw new InvalidValue(`must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describe(k.pattern)}.`);
-    // Anchored, so that "[a-z]+" cannot admit "abc<anything>" by matching a part of it.
-    try {
-      return new RegExp(`^(?:${k.pattern})$`);
-    } catch (error) {
-      throw new InvalidValue(`is not a valid regular expression: ${(error as Error).message}`);
-    }
-  });
+  const pattern =
+    k.pattern === undefined
+      ? undefined
+      : c.at([...path, 'pattern'], () => {
+          if (typeof k.pattern !== 'string')
+            throw new InvalidValue(`must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describe(k.pattern)}.`);
+          // Anchored, so that "[a-z]+" cannot admit "abc<anything>" by matching a part of it.
+          try {
+            return new RegExp(`^(?:${k.pattern})$`);
+          } catch (error) {
+            throw new InvalidValue(`is not a valid regular expression: ${(error as Error).message}`);
+          }
+        });
   let allowList: Set<string> | undefined;
   let allowListFile: string | undefined;
   if (k.allowList !== undefined) {
     allowListFile = c.at([...path, 'allowList'], () => {
-      if (typeof k.allowList !== 'string' || k.allowList === '') throw new InvalidValue(`must be the path of a file with one key per line; got ${describe(k.allowList)}.`);
+      if (typeof k.allowList !== 'string' || k.allowList === '')
+        throw new InvalidValue(`must be the path of a file with one key per line; got ${describe(k.allowList)}.`);
       return resolve(baseDir, k.allowList);
     });
     let text: string;
     try {
       text = readFileSync(allowListFile, 'utf8');
     } catch (error) {
-      c.fail([...path, 'allowList'], `cannot read ${allowListFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, error);
+      c.fail(
+        [...path, 'allowList'],
+        `cannot read ${allowListFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+        error,
+      );
     }
     allowList = new Set();
     for (const line of text.split(/\r?\n/)) {
       const entry = line.trim();
       if (entry !== '' && !entry.startsWith('#')) allowList.add(entry);
     }
-    if (allowList.size === 0) c.fail([...path, 'allowList'], `${allowListFile} lists no key (one per line; # starts a comment): every request would be refused.`);
+    if (allowList.size === 0)
+      c.fail([...path, 'allowList'], `${allowListFile} lists no key (one per line; # starts a comment): every request would be refused.`);
   }
-  const validation = maxLength === undefined && pattern === undefined && allowList === undefined ? undefined : { maxLength, pattern, allowList, allowListFile };
+  const validation =
+    maxLength === undefined && pattern === undefined && allowList === undefined
+      ? undefined
+      : { maxLength, pattern, allowList, allowListFile };
   return { kind: 'header', header, fallbackToIp, ...(validation === undefined ? {} : { validation }) };
 }

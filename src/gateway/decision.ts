@@ -22,7 +22,13 @@ import { whenDecided, type RuleSet } from './rules.js';
 export function handleDecision(req: IncomingMessage, res: ServerResponse, query: string, rules: RuleSet, paths: PathSettings): void {
   const asked = /(?:^|&)status=([^&]*)/.exec(query)?.[1];
   if (asked !== undefined && asked !== '401' && asked !== '403') {
-    writeResponse(res, 400, [], 'text/plain; charset=utf-8', `status must be 401 or 403 (the statuses nginx's auth_request passes on); got ${JSON.stringify(asked)}.\n`);
+    writeResponse(
+      res,
+      400,
+      [],
+      'text/plain; charset=utf-8',
+      `status must be 401 or 403 (the statuses nginx's auth_request passes on); got ${JSON.stringify(asked)}.\n`,
+    );
     return;
   }
   const refusedStatus = asked;

@@ -69,7 +69,10 @@ export class ForwardHeaders {
     if (chain === undefined || chain.trim() === '') return peer;
     if (trusted) return `${chain}, ${peer}`;
     if (this.hops === 0) return peer;
-    const entries = chain.split(',').map((e) => e.trim()).filter((e) => e !== '');
+    const entries = chain
+      .split(',')
+      .map((e) => e.trim())
+      .filter((e) => e !== '');
     const kept = entries.slice(-this.hops);
     return kept.length === 0 ? peer : `${kept.join(', ')}, ${peer}`;
   }

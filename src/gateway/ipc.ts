@@ -73,7 +73,10 @@ export function answerCalls(tag: string, port: IpcPort, handler: () => unknown):
  */
 export class IpcCaller {
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly waiting = new Map<
+    number,
+    { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }
+  >();
   private listening = false;
 
   /**

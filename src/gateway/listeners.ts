@@ -31,7 +31,9 @@ export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMes
     // Node answers 431 for oversized headers and 408 for slow ones only when told to; a bare socket close would hide why.
     const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
     if (socket.writable && !(socket as Duplex & { _httpMessage?: unknown })._httpMessage) {
-      socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      socket.end(
+        `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : status === 408 ? 'Request Timeout' : 'Bad Request'}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`,
+      );
     } else {
       socket.destroy();
     }
@@ -51,7 +53,13 @@ export function applyClientLimits(server: Server, p: ProxySettings): void {
 export function listen(server: Server, address: ListenAddress, what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const fail = (error: NodeJS.ErrnoException): void =>
-      reject(new FloodgateError(ErrorCode.LISTEN_FAILED, `cannot listen on ${address.host}:${address.port} (${what}): ${error.code ?? error.message}${error.code === 'EADDRINUSE' ? ', the port is in use' : error.code === 'EADDRNOTAVAIL' ? ', the address is not one of this host\'s' : ''}.`, error));
+      reject(
+        new FloodgateError(
+          ErrorCode.LISTEN_FAILED,
+          `cannot listen on ${address.host}:${address.port} (${what}): ${error.code ?? error.message}${error.code === 'EADDRINUSE' ? ', the port is in use' : error.code === 'EADDRNOTAVAIL' ? ", the address is not one of this host's" : ''}.`,
+          error,
+        ),
+      );
     server.once('error', fail);
     server.listen(address.port, address.host, () => {
       server.off('error', fail);

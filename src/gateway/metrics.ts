@@ -4,15 +4,7 @@ import type { PromClient } from './deps.js';
 
 /** Outcomes counted in `floodgate_decisions_total`. */
 export type DecisionOutcome =
-  | 'allowed'
-  | 'limited'
-  | 'missing_key'
-  | 'invalid_key'
-  | 'store_error'
-  | 'error'
-  | 'shadow_allowed'
-  | 'shadow_limited'
-  | 'unmatched';
+  'allowed' | 'limited' | 'missing_key' | 'invalid_key' | 'store_error' | 'error' | 'shadow_allowed' | 'shadow_limited' | 'unmatched';
 
 /** How an upstream exchange ended, for `floodgate_upstream_duration_seconds`. */
 export type UpstreamOutcome = 'response' | 'error' | 'timeout';
@@ -91,7 +83,7 @@ export class GatewayMetrics {
     });
     this.upstreamLatency = new prom.Histogram({
       name: 'floodgate_upstream_duration_seconds',
-      help: 'Time from forwarding a request to the upstream\'s response headers (or its failure).',
+      help: "Time from forwarding a request to the upstream's response headers (or its failure).",
       labelNames: ['outcome'],
       buckets: UPSTREAM_BUCKETS,
       registers,
@@ -129,7 +121,7 @@ export class GatewayMetrics {
     const overflows = (): number => this.overflows();
     new prom.Gauge({
       name: 'floodgate_store_overflows',
-      help: 'Decisions made in an overflow sketch since start because a rule\'s key table was full (embedded memory store).',
+      help: "Decisions made in an overflow sketch since start because a rule's key table was full (embedded memory store).",
       registers,
       collect() {
         this.set(overflows());

@@ -72,7 +72,8 @@ export function parseUpstream(value: unknown): URL {
     throw new InvalidValue(`must use http:// or https://; got ${describe(value)}.`);
   }
   if (url.search !== '' || url.hash !== '') throw new InvalidValue(`must not have a query string or fragment; got ${describe(value)}.`);
-  if (url.username !== '' || url.password !== '') throw new InvalidValue('must not carry credentials; the gateway forwards the client\'s own Authorization header.');
+  if (url.username !== '' || url.password !== '')
+    throw new InvalidValue("must not carry credentials; the gateway forwards the client's own Authorization header.");
   return url;
 }
 
@@ -91,7 +92,8 @@ export function parseLimitSpec(value: unknown): { limit: number; windowMs: numbe
     throw new InvalidValue(`must be LIMIT/WINDOW such as "3/5s" or "100/1m"; got ${describe(value)}.`);
   }
   const limit = Number(match[1]);
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidValue(`the limit must be a positive whole number; got ${describe(value)}.`);
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw new InvalidValue(`the limit must be a positive whole number; got ${describe(value)}.`);
   const windowMs = asInvalid(() => parseDuration(match[2], 'the window'));
   return { limit, windowMs };
 }
@@ -108,7 +110,8 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Parses a header name (returned lower-case). */
 export function parseHeaderName(value: unknown): string {
-  if (typeof value !== 'string' || !HEADER_NAME.test(value)) throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describe(value)}.`);
+  if (typeof value !== 'string' || !HEADER_NAME.test(value))
+    throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describe(value)}.`);
   return value.toLowerCase();
 }
 
@@ -117,7 +120,9 @@ export function parseKeySpec(value: unknown): KeySettings {
   if (value === 'ip') return { kind: 'ip' };
   const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
   if (!match) {
-    throw new InvalidValue(`must be "ip", "header:NAME" (e.g. "header:x-api-key") or "header:NAME,ip" (the header, else the client address); got ${describe(value)}.`);
+    throw new InvalidValue(
+      `must be "ip", "header:NAME" (e.g. "header:x-api-key") or "header:NAME,ip" (the header, else the client address); got ${describe(value)}.`,
+    );
   }
   return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };
 }
@@ -127,12 +132,21 @@ export function parseTrustProxy(value: unknown): TrustProxy {
   if (value === false || value === 'false' || value === 0 || value === '0') return false;
   if (typeof value === 'number' || (typeof value === 'string' && /^\d+$/.test(value))) {
     const hops = Number(value);
-    if (!Number.isSafeInteger(hops) || hops < 1 || hops > 32) throw new InvalidValue(`as a hop count must be from 1 to 32; got ${describe(value)}.`);
+    if (!Number.isSafeInteger(hops) || hops < 1 || hops > 32)
+      throw new InvalidValue(`as a hop count must be from 1 to 32; got ${describe(value)}.`);
     return hops;
   }
-  const list = typeof value === 'string' ? value.split(',').map((s) => s.trim()).filter((s) => s !== '') : value;
+  const list =
+    typeof value === 'string'
+      ? value
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '')
+      : value;
   if (!Array.isArray(list) || list.length === 0 || !list.every((s) => typeof s === 'string')) {
-    throw new InvalidValue(`must be false, the number of proxies in front of the gateway, or a list of their IPs/CIDRs (e.g. "10.0.0.0/8,loopback"); got ${describe(value)}.`);
+    throw new InvalidValue(
+      `must be false, the number of proxies in front of the gateway, or a list of their IPs/CIDRs (e.g. "10.0.0.0/8,loopback"); got ${describe(value)}.`,
+    );
   }
   asInvalid(() => new AddressMatcher(list as string[], 'trustProxy'));
   return list as string[];
@@ -167,7 +181,8 @@ export function parseMs(value: unknown, allowZero = false): number {
 /** Parses the cluster store's lease (a duration up to a minute, or 0 for none). */
 export function parseLeaseMs(value: unknown): number {
   const ms = parseMs(value, true);
-  if (!Number.isSafeInteger(ms) || ms > MAX_LEASE_MS) throw new InvalidValue(`must be a whole number of ms up to ${MAX_LEASE_MS} (1m), or 0 for no leases; got ${describe(value)}.`);
+  if (!Number.isSafeInteger(ms) || ms > MAX_LEASE_MS)
+    throw new InvalidValue(`must be a whole number of ms up to ${MAX_LEASE_MS} (1m), or 0 for no leases; got ${describe(value)}.`);
   return ms;
 }
 
@@ -186,18 +201,28 @@ export function parseBoolean(value: unknown): boolean {
 }
 
 /** Builds a policy from its parts, checking them. */
-export function makePolicy(name: string | undefined, limit: number, windowMs: number, algorithm: Algorithm, blockMs: number): PolicySettings {
-  if (name !== undefined && !/^[\x20-\x7e]+$/.test(name)) throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describe(name)}.`);
+export function makePolicy(
+  name: string | undefined,
+  limit: number,
+  windowMs: number,
+  algorithm: Algorithm,
+  blockMs: number,
+): PolicySettings {
+  if (name !== undefined && !/^[\x20-\x7e]+$/.test(name))
+    throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describe(name)}.`);
   return { name, limit, windowMs, algorithm, blockMs };
 }
 
 /** Upgrade tokens a tunnel may be opened for; `h2c` never (a tunnelled HTTP/2 connection would carry requests no rule sees). */
 export function parseUpgrades(value: unknown): string[] {
-  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
+  if (!Array.isArray(value))
+    throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
   return value.map((v) => {
-    if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v)) throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
+    if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v))
+      throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
     const token = v.toLowerCase();
-    if (token === 'h2c' || token === 'h2') throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
+    if (token === 'h2c' || token === 'h2')
+      throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
     return token;
   });
 }
@@ -205,6 +230,7 @@ export function parseUpgrades(value: unknown): string[] {
 /** A list of header names to strip from untrusted peers, or false to strip none. */
 export function parseStripHeaders(value: unknown): string[] | false {
   if (value === false) return false;
-  if (!Array.isArray(value)) throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
+  if (!Array.isArray(value))
+    throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
   return value.map((v) => parseHeaderName(v));
 }

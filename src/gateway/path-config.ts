@@ -7,7 +7,10 @@ import type { PathSettings } from './settings.js';
 export const PATH_FIELDS = ['caseSensitive', 'escapedSlashes', 'semicolons', 'doubleEncoding'] as const;
 
 /** Parses one of the `paths:` modes: a value of `allowed`. */
-export function parseMode<K extends 'escapedSlashes' | 'semicolons' | 'doubleEncoding'>(value: unknown, allowed: ReadonlyArray<PathSettings[K]>): PathSettings[K] {
+export function parseMode<K extends 'escapedSlashes' | 'semicolons' | 'doubleEncoding'>(
+  value: unknown,
+  allowed: ReadonlyArray<PathSettings[K]>,
+): PathSettings[K] {
   if (!allowed.includes(value as PathSettings[K])) throw new InvalidValue(`must be one of ${allowed.join(', ')}; got ${describe(value)}.`);
   return value as PathSettings[K];
 }
@@ -27,7 +30,8 @@ export const PATH_MODES = {
  * be written without the nesting.
  */
 export function parsePathPattern(value: unknown): RegExp {
-  if (typeof value !== 'string') throw new InvalidValue(`must be a regular expression as a string, e.g. "^/users/[0-9]+$"; got ${describe(value)}.`);
+  if (typeof value !== 'string')
+    throw new InvalidValue(`must be a regular expression as a string, e.g. "^/users/[0-9]+$"; got ${describe(value)}.`);
   let pattern: RegExp;
   try {
     pattern = new RegExp(value);

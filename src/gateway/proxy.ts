@@ -165,7 +165,10 @@ export class UpstreamProxy {
     const stopWatch = streaming
       ? watchBodyRate(req, this.minBodyRate, () => {
           this.metrics.upstreamError('body');
-          this.warn({ code: 'SLOW_BODY', message: `request body slower than ${this.minBodyRate} bytes/s` }, 'client body too slow; request cut');
+          this.warn(
+            { code: 'SLOW_BODY', message: `request body slower than ${this.minBodyRate} bytes/s` },
+            'client body too slow; request cut',
+          );
           if (!res.headersSent) {
             res.shouldKeepAlive = false;
             res.writeHead(408, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
@@ -292,9 +295,17 @@ export class UpstreamProxy {
   /** No upstream connection freed up within proxy.queueTimeout: the upstream is saturated, so the client is told to come back. */
   private overloaded(res: ServerResponse, extra: readonly HeaderPair[]): void {
     this.metrics.upstreamError('queue');
-    this.warn({ code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' }, 'no upstream connection free in time; answered 503');
+    this.warn(
+      { code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' },
+      'no upstream connection free in time; answered 503',
+    );
     if (res.headersSent || res.destroyed) return;
-    const body = JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'Every upstream connection is busy; try again shortly.' });
+    const body = JSON.stringify({
+      type: 'about:blank',
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'Every upstream connection is busy; try again shortly.',
+    });
     res.statusCode = 503;
     for (const pair of extra) res.setHeader(pair[0], pair[1]);
     res.setHeader('Retry-After', '1');

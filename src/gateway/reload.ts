@@ -54,7 +54,9 @@ export class ConfigReloader {
           clearTimeout(this.timer);
           this.timer = setTimeout(() => void this.reload('file change'), DEBOUNCE_MS);
         });
-        this.watcher.on('error', (error) => this.options.log.warn({ error: error.message }, 'config file watch failed; SIGHUP still reloads'));
+        this.watcher.on('error', (error) =>
+          this.options.log.warn({ error: error.message }, 'config file watch failed; SIGHUP still reloads'),
+        );
       } catch (error) {
         this.options.log.warn({ error: (error as Error).message }, 'cannot watch the config file; SIGHUP still reloads');
       }

@@ -22,7 +22,12 @@ export function hasBody(req: IncomingMessage): boolean {
  * @param ready - called once with the body and whether it is still streaming; never when the client leaves first
  * @param gone - called once when the client leaves (or fails) before the body is ready
  */
-export function readBody(req: IncomingMessage, limit: number, ready: (body: OutgoingBody, streaming: boolean) => void, gone: () => void): void {
+export function readBody(
+  req: IncomingMessage,
+  limit: number,
+  ready: (body: OutgoingBody, streaming: boolean) => void,
+  gone: () => void,
+): void {
   if (!hasBody(req)) {
     ready(null, false);
     return;

@@ -1,7 +1,14 @@
 /** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { isStoreFailure } from '../errors.js';
-import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions, type KeySource, type NamedLimiter, type RequestView } from '../http/core.js';
+import {
+  HttpLimiter,
+  type HttpOutcome,
+  type HttpRateLimitOptions,
+  type KeySource,
+  type NamedLimiter,
+  type RequestView,
+} from '../http/core.js';
 import { headerValue } from '../http/keys.js';
 import type { HeaderPair } from '../http/headers.js';
 import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
@@ -36,7 +43,16 @@ export interface Rule {
 
 /** The outcomes a rule counts. */
 type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
-const RULE_OUTCOMES: readonly RuleOutcome[] = ['allowed', 'limited', 'missing_key', 'invalid_key', 'store_error', 'error', 'shadow_allowed', 'shadow_limited'];
+const RULE_OUTCOMES: readonly RuleOutcome[] = [
+  'allowed',
+  'limited',
+  'missing_key',
+  'invalid_key',
+  'store_error',
+  'error',
+  'shadow_allowed',
+  'shadow_limited',
+];
 
 /**
  * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as
@@ -134,7 +150,11 @@ export class RuleSet {
     return this.enforce(enforced, view);
   }
 
-  private async withShadows(enforced: Rule | readonly Rule[] | undefined, shadows: readonly Rule[], view: RequestView<IncomingMessage>): Promise<Verdict> {
+  private async withShadows(
+    enforced: Rule | readonly Rule[] | undefined,
+    shadows: readonly Rule[],
+    view: RequestView<IncomingMessage>,
+  ): Promise<Verdict> {
     const [verdict, shadowHeader] = await Promise.all([
       enforced === undefined
         ? this.unmatched()
@@ -178,7 +198,14 @@ export class RuleSet {
     const outcome: HttpOutcome = await rule.limiter.handle(view);
     const limited = outcome.action === 'respond' && outcome.status === 429;
     rule.counts[limited ? 'shadow_limited' : 'shadow_allowed'].count += 1;
-    const result = outcome.action === 'continue' ? 'allowed' : limited ? 'limited' : outcome.action === 'respond' ? `refused-${outcome.status}` : 'error';
+    const result =
+      outcome.action === 'continue'
+        ? 'allowed'
+        : limited
+          ? 'limited'
+          : outcome.action === 'respond'
+            ? `refused-${outcome.status}`
+            : 'error';
     return `"${rule.name}";outcome=${result}`;
   }
 }
@@ -239,7 +266,14 @@ function keyRefusalVerdict(rule: Rule, refusal: KeyRefusal): Verdict {
     const wire: string[] = [];
     for (const [name, value] of refusal.headers) wire.push(name, value);
     wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(refusal.body)));
-    verdict = Object.freeze({ forward: false, status: refusal.status, headers: refusal.headers, contentType, body: refusal.body, wire: Object.freeze(wire) });
+    verdict = Object.freeze({
+      forward: false,
+      status: refusal.status,
+      headers: refusal.headers,
+      contentType,
+      body: refusal.body,
+      wire: Object.freeze(wire),
+    });
     keyVerdicts.set(refusal, verdict);
   }
   return verdict;
@@ -266,7 +300,10 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: NamedLimiter[] = rule.policies.map((p) => ({ limiter: limiterFor(rule, p, settings, context), ...(p.name === undefined ? {} : { name: p.name }) }));
+  const policies: NamedLimiter[] = rule.policies.map((p) => ({
+    limiter: limiterFor(rule, p, settings, context),
+    ...(p.name === undefined ? {} : { name: p.name }),
+  }));
   const log = context.log.child({ rule: rule.name });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
@@ -296,13 +333,20 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
         return;
       }
       last = now;
-      log.info({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies, suppressed: held }, 'shadow rule would have limited');
+      log.info(
+        { key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies, suppressed: held },
+        'shadow rule would have limited',
+      );
       held = 0;
     };
   } else if (context.log.isLevelEnabled('debug')) {
-    options.onLimited = (_req, info) => log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
+    options.onLimited = (_req, info) =>
+      log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
-  const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<RuleOutcome, DecisionCell>;
+  const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
+    RuleOutcome,
+    DecisionCell
+  >;
   return {
     name: rule.name,
     shadow: rule.shadow,
@@ -378,7 +422,8 @@ function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] 
     }
   }
   if (m.pathPattern !== undefined) {
-    const pattern = caseSensitive || m.pathPattern.flags.includes('i') ? m.pathPattern : new RegExp(m.pathPattern.source, `${m.pathPattern.flags}i`);
+    const pattern =
+      caseSensitive || m.pathPattern.flags.includes('i') ? m.pathPattern : new RegExp(m.pathPattern.source, `${m.pathPattern.flags}i`);
     checks.push((_m, path) => pattern.test(path));
   }
   if (m.hosts !== undefined) {

@@ -82,7 +82,11 @@ export class Gateway implements AdminSource {
     metrics.inFlight = () => this.inFlight;
     if (store.overflows !== undefined) metrics.overflows = store.overflows;
     // Keys come from clients here too: a full table must not forget the live ones.
-    const insuranceStore = new MemoryStore({ maxKeys: settings.store.maxKeys, onFull: 'overflow', overflowCells: settings.store.overflowCells });
+    const insuranceStore = new MemoryStore({
+      maxKeys: settings.store.maxKeys,
+      onFull: 'overflow',
+      overflowCells: settings.store.overflowCells,
+    });
     this.ruleContext = {
       storeFor: (rule) => store.storeFor(rule),
       storeCanFail: settings.store.kind === 'redis' || clustered,
@@ -96,7 +100,9 @@ export class Gateway implements AdminSource {
     // Only the one in flight is shared: under --workers the primary reuses its aggregate for a second already, and
     // in one process a render is local and quick, and a scrape right after a request must see it.
     this.metricsRender = new SharedResult(
-      clustered ? async () => ({ contentType: metrics.registry.contentType, body: await askPrimaryForMetrics() }) : registryMetrics(metrics.registry),
+      clustered
+        ? async () => ({ contentType: metrics.registry.contentType, body: await askPrimaryForMetrics() })
+        : registryMetrics(metrics.registry),
       0,
     );
     this.server = createProxyServer(settings.proxy, this.onRequest);
@@ -107,7 +113,8 @@ export class Gateway implements AdminSource {
         ? undefined
         : createServer((req, res) => {
             const path = (req.url ?? '/').split('?')[0]!;
-            if (!handleAdmin(path, req, res, this)) writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
+            if (!handleAdmin(path, req, res, this))
+              writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
           });
   }
 
@@ -116,7 +123,12 @@ export class Gateway implements AdminSource {
    * listeners are up.
    * @throws FloodgateError when the store cannot be opened or a rule is invalid; the listen error when the port is taken
    */
-  static async start(settings: GatewaySettings, deps: GatewayDeps, log: GatewayLogger, options: GatewayStartOptions = {}): Promise<Gateway> {
+  static async start(
+    settings: GatewaySettings,
+    deps: GatewayDeps,
+    log: GatewayLogger,
+    options: GatewayStartOptions = {},
+  ): Promise<Gateway> {
     const metrics = new GatewayMetrics(deps.prom);
     const clustered = options.clustered ?? false;
     const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log));
@@ -223,12 +235,17 @@ export class Gateway implements AdminSource {
     this.settings = effective;
     // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.
     if (proxyChanged && old !== undefined) old.retire().catch(() => undefined);
-    if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream) this.upstreamCheck = upstreamCheckFor(effective);
+    if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream)
+      this.upstreamCheck = upstreamCheckFor(effective);
     applyClientLimits(this.server, effective.proxy);
     this.log.level = effective.logLevel;
-    const trustWarning = JSON.stringify(prev.trustProxy) === JSON.stringify(effective.trustProxy) || this.clustered ? undefined : hopCountWarning(effective.trustProxy, effective.listen);
+    const trustWarning =
+      JSON.stringify(prev.trustProxy) === JSON.stringify(effective.trustProxy) || this.clustered
+        ? undefined
+        : hopCountWarning(effective.trustProxy, effective.listen);
     if (trustWarning !== undefined) this.log.warn({ trustProxy: effective.trustProxy, listen: effective.listen }, trustWarning);
-    if (kept.length > 0) this.log.warn({ settings: kept }, 'these settings changed in the config file but need a restart; the running values are kept');
+    if (kept.length > 0)
+      this.log.warn({ settings: kept }, 'these settings changed in the config file but need a restart; the running values are kept');
     this.log.info({ rules: effective.rules.map((r) => r.name), upstream: effective.upstream?.href }, 'config applied');
   }
 
@@ -261,7 +278,15 @@ export class Gateway implements AdminSource {
 
   private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {
     if (settings.upstream === undefined) return undefined;
-    return new UpstreamProxy(this.deps.undici, settings.upstream, settings.proxy, settings.trustProxy, this.metrics, this.log, () => this.draining);
+    return new UpstreamProxy(
+      this.deps.undici,
+      settings.upstream,
+      settings.proxy,
+      settings.trustProxy,
+      this.metrics,
+      this.log,
+      () => this.draining,
+    );
   }
 
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -278,7 +303,11 @@ export class Gateway implements AdminSource {
     const settings = this.settings;
     const decisionPath = settings.decisionPath;
     // Any configured path (e.g. /auth), with or without a query string; one compare on the hot path.
-    if (decisionPath !== false && url.startsWith(decisionPath) && (url.length === decisionPath.length || url.charCodeAt(decisionPath.length) === 63 /* ? */)) {
+    if (
+      decisionPath !== false &&
+      url.startsWith(decisionPath) &&
+      (url.length === decisionPath.length || url.charCodeAt(decisionPath.length) === 63) /* ? */
+    ) {
       handleDecision(req, res, url.length === decisionPath.length ? '' : url.slice(decisionPath.length + 1), this.rules, settings.paths);
       return;
     }
@@ -296,7 +325,8 @@ export class Gateway implements AdminSource {
     proxy.hold();
     const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
-    if (decided instanceof Promise) decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
+    if (decided instanceof Promise)
+      decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
     else this.answer(req, res, proxy, decided);
   };
 

@@ -257,7 +257,12 @@ export const DEFAULT_PROXY: ProxySettings = {
 };
 
 /** Defaults of {@link PathSettings}: refuse what upstreams read in different ways, match as loosely as their routers. */
-export const DEFAULT_PATHS: PathSettings = { caseSensitive: false, escapedSlashes: 'reject', semicolons: 'reject', doubleEncoding: 'reject' };
+export const DEFAULT_PATHS: PathSettings = {
+  caseSensitive: false,
+  escapedSlashes: 'reject',
+  semicolons: 'reject',
+  doubleEncoding: 'reject',
+};
 
 /** Defaults of {@link ReadinessSettings}. */
 export const DEFAULT_READINESS: ReadinessSettings = { upstream: false };

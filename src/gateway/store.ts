@@ -100,14 +100,25 @@ class TimedStore implements Store {
  * @param report - told of every failed store call (see {@link StoreFailureReporter})
  * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
  */
-export async function openStore(settings: StoreSettings, metrics: GatewayMetrics, clustered: boolean, report: StoreFailureReporter): Promise<GatewayStore> {
+export async function openStore(
+  settings: StoreSettings,
+  metrics: GatewayMetrics,
+  clustered: boolean,
+  report: StoreFailureReporter,
+): Promise<GatewayStore> {
   if (settings.kind === 'memory') {
     if (clustered) {
       const { ClusterStore } = await import('../stores/cluster/index.js');
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs, leaseMs: settings.leaseMs });
       const leases = settings.leaseMs > 0 ? `, leases of ${settings.leaseMs} ms` : '';
       const timed = new TimedStore(store, metrics, report);
-      return { store: timed, storeFor: () => timed, description: `cluster (memory in the primary${leases})`, ready: () => true, close: () => store.close() };
+      return {
+        store: timed,
+        storeFor: () => timed,
+        description: `cluster (memory in the primary${leases})`,
+        ready: () => true,
+        close: () => store.close(),
+      };
     }
     return memoryTables(settings);
   }
@@ -150,7 +161,8 @@ export async function openStore(settings: StoreSettings, metrics: GatewayMetrics
  */
 function memoryTables(settings: StoreSettings): GatewayStore {
   const tables = new Map<string, MemoryStore>();
-  const make = (): MemoryStore => new MemoryStore({ clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells });
+  const make = (): MemoryStore =>
+    new MemoryStore({ clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells });
   const shared = make();
   return {
     store: shared,

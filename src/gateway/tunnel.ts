@@ -31,12 +31,17 @@ export function checkUpgrade(req: IncomingMessage, allowed: readonly string[]): 
   if (offered.length !== 1) return { status: 400, detail: 'an upgrade request must name exactly one protocol' };
   const protocol = offered[0]!;
   if (!allowed.includes(protocol)) return { status: 403, detail: `upgrades to ${protocol} are not tunnelled by this gateway` };
-  const connection = String(req.headers.connection ?? '').toLowerCase().split(',').map((t) => t.trim());
+  const connection = String(req.headers.connection ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((t) => t.trim());
   if (!connection.includes('upgrade')) return { status: 400, detail: 'an upgrade request must list upgrade in Connection' };
   if (protocol === 'websocket') {
     if (req.method !== 'GET') return { status: 400, detail: 'a WebSocket handshake must be a GET' };
-    if (!WEBSOCKET_KEY.test(String(req.headers['sec-websocket-key'] ?? ''))) return { status: 400, detail: 'a WebSocket handshake needs a valid Sec-WebSocket-Key' };
-    if (!/^\d{1,3}$/.test(String(req.headers['sec-websocket-version'] ?? ''))) return { status: 400, detail: 'a WebSocket handshake needs Sec-WebSocket-Version' };
+    if (!WEBSOCKET_KEY.test(String(req.headers['sec-websocket-key'] ?? '')))
+      return { status: 400, detail: 'a WebSocket handshake needs a valid Sec-WebSocket-Key' };
+    if (!/^\d{1,3}$/.test(String(req.headers['sec-websocket-version'] ?? '')))
+      return { status: 400, detail: 'a WebSocket handshake needs Sec-WebSocket-Version' };
   }
   return protocol;
 }
@@ -68,7 +73,13 @@ export interface TunnelRequest {
  * @param timeoutMs - the upstream must answer within this (connect included), else `failed` with `timeout` true
  * @param failed - called when the upstream fails or times out (not when the client left)
  */
-export function openTunnel(upstream: URL, socket: Duplex, request: TunnelRequest, timeoutMs: number, failed: (error: unknown, timeout: boolean) => void): void {
+export function openTunnel(
+  upstream: URL,
+  socket: Duplex,
+  request: TunnelRequest,
+  timeoutMs: number,
+  failed: (error: unknown, timeout: boolean) => void,
+): void {
   let settled = false;
   const outgoing = (upstream.protocol === 'https:' ? httpsRequest : httpRequest)({
     protocol: upstream.protocol,
@@ -102,7 +113,9 @@ export function openTunnel(upstream: URL, socket: Duplex, request: TunnelRequest
   outgoing.on('response', (res) => {
     if (settled) return void res.destroy();
     settle();
-    socket.write(`HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}\r\nConnection: close\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`);
+    socket.write(
+      `HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}\r\nConnection: close\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
+    );
     res.on('error', () => socket.destroy());
     res.pipe(socket);
   });
@@ -112,7 +125,9 @@ export function openTunnel(upstream: URL, socket: Duplex, request: TunnelRequest
       return;
     }
     settle();
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`);
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
+    );
     if (upstreamHead.length > 0) socket.write(upstreamHead);
     if (request.head.length > 0) upstreamSocket.write(request.head);
     upstreamSocket.on('error', () => socket.destroy());

@@ -37,7 +37,10 @@ function probe(host: string, port: number): Promise<string | undefined> {
       socket.destroy();
       resolve(reason);
     };
-    const timer = setTimeout(() => done(`upstream ${host}:${port} did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`), CONNECT_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => done(`upstream ${host}:${port} did not accept a connection within ${CONNECT_TIMEOUT_MS} ms`),
+      CONNECT_TIMEOUT_MS,
+    );
     socket.once('connect', () => done(undefined));
     socket.once('error', (error: NodeJS.ErrnoException) => done(`upstream ${host}:${port} not reachable (${error.code ?? error.message})`));
   });

@@ -65,14 +65,18 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     };
     admin = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0]!;
-      if (!handleAdmin(path, req, res, source)) writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
+      if (!handleAdmin(path, req, res, source))
+        writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
     });
     await new Promise<void>((resolve, reject) => {
       admin!.once('error', reject);
       admin!.listen(settings.admin!.port, settings.admin!.host, () => resolve());
     });
   }
-  log.info({ workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : 'redis', admin: settings.admin }, 'floodgate primary started');
+  log.info(
+    { workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : 'redis', admin: settings.admin },
+    'floodgate primary started',
+  );
   const trustWarning = hopCountWarning(settings.trustProxy, settings.listen);
   if (trustWarning !== undefined) log.warn({ trustProxy: settings.trustProxy, listen: settings.listen }, trustWarning);
 

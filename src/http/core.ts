@@ -6,14 +6,7 @@ import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
 import { throttled } from '../throttle.js';
 import { assertKnownOptions } from '../validate.js';
-import {
-  parseHeaderModes,
-  rateLimitHeaders,
-  retryAfterSeconds,
-  type HeaderMode,
-  type HeaderPair,
-  type PolicyReport,
-} from './headers.js';
+import { parseHeaderModes, rateLimitHeaders, retryAfterSeconds, type HeaderMode, type HeaderPair, type PolicyReport } from './headers.js';
 import {
   AddressMatcher,
   NAMED_RANGES,
@@ -277,7 +270,7 @@ export interface AdapterConfig {
 export class HttpLimiter<Raw> {
   private readonly policies: readonly Policy[];
   private readonly keySource: 'ip' | ApiKeySource | KeyFunction<Raw>;
-  private readonly resolveIp: ((view: RequestView<Raw>) => IpAddress | undefined);
+  private readonly resolveIp: (view: RequestView<Raw>) => IpAddress | undefined;
   /**
    * Which string alone determines the client address (the socket peer, or the
    * framework's IP), when proxy headers do not take part; identities are then
@@ -365,7 +358,7 @@ export class HttpLimiter<Raw> {
       if (o.proxyHeader !== undefined && (o.trustProxy ?? false) === false) {
         throw new FloodgateError(
           ErrorCode.CONFLICTING_OPTIONS,
-          'proxyHeader is read only from trusted proxies, and trustProxy is off; set trustProxy (a hop count or the proxies\' CIDRs) or remove proxyHeader.',
+          "proxyHeader is read only from trusted proxies, and trustProxy is off; set trustProxy (a hop count or the proxies' CIDRs) or remove proxyHeader.",
         );
       }
       const resolver = createIpResolver({ trustProxy: o.trustProxy ?? false, proxyHeader: o.proxyHeader ?? 'x-forwarded-for' });
@@ -388,7 +381,10 @@ export class HttpLimiter<Raw> {
 
     const cost = o.cost ?? 1;
     if (typeof cost !== 'function' && (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1)) {
-      throw new FloodgateError(ErrorCode.INVALID_COST, `cost must be a positive whole number or a function returning one; got ${describe(cost)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_COST,
+        `cost must be a positive whole number or a function returning one; got ${describe(cost)}.`,
+      );
     }
     for (const p of this.policies) {
       if (typeof cost === 'number' && cost > p.limiter.policy.limit) {
@@ -557,7 +553,8 @@ export class HttpLimiter<Raw> {
   /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
   private async consumed(raw: Raw, ip: string | undefined, key: string, cost: number): Promise<HttpOutcome> {
     const calls = this.policies.map((p) => p.limiter.consume(key, cost));
-    const settled = calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
+    const settled =
+      calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
     const decisions: Array<Decision | undefined> = [];
     const storeErrors: unknown[] = [];
     let badCall: unknown;
@@ -693,7 +690,13 @@ export class HttpLimiter<Raw> {
    * later; the request was not served under it, so give those units back
    * when (if) it answers. Not awaited: the response does not wait for it.
    */
-  private refundLate(calls: ReadonlyArray<Promise<Decision>>, settled: ReadonlyArray<PromiseSettledResult<Decision>>, key: string, cost: number, raw: Raw): void {
+  private refundLate(
+    calls: ReadonlyArray<Promise<Decision>>,
+    settled: ReadonlyArray<PromiseSettledResult<Decision>>,
+    key: string,
+    cost: number,
+    raw: Raw,
+  ): void {
     settled.forEach((result, i) => {
       if (result.status !== 'rejected' || !this.timeouts.has(result.reason as object)) return;
       calls[i]!.then(
@@ -862,10 +865,16 @@ function jsonBody(value: unknown): string {
   try {
     text = JSON.stringify(value);
   } catch (error) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `the body function must return a string or a JSON-serialisable value; serialising it failed: ${(error as Error).message}`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `the body function must return a string or a JSON-serialisable value; serialising it failed: ${(error as Error).message}`,
+    );
   }
   if (text === undefined) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `the body function must return a string or a JSON-serialisable value; got ${describe(value)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `the body function must return a string or a JSON-serialisable value; got ${describe(value)}.`,
+    );
   }
   return text;
 }
@@ -956,7 +965,10 @@ function parsePolicies(value: unknown, owner: string): Policy[] {
     }
     const policyName = (name as string | undefined) ?? `${limiter.policy.limit}-per-${formatWindow(limiter.policy.windowMs)}`;
     if (!/^[\x20-\x7e]+$/.test(policyName)) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `policy name ${JSON.stringify(policyName)} must be printable ASCII (it is sent in a header).`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `policy name ${JSON.stringify(policyName)} must be printable ASCII (it is sent in a header).`,
+      );
     }
     for (const earlier of policies) {
       if (earlier.limiter === limiter) {

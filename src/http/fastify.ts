@@ -89,7 +89,9 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
     } else {
       const where = `${owner} (route ${String(route.method)} ${route.url})`;
       assertKnownOptions(own, HTTP_OPTION_NAMES, `${where} config.rateLimit`);
-      routeHook = makeHook(new HttpLimiter<FastifyRequest>({ ...base, ...(own as object) } as HttpRateLimitOptions<FastifyRequest>, adapterConfig(where)));
+      routeHook = makeHook(
+        new HttpLimiter<FastifyRequest>({ ...base, ...(own as object) } as HttpRateLimitOptions<FastifyRequest>, adapterConfig(where)),
+      );
     }
     const existing = route[hook] as Hook | Hook[] | undefined;
     const list = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing];

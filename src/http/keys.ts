@@ -95,7 +95,7 @@ export function formatIp(ip: IpAddress): string {
   // RFC 5952 §4.2: compress the longest run of two or more zero groups, the first on a tie.
   let bestStart = -1;
   let bestLength = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i += 1;
       continue;
@@ -177,7 +177,11 @@ export class AddressMatcher {
         if (cidr === undefined) {
           throw new FloodgateError(
             ErrorCode.INVALID_OPTIONS,
-            `${owner} entries must be IP addresses, CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", or one of ${Object.keys(NAMED_RANGES).map((n) => JSON.stringify(n)).join(', ')}; got ${describe(text)}.`,
+            `${owner} entries must be IP addresses, CIDR ranges such as "10.0.0.0/8" or "2001:db8::/32", or one of ${Object.keys(
+              NAMED_RANGES,
+            )
+              .map((n) => JSON.stringify(n))
+              .join(', ')}; got ${describe(text)}.`,
           );
         }
         ranges.push(cidr);
@@ -248,17 +252,13 @@ export function parseForwardedFor(value: string): Array<string | undefined> {
  *
  * @throws FloodgateError INVALID_OPTIONS for a malformed trust setting
  */
-export function createIpResolver(options: IpResolverOptions = {}): (
-  socketAddress: string | undefined,
-  headers: IncomingHttpHeaders,
-) => IpAddress | undefined {
+export function createIpResolver(
+  options: IpResolverOptions = {},
+): (socketAddress: string | undefined, headers: IncomingHttpHeaders) => IpAddress | undefined {
   const trust = options.trustProxy ?? false;
   const header = options.proxyHeader ?? 'x-forwarded-for';
   if (header !== 'x-forwarded-for' && header !== 'forwarded') {
-    throw new FloodgateError(
-      ErrorCode.INVALID_OPTIONS,
-      `proxyHeader must be "x-forwarded-for" or "forwarded"; got ${describe(header)}.`,
-    );
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `proxyHeader must be "x-forwarded-for" or "forwarded"; got ${describe(header)}.`);
   }
   if (trust === false) {
     return (socketAddress) => (socketAddress === undefined ? undefined : parseIp(socketAddress));

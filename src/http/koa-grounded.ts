@@ -14,7 +14,10 @@ import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-mi
  * something else; the middleware keeps its default 5 s bound). See
  * docs/http/koa.md for the mapping.
  */
-export interface GroundedOptions<Ctx extends KoaContextLike = KoaContextLike> extends Omit<HttpRateLimitOptions<Ctx>, 'limiter' | 'timeout'> {
+export interface GroundedOptions<Ctx extends KoaContextLike = KoaContextLike> extends Omit<
+  HttpRateLimitOptions<Ctx>,
+  'limiter' | 'timeout'
+> {
   /** koa-grounded: the Redis key namespace. floodgate: the limiter's `prefix`. Default: floodgate's policy-derived prefix. */
   partitionKey?: string;
   /** koa-grounded: requests per session. floodgate: `limit` (fixed window). Required. */
@@ -97,7 +100,10 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `cacheSize must be a positive whole number; got ${describe(cacheSize)}.`);
   }
   if (dbStr !== undefined && (typeof dbStr !== 'string' || dbStr.length === 0)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `dbStr must be a Redis connection string such as "redis://127.0.0.1:6379/"; got ${describe(dbStr)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `dbStr must be a Redis connection string such as "redis://127.0.0.1:6379/"; got ${describe(dbStr)}.`,
+    );
   }
   if (dbStr !== undefined && store !== undefined) {
     throw new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, 'dbStr and store both say where counters live; set only one.');
@@ -116,7 +122,10 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
     );
   }
   if (logger !== undefined && verbose !== true) {
-    throw new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, 'logger receives the verbose lines, and verbose is not true; set verbose: true or remove logger.');
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      'logger receives the verbose lines, and verbose is not true; set verbose: true or remove logger.',
+    );
   }
   if (store !== undefined && !isStore(store)) {
     throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describe(store)}.`);

@@ -44,7 +44,12 @@ const fixedWindowCell: AlgorithmImpl<SlidingWindowState> = {
       return state.c + units <= policy.limit ? state.s + W - now : state.s + 2 * W - now;
     };
     const remaining = Math.max(0, policy.limit - state.p - state.c);
-    return { remaining, resetMs: state.c > 0 ? state.s + 2 * W - now : state.p > 0 ? state.s + W - now : 0, retryAfterMs: wait(cost), emptyMs: wait(1) };
+    return {
+      remaining,
+      resetMs: state.c > 0 ? state.s + 2 * W - now : state.p > 0 ? state.s + W - now : 0,
+      retryAfterMs: wait(cost),
+      emptyMs: wait(1),
+    };
   },
   expiresAt(state, policy) {
     return state.s + (state.c > 0 ? 2 : 1) * policy.windowMs;
@@ -105,7 +110,10 @@ export class OverflowSketch {
       if (best.outcome.allowed) {
         // Admitted by one cell: the units count in every cell, whether or not that cell had room.
         for (let i = 0; i < SKETCH_ROWS; i++) {
-          this.write(slots[i]!, results[i]!.outcome.allowed ? results[i]! : applyOperation(states[i], 'penalty', amount, policy, now, this.impl));
+          this.write(
+            slots[i]!,
+            results[i]!.outcome.allowed ? results[i]! : applyOperation(states[i], 'penalty', amount, policy, now, this.impl),
+          );
         }
       } else {
         // Refused by all: nothing spent; a block (with blockMs) lands in every cell, so the key stays refused.

@@ -29,9 +29,6 @@ export interface Store {
 /** True when `value` looks like a {@link Store}. */
 export function isStore(value: unknown): value is Store {
   return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as Store).apply === 'function' &&
-    typeof (value as Store).name === 'string'
+    typeof value === 'object' && value !== null && typeof (value as Store).apply === 'function' && typeof (value as Store).name === 'string'
   );
 }

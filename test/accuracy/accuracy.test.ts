@@ -156,13 +156,22 @@ describe('accuracy: admissions against the exact reference', () => {
           for (const seed of SEEDS) {
             const { admitted, where } = await checkedRun(algorithm, pattern, policy, seed);
             const peak = maxInInterval(admitted, policy.windowMs);
-            assert.ok(peak.units <= bound, `${where}: ${peak.units} units in [${peak.start}, ${peak.start + policy.windowMs}), bound ${bound}`);
+            assert.ok(
+              peak.units <= bound,
+              `${where}: ${peak.units} units in [${peak.start}, ${peak.start + policy.windowMs}), bound ${bound}`,
+            );
             if (algorithm === 'token-bucket') {
               const gcra = checkGcra(admitted, policy.limit, policy.windowMs);
-              assert.ok(gcra.excess <= 0, `${where}: admissions ${gcra.from}…${gcra.to} break the GCRA bound by ${gcra.excess}/${policy.windowMs} units`);
+              assert.ok(
+                gcra.excess <= 0,
+                `${where}: admissions ${gcra.from}…${gcra.to} break the GCRA bound by ${gcra.excess}/${policy.windowMs} units`,
+              );
               for (const d of [1, Math.ceil(policy.windowMs / 7), 3 * policy.windowMs]) {
                 const p = maxInInterval(admitted, d);
-                assert.ok(p.units <= tokenBucketBound(policy.limit, policy.windowMs, d), `${where}: ${p.units} units in ${d} ms from t=${p.start}`);
+                assert.ok(
+                  p.units <= tokenBucketBound(policy.limit, policy.windowMs, d),
+                  `${where}: ${p.units} units in ${d} ms from t=${p.start}`,
+                );
               }
             }
           }
@@ -216,7 +225,10 @@ describe('accuracy: steady traffic at 2× the limit rate', () => {
       if (algorithm === 'token-bucket') {
         assert.equal(peak, tokenBucketBound(policy.limit, policy.windowMs, policy.windowMs));
         // Once the burst is spent, the refill rate is the limit per window.
-        assert.ok(units.slice(2).every((u) => u === policy.limit), `token-bucket: ${units.join(',')}`);
+        assert.ok(
+          units.slice(2).every((u) => u === policy.limit),
+          `token-bucket: ${units.join(',')}`,
+        );
       } else {
         assert.ok(peak <= policy.limit, `${algorithm}: ${peak} units in one window length`);
       }

@@ -17,7 +17,13 @@ export interface Measured {
 }
 
 /** Runs `pattern` through `algorithm` once per seed (1…seeds) and summarises the runs. */
-export async function measure(algorithm: Algorithm, pattern: Pattern, policy: RunPolicy, windows: number, seeds: number): Promise<Measured> {
+export async function measure(
+  algorithm: Algorithm,
+  pattern: Pattern,
+  policy: RunPolicy,
+  windows: number,
+  seeds: number,
+): Promise<Measured> {
   const peaks: number[] = [];
   const overshoots: number[] = [];
   const throughputs: number[] = [];

@@ -59,8 +59,20 @@ describe('bench rounds', () => {
   });
 
   it('combines the fixed-rate runs too', () => {
-    const rate = (p99Ms: number, errors: number) => ({ targetRps: 2000, achievedRps: 2000, requests: 20000, p50Ms: 1, p99Ms, maxMs: p99Ms * 2, errors });
-    const combined = combineRounds([row('v', 1, 1, { fixedRate: rate(3, 0) }), row('v', 1, 1, { fixedRate: rate(2.5, 1) }), row('v', 1, 1, { fixedRate: rate(9, 0) })]);
+    const rate = (p99Ms: number, errors: number) => ({
+      targetRps: 2000,
+      achievedRps: 2000,
+      requests: 20000,
+      p50Ms: 1,
+      p99Ms,
+      maxMs: p99Ms * 2,
+      errors,
+    });
+    const combined = combineRounds([
+      row('v', 1, 1, { fixedRate: rate(3, 0) }),
+      row('v', 1, 1, { fixedRate: rate(2.5, 1) }),
+      row('v', 1, 1, { fixedRate: rate(9, 0) }),
+    ]);
     assert.equal(combined.fixedRate?.p99Ms, 3);
     assert.equal(combined.fixedRate?.maxMs, 18);
     assert.equal(combined.fixedRate?.errors, 1);

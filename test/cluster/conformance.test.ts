@@ -24,7 +24,10 @@ runVectors('cluster store, 2 node:cluster workers', factory);
 // invalidations reach it before the test's next call (same channel), so the
 // suite must hold unchanged.
 const remembering = async (clock: () => number) => {
-  const remotes = await Promise.all([forkWorker({ clock: true, knownRefusals: 10_000 }), forkWorker({ clock: true, knownRefusals: 10_000 })]);
+  const remotes = await Promise.all([
+    forkWorker({ clock: true, knownRefusals: 10_000 }),
+    forkWorker({ clock: true, knownRefusals: 10_000 }),
+  ]);
   return { store: new RemoteStore(remotes, clock), teardown: () => killAll(remotes) };
 };
 

@@ -23,7 +23,10 @@ test('a thread whose limiter runs before the primary attaches it: the call waits
     primary.attach(onParent.worker);
     primary.attach(onPort.port!);
     const decisions = await Promise.all(early);
-    assert.deepEqual(decisions.map((d) => d.source), ['store', 'store']);
+    assert.deepEqual(
+      decisions.map((d) => d.source),
+      ['store', 'store'],
+    );
     assert.deepEqual(decisions.map((d) => d.remaining).sort(), [1, 2], 'one shared counter');
   } finally {
     await killAll([onParent, onPort]);

@@ -14,7 +14,13 @@ function stall(ms: number): void {
 
 /** 'pending' when `promise` has not settled within `ms`. */
 async function stateAfter(promise: Promise<unknown>, ms: number): Promise<'settled' | 'pending'> {
-  return Promise.race([promise.then(() => 'settled' as const, () => 'settled' as const), delay(ms).then(() => 'pending' as const)]);
+  return Promise.race([
+    promise.then(
+      () => 'settled' as const,
+      () => 'settled' as const,
+    ),
+    delay(ms).then(() => 'pending' as const),
+  ]);
 }
 
 async function withWorkers(n: number, timeoutMs: number, body: (remotes: Remote[]) => Promise<void>): Promise<void> {
@@ -63,7 +69,13 @@ test('a slow primary is waited for; a stuck one gives the timeout path; the work
   try {
     await withWorkers(1, 400, async ([w]) => {
       await w!.call('limiter', 'plain', { limit: 100, window: '1m', breaker: false, prefix: 'plain' });
-      await w!.call('limiter', 'insured', { limit: 100, window: '1m', breaker: false, prefix: 'insured', insurance: { limit: 1, window: '1m' } });
+      await w!.call('limiter', 'insured', {
+        limit: 100,
+        window: '1m',
+        breaker: false,
+        prefix: 'insured',
+        insurance: { limit: 1, window: '1m' },
+      });
       assert.equal((await w!.call<Decision>('consume', 'insured', 'k')).source, 'store');
 
       // Slow: busy for less than the timeout.

@@ -69,7 +69,7 @@ test('two workers never admit more than the limit between them, and spend it all
   assert.equal((await a.peek('shared')).remaining, 0);
 });
 
-test('penalty, block and reset on one worker revoke the other worker\'s lease', async () => {
+test("penalty, block and reset on one worker revoke the other worker's lease", async () => {
   const primary = primaryOf();
   const a = new RateLimiter({ limit: 1000, window: '30s', store: worker(primary).store });
   const b = new RateLimiter({ limit: 1000, window: '30s', store: worker(primary).store });
@@ -157,7 +157,10 @@ test('leaseMs is checked: a whole number of ms, and not with a clock', () => {
     assert.throws(() => new ClusterStore({ transport: 'local', leaseMs: bad }), code(ErrorCode.INVALID_DURATION), String(bad));
   }
   assert.throws(() => new ClusterStore({ transport: 'local', leaseMs: null as never }), code(ErrorCode.INVALID_OPTIONS));
-  assert.throws(() => new ClusterStore({ transport: 'local', leaseMs: 100, clock: new ManualClock().now }), code(ErrorCode.CONFLICTING_OPTIONS));
+  assert.throws(
+    () => new ClusterStore({ transport: 'local', leaseMs: 100, clock: new ManualClock().now }),
+    code(ErrorCode.CONFLICTING_OPTIONS),
+  );
   new ClusterStore({ transport: 'local', leaseMs: 0, clock: new ManualClock().now }).close();
 });
 
@@ -215,7 +218,8 @@ test('with blockDuration no surplus is leased: units parked in a worker must not
   const a = new RateLimiter({ ...options, store: worker(primary).store });
   const b = new RateLimiter({ ...options, store: worker(primary).store });
   let admitted = 0;
-  for (let i = 0; i < 24; i++) admitted += (await Promise.all([a.consume('ip'), a.consume('ip'), a.consume('ip')])).filter((d) => d.allowed).length;
+  for (let i = 0; i < 24; i++)
+    admitted += (await Promise.all([a.consume('ip'), a.consume('ip'), a.consume('ip')])).filter((d) => d.allowed).length;
   for (let d = await b.consume('ip'); d.allowed; d = await b.consume('ip')) admitted++;
   assert.equal(admitted, 100, 'the whole limit, then the block');
   assert.equal(a.consumeNow('ip'), undefined, 'nothing to spend while the key is blocked');
@@ -236,7 +240,10 @@ test('a worker busy answering from its lease keeps it (and keeps listening) past
   const stranded = 10_000 - admitted - remaining;
   const held = l.consumeNow('k');
   assert.ok(held?.allowed, 'the lease is still in hand');
-  assert.ok(stranded <= held.remaining - remaining + 1, `stranded ${stranded} units beyond the lease in hand (admitted ${admitted}, primary's remaining ${remaining})`);
+  assert.ok(
+    stranded <= held.remaining - remaining + 1,
+    `stranded ${stranded} units beyond the lease in hand (admitted ${admitted}, primary's remaining ${remaining})`,
+  );
 });
 
 test('a key used once leases nothing beyond its need, so another worker gets the rest', async () => {

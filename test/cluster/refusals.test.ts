@@ -54,7 +54,11 @@ test('an exhausted key is refused without IPC, with the numbers the primary woul
   // consumeNow decides without a promise; the store answers applyNow synchronously.
   const now = l.consumeNow('k');
   assert.ok(now !== undefined && !now.allowed);
-  assert.equal(store.applyNow({ kind: 'consume', key: `${l.prefix}:other`, amount: 1, policy: l.policy }), undefined, 'an unknown key: the primary decides');
+  assert.equal(
+    store.applyNow({ kind: 'consume', key: `${l.prefix}:other`, amount: 1, policy: l.policy }),
+    undefined,
+    'an unknown key: the primary decides',
+  );
   assert.equal(l.consumeNow('other'), undefined);
 
   // Never longer than the primary: the worker counted from before the primary's decision, so by
@@ -171,7 +175,10 @@ test('a store with a clock keeps nothing unless asked; asked, it reads its refus
   const clock = new ManualClock(5_000);
   const silent = new ClusterStore({ transport: 'local', clock: clock.now });
   const keeping = new ClusterStore({ transport: 'local', clock: clock.now, knownRefusals: 100 });
-  cleanup.push(() => silent.close(), () => keeping.close());
+  cleanup.push(
+    () => silent.close(),
+    () => keeping.close(),
+  );
   const a = new RateLimiter({ limit: 1, window: '1s', store: silent, prefix: 'a' });
   const b = new RateLimiter({ limit: 1, window: '1s', store: keeping, prefix: 'b' });
   for (const l of [a, b]) {

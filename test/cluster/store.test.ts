@@ -211,7 +211,16 @@ test('the primary answers a protocol mismatch and malformed messages with errors
   const send = (data: unknown) => port2.postMessage({ type: 'process:msg', data });
   send({ floodgate: PROTOCOL_VERSION + 1, t: 'hello' });
   send({ floodgate: PROTOCOL_VERSION, t: 'batch', id: 7, p: 'x', o: [] });
-  send({ floodgate: PROTOCOL_VERSION, t: 'batch', id: 8, p: [[0, 5, 1000, 0], [9, 1, 1, 0]], o: [1, 0, 'k', -3, 1, 1, 'k', 1, 99, 0, 'k', 1, 'length', 'length', 'k', 1, 1, 0, 'ok', 1] });
+  send({
+    floodgate: PROTOCOL_VERSION,
+    t: 'batch',
+    id: 8,
+    p: [
+      [0, 5, 1000, 0],
+      [9, 1, 1, 0],
+    ],
+    o: [1, 0, 'k', -3, 1, 1, 'k', 1, 99, 0, 'k', 1, 'length', 'length', 'k', 1, 1, 0, 'ok', 1],
+  });
   send('unrelated traffic');
   send({ floodgate: PROTOCOL_VERSION, t: 'hello' });
   await delay(50);
@@ -220,7 +229,10 @@ test('the primary answers a protocol mismatch and malformed messages with errors
   assert.match(String(data[0]!.message), /protocol mismatch/);
   assert.deepEqual([data[1]!.t, data[1]!.id, data[1]!.code], ['error', 7, ErrorCode.STORE_ERROR]);
   assert.equal(data[2]!.t, 'result');
-  assert.deepEqual((data[2]!.e as unknown[][]).map((e) => e[0]), [0, 1, 2, 3]);
+  assert.deepEqual(
+    (data[2]!.e as unknown[][]).map((e) => e[0]),
+    [0, 1, 2, 3],
+  );
   assert.deepEqual((data[2]!.r as number[]).slice(20), [1, 4, 1000, 0, 0]);
   assert.equal(data[3]!.t, 'ready');
   port2.close();
@@ -229,7 +241,10 @@ test('the primary answers a protocol mismatch and malformed messages with errors
 test('a primary of another release: its refusal fails waiting calls at once instead of at their timeout', async () => {
   const { port1, port2 } = new MessageChannel();
   port1.on('message', () =>
-    port1.postMessage({ topic: 'floodgate', data: { floodgate: 99, t: 'error', code: ErrorCode.STORE_ERROR, message: 'protocol mismatch' } }),
+    port1.postMessage({
+      topic: 'floodgate',
+      data: { floodgate: 99, t: 'error', code: ErrorCode.STORE_ERROR, message: 'protocol mismatch' },
+    }),
   );
   const store = new ClusterStore({ transport: port2, timeoutMs: 60_000 });
   cleanup.push(async () => {

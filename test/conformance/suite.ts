@@ -1,7 +1,16 @@
 // The one conformance suite every store must pass: the same behaviour through RateLimiter, driven by a ManualClock.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ManualClock, RateLimiter, type Algorithm, type Clock, type Operation, type Outcome, type RateLimiterOptions, type Store } from '../../src/index.js';
+import {
+  ManualClock,
+  RateLimiter,
+  type Algorithm,
+  type Clock,
+  type Operation,
+  type Outcome,
+  type RateLimiterOptions,
+  type Store,
+} from '../../src/index.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
@@ -263,7 +272,8 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       const l = limiter({ limit: 3, window: 1000, inMemoryBlock: true });
       const first = l.consumeNow('k');
       // A store that cannot answer now leaves the call to consume, having spent nothing.
-      if (first !== undefined) assert.deepEqual(first, { allowed: true, limit: 3, remaining: 2, resetMs: 1000, retryAfterMs: 0, source: 'store' });
+      if (first !== undefined)
+        assert.deepEqual(first, { allowed: true, limit: 3, remaining: 2, resetMs: 1000, retryAfterMs: 0, source: 'store' });
       await l.consume('k', first === undefined ? 3 : 2);
       assert.equal((await l.peek('k')).remaining, 0);
       // Now the in-memory block knows the key, on every store.
@@ -277,8 +287,14 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       const l = limiter({ limit: 25, window: '10s' });
       const decisions = await Promise.all(Array.from({ length: 100 }, () => l.consume('hot')));
       assert.equal(decisions.filter((d) => d.allowed).length, 25);
-      const remainders = decisions.filter((d) => d.allowed).map((d) => d.remaining).sort((a, b) => a - b);
-      assert.deepEqual(remainders, Array.from({ length: 25 }, (_, i) => i));
+      const remainders = decisions
+        .filter((d) => d.allowed)
+        .map((d) => d.remaining)
+        .sort((a, b) => a - b);
+      assert.deepEqual(
+        remainders,
+        Array.from({ length: 25 }, (_, i) => i),
+      );
     });
   });
 }

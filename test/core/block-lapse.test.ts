@@ -1,7 +1,16 @@
 // When a key's in-memory block ends, the first store call is the only one in flight for it: later consumes wait for its answer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, MemoryStore, RateLimiter, type Decision, type Operation, type Outcome, type RateLimiterOptions, type Store } from '../../src/index.js';
+import {
+  ManualClock,
+  MemoryStore,
+  RateLimiter,
+  type Decision,
+  type Operation,
+  type Outcome,
+  type RateLimiterOptions,
+  type Store,
+} from '../../src/index.js';
 
 /** A real MemoryStore answering after a delay, as a remote store would, counting calls; it can be made to fail, or to lose calls. */
 class SlowStore implements Store {
@@ -116,7 +125,7 @@ test('a failing first call leaves no consume waiting: each gets its own answer f
   );
 });
 
-test('peek, penalty and other keys do not wait for a key\'s first call after its block', async () => {
+test("peek, penalty and other keys do not wait for a key's first call after its block", async () => {
   const { store, l } = await justUnblocked('k', 50, { limit: 2 });
   const first = l.consume('k');
   await nextTurn();
@@ -126,7 +135,7 @@ test('peek, penalty and other keys do not wait for a key\'s first call after its
   assert.equal((await first).allowed, true);
 });
 
-test('a store call that never settles holds the key\'s later consumes back for a second at most', async () => {
+test("a store call that never settles holds the key's later consumes back for a second at most", async () => {
   const { store, l } = await justUnblocked('k', 5, { limit: 5 });
   store.loseNext = 1;
   void l.consume('k');
@@ -136,7 +145,7 @@ test('a store call that never settles holds the key\'s later consumes back for a
   assert.equal((await l.consume('k')).source, 'store', 'the key is not held any more');
 });
 
-test('when the store fails the first turn\'s calls, the consumes held back get the fallback at once rather than failing again', async () => {
+test("when the store fails the first turn's calls, the consumes held back get the fallback at once rather than failing again", async () => {
   const { store, l } = await justUnblocked('k', 5, { limit: 5, onStoreFailure: 'fail-open' });
   // A store that fails after 200 ms, as one timing out would.
   store.delayMs = 200;
@@ -153,7 +162,11 @@ test('when the store fails the first turn\'s calls, the consumes held back get t
 });
 
 test('while the circuit breaker is open or probing, consumes of a just-unblocked key fall back at once', async () => {
-  const { clock, store, l } = await justUnblocked('k', 5, { limit: 5, onStoreFailure: 'fail-open', breaker: { failureThreshold: 2, cooldown: '1s' } });
+  const { clock, store, l } = await justUnblocked('k', 5, {
+    limit: 5,
+    onStoreFailure: 'fail-open',
+    breaker: { failureThreshold: 2, cooldown: '1s' },
+  });
   store.delayMs = 200;
   store.failing = true;
   await Promise.all([l.consume('a'), l.consume('b')]);

@@ -115,13 +115,22 @@ test('valid durations parse exactly', () => {
 });
 
 test('null options are refused, not read as the default; timer options stay within what node can time', () => {
-  assert.throws(() => new RateLimiter({ limit: 5, window: '1s', store: null as never }), { code: ErrorCode.INVALID_OPTIONS, message: /store is null/ });
+  assert.throws(() => new RateLimiter({ limit: 5, window: '1s', store: null as never }), {
+    code: ErrorCode.INVALID_OPTIONS,
+    message: /store is null/,
+  });
   assert.throws(() => new MemoryStore({ maxKeys: null as never }), { code: ErrorCode.INVALID_OPTIONS });
   assert.throws(() => new MemoryStore({ sweepIntervalMs: 3e9 }), { code: ErrorCode.INVALID_DURATION, message: /2147483647/ });
 });
 
 test('error messages describe values without looking valid', () => {
   assert.throws(() => parseDuration(0), { message: /^duration must be/ });
-  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow('k', 1n as never), { code: ErrorCode.INVALID_COST, message: /got 1n \(a bigint\)/ });
-  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow({} as never), { code: ErrorCode.INVALID_KEY, message: /got an object/ });
+  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow('k', 1n as never), {
+    code: ErrorCode.INVALID_COST,
+    message: /got 1n \(a bigint\)/,
+  });
+  assert.throws(() => new RateLimiter({ limit: 5, window: '1s' }).consumeNow({} as never), {
+    code: ErrorCode.INVALID_KEY,
+    message: /got an object/,
+  });
 });

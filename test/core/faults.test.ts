@@ -1,7 +1,16 @@
 // The limiter's fault path with a store that fails on command: insurance, fail-open/closed, reject, and the circuit breaker.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ErrorCode, FloodgateError, ManualClock, MemoryStore, RateLimiter, type Operation, type Outcome, type Store } from '../../src/index.js';
+import {
+  ErrorCode,
+  FloodgateError,
+  ManualClock,
+  MemoryStore,
+  RateLimiter,
+  type Operation,
+  type Outcome,
+  type Store,
+} from '../../src/index.js';
 
 /** A real MemoryStore behind a switch that makes it fail, counting the calls that reach it. */
 class FlakyStore implements Store {
@@ -99,7 +108,14 @@ test('with the breaker open and no fallback, calls reject fast with CIRCUIT_OPEN
 test('circuitOpen() is true while the breaker is open or its probe is out, and clears by itself after the cooldown', async () => {
   const clock = new ManualClock();
   const store = new FlakyStore(clock.now);
-  const l = new RateLimiter({ limit: 100, window: '1m', store, onStoreFailure: 'fail-open', breaker: { failureThreshold: 2, cooldown: '1s' }, clock: clock.now });
+  const l = new RateLimiter({
+    limit: 100,
+    window: '1m',
+    store,
+    onStoreFailure: 'fail-open',
+    breaker: { failureThreshold: 2, cooldown: '1s' },
+    clock: clock.now,
+  });
   assert.equal(l.circuitOpen(), false);
   store.failing = true;
   await l.consume('k');

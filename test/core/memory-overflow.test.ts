@@ -26,7 +26,8 @@ for (const algorithm of ALGORITHMS) {
     const clock = new ManualClock(START);
     const p = policy(algorithm, 3, 3_600_000);
     const store = new MemoryStore({ maxKeys: 10, onFull: 'overflow', overflowCells: 64, clock: clock.now, sweepIntervalMs: 0 });
-    for (let i = 0; i < 10; i++) for (let u = 0; u < 1 + (i % 2); u++) assert.equal(store.applySync(consume(`live${i}`, p), clock.now()).allowed, true);
+    for (let i = 0; i < 10; i++)
+      for (let u = 0; u < 1 + (i % 2); u++) assert.equal(store.applySync(consume(`live${i}`, p), clock.now()).allowed, true);
     clock.advance(1000);
     for (let i = 0; i < 5000; i++) store.applySync(consume(`flood${i}`, p), clock.now());
     assert.equal(store.size, 10);

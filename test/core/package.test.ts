@@ -56,7 +56,10 @@ test('CommonJS require of the core works and requires nothing outside the packag
   const { allowed, loaded, error } = JSON.parse(out);
   assert.equal(allowed, true);
   assert.equal(error, 'function');
-  assert.deepEqual(loaded.filter((f: string) => FORBIDDEN.test(f)), []);
+  assert.deepEqual(
+    loaded.filter((f: string) => FORBIDDEN.test(f)),
+    [],
+  );
 });
 
 test('the core has no runtime dependencies', () => {

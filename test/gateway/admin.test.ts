@@ -13,8 +13,10 @@ import { gatewayFixture, parseMetrics, readiness, serveCli, sleep, startUpstream
 const fixture = gatewayFixture();
 
 describe('gateway: admin endpoints and the proxy port', () => {
-  it('regression: with admin set, /_floodgate/metrics, /readyz and /healthz on the proxy port are ordinary requests (counted, forwarded), not the gateway\'s', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nadmin: 127.0.0.1:0\nrules:\n  - name: all\n    key: ip\n    policies: ["3/1h"]\n`);
+  it("regression: with admin set, /_floodgate/metrics, /readyz and /healthz on the proxy port are ordinary requests (counted, forwarded), not the gateway's", async () => {
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nadmin: 127.0.0.1:0\nrules:\n  - name: all\n    key: ip\n    policies: ["3/1h"]\n`,
+    );
     const before = fixture.upstream.seen.length;
     const metrics = await get(`${g.url}/_floodgate/metrics`);
     assert.equal(metrics.status, 200);
@@ -22,7 +24,10 @@ describe('gateway: admin endpoints and the proxy port', () => {
     assert.equal((await get(`${g.url}/_floodgate/readyz`)).status, 200);
     assert.equal((await get(`${g.url}/_floodgate/healthz`)).status, 200);
     assert.equal((await get(`${g.url}/_floodgate/metrics`)).status, 429, 'counted like any request');
-    assert.deepEqual(fixture.upstream.seen.slice(before).map((r) => r.url), ['/_floodgate/metrics', '/_floodgate/readyz', '/_floodgate/healthz']);
+    assert.deepEqual(
+      fixture.upstream.seen.slice(before).map((r) => r.url),
+      ['/_floodgate/metrics', '/_floodgate/readyz', '/_floodgate/healthz'],
+    );
     // The admin listener has them all.
     const m = parseMetrics((await get(`${g.adminUrl}/metrics`)).body);
     assert.equal(m.get('floodgate_decisions_total{rule="all",outcome="limited"}'), 1);
@@ -32,7 +37,9 @@ describe('gateway: admin endpoints and the proxy port', () => {
   });
 
   it('regression: --decision-path /auth (outside /_floodgate/) is served, not forwarded upstream', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\ndecisionPath: /auth\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1h"]\n`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\ndecisionPath: /auth\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1h"]\n`,
+    );
     const before = fixture.upstream.seen.length;
     const ask = (query = '') => get(`${g.url}/auth${query}`, { headers: { 'x-original-uri': '/api/x' } });
     assert.equal((await ask()).status, 204);
@@ -66,7 +73,7 @@ describe('gateway: readiness', () => {
     const down = await until(`${checked.url}/_floodgate/readyz`, 503);
     assert.equal(down.status, 503);
     assert.match(String(down.reason), new RegExp(`^upstream 127\\.0\\.0\\.1:${upstream.port} not reachable \\(ECONNREFUSED\\)$`));
-    assert.equal((await readiness(`${unchecked.url}/_floodgate/readyz`)).status, 200, 'without the option readiness is the gateway\'s own');
+    assert.equal((await readiness(`${unchecked.url}/_floodgate/readyz`)).status, 200, "without the option readiness is the gateway's own");
     upstream.server.listen(upstream.port, '127.0.0.1');
     try {
       assert.equal((await until(`${checked.url}/_floodgate/readyz`, 200)).status, 200);
@@ -76,10 +83,22 @@ describe('gateway: readiness', () => {
   });
 
   it('readiness.upstream and proxy.maxConnections are validated like the other fields; --ready-upstream sets the check', async () => {
-    await assert.rejects(parseConfigText('readiness:\n  upstream: true\ndecisionPath: /d\n', 'f.yaml'), /f\.yaml:2:13: readiness\.upstream: needs an upstream to probe/);
-    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { upstream: yes please }\n', 'f.yaml'), /readiness\.upstream: must be true or false/);
-    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { probe: true }\n', 'f.yaml'), /readiness\.probe: unknown field "probe"; known fields here: upstream/);
-    await assert.rejects(parseConfigText('upstream: http://127.0.0.1:1\nproxy: { maxConnections: 0 }\n', 'f.yaml'), /proxy\.maxConnections: /);
+    await assert.rejects(
+      parseConfigText('readiness:\n  upstream: true\ndecisionPath: /d\n', 'f.yaml'),
+      /f\.yaml:2:13: readiness\.upstream: needs an upstream to probe/,
+    );
+    await assert.rejects(
+      parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { upstream: yes please }\n', 'f.yaml'),
+      /readiness\.upstream: must be true or false/,
+    );
+    await assert.rejects(
+      parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { probe: true }\n', 'f.yaml'),
+      /readiness\.probe: unknown field "probe"; known fields here: upstream/,
+    );
+    await assert.rejects(
+      parseConfigText('upstream: http://127.0.0.1:1\nproxy: { maxConnections: 0 }\n', 'f.yaml'),
+      /proxy\.maxConnections: /,
+    );
     const command = parseCommandLine(['serve', '--upstream', 'http://127.0.0.1:1', '--limit', '1/1s', '--ready-upstream']);
     assert.equal(command.kind === 'serve' && command.settings?.readiness.upstream, true);
     assert.equal((await parseConfigText('upstream: http://127.0.0.1:1\n', 'f.yaml')).proxy.maxConnections, 10_000);
@@ -116,7 +135,16 @@ describe('gateway: readiness', () => {
 describe('gateway: scrapes under --workers (CLI child process)', () => {
   it('regression: a burst of /_floodgate/metrics scrapes under --workers shares one aggregation instead of fanning out to every worker per scrape', async () => {
     const port = await freePort();
-    const cli = await serveCli(['--upstream', fixture.upstream.url, '--limit', '100/1m', '--workers', '2', '--listen', `127.0.0.1:${port}`]);
+    const cli = await serveCli([
+      '--upstream',
+      fixture.upstream.url,
+      '--limit',
+      '100/1m',
+      '--workers',
+      '2',
+      '--listen',
+      `127.0.0.1:${port}`,
+    ]);
     try {
       await cli.waitForLog(() => cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
       for (let i = 0; i < 4; i += 1) assert.equal((await get(`http://127.0.0.1:${port}/`)).status, 200);

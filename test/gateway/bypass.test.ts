@@ -9,7 +9,8 @@ import { ROUTER_APPS, type RouterApp } from './support/routers.js';
 /** A variant: a name and the bytes sent. */
 type Variant = readonly [name: string, bytes: string];
 
-const get = (target: string, headers: readonly string[] = [], method = 'GET'): string => requestBytes(`${method} ${target} HTTP/1.1`, headers);
+const get = (target: string, headers: readonly string[] = [], method = 'GET'): string =>
+  requestBytes(`${method} ${target} HTTP/1.1`, headers);
 
 /** Every variant aims at GET /api/… in some disguise. */
 const VARIANTS: readonly Variant[] = [
@@ -69,7 +70,10 @@ const VARIANTS: readonly Variant[] = [
   ['HTTP/0.9 line', 'GET /api/secret\r\n\r\n'],
   ['HTTP/1.0 no Host', 'GET /api/secret HTTP/1.0\r\n\r\n'],
   ['Upgrade h2c', get('/api/secret', ['Upgrade: h2c', 'HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA', 'Connection: Upgrade, HTTP2-Settings'])],
-  ['Upgrade websocket', get('/api/secret', ['Upgrade: websocket', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13'])],
+  [
+    'Upgrade websocket',
+    get('/api/secret', ['Upgrade: websocket', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13']),
+  ],
   ['Upgrade foo', get('/api/secret', ['Upgrade: foo'])],
   ['X-Original-URL', get('/free', ['X-Original-URL: /api/secret'])],
   ['X-Rewrite-URL', get('/free', ['X-Rewrite-URL: /api/secret'])],
@@ -79,7 +83,13 @@ const VARIANTS: readonly Variant[] = [
   ['X-Real-IP spoof', get('/api/secret', ['X-Real-IP: 203.0.113.9'])],
   ['very long path', get(`/api/${'a'.repeat(8000)}`)],
   ['very long prefix junk', get(`/${'x/'.repeat(2000)}${'../'.repeat(2000)}api/secret`)],
-  ['TE+CL smuggle', get('/free', ['Content-Length: 4', 'Transfer-Encoding: chunked'], 'POST').replace(/\r\n\r\n$/, `\r\n\r\n0\r\n\r\n${get('/api/secret')}`)],
+  [
+    'TE+CL smuggle',
+    get('/free', ['Content-Length: 4', 'Transfer-Encoding: chunked'], 'POST').replace(
+      /\r\n\r\n$/,
+      `\r\n\r\n0\r\n\r\n${get('/api/secret')}`,
+    ),
+  ],
   ['pipelined', get('/free').replace('Connection: close\r\n', '') + get('/api/secret')],
   ['tab in target', get('/api/\tsecret')],
   ['absolute, Host differs', requestBytes('GET http://api.example.com/api/secret HTTP/1.1', [], 'other.example.com')],
@@ -102,7 +112,9 @@ describe('bypass suite: GET /api/ limited to 1/1h', () => {
       const rows: Row[] = [];
       before(async () => {
         app = await makeApp();
-        gateway = await startGateway(`upstream: ${app.url}\nrules:\n  - name: api\n    match: { path: /api/, methods: [GET] }\n    key: ip\n    policies: ["1/1h"]\n`);
+        gateway = await startGateway(
+          `upstream: ${app.url}\nrules:\n  - name: api\n    match: { path: /api/, methods: [GET] }\n    key: ip\n    policies: ["1/1h"]\n`,
+        );
       });
       after(async () => {
         await gateway.shutdown();
@@ -120,19 +132,42 @@ describe('bypass suite: GET /api/ limited to 1/1h', () => {
           const reply = await sendRaw(gateway.url, bytes);
           const reached = app.hits.length > before;
           const statuses = reply.statuses.join('+') || 'closed';
-          const verdict = reached ? 'BYPASS' : reply.statuses.some((s) => s === 429) ? 'counted (429)' : reply.statuses.length === 0 || reply.statuses.every((s) => s === 400) ? 'refused' : 'not routed to handler';
+          const verdict = reached
+            ? 'BYPASS'
+            : reply.statuses.some((s) => s === 429)
+              ? 'counted (429)'
+              : reply.statuses.length === 0 || reply.statuses.every((s) => s === 400)
+                ? 'refused'
+                : 'not routed to handler';
           rows.push({ app: app.name, variant, statuses, reached, verdict });
         }
-        const table = ['app        | variant                  | gateway status | reached handler | verdict', ...rows.map((r) => `${r.app.padEnd(10)} | ${r.variant.padEnd(24)} | ${r.statuses.padEnd(14)} | ${String(r.reached).padEnd(15)} | ${r.verdict}`)].join('\n');
+        const table = [
+          'app        | variant                  | gateway status | reached handler | verdict',
+          ...rows.map(
+            (r) =>
+              `${r.app.padEnd(10)} | ${r.variant.padEnd(24)} | ${r.statuses.padEnd(14)} | ${String(r.reached).padEnd(15)} | ${r.verdict}`,
+          ),
+        ].join('\n');
         console.log(`\n${table}\n`);
         t.diagnostic(`${app.name}: ${rows.filter((r) => r.verdict === 'BYPASS').length} bypasses of ${rows.length}`);
-        assert.deepEqual(rows.filter((r) => r.reached).map((r) => r.variant), [], `${app.name}: these reached the limited handler uncounted`);
+        assert.deepEqual(
+          rows.filter((r) => r.reached).map((r) => r.variant),
+          [],
+          `${app.name}: these reached the limited handler uncounted`,
+        );
       });
 
       test('the decision endpoint refuses or counts the same variants given as X-Original-URI', async (t) => {
         // Targets the proxy counted or refused (GET requests, no header tricks) must not be admitted when nginx asks about them.
-        const asked = VARIANTS.filter(([name, bytes], i) => bytes.startsWith('GET ') && !bytes.includes('\t') && rows[i]!.verdict !== 'not routed to handler' && !/^(pipelined|Upgrade|X-|HTTP\/|absolute, Host)/.test(name));
-        const ask = async (uri: string): Promise<number> => (await sendRaw(gateway.url, requestBytes('GET /_floodgate/decide HTTP/1.1', [`X-Original-URI: ${uri}`]))).statuses[0] ?? 0;
+        const asked = VARIANTS.filter(
+          ([name, bytes], i) =>
+            bytes.startsWith('GET ') &&
+            !bytes.includes('\t') &&
+            rows[i]!.verdict !== 'not routed to handler' &&
+            !/^(pipelined|Upgrade|X-|HTTP\/|absolute, Host)/.test(name),
+        );
+        const ask = async (uri: string): Promise<number> =>
+          (await sendRaw(gateway.url, requestBytes('GET /_floodgate/decide HTTP/1.1', [`X-Original-URI: ${uri}`]))).statuses[0] ?? 0;
         const allowed: string[] = [];
         for (const [name, bytes] of asked) {
           const uri = /^\S+ (\S+)/.exec(bytes)![1]!;

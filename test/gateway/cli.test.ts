@@ -17,7 +17,27 @@ describe('floodgate CLI', () => {
     const cli = runCli(['--help']);
     assert.equal(await cli.exited, 0);
     const help = cli.text.join('\n');
-    for (const option of ['--upstream', '--listen', '--limit', '--key', '--algorithm', '--redis', '--local-first', '--workers', '--lease', '--config', '--admin', '--trust-proxy', '--on-store-failure', '--shadow', '--headers', '--drain-timeout', '--log-level', '--block-duration', '--no-watch']) {
+    for (const option of [
+      '--upstream',
+      '--listen',
+      '--limit',
+      '--key',
+      '--algorithm',
+      '--redis',
+      '--local-first',
+      '--workers',
+      '--lease',
+      '--config',
+      '--admin',
+      '--trust-proxy',
+      '--on-store-failure',
+      '--shadow',
+      '--headers',
+      '--drain-timeout',
+      '--log-level',
+      '--block-duration',
+      '--no-watch',
+    ]) {
       const at = help.indexOf(`  ${option} `);
       assert.ok(at >= 0, `${option} is explained`);
       const next = help.indexOf('\n  --', at + 1);
@@ -36,26 +56,55 @@ describe('floodgate CLI', () => {
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '-1'], /--workers|unknown option/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--local-first'], /--local-first needs --redis/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--lease', '100ms'], /--lease needs workers ≥ 1/);
-    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--lease', '2m'], /--lease must be a whole number of ms up to 60000/);
-    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--redis', 'redis://r:6379', '--lease', '100ms'], /--lease applies to the embedded store under workers/);
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--lease', '2m'],
+      /--lease must be a whole number of ms up to 60000/,
+    );
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--redis', 'redis://r:6379', '--lease', '100ms'],
+      /--lease applies to the embedded store under workers/,
+    );
     argError(['serve', '--upstream', 'http://x'], /at least one --limit/);
     argError(['serve', '--limit', '3/5s'], /needs --upstream/);
     argError(['serve', '--config', 'f.yaml', '--limit', '3/5s'], /--limit defines the default rule, but --config/);
     argError(['launch'], /unknown command "launch"/);
     // Digits alone are milliseconds on the command line; 0 is refused as a duration, plainly.
-    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--block-duration', '0'], /--block-duration must be a positive whole number of milliseconds; got 0/);
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--block-duration', '0'],
+      /--block-duration must be a positive whole number of milliseconds; got 0/,
+    );
     // The flag names the value once: not "--headers headers must…".
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--headers', 'nope'], /--headers must be one of/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--trust-proxy', '10.0.0.0/33'], /--trust-proxy entries must be/);
   });
 
   it('parses a flag-only command line into one default rule', () => {
-    const command = parseCommandLine(['serve', '--upstream', 'http://127.0.0.1:3000/base', '--limit', '3/5s', '--limit', '100/1d', '--key', 'header:X-API-Key,ip', '--redis', 'redis://r:6379', '--workers', '2']);
+    const command = parseCommandLine([
+      'serve',
+      '--upstream',
+      'http://127.0.0.1:3000/base',
+      '--limit',
+      '3/5s',
+      '--limit',
+      '100/1d',
+      '--key',
+      'header:X-API-Key,ip',
+      '--redis',
+      'redis://r:6379',
+      '--workers',
+      '2',
+    ]);
     assert.equal(command.kind, 'serve');
     const s = command.kind === 'serve' ? command.settings! : undefined!;
     assert.equal(s.upstream!.href, 'http://127.0.0.1:3000/base');
     assert.deepEqual(s.rules[0]!.key, { kind: 'header', header: 'x-api-key', fallbackToIp: true });
-    assert.deepEqual(s.rules[0]!.policies.map((p) => [p.limit, p.windowMs]), [[3, 5000], [100, 86_400_000]]);
+    assert.deepEqual(
+      s.rules[0]!.policies.map((p) => [p.limit, p.windowMs]),
+      [
+        [3, 5000],
+        [100, 86_400_000],
+      ],
+    );
     assert.equal(s.store.kind, 'redis');
     const withDrain = parseCommandLine(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--drain-timeout', '2500']);
     assert.equal(withDrain.kind === 'serve' ? withDrain.settings!.drainTimeoutMs : 0, 2500);
@@ -84,18 +133,58 @@ describe('config file validation', () => {
   };
 
   it('names the file, line, column and field of each problem', async () => {
-    await bad('upstream: http://x\nrules:\n  - name: a\n    policies:\n      - limit: many\n        window: 5s\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:5:16: rules\[0\]\.policies\[0\]\.limit: must be a whole number/);
-    await bad('rules:\n  - name: a\n    policies: ["3/5fortnights"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:16: rules\[0\]\.policies\[0\]: .*window/);
-    await bad('upstream: http://x\nrulez: []\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:2:1: rulez: unknown field "rulez"; known fields here: upstream, listen/);
-    await bad('rules:\n  - name: a\n    match: { paths: /x }\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:14: rules\[0\]\.match\.paths: unknown field/);
-    await bad('rules:\n  - name: a\n    policies: ["1/1s"]\n  - name: a\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:4:11: rules\[1\]\.name: two rules are named "a"/);
-    await bad('rules:\n  - name: a\n    key: cookie\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:10: rules\[0\]\.key: must be "ip"/);
+    await bad(
+      'upstream: http://x\nrules:\n  - name: a\n    policies:\n      - limit: many\n        window: 5s\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:5:16: rules\[0\]\.policies\[0\]\.limit: must be a whole number/,
+    );
+    await bad(
+      'rules:\n  - name: a\n    policies: ["3/5fortnights"]\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:3:16: rules\[0\]\.policies\[0\]: .*window/,
+    );
+    await bad(
+      'upstream: http://x\nrulez: []\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:2:1: rulez: unknown field "rulez"; known fields here: upstream, listen/,
+    );
+    await bad(
+      'rules:\n  - name: a\n    match: { paths: /x }\n    policies: ["1/1s"]\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:3:14: rules\[0\]\.match\.paths: unknown field/,
+    );
+    await bad(
+      'rules:\n  - name: a\n    policies: ["1/1s"]\n  - name: a\n    policies: ["1/1s"]\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:4:11: rules\[1\]\.name: two rules are named "a"/,
+    );
+    await bad(
+      'rules:\n  - name: a\n    key: cookie\n    policies: ["1/1s"]\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:3:10: rules\[0\]\.key: must be "ip"/,
+    );
     await bad('store: { type: redis }\n', ErrorCode.INVALID_CONFIG, /store\.url: is required when store\.type is redis/);
-    await bad('workers: 2\nstore:\n  lease: 1h\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:3:10: store\.lease: must be a whole number of ms up to 60000/);
+    await bad(
+      'workers: 2\nstore:\n  lease: 1h\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:3:10: store\.lease: must be a whole number of ms up to 60000/,
+    );
     await bad('store:\n  lease: 100ms\n', ErrorCode.INVALID_CONFIG, /store\.lease: needs workers ≥ 1/);
-    await bad('workers: 2\nstore: { type: redis, url: "redis://r:6379", lease: 100ms }\n', ErrorCode.INVALID_CONFIG, /store\.lease: applies to the embedded store under workers/);
-    await bad('store:\n  onFailure: maybe\n', ErrorCode.INVALID_CONFIG, /^gw\.yaml:2:14: store\.onFailure: must be one of insurance, fail-open, fail-closed, reject/);
-    await bad('rules:\n  - name: a\n    match: { pathPattern: "([" }\n    policies: ["1/1s"]\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.match\.pathPattern: is not a valid regular expression/);
+    await bad(
+      'workers: 2\nstore: { type: redis, url: "redis://r:6379", lease: 100ms }\n',
+      ErrorCode.INVALID_CONFIG,
+      /store\.lease: applies to the embedded store under workers/,
+    );
+    await bad(
+      'store:\n  onFailure: maybe\n',
+      ErrorCode.INVALID_CONFIG,
+      /^gw\.yaml:2:14: store\.onFailure: must be one of insurance, fail-open, fail-closed, reject/,
+    );
+    await bad(
+      'rules:\n  - name: a\n    match: { pathPattern: "([" }\n    policies: ["1/1s"]\n',
+      ErrorCode.INVALID_CONFIG,
+      /rules\[0\]\.match\.pathPattern: is not a valid regular expression/,
+    );
     await bad('rules:\n  - name: a\n    policies: []\n', ErrorCode.INVALID_CONFIG, /rules\[0\]\.policies: must be a non-empty list/);
     // A truncated file must not become a gateway without upstream or rules (a reload would turn the proxy off).
     await bad('', ErrorCode.INVALID_CONFIG, /^gw\.yaml: the config file is empty/);
@@ -108,14 +197,23 @@ describe('config file validation', () => {
   });
 
   it('`floodgate check` exits 0 for a valid file and 2 with file:line for a bad one', async () => {
-    const good = writeTemp('good.yaml', 'upstream: http://127.0.0.1:3000\nrules:\n  - { name: api, key: "header:x-api-key", policies: ["3/5s"] }\n');
+    const good = writeTemp(
+      'good.yaml',
+      'upstream: http://127.0.0.1:3000\nrules:\n  - { name: api, key: "header:x-api-key", policies: ["3/5s"] }\n',
+    );
     const ok = runCli(['check', '--config', good]);
     assert.equal(await ok.exited, 0);
     assert.match(ok.text.join('\n'), /valid; 1 rule\(s\): api/);
-    const badFile = writeTemp('bad.yaml', 'upstream: http://127.0.0.1:3000\nrules:\n  - name: api\n    policies:\n      - { limit: 0, window: 5s }\n');
+    const badFile = writeTemp(
+      'bad.yaml',
+      'upstream: http://127.0.0.1:3000\nrules:\n  - name: api\n    policies:\n      - { limit: 0, window: 5s }\n',
+    );
     const no = runCli(['check', '--config', badFile]);
     assert.equal(await no.exited, 2);
-    assert.match(no.stderr(), /bad\.yaml:5:18: rules\[0\]\.policies\[0\]\.limit: must be a whole number from 1 .*\[FLOODGATE_INVALID_CONFIG\]/);
+    assert.match(
+      no.stderr(),
+      /bad\.yaml:5:18: rules\[0\]\.policies\[0\]\.limit: must be a whole number from 1 .*\[FLOODGATE_INVALID_CONFIG\]/,
+    );
     const missing = runCli(['check', '--config', '/nonexistent/floodgate.yaml']);
     assert.equal(await missing.exited, 2);
     assert.match(missing.stderr(), /FLOODGATE_CONFIG_UNREADABLE/);

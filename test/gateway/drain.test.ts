@@ -73,7 +73,12 @@ function steadyClient(port: number, path: string): { tally: ClientTally; done: P
 /** Sums the tallies of `clients`. */
 function sum(clients: ReadonlyArray<{ tally: ClientTally }>): { answered: number; unanswered: number; closed: number; errors: string[] } {
   return clients.reduce(
-    (t, c) => ({ answered: t.answered + c.tally.answered, unanswered: t.unanswered + c.tally.unanswered, closed: t.closed + c.tally.closedByResponse, errors: [...t.errors, ...c.tally.errors] }),
+    (t, c) => ({
+      answered: t.answered + c.tally.answered,
+      unanswered: t.unanswered + c.tally.unanswered,
+      closed: t.closed + c.tally.closedByResponse,
+      errors: [...t.errors, ...c.tally.errors],
+    }),
     { answered: 0, unanswered: 0, closed: 0, errors: [] as string[] },
   );
 }

@@ -33,7 +33,15 @@ async function echoed(yaml: string, headers: Record<string, string> = SPOOFED): 
 describe('gateway: forwarded headers', () => {
   it('regression: identity headers from an untrusted client (X-Real-IP, Forwarded, X-Original-URL, X-HTTP-Method-Override, ...) are not forwarded', async () => {
     const h = await echoed('rules: []');
-    for (const name of ['x-real-ip', 'forwarded', 'x-original-url', 'x-rewrite-url', 'x-http-method-override', 'x-forwarded-prefix', 'true-client-ip']) {
+    for (const name of [
+      'x-real-ip',
+      'forwarded',
+      'x-original-url',
+      'x-rewrite-url',
+      'x-http-method-override',
+      'x-forwarded-prefix',
+      'true-client-ip',
+    ]) {
       assert.equal(h[name], undefined, name);
     }
     assert.equal(h['x-forwarded-for'], '127.0.0.1', 'replaced by the peer, not appended to');

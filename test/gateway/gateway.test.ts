@@ -60,7 +60,11 @@ describe('gateway: limits', () => {
     const g = await gateway(RULES);
     assert.deepEqual(await statuses(`${g.url}/login`, 3, { method: 'POST' }), [200, 200, 429]);
     assert.deepEqual(await statuses(`${g.url}/login`, 3), [200, 200, 200], 'GET /login matches no rule');
-    assert.deepEqual(await statuses(`${g.url}/api/orders`, 4, { headers: { 'x-api-key': 'k' } }), [200, 200, 200, 200], 'host does not match');
+    assert.deepEqual(
+      await statuses(`${g.url}/api/orders`, 4, { headers: { 'x-api-key': 'k' } }),
+      [200, 200, 200, 200],
+      'host does not match',
+    );
   });
 
   it('matches on a header value; every matching enforced rule applies, the first refusal answers', async () => {
@@ -73,8 +77,14 @@ describe('gateway: limits', () => {
     const g = await gateway(RULES);
     const replies = [];
     for (let i = 0; i < 3; i += 1) replies.push(await get(`${g.url}/v2/items`, { headers: { 'x-api-key': 'sam' } }));
-    assert.deepEqual(replies.map((r) => r.status), [200, 200, 200]);
-    assert.deepEqual(replies.map((r) => r.headers['floodgate-shadow']), ['"v2-shadow";outcome=allowed', '"v2-shadow";outcome=limited', '"v2-shadow";outcome=limited']);
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      [200, 200, 200],
+    );
+    assert.deepEqual(
+      replies.map((r) => r.headers['floodgate-shadow']),
+      ['"v2-shadow";outcome=allowed', '"v2-shadow";outcome=limited', '"v2-shadow";outcome=limited'],
+    );
     // With an enforced rule after it, both apply: the shadow reports, the enforced one decides.
     const both = await get(`${g.url}/v2/items`, { headers: { 'x-api-key': 'sam', 'x-tenant': 'beta' } });
     assert.equal(both.status, 200);
@@ -93,7 +103,10 @@ describe('gateway: decision endpoint', () => {
     const ask = (extra: Record<string, string> = {}, query = '') =>
       get(`${g.url}/_floodgate/decide${query}`, { headers: { 'x-original-uri': '/login?next=/', 'x-original-method': 'POST', ...extra } });
     const answers = [await ask(), await ask(), await ask(), await ask({}, '?status=403')];
-    assert.deepEqual(answers.map((a) => a.status), [204, 204, 429, 403]);
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [204, 204, 429, 403],
+    );
     assert.match(String(answers[0]!.headers.ratelimit), /^"2-per-1m";r=1;t=\d+$/);
     assert.ok(Number(answers[2]!.headers['retry-after']) >= 1);
     // A described request that no rule matches is allowed.
@@ -138,14 +151,21 @@ describe('gateway: proxying', () => {
     const port = new URL(g.url).port;
     const reply = await get(`${g.url}/echo?q=1`, {
       method: 'POST',
-      headers: { connection: 'keep-alive, x-hop', 'x-hop': 'drop me', 'x-keep': 'yes', 'x-forwarded-for': '203.0.113.9', te: 'trailers', 'content-type': 'text/plain' },
+      headers: {
+        connection: 'keep-alive, x-hop',
+        'x-hop': 'drop me',
+        'x-keep': 'yes',
+        'x-forwarded-for': '203.0.113.9',
+        te: 'trailers',
+        'content-type': 'text/plain',
+      },
     });
     const echoed = JSON.parse(reply.body);
     assert.equal(echoed.url, '/echo?q=1');
     assert.equal(echoed.headers['x-hop'], undefined);
     assert.equal(echoed.headers.te, undefined);
     assert.equal(echoed.headers['x-keep'], 'yes');
-    assert.equal(echoed.headers['x-forwarded-for'], '127.0.0.1', 'an untrusted peer\'s X-Forwarded-For is replaced by its address');
+    assert.equal(echoed.headers['x-forwarded-for'], '127.0.0.1', "an untrusted peer's X-Forwarded-For is replaced by its address");
     assert.equal(echoed.headers['x-forwarded-proto'], 'http');
     assert.equal(echoed.headers['x-forwarded-host'], `127.0.0.1:${port}`);
     const streamed = await get(`${g.url}/stream`);
@@ -153,7 +173,7 @@ describe('gateway: proxying', () => {
     assert.equal(streamed.headers['x-upstream-hop'], undefined, 'a header the upstream lists in Connection is hop-by-hop');
   });
 
-  it('adds its RateLimit fields to the upstream\'s own: IETF lists combined, legacy fields replaced, repeated fields kept', async () => {
+  it("adds its RateLimit fields to the upstream's own: IETF lists combined, legacy fields replaced, repeated fields kept", async () => {
     const g = await gateway('headers: [ietf, legacy]\nrules: [{ name: all, key: ip, policies: [{ limit: 5, window: 1m, name: gw }] }]');
     const reply = await get(`${g.url}/own-limits`);
     assert.equal(reply.status, 200);
@@ -220,7 +240,8 @@ describe('gateway: upstream faults', () => {
   });
 });
 
-const WS_HANDSHAKE = 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
+const WS_HANDSHAKE =
+  'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
 
 /** Sends raw bytes on a new connection and collects what comes back for a moment (or until the server closes). */
 function rawRequest(base: string, head: string, after?: string): Promise<string> {

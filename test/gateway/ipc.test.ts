@@ -37,7 +37,7 @@ function held<T>(promise: Promise<T>): Promise<T> {
 }
 
 describe('gateway IPC calls', () => {
-  it('answers with the handler\'s value; null survives; other tags and foreign messages are ignored', async () => {
+  it("answers with the handler's value; null survives; other tags and foreign messages are ignored", async () => {
     const { a, b } = channel();
     answerCalls('t.one', b, () => ({ body: 'metrics' }));
     answerCalls('t.two', b, () => null);

@@ -12,5 +12,4 @@ describe('gateway: a flood of new API keys', { timeout: 600_000 }, () => {
       await stopCli(cli);
     }
   });
-
 });

@@ -15,7 +15,8 @@ after(async () => {
   await upstream.close();
 });
 
-const config = (limit: string) => `upstream: ${upstream.url}\nrules:\n  - name: api\n    key: "header:x-api-key"\n    policies: ["${limit}"]\n`;
+const config = (limit: string) =>
+  `upstream: ${upstream.url}\nrules:\n  - name: api\n    key: "header:x-api-key"\n    policies: ["${limit}"]\n`;
 
 describe('gateway lifecycle (CLI child process)', () => {
   it('reloads on SIGHUP and on file change; a malformed file is logged with file:line and the last good config stays', async () => {
@@ -54,17 +55,19 @@ describe('gateway lifecycle (CLI child process)', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 40 });
     const seenBefore = upstream.seen.length;
     try {
-      const inFlight = Array.from({ length: 40 }, (_, i) =>
-        new Promise<{ status: number; body: string }>((resolve, reject) => {
-          const req = request(`${cli.url}/slow?ms=${300 + (i % 5) * 50}`, { agent }, (res) => {
-            let body = '';
-            res.on('data', (c: Buffer) => (body += c.toString('utf8')));
-            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-            res.on('error', reject);
-          });
-          req.on('error', reject);
-          req.end();
-        }),
+      const inFlight = Array.from(
+        { length: 40 },
+        (_, i) =>
+          new Promise<{ status: number; body: string }>((resolve, reject) => {
+            const req = request(`${cli.url}/slow?ms=${300 + (i % 5) * 50}`, { agent }, (res) => {
+              let body = '';
+              res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+              res.on('error', reject);
+            });
+            req.on('error', reject);
+            req.end();
+          }),
       );
       // SIGTERM once all 40 are at the upstream, i.e. truly in flight (a request still in the accept backlog is not).
       while (upstream.seen.length < seenBefore + 40) await sleep(10);
@@ -83,9 +86,25 @@ describe('gateway lifecycle (CLI child process)', () => {
   it('--workers 2 share one quota through the cluster store, show aggregated metrics on the admin listener (not the proxy port), and stop on SIGTERM', async () => {
     const port = await freePort();
     const adminPort = await freePort();
-    const cli = await serveCli(['--upstream', upstream.url, '--limit', '3/1m', '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
+    const cli = await serveCli([
+      '--upstream',
+      upstream.url,
+      '--limit',
+      '3/1m',
+      '--workers',
+      '2',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--admin',
+      `127.0.0.1:${adminPort}`,
+    ]);
     try {
-      await cli.waitForLog((l) => l.msg === 'floodgate gateway listening' && l.worker !== undefined && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
+      await cli.waitForLog(
+        (l) =>
+          l.msg === 'floodgate gateway listening' &&
+          l.worker !== undefined &&
+          cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2,
+      );
       // Fresh connections, so node:cluster spreads them over both workers.
       const seen = await statuses(`http://127.0.0.1:${port}/`, 6);
       assert.deepEqual(seen, [200, 200, 200, 429, 429, 429]);
@@ -96,7 +115,9 @@ describe('gateway lifecycle (CLI child process)', () => {
       for (const url of scrapes) {
         const m = parseMetrics((await get(url)).body);
         const total = (outcome: string): number =>
-          [...m].filter(([name]) => name.startsWith('floodgate_decisions_total{') && name.includes(`outcome="${outcome}"`)).reduce((sum, [, n]) => sum + n, 0);
+          [...m]
+            .filter(([name]) => name.startsWith('floodgate_decisions_total{') && name.includes(`outcome="${outcome}"`))
+            .reduce((sum, [, n]) => sum + n, 0);
         assert.equal(total('allowed'), 3);
         assert.equal(total('limited'), 3);
         // A gauge that is 1 per worker is not summed: it stays 1 (or 0 if any worker's reload failed).
@@ -112,27 +133,60 @@ describe('gateway lifecycle (CLI child process)', () => {
   it('--workers 2 --lease: workers spend leased quota without a call per request and never admit more than the limit', async () => {
     const port = await freePort();
     const adminPort = await freePort();
-    const cli = await serveCli(['--upstream', upstream.url, '--limit', '20/1m', '--workers', '2', '--lease', '200ms', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
+    const cli = await serveCli([
+      '--upstream',
+      upstream.url,
+      '--limit',
+      '20/1m',
+      '--workers',
+      '2',
+      '--lease',
+      '200ms',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--admin',
+      `127.0.0.1:${adminPort}`,
+    ]);
     try {
-      await cli.waitForLog((l) => l.msg === 'floodgate gateway listening' && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2);
-      assert.ok(cli.logs.some((l) => String(l.store ?? '').includes('leases of 200 ms')), 'the store says it leases');
+      await cli.waitForLog(
+        (l) => l.msg === 'floodgate gateway listening' && cli.logs.filter((x) => x.msg === 'floodgate gateway listening').length >= 2,
+      );
+      assert.ok(
+        cli.logs.some((l) => String(l.store ?? '').includes('leases of 200 ms')),
+        'the store says it leases',
+      );
       const seen = await statuses(`http://127.0.0.1:${port}/`, 40);
       // Fresh connections alternate between the workers, so each spends every unit leased to it: exactly the limit.
       assert.equal(seen.filter((s) => s === 200).length, 20);
       assert.equal(seen.filter((s) => s === 429).length, 20);
       const m = parseMetrics((await get(`http://127.0.0.1:${adminPort}/metrics`)).body);
-      const calls = [...m].filter(([name]) => name.startsWith('floodgate_store_duration_seconds_count{')).reduce((sum, [, n]) => sum + n, 0);
+      const calls = [...m]
+        .filter(([name]) => name.startsWith('floodgate_store_duration_seconds_count{'))
+        .reduce((sum, [, n]) => sum + n, 0);
       assert.ok(calls < 20, `${calls} calls to the primary for 20 admitted requests: leased units were spent without one`);
     } finally {
       assert.equal(await stopCli(cli), 0);
     }
   });
 
-  it('--workers 2: the primary\'s /readyz asks every worker, so a worker without its Redis or a dead worker turns it 503 until it is back', async () => {
+  it("--workers 2: the primary's /readyz asks every worker, so a worker without its Redis or a dead worker turns it 503 until it is back", async () => {
     const redis = await startRedis();
     const port = await freePort();
     const adminPort = await freePort();
-    const cli = await serveCli(['--upstream', upstream.url, '--limit', '100/1m', '--redis', redis.url, '--workers', '2', '--listen', `127.0.0.1:${port}`, '--admin', `127.0.0.1:${adminPort}`]);
+    const cli = await serveCli([
+      '--upstream',
+      upstream.url,
+      '--limit',
+      '100/1m',
+      '--redis',
+      redis.url,
+      '--workers',
+      '2',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--admin',
+      `127.0.0.1:${adminPort}`,
+    ]);
     const readyz = () => readiness(`http://127.0.0.1:${adminPort}/readyz`);
     const until = async (want: (r: { status: number; reason: string | undefined }) => boolean, what: string) => {
       const started = Date.now();

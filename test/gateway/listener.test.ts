@@ -69,7 +69,10 @@ describe('gateway: listener limits', () => {
     held[0]!.destroy();
     let status = 0;
     for (let i = 0; i < 50 && status !== 200; i += 1) {
-      status = await get(`${g.url}/again`).then((r) => r.status, () => 0);
+      status = await get(`${g.url}/again`).then(
+        (r) => r.status,
+        () => 0,
+      );
       if (status !== 200) await sleep(20);
     }
     assert.equal(status, 200, 'a slot freed by a closed connection is usable');
@@ -86,8 +89,16 @@ describe('gateway: listener limits', () => {
     assert.equal(warning.level, 40);
 
     const quiet: Array<Record<string, unknown>> = [];
-    await fixture.start(`upstream: ${fixture.upstream.url}\ntrustProxy: ["10.0.0.0/8"]\n${rules}`, { listen: { host: '0.0.0.0', port: 0 } }, quiet);
+    await fixture.start(
+      `upstream: ${fixture.upstream.url}\ntrustProxy: ["10.0.0.0/8"]\n${rules}`,
+      { listen: { host: '0.0.0.0', port: 0 } },
+      quiet,
+    );
     await fixture.start(`upstream: ${fixture.upstream.url}\ntrustProxy: 1\n${rules}`, {}, quiet);
-    assert.deepEqual(quiet.filter((l) => String(l.msg).includes('hop count')), [], 'CIDRs, or a loopback listener, are not warned of');
+    assert.deepEqual(
+      quiet.filter((l) => String(l.msg).includes('hop count')),
+      [],
+      'CIDRs, or a loopback listener, are not warned of',
+    );
   });
 });

@@ -21,7 +21,9 @@ describe('gateway: what a rule for /api/ matches', () => {
     await app.close();
   });
   const start = async (extra = '', match = '{ path: /api/, methods: [GET] }'): Promise<Gateway> => {
-    const g = await startGateway(`upstream: ${app.url}\n${extra}rules:\n  - name: api\n    match: ${match}\n    key: ip\n    policies: ["1/1h"]\n`);
+    const g = await startGateway(
+      `upstream: ${app.url}\n${extra}rules:\n  - name: api\n    match: ${match}\n    key: ip\n    policies: ["1/1h"]\n`,
+    );
     gateways.push(g);
     return g;
   };
@@ -47,7 +49,18 @@ describe('gateway: what a rule for /api/ matches', () => {
   test('regression: %2F, %5C, %00, %252F and ; in the path are refused with 400 before the upstream', async () => {
     const g = await start();
     const before = app.hits.length;
-    for (const target of ['/api%2Fx', '/api%2fx', '/x/..%2Fapi/x', '/api%5Cx', '/api/x%00', '/api%252Fx', '/x/%252e%252e/api/x', '/api;/x', '/api/..;/x', '/api;v=1/x']) {
+    for (const target of [
+      '/api%2Fx',
+      '/api%2fx',
+      '/x/..%2Fapi/x',
+      '/api%5Cx',
+      '/api/x%00',
+      '/api%252Fx',
+      '/x/%252e%252e/api/x',
+      '/api;/x',
+      '/api/..;/x',
+      '/api;v=1/x',
+    ]) {
       assert.equal(await status(g, `GET ${target} HTTP/1.1`), 400, target);
     }
     assert.equal(app.hits.length, before);
@@ -84,7 +97,8 @@ describe('gateway: what a rule for /api/ matches', () => {
 
 describe('gateway: host rules', () => {
   const fixture = gatewayFixture();
-  const yaml = (url: string): string => `upstream: ${url}\nrules:\n  - name: api\n    match: { host: api.example.com }\n    key: ip\n    policies: ["1/1h"]\n`;
+  const yaml = (url: string): string =>
+    `upstream: ${url}\nrules:\n  - name: api\n    match: { host: api.example.com }\n    key: ip\n    policies: ["1/1h"]\n`;
 
   test('regression: a trailing dot, upper case or a port in Host does not defeat a host rule', async () => {
     const g = await fixture.start(yaml(fixture.upstream.url));
@@ -94,7 +108,7 @@ describe('gateway: host rules', () => {
     }
   });
 
-  test('regression: an absolute-form target\'s host is the one host rules match and the upstream is told', async () => {
+  test("regression: an absolute-form target's host is the one host rules match and the upstream is told", async () => {
     const g = await fixture.start(yaml(fixture.upstream.url));
     const before = fixture.upstream.seen.length;
     // Host says another name; RFC 9112 §3.2.2: the target's authority wins.
@@ -109,15 +123,20 @@ describe('gateway: host rules', () => {
 });
 
 describe('config: pathPattern', () => {
-  const rule = (pattern: string): string => `rules:\n  - name: r\n    match: { pathPattern: ${JSON.stringify(pattern)} }\n    key: ip\n    policies: ["1/1m"]\n`;
+  const rule = (pattern: string): string =>
+    `rules:\n  - name: r\n    match: { pathPattern: ${JSON.stringify(pattern)} }\n    key: ip\n    policies: ["1/1m"]\n`;
 
   test('regression: a pathPattern with a repeated group holding a repetition (catastrophic backtracking) is refused at load', async () => {
     for (const bad of ['^(a+)+$', '^(/[a-z]*)*$', '^(?:x|y+){2,}$', '^((ab)*c)+$']) {
-      await assert.rejects(parseConfigText(rule(bad), 'p.yaml'), (error: unknown) => {
-        assert.equal((error as { code?: string }).code, 'FLOODGATE_INVALID_CONFIG');
-        assert.match((error as Error).message, /p\.yaml:3.*pathPattern.*exponential time/s);
-        return true;
-      }, bad);
+      await assert.rejects(
+        parseConfigText(rule(bad), 'p.yaml'),
+        (error: unknown) => {
+          assert.equal((error as { code?: string }).code, 'FLOODGATE_INVALID_CONFIG');
+          assert.match((error as Error).message, /p\.yaml:3.*pathPattern.*exponential time/s);
+          return true;
+        },
+        bad,
+      );
     }
     for (const good of ['^/users/[0-9]+$', '^/(a|b)/x?$', '^/[a-z/]+$', '^/(ab)+$', '^/x{2}(y)?$', '^[(+*]+$']) {
       const settings = await parseConfigText(rule(good), 'p.yaml');
@@ -126,7 +145,10 @@ describe('config: pathPattern', () => {
   });
 
   test('config: paths options are validated', async () => {
-    await assert.rejects(parseConfigText('paths: { escapedSlashes: allow }\n', 'p.yaml'), /p\.yaml:1.*escapedSlashes.*reject, decode, keep/s);
+    await assert.rejects(
+      parseConfigText('paths: { escapedSlashes: allow }\n', 'p.yaml'),
+      /p\.yaml:1.*escapedSlashes.*reject, decode, keep/s,
+    );
     await assert.rejects(parseConfigText('paths: { nul: keep }\n', 'p.yaml'), /nul/);
     const s = await parseConfigText('paths: { semicolons: keep }\n', 'p.yaml');
     assert.deepEqual(s.paths, { caseSensitive: false, escapedSlashes: 'reject', semicolons: 'keep', doubleEncoding: 'reject' });

@@ -176,7 +176,11 @@ describe('gateway behind a real nginx (auth_request, docs/gateway.md)', () => {
     const alice = { 'x-api-key': 'alice' };
     const admitted: Reply[] = [];
     for (let i = 0; i < 3; i += 1) admitted.push(await send(`${base}/items?page=${i}`, { headers: alice }));
-    assert.deepEqual(admitted.map((r) => r.status), [200, 200, 200], nginxOutput);
+    assert.deepEqual(
+      admitted.map((r) => r.status),
+      [200, 200, 200],
+      nginxOutput,
+    );
     admitted.forEach((reply, i) => {
       // The answer is the app's (the test upstream echoes the request it got), with the gateway's fields added by nginx.
       const echoed = JSON.parse(reply.body) as { url: string; headers: Record<string, string> };
@@ -189,7 +193,10 @@ describe('gateway behind a real nginx (auth_request, docs/gateway.md)', () => {
 
     const limited = await send(`${base}/items`, { headers: alice });
     assert.equal(limited.status, 429);
-    assert.ok(Number(limited.headers['retry-after']) >= 1 && Number(limited.headers['retry-after']) <= 60, `Retry-After: ${limited.headers['retry-after']}`);
+    assert.ok(
+      Number(limited.headers['retry-after']) >= 1 && Number(limited.headers['retry-after']) <= 60,
+      `Retry-After: ${limited.headers['retry-after']}`,
+    );
     assert.match(String(limited.headers.ratelimit), /^"3-per-1m";r=0;t=\d+$/);
     assert.equal(limited.headers['ratelimit-policy'], '"3-per-1m";q=3;w=60');
     assert.equal(limited.headers['content-type'], 'application/problem+json');
@@ -203,7 +210,11 @@ describe('gateway behind a real nginx (auth_request, docs/gateway.md)', () => {
     assert.equal(upstream!.seen.length, seenBefore + 3, 'the request without a key never reaches the app');
 
     // Another key has its own count; a POST with a body works too (the auth subrequest drops the body, the app gets it).
-    const bob = await send(`${base}/items`, { method: 'POST', headers: { 'x-api-key': 'bob', 'content-type': 'text/plain' }, body: 'hello' });
+    const bob = await send(`${base}/items`, {
+      method: 'POST',
+      headers: { 'x-api-key': 'bob', 'content-type': 'text/plain' },
+      body: 'hello',
+    });
     assert.equal(bob.status, 200);
     assert.match(String(bob.headers.ratelimit), /^"3-per-1m";r=2;t=\d+$/);
     const echoed = JSON.parse(bob.body) as { method: string; body: string };

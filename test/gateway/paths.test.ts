@@ -8,7 +8,11 @@ import { get } from '../http/support/http.js';
 import { gatewayFixture, startGateway } from './support/harness.js';
 
 /** One request with `path` sent exactly as written (node's URL parsing would resolve dot segments first). */
-function raw(base: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
+function raw(
+  base: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
   const { hostname, port } = new URL(base);
   return new Promise((resolve, reject) => {
     const req = request({ host: hostname, port, path, headers, agent: false }, (res) => {
@@ -41,11 +45,15 @@ describe('canonicalTarget', () => {
     ];
     for (const [input, expected] of cases) assert.equal(canonicalTarget(input), expected, input);
     // With escapedSlashes: keep, an escaped slash is data, not a separator.
-    assert.equal(canonicalTarget('/a%2fb', { caseSensitive: false, escapedSlashes: 'keep', semicolons: 'reject', doubleEncoding: 'reject' }), '/a%2Fb');
+    assert.equal(
+      canonicalTarget('/a%2fb', { caseSensitive: false, escapedSlashes: 'keep', semicolons: 'reject', doubleEncoding: 'reject' }),
+      '/a%2Fb',
+    );
   });
 
   it('refuses targets that climb above the root or are not paths', () => {
-    for (const bad of ['/..', '/a/../../b', '/%2e%2e/x', '/a/%zz', '/a\\b', '*', 'ftp://x/y', 'api/x']) assert.equal(canonicalTarget(bad), undefined, bad);
+    for (const bad of ['/..', '/a/../../b', '/%2e%2e/x', '/a/%zz', '/a\\b', '*', 'ftp://x/y', 'api/x'])
+      assert.equal(canonicalTarget(bad), undefined, bad);
   });
 });
 
@@ -53,7 +61,21 @@ describe('requestTarget and canonicalHost', () => {
   const opts = (o: Partial<PathSettings>): PathSettings => ({ ...DEFAULT_PATHS, ...o });
 
   it('refuses by default what routers read in different ways', () => {
-    for (const bad of ['/a%2Fb', '/a%5cb', '/a%00', '/a%09b', '/a%7f', '/a%252F', '/a;b', '/a/..;/b', '/a%3Bb', '/a#b', 'http://u@h/x', 'http:///x', 'http://h\\x']) {
+    for (const bad of [
+      '/a%2Fb',
+      '/a%5cb',
+      '/a%00',
+      '/a%09b',
+      '/a%7f',
+      '/a%252F',
+      '/a;b',
+      '/a/..;/b',
+      '/a%3Bb',
+      '/a#b',
+      'http://u@h/x',
+      'http:///x',
+      'http://h\\x',
+    ]) {
       assert.equal(canonicalTarget(bad), undefined, bad);
     }
     assert.equal(canonicalTarget('/a?x=%2F;#'), '/a?x=%2F;#', 'the query is not the path');
@@ -73,7 +95,8 @@ describe('requestTarget and canonicalHost', () => {
   });
 
   it('host names lose case, port and trailing dots', () => {
-    for (const h of ['api.example.com', 'API.example.com.', 'api.example.com.:443', ' api.example.com:8080 ', 'api.example.com..']) assert.equal(canonicalHost(h), 'api.example.com', h);
+    for (const h of ['api.example.com', 'API.example.com.', 'api.example.com.:443', ' api.example.com:8080 ', 'api.example.com..'])
+      assert.equal(canonicalHost(h), 'api.example.com', h);
     assert.equal(canonicalHost('[::1]:80'), '[::1]');
   });
 });
@@ -82,7 +105,9 @@ describe('gateway: request targets', () => {
   const fixture = gatewayFixture();
 
   it('a path rule cannot be slipped with //, .. or %-escapes, and the upstream gets the path that was matched', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}/base/\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}/base/\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`,
+    );
     assert.equal((await raw(g.url, '/api/x')).status, 200);
     for (const sneaky of ['/x/../api/x', '//api/x', '/%61pi/x', '/api/./x', '/API/../api/x']) {
       assert.equal((await raw(g.url, sneaky)).status, 429, sneaky);
@@ -96,7 +121,9 @@ describe('gateway: request targets', () => {
   });
 
   it('the decision endpoint matches X-Original-URI canonically and refuses a status it cannot use', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nrules:\n  - name: api\n    match: { path: /api/ }\n    key: ip\n    policies: ["1/1m"]\n`,
+    );
     const ask = (uri: string, query = '') => get(`${g.url}/_floodgate/decide${query}`, { headers: { 'x-original-uri': uri } });
     assert.equal((await ask('/api/x')).status, 204);
     assert.equal((await ask('//api/x')).status, 429);
@@ -106,7 +133,7 @@ describe('gateway: request targets', () => {
     assert.match(wrong.body, /401 or 403/);
   });
 
-  it('without an upstream, other paths answer 404 without spending anyone\'s quota', async () => {
+  it("without an upstream, other paths answer 404 without spending anyone's quota", async () => {
     const g = await fixture.start('rules:\n  - name: api\n    key: header:x-api-key\n    policies: ["3/1m"]\n');
     const key = { 'x-api-key': 'b' };
     for (let i = 0; i < 4; i++) assert.equal((await get(`${g.url}/other`, { headers: key })).status, 404);
@@ -117,10 +144,15 @@ describe('gateway: request targets', () => {
 
   it('a port in use fails the start with LISTEN_FAILED naming the setting, and leaves nothing open', async () => {
     await assert.rejects(
-      startGateway(`upstream: ${fixture.upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1/1m"]\n`, { listen: { host: '127.0.0.1', port: fixture.upstream.port } }),
+      startGateway(`upstream: ${fixture.upstream.url}\nrules:\n  - name: all\n    key: ip\n    policies: ["1/1m"]\n`, {
+        listen: { host: '127.0.0.1', port: fixture.upstream.port },
+      }),
       (error: unknown) => {
         assert.equal((error as { code?: string }).code, 'FLOODGATE_LISTEN_FAILED');
-        assert.match((error as Error).message, /cannot listen on 127\.0\.0\.1:\d+ \(--listen, or listen in the config file\): EADDRINUSE, the port is in use/);
+        assert.match(
+          (error as Error).message,
+          /cannot listen on 127\.0\.0\.1:\d+ \(--listen, or listen in the config file\): EADDRINUSE, the port is in use/,
+        );
         return true;
       },
     );

@@ -20,7 +20,11 @@ after(async () => {
 });
 
 async function gateway(store: string, rules: string, logLines?: Array<Record<string, unknown>>): Promise<Gateway> {
-  const g = await startGateway(`upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms ${store} }\n${rules}`, {}, logLines);
+  const g = await startGateway(
+    `upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms ${store} }\n${rules}`,
+    {},
+    logLines,
+  );
   gateways.push(g);
   // readyz turns 200 once the Redis client is connected.
   for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
@@ -73,7 +77,10 @@ describe('gateway on Redis', () => {
     const g = await gateway('', 'rules: [{ name: r, key: "header:x-api-key", policies: ["1000/1m"] }]');
     const h = { headers: { 'x-api-key': 'stall' } };
     const readyz = () => readiness(`${g.url}/_floodgate/readyz`);
-    const storeOk = async () => parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body).get('floodgate_store_duration_seconds_count{store="redis",result="ok"}') ?? 0;
+    const storeOk = async () =>
+      parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body).get(
+        'floodgate_store_duration_seconds_count{store="redis",result="ok"}',
+      ) ?? 0;
     assert.equal((await get(`${g.url}/`, h)).status, 200);
     assert.deepEqual(await readyz(), { status: 200, reason: undefined });
 
@@ -81,7 +88,11 @@ describe('gateway on Redis', () => {
     try {
       // The connection stays up, so the client still reports 'ready'; five timed-out calls (200 ms each) open the breaker.
       assert.deepEqual(await readyz(), { status: 200, reason: undefined }, 'nothing has failed yet');
-      assert.deepEqual(await Promise.all(Array.from({ length: 5 }, async () => (await get(`${g.url}/`, h)).status)), [200, 200, 200, 200, 200], 'insurance decides');
+      assert.deepEqual(
+        await Promise.all(Array.from({ length: 5 }, async () => (await get(`${g.url}/`, h)).status)),
+        [200, 200, 200, 200, 200],
+        'insurance decides',
+      );
       assert.deepEqual(await readyz(), { status: 503, reason: 'store failing (circuit breaker open)' });
       // With traffic, the breaker probes once per cooldown (2 s); a probe is the one request that waits for the
       // store timeout. Right after it failed, readiness is still off.

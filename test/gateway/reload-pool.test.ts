@@ -20,7 +20,9 @@ after(async () => {
 
 describe('gateway: reload and the upstream pool', () => {
   it('regression: a reload that replaces the upstream pool while decisions are pending gives no 502', async () => {
-    const g = await startGateway(`upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 10s }\nrules: [{ name: all, key: ip, policies: ["1000/1m"] }]`);
+    const g = await startGateway(
+      `upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 10s }\nrules: [{ name: all, key: ip, policies: ["1000/1m"] }]`,
+    );
     gateway = g;
     for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
     assert.equal((await get(`${g.url}/warm`)).status, 200);
@@ -35,7 +37,10 @@ describe('gateway: reload and the upstream pool', () => {
       redis.resume();
     }
     const statuses = (await Promise.all(replies)).map((r) => r.status);
-    assert.deepEqual(statuses, Array.from({ length: 20 }, () => 200));
+    assert.deepEqual(
+      statuses,
+      Array.from({ length: 20 }, () => 200),
+    );
     assert.equal((await get(`${g.url}/after`)).status, 200, 'the new pool serves');
   });
 });

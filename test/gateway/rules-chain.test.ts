@@ -54,22 +54,44 @@ rules:
   it('regression: a per-key rule after a matching per-IP rule is applied too (only the first matching rule counted before)', async () => {
     const g = await fixture.start(`upstream: ${fixture.upstream.url}\n${TWO_RULES()}`);
     // Three addresses, one key: the per-IP rule admits each address once, the per-key rule the key twice.
-    const replies = [await get(`${g.url}/api/a`, from('10.0.0.1', 'shared')), await get(`${g.url}/api/a`, from('10.0.0.2', 'shared')), await get(`${g.url}/api/a`, from('10.0.0.3', 'shared'))];
-    assert.deepEqual(replies.map((r) => r.status), [200, 200, 429]);
-    assert.match(String(replies[2]!.headers.ratelimit), /^"2-per-1m";r=0/, 'the refusal is the per-key rule\'s');
-    assert.equal(replies[0]!.headers['ratelimit-policy'], '"1-per-1m";q=1;w=60, "2-per-1m";q=2;w=60', 'an admitted answer carries every rule\'s policies');
+    const replies = [
+      await get(`${g.url}/api/a`, from('10.0.0.1', 'shared')),
+      await get(`${g.url}/api/a`, from('10.0.0.2', 'shared')),
+      await get(`${g.url}/api/a`, from('10.0.0.3', 'shared')),
+    ];
+    assert.deepEqual(
+      replies.map((r) => r.status),
+      [200, 200, 429],
+    );
+    assert.match(String(replies[2]!.headers.ratelimit), /^"2-per-1m";r=0/, "the refusal is the per-key rule's");
+    assert.equal(
+      replies[0]!.headers['ratelimit-policy'],
+      '"1-per-1m";q=1;w=60, "2-per-1m";q=2;w=60',
+      "an admitted answer carries every rule's policies",
+    );
   });
 
   it('regression: a client refused by the per-IP rule does not spend the quota of the API key it sends', async () => {
     const g = await fixture.start(`upstream: ${fixture.upstream.url}\n${TWO_RULES()}`);
     // The attacker's first request counts against the victim's key (1 of 2); the next ten are refused by the per-IP rule first.
     assert.deepEqual(await statuses(`${g.url}/api/x`, 11, from('10.6.6.6', 'victim')), [200, ...Array(10).fill(429)]);
-    assert.deepEqual(await statuses(`${g.url}/api/x`, 1, from('10.0.0.7', 'victim')), [200], 'the victim still has the second unit of its key');
+    assert.deepEqual(
+      await statuses(`${g.url}/api/x`, 1, from('10.0.0.7', 'victim')),
+      [200],
+      'the victim still has the second unit of its key',
+    );
   });
 
   it('final: true on a rule stops the list there (the rules after it are not applied)', async () => {
     const g = await fixture.start(`upstream: ${fixture.upstream.url}\n${TWO_RULES('\n    final: true')}`);
-    assert.deepEqual([(await get(`${g.url}/api/a`, from('10.0.1.1', 'k'))).status, (await get(`${g.url}/api/a`, from('10.0.1.2', 'k'))).status, (await get(`${g.url}/api/a`, from('10.0.1.3', 'k'))).status], [200, 200, 200]);
+    assert.deepEqual(
+      [
+        (await get(`${g.url}/api/a`, from('10.0.1.1', 'k'))).status,
+        (await get(`${g.url}/api/a`, from('10.0.1.2', 'k'))).status,
+        (await get(`${g.url}/api/a`, from('10.0.1.3', 'k'))).status,
+      ],
+      [200, 200, 200],
+    );
   });
 
   it('final is refused on a shadow rule, and must be a boolean', async () => {
@@ -77,15 +99,23 @@ rules:
       parseConfigText('rules:\n  - name: s\n    shadow: true\n    final: true\n    policies: ["1/1m"]\n', 'f.yaml'),
       (e: unknown) => e instanceof FloodgateError && /f\.yaml:4:\d+: rules\[0\]\.final: a shadow rule never ends the list/.test(e.message),
     );
-    await assert.rejects(parseConfigText('rules:\n  - name: s\n    final: yes-please\n    policies: ["1/1m"]\n', 'f.yaml'), /rules\[0\]\.final: must be true or false/);
+    await assert.rejects(
+      parseConfigText('rules:\n  - name: s\n    final: yes-please\n    policies: ["1/1m"]\n', 'f.yaml'),
+      /rules\[0\]\.final: must be true or false/,
+    );
   });
 });
 
 describe('gateway: API-key checks before counting', () => {
   it('regression: a repeated X-Api-Key header is refused 400, not joined into a new key ("victim, victim") and forwarded', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nrules:\n  - name: k\n    key: header:x-api-key\n    policies: ["5/1m"]\n`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nrules:\n  - name: k\n    key: header:x-api-key\n    policies: ["5/1m"]\n`,
+    );
     const before = fixture.upstream.seen.length;
-    const status = await rawStatus(g.url, 'GET /dup HTTP/1.1\r\nHost: x\r\nX-Api-Key: victim\r\nx-api-key: attacker\r\nConnection: close\r\n\r\n');
+    const status = await rawStatus(
+      g.url,
+      'GET /dup HTTP/1.1\r\nHost: x\r\nX-Api-Key: victim\r\nx-api-key: attacker\r\nConnection: close\r\n\r\n',
+    );
     assert.equal(status, 400);
     assert.equal(fixture.upstream.seen.length, before, 'the upstream never saw it');
     // One field line whose value holds a comma is one key, as the upstream reads it.
@@ -117,7 +147,8 @@ rules:
 
   it('an allow-list file admits only the keys it lists (comments and blank lines ignored), and a reload reads it again', async () => {
     const list = writeTemp('keys.txt', '# customers\nkey-alice\n\n  key-bob  \n');
-    const yaml = (file: string): string => `upstream: ${fixture.upstream.url}\nrules:\n  - name: known\n    key: { header: x-api-key, allowList: ${file} }\n    policies: ["5/1m"]\n`;
+    const yaml = (file: string): string =>
+      `upstream: ${fixture.upstream.url}\nrules:\n  - name: known\n    key: { header: x-api-key, allowList: ${file} }\n    policies: ["5/1m"]\n`;
     const g = await fixture.start(yaml(list));
     assert.equal((await get(`${g.url}/p`, from('10.0.0.1', 'key-alice'))).status, 200);
     assert.equal((await get(`${g.url}/p`, from('10.0.0.1', 'key-bob'))).status, 200);
@@ -132,9 +163,18 @@ rules:
   it('key mappings are validated: header required, an unreadable or empty allow list and a bad pattern are config errors naming the field', async () => {
     const rule = (key: string): string => `rules:\n  - name: r\n    key: ${key}\n    policies: ["1/1m"]\n`;
     await assert.rejects(parseConfigText(rule('{ maxLength: 5 }'), 'f.yaml'), /rules\[0\]\.key: a key mapping needs header/);
-    await assert.rejects(parseConfigText(rule('{ header: x-api-key, allowList: /nonexistent/keys.txt }'), 'f.yaml'), /rules\[0\]\.key\.allowList: cannot read \/nonexistent\/keys\.txt: ENOENT/);
-    await assert.rejects(parseConfigText(rule(`{ header: x-api-key, allowList: ${writeTemp('empty.txt', '# none\n')} }`), 'f.yaml'), /lists no key/);
-    await assert.rejects(parseConfigText(rule('{ header: x-api-key, pattern: "([a-z" }'), 'f.yaml'), /rules\[0\]\.key\.pattern: is not a valid regular expression/);
+    await assert.rejects(
+      parseConfigText(rule('{ header: x-api-key, allowList: /nonexistent/keys.txt }'), 'f.yaml'),
+      /rules\[0\]\.key\.allowList: cannot read \/nonexistent\/keys\.txt: ENOENT/,
+    );
+    await assert.rejects(
+      parseConfigText(rule(`{ header: x-api-key, allowList: ${writeTemp('empty.txt', '# none\n')} }`), 'f.yaml'),
+      /lists no key/,
+    );
+    await assert.rejects(
+      parseConfigText(rule('{ header: x-api-key, pattern: "([a-z" }'), 'f.yaml'),
+      /rules\[0\]\.key\.pattern: is not a valid regular expression/,
+    );
     await assert.rejects(parseConfigText(rule('{ header: x-api-key, color: red }'), 'f.yaml'), /unknown field "color"/);
   });
 });

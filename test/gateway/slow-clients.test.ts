@@ -57,7 +57,9 @@ describe('gateway: slow clients', () => {
   });
 
   it('regression: a large body trickled below proxy.minBodyRate is cut with 408 and its upstream connection freed', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { connections: 1, requestBuffer: 1024, minBodyRate: 2000 }\nrules: []`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nproxy: { connections: 1, requestBuffer: 1024, minBodyRate: 2000 }\nrules: []`,
+    );
     const slow = trickle(g.url, 100_000, 50);
     try {
       for (let i = 0; i < 200 && !slow.reply().startsWith('HTTP/1.1'); i += 1) await sleep(50);
@@ -86,7 +88,9 @@ describe('gateway: slow clients', () => {
       pump();
     });
     await new Promise<void>((resolve) => big.listen(0, '127.0.0.1', resolve));
-    const g = await fixture.start(`upstream: http://127.0.0.1:${(big.address() as AddressInfo).port}\nproxy: { connections: 1, clientWriteTimeout: 500ms }\nrules: []`);
+    const g = await fixture.start(
+      `upstream: http://127.0.0.1:${(big.address() as AddressInfo).port}\nproxy: { connections: 1, clientWriteTimeout: 500ms }\nrules: []`,
+    );
     const reader = connect(Number(new URL(g.url).port), '127.0.0.1');
     reader.on('error', () => undefined);
     try {
@@ -103,7 +107,9 @@ describe('gateway: slow clients', () => {
   });
 
   it('regression: with every upstream connection busy, a request waits at most proxy.queueTimeout, then gets 503', async () => {
-    const g = await fixture.start(`upstream: ${fixture.upstream.url}\nproxy: { connections: 1, queueTimeout: 300ms }\nrules: [{ name: all, key: ip, policies: ["100/1m"] }]`);
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nproxy: { connections: 1, queueTimeout: 300ms }\nrules: [{ name: all, key: ip, policies: ["100/1m"] }]`,
+    );
     const busy = get(`${g.url}/slow?ms=2500`, { timeoutMs: 6000 });
     await sleep(100);
     const queued = await get(`${g.url}/queued`, { timeoutMs: 2000 });

@@ -136,10 +136,17 @@ describe('gateway: upgrades', () => {
       ['GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket, h2c\r\n\r\n', /^HTTP\/1.1 400 /],
       [`GET /api/x HTTP/1.1\r\nHost: x\r\n${ws}\r\n`, /^HTTP\/1.1 400 /],
       [`POST /api/x HTTP/1.1\r\nHost: x\r\n${ws}Sec-WebSocket-Key: ${KEY}\r\nContent-Length: 0\r\n\r\n`, /^HTTP\/1.1 400 /],
-      [`GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\n\r\n`, /^HTTP\/1.1 400 /],
+      [
+        `GET /api/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\n\r\n`,
+        /^HTTP\/1.1 400 /,
+      ],
     ];
     for (const [head, status] of variants) {
-      const reply = await upgradeExchange(g.url, head + 'GET /api/inside HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /api/inside HTTP/1.1\r\nHost: x\r\n\r\n');
+      const reply = await upgradeExchange(
+        g.url,
+        head + 'GET /api/inside HTTP/1.1\r\nHost: x\r\n\r\n',
+        'GET /api/inside HTTP/1.1\r\nHost: x\r\n\r\n',
+      );
       assert.match(reply, status, head);
     }
     assert.deepEqual(upstream.served, []);
@@ -150,15 +157,21 @@ describe('gateway: upgrades', () => {
     const handshake = `GET /api/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n`;
     assert.match(await upgradeExchange(g.url, handshake), /^HTTP\/1.1 101 [^]*RateLimit: "2-per-1h";r=1/);
     const custom = await gateway('proxy: { upgrades: [custom-proto] }\nrules: []');
-    assert.match(await upgradeExchange(custom.url, 'GET /c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: Custom-Proto\r\n\r\n'), /^HTTP\/1.1 101 /);
+    assert.match(
+      await upgradeExchange(custom.url, 'GET /c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: Custom-Proto\r\n\r\n'),
+      /^HTTP\/1.1 101 /,
+    );
     assert.match(await upgradeExchange(custom.url, handshake), /^HTTP\/1.1 403 /, 'websocket is not on this list');
     const none = await gateway('proxy: { upgrades: [] }\nrules: []');
     assert.match(await upgradeExchange(none.url, handshake), /^HTTP\/1.1 403 /);
   });
 
-  it('relays the upstream\'s own refusal of a handshake (401 and its body) rather than a 502', async () => {
+  it("relays the upstream's own refusal of a handshake (401 and its body) rather than a 502", async () => {
     const g = await gateway(LIMITED);
-    const reply = await upgradeExchange(g.url, `GET /denied HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    const reply = await upgradeExchange(
+      g.url,
+      `GET /denied HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ${KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
     assert.match(reply, /^HTTP\/1.1 401 Unauthorized\r\n/);
     assert.match(reply, /\r\nWWW-Authenticate: Bearer\r\n/);
     assert.match(reply, /\r\n\r\ndenied$/);

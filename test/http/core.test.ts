@@ -54,7 +54,15 @@ describe('HttpLimiter options', () => {
       [{ limiter: limiter(), onStoreError: 'ignore' }, ErrorCode.INVALID_OPTIONS],
       [{ limiter: limiter(), timeout: '5 minutes' }, ErrorCode.INVALID_DURATION],
       [{ limiter: [limiter(), limiter()] }, ErrorCode.CONFLICTING_OPTIONS],
-      [{ limiter: [{ limiter: limiter(), name: 'x' }, { limiter: limiter(), name: 'x' }] }, ErrorCode.CONFLICTING_OPTIONS],
+      [
+        {
+          limiter: [
+            { limiter: limiter(), name: 'x' },
+            { limiter: limiter(), name: 'x' },
+          ],
+        },
+        ErrorCode.CONFLICTING_OPTIONS,
+      ],
       [{ limiter: { limiter: limiter(), name: 'naïve' } }, ErrorCode.INVALID_OPTIONS],
       ['not an object', ErrorCode.INVALID_OPTIONS],
     ];
@@ -66,7 +74,11 @@ describe('HttpLimiter options', () => {
   });
 
   it('names policies after their limit and window by default', () => {
-    assert.deepEqual(build({ limiter: [limiter(10, '1s'), limiter(1000, '1d'), limiter(3, 1500)] }).policyNames, ['10-per-1s', '1000-per-1d', '3-per-1500ms']);
+    assert.deepEqual(build({ limiter: [limiter(10, '1s'), limiter(1000, '1d'), limiter(3, 1500)] }).policyNames, [
+      '10-per-1s',
+      '1000-per-1d',
+      '3-per-1500ms',
+    ]);
     assert.deepEqual([formatWindow(60_000), formatWindow(7_200_000), formatWindow(90_000)], ['1m', '2h', '90s']);
   });
 });
@@ -84,7 +96,7 @@ describe('HttpLimiter.handle', () => {
     assert.equal((await a.peek('192.0.2.1')).remaining, 5, 'the policy that admitted was refunded');
   });
 
-  it('hands a body function\'s answer without JSON text back as a typed error, not an empty or broken body', async () => {
+  it("hands a body function's answer without JSON text back as a typed error, not an empty or broken body", async () => {
     for (const answer of [undefined, () => 1, Symbol('s'), { n: 1n }]) {
       const gate = build({ limiter: limiter(1), body: (() => answer) as unknown as () => object });
       assert.equal((await gate.handle(view())).action, 'continue');
@@ -99,7 +111,10 @@ describe('HttpLimiter.handle', () => {
     const decisions: number[] = [];
     const gate = build({ limiter: limiter(5), cost: () => 2, onDecision: (_r, info) => void decisions.push(info.cost) });
     const outcomes = [await gate.handle(view()), await gate.handle(view()), await gate.handle(view())];
-    assert.deepEqual(outcomes.map((o) => o.action), ['continue', 'continue', 'respond']);
+    assert.deepEqual(
+      outcomes.map((o) => o.action),
+      ['continue', 'continue', 'respond'],
+    );
     assert.deepEqual(decisions, [2, 2, 2]);
   });
 
@@ -137,7 +152,8 @@ describe('HttpLimiter.handle', () => {
     const memory = new MemoryStore({ sweepIntervalMs: 0 });
     const slow: Store = {
       name: 'slow',
-      apply: (op: Operation): Promise<Outcome> => new Promise((resolve, reject) => setTimeout(() => memory.apply(op).then(resolve, reject), 150)),
+      apply: (op: Operation): Promise<Outcome> =>
+        new Promise((resolve, reject) => setTimeout(() => memory.apply(op).then(resolve, reject), 150)),
     };
     const l = new RateLimiter({ limit: 3, window: '1m', store: slow, breaker: false });
     const outcome = await build({ limiter: l, timeout: 30, onError: () => undefined }).handle(view());
@@ -211,9 +227,19 @@ describe('HttpLimiter.decide', () => {
       assert.equal(settled.action === 'respond' && settled.status, 429);
     }
     // A throwing key function is an error outcome, not a throw.
-    const thrown = build({ limiter: blocking, key: () => { throw new Error('boom'); } }).decide(view());
+    const thrown = build({
+      limiter: blocking,
+      key: () => {
+        throw new Error('boom');
+      },
+    }).decide(view());
     assert.ok(!(thrown instanceof Promise) && thrown.action === 'error');
-    const rejected = await build({ limiter: blocking, key: async () => { throw new Error('boom'); } }).decide(view());
+    const rejected = await build({
+      limiter: blocking,
+      key: async () => {
+        throw new Error('boom');
+      },
+    }).decide(view());
     assert.equal(rejected.action, 'error');
   });
 

@@ -31,7 +31,9 @@ function harness(name: string, fastify: Factory): Harness {
       for (const [path, options] of Object.entries(spec.routes ?? {})) {
         app.get(path, { config: { rateLimit: options } }, async () => 'ok');
       }
-      app.get('/*', async (_request: unknown, reply: { type(t: string): { send(b: string): unknown } }) => reply.type('text/plain').send('ok'));
+      app.get('/*', async (_request: unknown, reply: { type(t: string): { send(b: string): unknown } }) =>
+        reply.type('text/plain').send('ok'),
+      );
       const url = await listen(app, spec.host);
       return { url, close: () => app.close() };
     },
@@ -50,7 +52,11 @@ for (const [name, fastify] of [
       await register(app, { limiter: new RateLimiter({ limit: 2, window: '1m' }) });
       const login = new RateLimiter({ limit: 1, window: '15m' });
       app.get('/', async () => 'ok');
-      app.post('/login', { config: { rateLimit: { limiter: { limiter: login, name: 'login' }, key: { header: 'x-user' } } } }, async () => 'ok');
+      app.post(
+        '/login',
+        { config: { rateLimit: { limiter: { limiter: login, name: 'login' }, key: { header: 'x-user' } } } },
+        async () => 'ok',
+      );
       app.get('/health', { config: { rateLimit: false } }, async () => 'ok');
       const url = await listen(app);
       try {
@@ -70,9 +76,12 @@ for (const [name, fastify] of [
       const app = fastify();
       const limiter = new RateLimiter({ limit: 2, window: '1m' });
       await register(app, { limiter });
-      await app.register(async (child: ReturnType<typeof fastify5>) => {
-        child.get('/inner', async () => 'inner');
-      }, { prefix: '/v1' } as never);
+      await app.register(
+        async (child: ReturnType<typeof fastify5>) => {
+          child.get('/inner', async () => 'inner');
+        },
+        { prefix: '/v1' } as never,
+      );
       const url = await listen(app);
       try {
         assert.equal((await get(`${url}/v1/inner`, { method: 'HEAD' })).status, 200);
@@ -105,17 +114,28 @@ for (const [name, fastify] of [
 
     it('rejects bad options at register time and bad route options at ready()', async () => {
       const app = fastify();
-      await assert.rejects(async () => {
-        await register(app, {});
-      }, { code: ErrorCode.INVALID_OPTIONS });
+      await assert.rejects(
+        async () => {
+          await register(app, {});
+        },
+        { code: ErrorCode.INVALID_OPTIONS },
+      );
       const app2 = fastify();
-      await assert.rejects(async () => {
-        await register(app2, { limiter: new RateLimiter({ limit: 1, window: '1m' }), max: 5 } as never);
-      }, { code: ErrorCode.UNKNOWN_OPTION });
+      await assert.rejects(
+        async () => {
+          await register(app2, { limiter: new RateLimiter({ limit: 1, window: '1m' }), max: 5 } as never);
+        },
+        { code: ErrorCode.UNKNOWN_OPTION },
+      );
       const app3 = fastify();
       await register(app3, { global: false });
       assert.throws(
-        () => app3.get('/x', { config: { rateLimit: { limiter: new RateLimiter({ limit: 1, window: '1m' }), timeWindow: 5 } } }, async () => 'ok'),
+        () =>
+          app3.get(
+            '/x',
+            { config: { rateLimit: { limiter: new RateLimiter({ limit: 1, window: '1m' }), timeWindow: 5 } } },
+            async () => 'ok',
+          ),
         { code: ErrorCode.UNKNOWN_OPTION },
       );
       await Promise.all([app.close(), app2.close(), app3.close()]);

@@ -29,7 +29,14 @@ const asMap = (pairs: readonly HeaderPair[]): Record<string, string> => Object.f
 describe('IETF fields (draft-ietf-httpapi-ratelimit-headers, current syntax)', () => {
   it('writes one String item per policy with q/w and r/t parameters', () => {
     const h = asMap(
-      rateLimitHeaders(['ietf'], [report({ name: 'burst', limit: 10, windowMs: 1000, remaining: 9, resetMs: 400 }), report({ name: 'daily', limit: 1000, windowMs: 86_400_000, remaining: 999, resetMs: 86_399_001 })], 0),
+      rateLimitHeaders(
+        ['ietf'],
+        [
+          report({ name: 'burst', limit: 10, windowMs: 1000, remaining: 9, resetMs: 400 }),
+          report({ name: 'daily', limit: 1000, windowMs: 86_400_000, remaining: 999, resetMs: 86_399_001 }),
+        ],
+        0,
+      ),
     );
     assert.equal(h['RateLimit-Policy'], '"burst";q=10;w=1, "daily";q=1000;w=86400');
     assert.equal(h['RateLimit'], '"burst";r=9;t=1, "daily";r=999;t=86400');
@@ -44,13 +51,19 @@ describe('IETF fields (draft-ietf-httpapi-ratelimit-headers, current syntax)', (
   });
 
   it('escapes names, leaves out w for sub-second windows and t for unbounded blocks', () => {
-    const h = asMap(rateLimitHeaders(['ietf'], [report({ name: 'a "q" \\ b', windowMs: 500, allowed: false, remaining: 0, resetMs: Infinity, retryAfterMs: Infinity })], 0));
+    const h = asMap(
+      rateLimitHeaders(
+        ['ietf'],
+        [report({ name: 'a "q" \\ b', windowMs: 500, allowed: false, remaining: 0, resetMs: Infinity, retryAfterMs: Infinity })],
+        0,
+      ),
+    );
     assert.equal(h['RateLimit-Policy'], '"a \\"q\\" \\\\ b";q=100');
     assert.equal(h['RateLimit'], '"a \\"q\\" \\\\ b";r=0');
     assert.equal(parseList(h['RateLimit']!)[0]!.value, 'a "q" \\ b');
   });
 
-  it('reports a refused policy\'s t as the retry time, so Retry-After is never earlier', () => {
+  it("reports a refused policy's t as the retry time, so Retry-After is never earlier", () => {
     const refused = report({ allowed: false, remaining: 0, resetMs: 60_000, retryAfterMs: 1_500 });
     const item = parseList(asMap(rateLimitHeaders(['ietf'], [refused], 0))['RateLimit']!)[0]!;
     assert.equal(item.params.get('t'), 2);
@@ -71,7 +84,10 @@ describe('IETF fields (draft-ietf-httpapi-ratelimit-headers, current syntax)', (
 });
 
 describe('older forms', () => {
-  const reports = [report({ name: 'a', limit: 10, windowMs: 1000, remaining: 5, resetMs: 800 }), report({ name: 'b', limit: 50, windowMs: 3_600_000, remaining: 2, resetMs: 1_200_000 })];
+  const reports = [
+    report({ name: 'a', limit: 10, windowMs: 1000, remaining: 5, resetMs: 800 }),
+    report({ name: 'b', limit: 50, windowMs: 3_600_000, remaining: 2, resetMs: 1_200_000 }),
+  ];
 
   it('draft-7: a Dictionary for the binding policy and a policy list', () => {
     const h = asMap(rateLimitHeaders(['draft-7'], reports, 0));
@@ -90,7 +106,10 @@ describe('older forms', () => {
 
   it('legacy: X-RateLimit-* with the reset as a Unix time', () => {
     const h = asMap(rateLimitHeaders(['legacy'], reports, 1_700_000_000_000));
-    assert.deepEqual([h['X-RateLimit-Limit'], h['X-RateLimit-Remaining'], h['X-RateLimit-Reset']], ['50', '2', String(1_700_000_000 + 1200)]);
+    assert.deepEqual(
+      [h['X-RateLimit-Limit'], h['X-RateLimit-Remaining'], h['X-RateLimit-Reset']],
+      ['50', '2', String(1_700_000_000 + 1200)],
+    );
   });
 
   it('picks the refusing policy with the longest wait, else the fewest remaining', () => {
@@ -98,7 +117,10 @@ describe('older forms', () => {
     const refusedShort = report({ name: 'short', allowed: false, remaining: 0, retryAfterMs: 1000 });
     const refusedLong = report({ name: 'long', allowed: false, remaining: 0, retryAfterMs: 9000 });
     assert.equal(bindingPolicy([reports[0]!, refusedShort, refusedLong]).name, 'long');
-    assert.equal(bindingPolicy([report({ name: 'x', remaining: 0, resetMs: 10 }), report({ name: 'y', remaining: 0, resetMs: 20 })]).name, 'y');
+    assert.equal(
+      bindingPolicy([report({ name: 'x', remaining: 0, resetMs: 10 }), report({ name: 'y', remaining: 0, resetMs: 20 })]).name,
+      'y',
+    );
   });
 });
 

@@ -21,7 +21,11 @@ const ip = (text: string): IpAddress => {
   assert.ok(parsed, `${text} parses`);
   return parsed;
 };
-const resolved = (r: ReturnType<typeof createIpResolver>, socket: string | undefined, headers: Record<string, string | string[]> = {}): string | undefined => {
+const resolved = (
+  r: ReturnType<typeof createIpResolver>,
+  socket: string | undefined,
+  headers: Record<string, string | string[]> = {},
+): string | undefined => {
   const result = r(socket, headers);
   return result === undefined ? undefined : formatIp(result);
 };
@@ -36,7 +40,19 @@ describe('parseIp / formatIp / normalizeIp', () => {
   });
 
   it('rejects what is not an address', () => {
-    for (const bad of ['unknown', '_hidden', '', '01.2.3.4', '1.2.3', '256.1.1.1', '[::1', '[::1]x', '2001:db8::1:80:', 'a.b.c.d', '1.2.3.4:99999999']) {
+    for (const bad of [
+      'unknown',
+      '_hidden',
+      '',
+      '01.2.3.4',
+      '1.2.3',
+      '256.1.1.1',
+      '[::1',
+      '[::1]x',
+      '2001:db8::1:80:',
+      'a.b.c.d',
+      '1.2.3.4:99999999',
+    ]) {
       assert.equal(parseIp(bad), undefined, bad);
     }
   });
@@ -70,7 +86,15 @@ describe('CIDR matching', () => {
     assert.ok(new AddressMatcher(['10.0.0.0/8'], 't').matches(ip('10.255.1.1')));
     assert.deepEqual([v4.bits, v6.bits, odd.bits], [8, 32, 25]);
     const m = new AddressMatcher(['10.0.0.0/8', '2001:db8::/32', '192.168.1.128/25', '198.51.100.7'], 'test');
-    for (const yes of ['10.0.0.1', '10.255.255.255', '2001:db8::1', '2001:db8:ffff:ffff::1', '192.168.1.200', '198.51.100.7', '::ffff:10.1.1.1']) {
+    for (const yes of [
+      '10.0.0.1',
+      '10.255.255.255',
+      '2001:db8::1',
+      '2001:db8:ffff:ffff::1',
+      '192.168.1.200',
+      '198.51.100.7',
+      '::ffff:10.1.1.1',
+    ]) {
       assert.ok(m.matches(ip(yes)), `${yes} in range`);
     }
     for (const no of ['11.0.0.1', '2001:db9::1', '192.168.1.127', '198.51.100.8', '::a00:1']) {
@@ -87,7 +111,8 @@ describe('CIDR matching', () => {
 
   it('knows the named ranges and rejects bad entries with a stable code', () => {
     const m = new AddressMatcher(['loopback', 'private', 'linklocal'], 'test');
-    for (const yes of ['127.0.0.1', '::1', '10.1.1.1', '172.31.0.1', '192.168.0.1', 'fd00::1', '169.254.1.1', 'fe80::1']) assert.ok(m.matches(ip(yes)), yes);
+    for (const yes of ['127.0.0.1', '::1', '10.1.1.1', '172.31.0.1', '192.168.0.1', 'fd00::1', '169.254.1.1', 'fe80::1'])
+      assert.ok(m.matches(ip(yes)), yes);
     for (const no of ['8.8.8.8', '172.32.0.1', '2001:db8::1']) assert.ok(!m.matches(ip(no)), no);
     assert.throws(() => new AddressMatcher(['10.0.0.0/40'], 'trustProxy'), { code: ErrorCode.INVALID_OPTIONS });
   });
@@ -117,14 +142,25 @@ describe('createIpResolver: trusted proxies and spoofing', () => {
   it('with a hop count, takes the address the outermost trusted proxy saw', () => {
     const one = createIpResolver({ trustProxy: 1 });
     assert.equal(resolved(one, '10.0.0.1', { 'x-forwarded-for': 'spoofed, 203.0.113.7' }), '203.0.113.7');
-    assert.equal(resolved(one, '10.0.0.1', { 'x-forwarded-for': ['1.1.1.1', '203.0.113.7'] }), '203.0.113.7', 'repeated fields are one list');
+    assert.equal(
+      resolved(one, '10.0.0.1', { 'x-forwarded-for': ['1.1.1.1', '203.0.113.7'] }),
+      '203.0.113.7',
+      'repeated fields are one list',
+    );
     assert.equal(resolved(one, '10.0.0.1'), '10.0.0.1', 'no header: the socket peer');
     const two = createIpResolver({ trustProxy: 2 });
     assert.equal(resolved(two, '10.0.0.1', { 'x-forwarded-for': '6.6.6.6, 198.51.100.1, 10.0.0.2' }), '198.51.100.1');
     assert.equal(resolved(two, '10.0.0.1', { 'x-forwarded-for': '198.51.100.1' }), '198.51.100.1', 'fewer entries: the left-most');
-    assert.equal(resolved(two, '10.0.0.1', { 'x-forwarded-for': 'unknown, 10.0.0.2' }), '10.0.0.2', 'an unparseable pick falls back to its right');
+    assert.equal(
+      resolved(two, '10.0.0.1', { 'x-forwarded-for': 'unknown, 10.0.0.2' }),
+      '10.0.0.2',
+      'an unparseable pick falls back to its right',
+    );
     const fwd = createIpResolver({ trustProxy: 1, proxyHeader: 'forwarded' });
-    assert.equal(resolved(fwd, '10.0.0.1', { forwarded: 'for=6.6.6.6, for="[2001:db8::5]:1234"', 'x-forwarded-for': '9.9.9.9' }), '2001:db8::5');
+    assert.equal(
+      resolved(fwd, '10.0.0.1', { forwarded: 'for=6.6.6.6, for="[2001:db8::5]:1234"', 'x-forwarded-for': '9.9.9.9' }),
+      '2001:db8::5',
+    );
   });
 
   it('with trusted CIDRs, walks back to the first untrusted address (IPv4 and IPv6)', () => {

@@ -89,13 +89,18 @@ describe('Koa: koa-grounded options (seed 001)', () => {
     assert.throws(() => grounded({ ratelimit: 0, globalEXP: HOUR_US }), { code: ErrorCode.INVALID_LIMIT });
     assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, timeout: -1 }), { code: ErrorCode.INVALID_OPTIONS });
     assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, cachesize: 5 } as never), { code: ErrorCode.UNKNOWN_OPTION });
-    assert.throws(
-      () => grounded({ ratelimit: 10, globalEXP: HOUR_US, dbStr: 'redis://127.0.0.1:1/', store: new MemoryStore() }),
-      { code: ErrorCode.CONFLICTING_OPTIONS },
-    );
+    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, dbStr: 'redis://127.0.0.1:1/', store: new MemoryStore() }), {
+      code: ErrorCode.CONFLICTING_OPTIONS,
+    });
     // Options that would do nothing are refused rather than ignored.
-    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, timeout: 2000 }), { code: ErrorCode.CONFLICTING_OPTIONS, message: /dbStr/ });
-    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, logger: () => {} }), { code: ErrorCode.CONFLICTING_OPTIONS, message: /verbose/ });
+    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, timeout: 2000 }), {
+      code: ErrorCode.CONFLICTING_OPTIONS,
+      message: /dbStr/,
+    });
+    assert.throws(() => grounded({ ratelimit: 10, globalEXP: HOUR_US, logger: () => {} }), {
+      code: ErrorCode.CONFLICTING_OPTIONS,
+      message: /verbose/,
+    });
   });
 
   it('uses the socket address, not a spoofable ctx.ip, unless told otherwise', async () => {
@@ -186,7 +191,10 @@ describe('Koa: specifics', () => {
       assert.deepEqual([...readIetf(ok.headers).keys()], ['app', 'search']);
       const refused = await get(`${url}/search`);
       assert.equal(refused.status, 429);
-      assert.deepEqual([...readIetf(refused.headers).values()].map((p) => p.r), [98, 0]);
+      assert.deepEqual(
+        [...readIetf(refused.headers).values()].map((p) => p.r),
+        [98, 0],
+      );
     } finally {
       await close(server);
     }

@@ -13,7 +13,8 @@ const harness: Harness = {
   async start(spec) {
     const global = spec.global ? rateLimit(spec.global as unknown as NodeRateLimitOptions) : undefined;
     const routes = new Map<string, NodeRateLimit>();
-    for (const [path, options] of Object.entries(spec.routes ?? {})) routes.set(path, rateLimit(options as unknown as NodeRateLimitOptions));
+    for (const [path, options] of Object.entries(spec.routes ?? {}))
+      routes.set(path, rateLimit(options as unknown as NodeRateLimitOptions));
     const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
       if (global && !(await global(req, res))) return;
       const route = routes.get((req.url ?? '/').split('?')[0]!);
@@ -48,9 +49,8 @@ describe('node:http: specifics', () => {
   });
 
   it('rejects trustProxy: "framework", which needs a framework', () => {
-    assert.throws(
-      () => rateLimit({ limiter: new RateLimiter({ limit: 1, window: '1m' }), trustProxy: 'framework' }),
-      { code: ErrorCode.INVALID_OPTIONS },
-    );
+    assert.throws(() => rateLimit({ limiter: new RateLimiter({ limit: 1, window: '1m' }), trustProxy: 'framework' }), {
+      code: ErrorCode.INVALID_OPTIONS,
+    });
   });
 });

@@ -50,5 +50,8 @@ test('ioredis Cluster: exhaustion published on one node reaches a store subscrib
 
 test('node-redis clusters are refused with INVALID_CLIENT', async () => {
   const client = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
-  assert.throws(() => new LocalFirstStore({ client }), (e) => isFloodgateError(e, ErrorCode.INVALID_CLIENT));
+  assert.throws(
+    () => new LocalFirstStore({ client }),
+    (e) => isFloodgateError(e, ErrorCode.INVALID_CLIENT),
+  );
 });

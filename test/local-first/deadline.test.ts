@@ -57,7 +57,8 @@ async function timed(s: LocalFirstStore, op: Operation): Promise<Settled> {
 
 for (const blockMs of [0, 200]) {
   const name = blockMs === 0 ? '' : ` (blockDuration ${blockMs} ms)`;
-  test(`regression: a lease round trip (80 ms) longer than the window (10 per 50 ms${name}) settles every consume within timeoutMs, never over the limit, without burning leases`, () => slowLease(blockMs));
+  test(`regression: a lease round trip (80 ms) longer than the window (10 per 50 ms${name}) settles every consume within timeoutMs, never over the limit, without burning leases`, () =>
+    slowLease(blockMs));
 }
 
 async function slowLease(blockMs: number): Promise<void> {
@@ -78,7 +79,8 @@ async function slowLease(blockMs: number): Promise<void> {
   assert.ok(settled !== undefined, `${all.length} consumes did not all settle within ${timeoutMs + 3000} ms`);
   const slowest = Math.max(...settled.map((r) => r.end - r.start));
   const errors = settled.filter((r) => r.error !== undefined);
-  for (const r of errors) assert.ok(isFloodgateError(r.error) && r.error.code === ErrorCode.STORE_TIMEOUT, `unexpected failure ${String(r.error)}`);
+  for (const r of errors)
+    assert.ok(isFloodgateError(r.error) && r.error.code === ErrorCode.STORE_TIMEOUT, `unexpected failure ${String(r.error)}`);
   const admitted = settled.filter((r) => r.outcome?.allowed === true);
   const refused = settled.filter((r) => r.outcome?.allowed === false);
   // Windows told apart by the end each admission reports (ends lie >= 50 ms apart; 20 ms tolerance).
@@ -100,7 +102,10 @@ async function slowLease(blockMs: number): Promise<void> {
   assert.ok(errors.length <= settled.length / 10, `${errors.length} of ${settled.length} consumes timed out`);
   assert.ok(Math.max(...perWindow) <= policy.limit, `a window admitted ${Math.max(...perWindow)}`);
   // Every unit leased is one admitted, except at most a first slice taken before the round trip was known.
-  assert.ok(stats.unitsLeased - stats.unitsReturned <= admitted.length + policy.limit, `${stats.unitsLeased} units leased for ${admitted.length} admissions`);
+  assert.ok(
+    stats.unitsLeased - stats.unitsReturned <= admitted.length + policy.limit,
+    `${stats.unitsLeased} units leased for ${admitted.length} admissions`,
+  );
 }
 
 test('a consume waiting behind a lease call settles with STORE_TIMEOUT within timeoutMs when Redis is slower than that', async () => {
@@ -115,7 +120,10 @@ test('a consume waiting behind a lease call settles with STORE_TIMEOUT within ti
   const second = timed(s, op);
   const results = await Promise.all([first, second]);
   for (const r of results) {
-    assert.ok(isFloodgateError(r.error) && r.error.code === ErrorCode.STORE_TIMEOUT, `expected STORE_TIMEOUT, got ${String(r.error ?? JSON.stringify(r.outcome))}`);
+    assert.ok(
+      isFloodgateError(r.error) && r.error.code === ErrorCode.STORE_TIMEOUT,
+      `expected STORE_TIMEOUT, got ${String(r.error ?? JSON.stringify(r.outcome))}`,
+    );
     assert.ok(r.end - r.start <= timeoutMs + 250, `settled after ${(r.end - r.start).toFixed(0)} ms`);
   }
 });

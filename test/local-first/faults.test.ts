@@ -36,7 +36,12 @@ let unique = 0;
 async function store(options: { subscriber?: Redis; timeoutMs?: number } = {}): Promise<LocalFirstStore> {
   const client = new Redis({ port: server.port, host: server.host, maxRetriesPerRequest: 1 });
   client.on('error', () => {});
-  const s = new LocalFirstStore({ client, channel: `f-${process.pid}`, timeoutMs: options.timeoutMs ?? 150, ...(options.subscriber ? { subscriber: options.subscriber } : {}) });
+  const s = new LocalFirstStore({
+    client,
+    channel: `f-${process.pid}`,
+    timeoutMs: options.timeoutMs ?? 150,
+    ...(options.subscriber ? { subscriber: options.subscriber } : {}),
+  });
   cleanups.push(async () => {
     await s.close();
     client.disconnect();
@@ -60,7 +65,14 @@ function bounded(p: Promise<Decision>, ms = 2000): Promise<Decision> {
 test('Redis SIGKILLed and restarted: insurance decides meanwhile, then the store and its subscription recover', async () => {
   const s = await store();
   const l = insured(s);
-  const failOpen = new RateLimiter({ limit: 10, window: '1s', store: s, onStoreFailure: 'fail-open', breaker: false, prefix: `fo${++unique}` });
+  const failOpen = new RateLimiter({
+    limit: 10,
+    window: '1s',
+    store: s,
+    onStoreFailure: 'fail-open',
+    breaker: false,
+    prefix: `fo${++unique}`,
+  });
   assert.equal((await l.consume('hot')).source, 'store');
   await server.kill();
   await until('the store notices', () => !s.stats().live);
@@ -138,12 +150,18 @@ test('a process killed while holding a lease: nothing over the limit, its quota 
   const windowMs = 2500;
   const prefix = `kill${++unique}`;
   const channel = `f-${process.pid}`;
-  const child = fork(fileURLToPath(new URL('../support/local-first-holder.ts', import.meta.url)), [server.url, channel, prefix, 'k', String(limit), String(windowMs)], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
+  const child = fork(
+    fileURLToPath(new URL('../support/local-first-holder.ts', import.meta.url)),
+    [server.url, channel, prefix, 'k', String(limit), String(windowMs)],
+    {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    },
+  );
   cleanups.push(() => child.kill('SIGKILL'));
-  const { admitted, held } = await new Promise<{ admitted: number; held: number }>((resolve) => child.once('message', (m) => resolve(m as never)));
+  const { admitted, held } = await new Promise<{ admitted: number; held: number }>((resolve) =>
+    child.once('message', (m) => resolve(m as never)),
+  );
   const exited = new Promise((r) => child.once('exit', r));
   child.kill('SIGKILL');
   await exited;

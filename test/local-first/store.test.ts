@@ -47,18 +47,51 @@ describe('options', () => {
       }
       return 'no error';
     };
-    assert.equal(code(() => new LocalFirstStore({ client, ttl: 1 } as never)), ErrorCode.UNKNOWN_OPTION);
-    assert.equal(code(() => new LocalFirstStore({} as never)), ErrorCode.INVALID_OPTIONS);
-    assert.equal(code(() => new LocalFirstStore({ client: {} })), ErrorCode.INVALID_CLIENT);
-    assert.equal(code(() => new LocalFirstStore({ client, timeoutMs: 0 })), ErrorCode.INVALID_DURATION);
-    assert.equal(code(() => new LocalFirstStore({ client, leaseMs: 1.5 })), ErrorCode.INVALID_DURATION);
-    assert.equal(code(() => new LocalFirstStore({ client, maxKeys: -1 })), ErrorCode.INVALID_OPTIONS);
-    assert.equal(code(() => new LocalFirstStore({ client, maxShare: 0 })), ErrorCode.INVALID_OPTIONS);
-    assert.equal(code(() => new LocalFirstStore({ client, channel: '' })), ErrorCode.INVALID_OPTIONS);
-    assert.equal(code(() => new LocalFirstStore({ client, clock: 5 as never })), ErrorCode.INVALID_OPTIONS);
-    assert.equal(code(() => new LocalFirstStore({ client, subscriber: 'x' as never })), ErrorCode.INVALID_CLIENT);
+    assert.equal(
+      code(() => new LocalFirstStore({ client, ttl: 1 } as never)),
+      ErrorCode.UNKNOWN_OPTION,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({} as never)),
+      ErrorCode.INVALID_OPTIONS,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client: {} })),
+      ErrorCode.INVALID_CLIENT,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, timeoutMs: 0 })),
+      ErrorCode.INVALID_DURATION,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, leaseMs: 1.5 })),
+      ErrorCode.INVALID_DURATION,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, maxKeys: -1 })),
+      ErrorCode.INVALID_OPTIONS,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, maxShare: 0 })),
+      ErrorCode.INVALID_OPTIONS,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, channel: '' })),
+      ErrorCode.INVALID_OPTIONS,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, clock: 5 as never })),
+      ErrorCode.INVALID_OPTIONS,
+    );
+    assert.equal(
+      code(() => new LocalFirstStore({ client, subscriber: 'x' as never })),
+      ErrorCode.INVALID_CLIENT,
+    );
     // A connection in subscriber mode runs no other command: the store (and the app) would lose their client.
-    assert.equal(code(() => new LocalFirstStore({ client, subscriber: client })), ErrorCode.CONFLICTING_OPTIONS);
+    assert.equal(
+      code(() => new LocalFirstStore({ client, subscriber: client })),
+      ErrorCode.CONFLICTING_OPTIONS,
+    );
     client.disconnect();
   });
 

@@ -87,7 +87,8 @@ test('regression: leases are never spent after the Redis window ends (hammering 
       const before = performance.now();
       const d = await opener.consume('k');
       const done = performance.now();
-      if (d.allowed) admissions.push({ low: before + offset.low, high: done + offset.high, reportedEnd: done + offset.high + d.resetMs, local: false });
+      if (d.allowed)
+        admissions.push({ low: before + offset.low, high: done + offset.high, reportedEnd: done + offset.high + d.resetMs, local: false });
       r = Number(await admin.hget(state, 'r'));
     }
     if (windowEnds.at(-1) !== r) windowEnds.push(r);
@@ -100,11 +101,23 @@ test('regression: leases are never spent after the Redis window ends (hammering 
         const now = limiter.consumeNow('k');
         const afterCall = performance.now();
         if (now !== undefined) {
-          if (now.allowed) admissions.push({ low: before + offset.low, high: afterCall + offset.high, reportedEnd: afterCall + offset.high + now.resetMs, local: true });
+          if (now.allowed)
+            admissions.push({
+              low: before + offset.low,
+              high: afterCall + offset.high,
+              reportedEnd: afterCall + offset.high + now.resetMs,
+              local: true,
+            });
         } else {
           const d = await limiter.consume('k');
           const done = performance.now();
-          if (d.allowed) admissions.push({ low: before + offset.low, high: done + offset.high, reportedEnd: done + offset.high + d.resetMs, local: false });
+          if (d.allowed)
+            admissions.push({
+              low: before + offset.low,
+              high: done + offset.high,
+              reportedEnd: done + offset.high + d.resetMs,
+              local: false,
+            });
         }
         // One consume per turn per loop, so lease replies land between them and leases are held at the edge.
         await new Promise((resolve) => setImmediate(resolve));
@@ -116,7 +129,8 @@ test('regression: leases are never spent after the Redis window ends (hammering 
   if (last > windowEnds.at(-1)!) windowEnds.push(last);
 
   // The window a decision's lease came from: the known end nearest to the end it reported.
-  const leaseWindow = (a: Admission) => windowEnds.reduce((best, end) => (Math.abs(end - a.reportedEnd) < Math.abs(best - a.reportedEnd) ? end : best));
+  const leaseWindow = (a: Admission) =>
+    windowEnds.reduce((best, end) => (Math.abs(end - a.reportedEnd) < Math.abs(best - a.reportedEnd) ? end : best));
   // Spent late: decided, at the earliest, at or after its window's end.
   const late = admissions.filter((a) => a.local && a.low >= leaseWindow(a));
   // Per Redis window by time: a local decision counts where it was made, a Redis one where its lease was.

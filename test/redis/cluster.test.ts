@@ -60,7 +60,13 @@ describe('ioredis Cluster', () => {
     assert.equal(new RedisStore({ client: io }).clientKind, 'ioredis-cluster');
   });
   test('Lua decides exactly as applyOperation', async () => {
-    const checked = await differential({ makeStore: (clock) => new RedisStore({ client: io, clock }), seed: 21, policies: 12, ticks: 25, prefix: 'diff-ioc' });
+    const checked = await differential({
+      makeStore: (clock) => new RedisStore({ client: io, clock }),
+      seed: 21,
+      policies: 12,
+      ticks: 25,
+      prefix: 'diff-ioc',
+    });
     assert.ok(checked > 500);
   });
   test('every operation and algorithm on Redis time', async () => {
@@ -76,7 +82,13 @@ describe('node-redis cluster', () => {
     assert.equal(new RedisStore({ client: nr }).clientKind, 'node-redis-cluster');
   });
   test('Lua decides exactly as applyOperation', async () => {
-    const checked = await differential({ makeStore: (clock) => new RedisStore({ client: nr, clock }), seed: 31, policies: 12, ticks: 25, prefix: 'diff-nrc' });
+    const checked = await differential({
+      makeStore: (clock) => new RedisStore({ client: nr, clock }),
+      seed: 31,
+      policies: 12,
+      ticks: 25,
+      prefix: 'diff-nrc',
+    });
     assert.ok(checked > 500);
   });
   test('every operation and algorithm on Redis time', async () => {

@@ -116,7 +116,10 @@ test('SIGKILL under load: every consume resolves in time from store or insurance
   assert.deepEqual([...new Set(samples.map((s) => s.source))].sort(), ['insurance', 'store']);
   const slowest = Math.max(...samples.map((s) => s.ms));
   assert.ok(slowest < TIMEOUT_MS + SLACK_MS, `slowest consume took ${slowest.toFixed(0)} ms`);
-  assert.ok(samples.filter((s) => s.at < killStartedAt).every((s) => s.source === 'store'), 'healthy phase answered by the store');
+  assert.ok(
+    samples.filter((s) => s.at < killStartedAt).every((s) => s.source === 'store'),
+    'healthy phase answered by the store',
+  );
   const down = samples.filter((s) => s.at > killedAt + 50 && s.at < restartedAt);
   assert.ok(down.length > 100 && down.every((s) => s.source === 'insurance'), 'down phase answered by insurance');
   const settled = run.since(backAt + 100);
@@ -182,9 +185,8 @@ test('SIGSTOP: calls fall back after the store timeout, the breaker then answers
   server.pause();
   // The store alone: STORE_TIMEOUT after timeoutMs, not sooner, not much later.
   const t0 = performance.now();
-  await assert.rejects(
-    store.apply({ kind: 'consume', key: 'direct', amount: 1, policy: limiter.policy }),
-    (e: unknown) => isFloodgateError(e, ErrorCode.STORE_TIMEOUT),
+  await assert.rejects(store.apply({ kind: 'consume', key: 'direct', amount: 1, policy: limiter.policy }), (e: unknown) =>
+    isFloodgateError(e, ErrorCode.STORE_TIMEOUT),
   );
   const direct = performance.now() - t0;
   assert.ok(direct >= TIMEOUT_MS - 5 && direct < TIMEOUT_MS + SLACK_MS, `timed out after ${direct.toFixed(0)} ms`);

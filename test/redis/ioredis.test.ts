@@ -219,16 +219,24 @@ describe('ioredis', () => {
     await store.close();
     await store.close();
     await assert.rejects(pending, (e: unknown) => isFloodgateError(e, ErrorCode.CLOSED));
-    await assert.rejects(store.apply({ kind: 'peek', key: 'x', amount: 0, policy: p }), (e: unknown) => isFloodgateError(e, ErrorCode.CLOSED));
+    await assert.rejects(store.apply({ kind: 'peek', key: 'x', amount: 0, policy: p }), (e: unknown) =>
+      isFloodgateError(e, ErrorCode.CLOSED),
+    );
     assert.equal(await client.ping(), 'PONG');
   });
 
-  test('when a hot key\'s in-memory block ends, one script call decides it again, however many turns wait for Redis', async () => {
+  test("when a hot key's in-memory block ends, one script call decides it again, however many turns wait for Redis", async () => {
     // 25 ms each way, so several event-loop turns pass while the first call is out, as under load.
     const proxy = await startDelayProxy({ targetPort: server.port, delayMs: 25 });
     const remote = new Redis(proxy.url);
     try {
-      const l = new RateLimiter({ store: new RedisStore({ client: remote }), limit: 5, window: '500ms', inMemoryBlock: true, prefix: `lapse-${Date.now()}` });
+      const l = new RateLimiter({
+        store: new RedisStore({ client: remote }),
+        limit: 5,
+        window: '500ms',
+        inMemoryBlock: true,
+        prefix: `lapse-${Date.now()}`,
+      });
       const fill = await Promise.all(Array.from({ length: 6 }, () => l.consume('hot')));
       assert.equal(fill.filter((d) => d.allowed).length, 5);
       await new Promise((resolve) => setTimeout(resolve, fill[5]!.retryAfterMs + 5));
@@ -242,7 +250,7 @@ describe('ioredis', () => {
       const decisions = await Promise.all(pending);
 
       assert.equal(decisions.filter((d) => d.allowed).length, 5);
-      assert.equal(await evalshaCalls(), 1, 'the first turn\'s ten consumes in one call; the forty after it refused from memory');
+      assert.equal(await evalshaCalls(), 1, "the first turn's ten consumes in one call; the forty after it refused from memory");
       assert.ok(decisions.slice(10).every((d) => d.source === 'memory-block'));
     } finally {
       remote.disconnect();

@@ -36,7 +36,8 @@ test('an unrecognised client throws INVALID_CLIENT saying what is accepted', () 
   for (const client of ['redis://localhost:6379', 6379, {}, { host: 'localhost', port: 6379 }, [], () => 1, new Map()]) {
     assert.throws(
       () => new RedisStore({ client: client as never }),
-      (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_CLIENT) && /ioredis Redis or Cluster/.test(e.message) && /createClient/.test(e.message),
+      (e: unknown) =>
+        isFloodgateError(e, ErrorCode.INVALID_CLIENT) && /ioredis Redis or Cluster/.test(e.message) && /createClient/.test(e.message),
     );
   }
 });
@@ -54,7 +55,9 @@ test('every supported client is recognised without connecting', () => {
 test('apply rejects an unknown operation or algorithm instead of sending it', async () => {
   const store = new RedisStore({ client: io });
   const policy: Policy = { algorithm: 'fixed-window', limit: 1, windowMs: 1000, blockMs: 0 };
-  await assert.rejects(store.apply({ kind: 'toString' as never, key: 'k', amount: 0, policy }), (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_OPTIONS));
+  await assert.rejects(store.apply({ kind: 'toString' as never, key: 'k', amount: 0, policy }), (e: unknown) =>
+    isFloodgateError(e, ErrorCode.INVALID_OPTIONS),
+  );
   await assert.rejects(
     store.apply({ kind: 'consume', key: 'k', amount: 1, policy: { ...policy, algorithm: 'leaky' as never } }),
     (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_ALGORITHM),
@@ -66,7 +69,24 @@ test('hash tags: plain keys as they are, anything that could break or fake a tag
   assert.equal(hashTag('ünïcödé 👍'), 'ünïcödé 👍');
   assert.equal(hashTag('a{b}'), `~${Buffer.from('a{b}').toString('base64url')}`);
   assert.equal(hashTag(''), '~');
-  const tricky = ['', '~', '~~', '{', '}', '{}', 'a{b}c', 'a}b{c', '~abc', `~${Buffer.from('a{b}').toString('base64url')}`, '\uD800', '\uDC00', '\uDBFF', '\uFFFD', 'x\uD83D', '\uD83D\uDC4D'];
+  const tricky = [
+    '',
+    '~',
+    '~~',
+    '{',
+    '}',
+    '{}',
+    'a{b}c',
+    'a}b{c',
+    '~abc',
+    `~${Buffer.from('a{b}').toString('base64url')}`,
+    '\uD800',
+    '\uDC00',
+    '\uDBFF',
+    '\uFFFD',
+    'x\uD83D',
+    '\uD83D\uDC4D',
+  ];
   const tags = tricky.map(hashTag);
   assert.equal(new Set(tags).size, tricky.length);
   for (const tag of tags) {
@@ -95,6 +115,8 @@ test('a clock that throws rejects that call with STORE_ERROR and leaves the othe
     },
   });
   const policy: Policy = { algorithm: 'fixed-window', limit: 1, windowMs: 1000, blockMs: 0 };
-  await assert.rejects(store.apply({ kind: 'peek', key: 'k', amount: 0, policy }), (e: unknown) => isFloodgateError(e, ErrorCode.STORE_ERROR));
+  await assert.rejects(store.apply({ kind: 'peek', key: 'k', amount: 0, policy }), (e: unknown) =>
+    isFloodgateError(e, ErrorCode.STORE_ERROR),
+  );
   await store.close();
 });

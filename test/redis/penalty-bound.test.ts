@@ -29,7 +29,10 @@ test('regression: penalty(1_000_000) on a Redis sliding log stores at most limit
   assert.equal(await client.ping(), 'PONG');
   const refused = await limiter.consume('k');
   assert.equal(refused.allowed, false);
-  assert.ok(refused.retryAfterMs > 59_000 && refused.retryAfterMs <= 60_000, `retry after ${refused.retryAfterMs} ms: the penalty's units leave the window a full window from now`);
+  assert.ok(
+    refused.retryAfterMs > 59_000 && refused.retryAfterMs <= 60_000,
+    `retry after ${refused.retryAfterMs} ms: the penalty's units leave the window a full window from now`,
+  );
   // The penalty counted as the limit (100 points): a reward of 50 leaves 3 + 50 units in the window.
   assert.equal((await limiter.reward('k', 50)).remaining, 47);
 });

@@ -17,7 +17,8 @@ after(async () => {
   await server.stop();
 });
 
-const conflicting = (e: unknown) => isFloodgateError(e, ErrorCode.CONFLICTING_OPTIONS) && /give each limiter its own prefix/.test(e.message);
+const conflicting = (e: unknown) =>
+  isFloodgateError(e, ErrorCode.CONFLICTING_OPTIONS) && /give each limiter its own prefix/.test(e.message);
 
 test('regression: two RedisStore limiters with different policies on colliding prefixes ("a" + "b:c", "a:b" + "c") reject with CONFLICTING_OPTIONS', async () => {
   const store = new RedisStore({ client });
@@ -34,7 +35,11 @@ test('regression: two RedisStore limiters with different policies on colliding p
     await assert.rejects(loose.penalty('c', 5), conflicting);
     assert.equal((await strict.consume('b:c')).remaining, 0, 'the strict limiter counted only its own consumes');
     await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(warnings.filter((w) => (w as { code?: string }).code === ErrorCode.CONFLICTING_OPTIONS).length, 1, 'one warning per pair of policies');
+    assert.equal(
+      warnings.filter((w) => (w as { code?: string }).code === ErrorCode.CONFLICTING_OPTIONS).length,
+      1,
+      'one warning per pair of policies',
+    );
     // Keys that do not collide, and the same options on a shared prefix, are fine.
     assert.equal((await loose.consume('other')).allowed, true);
     const twin = new RateLimiter({ store, limit: 2, window: '1m', prefix: 'a' });

@@ -106,7 +106,12 @@ async function main(): Promise<void> {
   for (const p of go.phases) {
     const store = p.mode === 'local-first' ? localFirst : perRequest;
     const r = await phase(config, store, p);
-    results.push({ mode: p.mode, paced: p.perMs !== undefined, ...r, ...(p.mode === 'local-first' ? { stats: { ...localFirst.stats() } } : {}) });
+    results.push({
+      mode: p.mode,
+      paced: p.perMs !== undefined,
+      ...r,
+      ...(p.mode === 'local-first' ? { stats: { ...localFirst.stats() } } : {}),
+    });
   }
   process.send!({ type: 'report', results } satisfies HammerReport);
   await localFirst.close();

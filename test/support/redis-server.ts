@@ -143,12 +143,18 @@ export async function startRedis(options: { port?: number; args?: string[]; cpus
   const dir = mkdtempSync(join(tmpdir(), `floodgate-redis-${port}-`));
   dirs.add(dir);
   const serverArgs = [
-    '--port', String(port),
-    '--bind', HOST,
-    '--save', '',
-    '--appendonly', 'no',
-    '--dir', dir,
-    '--protected-mode', 'no',
+    '--port',
+    String(port),
+    '--bind',
+    HOST,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--protected-mode',
+    'no',
     ...(options.args ?? []),
   ];
   let child: ChildProcess | undefined;
@@ -184,7 +190,9 @@ export async function startRedis(options: { port?: number; args?: string[]; cpus
       });
     } catch (error) {
       proc.kill('SIGKILL');
-      throw new Error(`redis-server on port ${port} did not start${exited ? ' (it exited)' : ''}: ${(error as Error).message}\n${output}`, { cause: error });
+      throw new Error(`redis-server on port ${port} did not start${exited ? ' (it exited)' : ''}: ${(error as Error).message}\n${output}`, {
+        cause: error,
+      });
     }
   };
 

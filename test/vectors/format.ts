@@ -39,12 +39,19 @@ export function loadVectors(): { t0: number; cases: VectorCase[] } {
 
 async function call(limiter: RateLimiter, key: string, step: VectorStep): Promise<Decision | undefined> {
   switch (step.op) {
-    case 'consume': return limiter.consume(key, step.amount ?? 1);
-    case 'peek': return limiter.peek(key);
-    case 'reward': return limiter.reward(key, step.amount ?? 1);
-    case 'penalty': return limiter.penalty(key, step.amount ?? 1);
-    case 'block': return limiter.block(key, step.amount === -1 ? 'forever' : step.amount!);
-    case 'reset': await limiter.reset(key); return undefined;
+    case 'consume':
+      return limiter.consume(key, step.amount ?? 1);
+    case 'peek':
+      return limiter.peek(key);
+    case 'reward':
+      return limiter.reward(key, step.amount ?? 1);
+    case 'penalty':
+      return limiter.penalty(key, step.amount ?? 1);
+    case 'block':
+      return limiter.block(key, step.amount === -1 ? 'forever' : step.amount!);
+    case 'reset':
+      await limiter.reset(key);
+      return undefined;
   }
 }
 
@@ -79,7 +86,11 @@ export function runVectors(label: string, factory: ConformanceFactory): void {
             resetMs: d.resetMs === Infinity ? 'Infinity' : d.resetMs,
             retryAfterMs: d.retryAfterMs === Infinity ? 'Infinity' : d.retryAfterMs,
           };
-          assert.deepEqual(got ?? null, step.expect, `step ${i} (t=${step.t} ${step.op}${step.amount === undefined ? '' : ` ${step.amount}`})`);
+          assert.deepEqual(
+            got ?? null,
+            step.expect,
+            `step ${i} (t=${step.t} ${step.op}${step.amount === undefined ? '' : ` ${step.amount}`})`,
+          );
         }
       });
     }

@@ -87,7 +87,8 @@ export class Leases {
    */
   topUp(key: string, now: number, horizonMs: number): { entry: Lease; want: number } | undefined {
     const lease = this.entries.get(key);
-    if (lease === undefined || lease.inFlight > 0 || lease.lastGrant === 0 || lease.units * 2 >= lease.lastGrant || now >= lease.spendUntil) return undefined;
+    if (lease === undefined || lease.inFlight > 0 || lease.lastGrant === 0 || lease.units * 2 >= lease.lastGrant || now >= lease.spendUntil)
+      return undefined;
     const want = wantedSlice(lease, 0, 0, now, horizonMs);
     if (want <= 0) return undefined;
     lease.demand = 0;
@@ -154,11 +155,21 @@ export class Leases {
       this.entries.set(operation.key, e);
     } else {
       // A new key starts as if it had been idle for a whole horizon, so its first lease asks for what it spends.
-      e = { policy: operation.policy, units: 0, spendUntil: 0, endsBy: 0, windowEnd: NaN, remote: 0, demand: 0, since: now - horizonMs, lastGrant: 0, inFlight: 0 };
+      e = {
+        policy: operation.policy,
+        units: 0,
+        spendUntil: 0,
+        endsBy: 0,
+        windowEnd: NaN,
+        remote: 0,
+        demand: 0,
+        since: now - horizonMs,
+        lastGrant: 0,
+        inFlight: 0,
+      };
       this.entries.set(operation.key, e);
       if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
     }
     return e;
   }
 }
-

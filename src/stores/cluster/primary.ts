@@ -33,8 +33,7 @@ import {
 
 // The CommonJS build has no esModuleInterop, so `import cluster from` would
 // read a missing `.default`; the namespace works in both builds.
-const cluster: Cluster =
-  (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
+const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
 
 /** Options of {@link ClusterStorePrimary}. */
 export interface ClusterStorePrimaryOptions {
@@ -240,7 +239,10 @@ export class ClusterStorePrimary {
   constructor(options: ClusterStorePrimaryOptions = {}) {
     assertKnownOptions(options, OPTION_NAMES, 'ClusterStorePrimary');
     if (options.cluster !== undefined && typeof options.cluster !== 'boolean') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`,
+      );
     }
     const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'ClusterStorePrimary');
     this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock, onFull, overflowCells });
@@ -294,7 +296,12 @@ export class ClusterStorePrimary {
     this.assertOpen();
     const candidate = target as Partial<ThreadWorker & ChildProcess> | null;
     const posts = typeof candidate?.postMessage === 'function';
-    if (typeof candidate !== 'object' || candidate === null || typeof candidate.on !== 'function' || (!posts && typeof candidate.send !== 'function')) {
+    if (
+      typeof candidate !== 'object' ||
+      candidate === null ||
+      typeof candidate.on !== 'function' ||
+      (!posts && typeof candidate.send !== 'function')
+    ) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
         `ClusterStorePrimary.attach takes a worker_threads Worker, a MessagePort or a forked ChildProcess; got ${describe(target)}.`,
@@ -351,7 +358,10 @@ export class ClusterStorePrimary {
   async attachPm2(pm2: Pm2Api): Promise<void> {
     this.assertOpen();
     if (typeof pm2 !== 'object' || pm2 === null || typeof pm2.launchBus !== 'function' || typeof pm2.sendDataToProcessId !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describe(pm2)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describe(pm2)}.`,
+      );
     }
     await new Promise<void>((resolve, reject) => pm2.connect((error) => (error ? reject(error) : resolve())));
     const bus = await new Promise<Pm2Bus>((resolve, reject) => pm2.launchBus((error, b) => (error ? reject(error) : resolve(b))));
@@ -571,7 +581,12 @@ export class ClusterStorePrimary {
         const ms = refusalMs(leasing && amount === 0 ? 'peek' : kind, resolved.policy, outcome);
         if (ms > 0) {
           (hints ??= []).push(i);
-          const evicted = remember(this.hinted, key, { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i }, this.maxKeys);
+          const evicted = remember(
+            this.hinted,
+            key,
+            { fp: resolved.fp, until: workerTime ? Infinity : mono + ms, batch, index: i },
+            this.maxKeys,
+          );
           if (evicted !== undefined) {
             if (evicted[1].until > mono) (stale ??= new Set()).add(evicted[0]);
             if (evicted[1].batch === batch) withdraw(hints, evicted[1].index);
@@ -593,7 +608,12 @@ export class ClusterStorePrimary {
     if ((hints !== undefined && hints.length > 0) || leasedOut) this.subscribers.add(peer);
     if (staleAll) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', all: 1 });
     else if (stale || revoked) {
-      this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', ...(stale ? { k: [...stale] } : {}), ...(revoked ? { l: [...revoked] } : {}) });
+      this.broadcast({
+        floodgate: PROTOCOL_VERSION,
+        t: 'inv',
+        ...(stale ? { k: [...stale] } : {}),
+        ...(revoked ? { l: [...revoked] } : {}),
+      });
     }
     const result: ResultMessage = {
       floodgate: PROTOCOL_VERSION,
@@ -717,7 +737,12 @@ function sendToWorker(worker: ClusterWorker, message: PrimaryMessage): void {
  * one; when past `maxKeys`, drops the oldest and returns it (workers may
  * still act on it, so the caller tells them to forget it).
  */
-function remember<T extends { readonly until: number }>(told: Map<string, T>, key: string, value: T, maxKeys: number): [string, T] | undefined {
+function remember<T extends { readonly until: number }>(
+  told: Map<string, T>,
+  key: string,
+  value: T,
+  maxKeys: number,
+): [string, T] | undefined {
   const earlier = told.get(key);
   if (earlier !== undefined) {
     told.delete(key);

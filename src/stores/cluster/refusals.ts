@@ -161,4 +161,3 @@ export class KnownRefusals {
 function left(at: number, now: number): number {
   return at === Infinity ? Infinity : Math.max(0, Math.ceil(at - now));
 }
-

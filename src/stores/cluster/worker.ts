@@ -161,20 +161,29 @@ export class ClusterStore implements Store {
       );
     }
     if (options.clock !== undefined && typeof options.clock !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStore clock must be a function returning ms; got ${describe(options.clock)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `ClusterStore clock must be a function returning ms; got ${describe(options.clock)}.`,
+      );
     }
     const knownRefusals = options.knownRefusals ?? (options.clock === undefined ? KNOWN_REFUSALS : 0);
     if (!Number.isSafeInteger(knownRefusals) || knownRefusals < 0) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describe(knownRefusals)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describe(knownRefusals)}.`,
+      );
     }
     const leaseMs = options.leaseMs ?? 0;
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0 || leaseMs > MAX_LEASE_MS) {
-      throw new FloodgateError(ErrorCode.INVALID_DURATION, `ClusterStore leaseMs must be a whole number of ms from 0 (no leases) to ${MAX_LEASE_MS}; got ${describe(leaseMs)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_DURATION,
+        `ClusterStore leaseMs must be a whole number of ms from 0 (no leases) to ${MAX_LEASE_MS}; got ${describe(leaseMs)}.`,
+      );
     }
     if (leaseMs > 0 && options.clock !== undefined) {
       throw new FloodgateError(
         ErrorCode.CONFLICTING_OPTIONS,
-        'ClusterStore leaseMs needs real time: leases expire on this process\'s clock, which a custom clock does not drive. Drop leaseMs or clock.',
+        "ClusterStore leaseMs needs real time: leases expire on this process's clock, which a custom clock does not drive. Drop leaseMs or clock.",
       );
     }
     this.timeoutMs = timeoutMs;
@@ -387,7 +396,12 @@ function acquireClient(transport: ClusterTransport, knownRefusals: number): Clie
   } else if (transport === 'local') {
     key = 'local';
     make = localChannel;
-  } else if (typeof transport === 'object' && transport !== null && typeof transport.postMessage === 'function' && typeof transport.on === 'function') {
+  } else if (
+    typeof transport === 'object' &&
+    transport !== null &&
+    typeof transport.postMessage === 'function' &&
+    typeof transport.on === 'function'
+  ) {
     const port = transport;
     key = port;
     make = () => portChannel(port);
@@ -461,7 +475,16 @@ class Client {
     const topUp = this.channel.isClosed() ? undefined : this.leases.topUp(operation.key, now, leaseMs);
     if (topUp !== undefined) {
       // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
-      this.enqueue({ kind: 'consume', key: operation.key, amount: 0, policy: operation.policy }, -1, undefined, remembers, topUp, timeoutMs, ignore, ignore);
+      this.enqueue(
+        { kind: 'consume', key: operation.key, amount: 0, policy: operation.policy },
+        -1,
+        undefined,
+        remembers,
+        topUp,
+        timeoutMs,
+        ignore,
+        ignore,
+      );
     }
     return admitted;
   }
@@ -661,7 +684,12 @@ class Client {
         while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
         if (hints !== undefined && hints[nextHint] === index && call.remembers) this.learn(call, outcome, batch.sentAt);
         const lease = call.lease?.entry;
-        this.settle(call, lease === undefined ? outcome : this.leases.settle(call.operation.key, lease, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt));
+        this.settle(
+          call,
+          lease === undefined
+            ? outcome
+            : this.leases.settle(call.operation.key, lease, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt),
+        );
       }
     });
   }
@@ -726,25 +754,28 @@ class Client {
 
   /** Times out the calls of a batch the primary has not answered. */
   private armBatchTimer(id: number, batch: Batch, deadline: number): void {
-    batch.timer = setTimeout(() => {
-      batch.timer = undefined;
-      const before = this.active;
-      const next = this.expire(batch.calls);
-      if (next === Infinity) this.inflight.delete(id);
-      else this.armBatchTimer(id, batch, next);
-      if (this.active === before) return;
-      // The primary may be gone (a PM2 primary restarting) or stuck: ask
-      // again before sending more, instead of feeding batches into the void.
-      // What it said is no longer vouched for (a new primary knows none of
-      // it, and would invalidate none of it).
-      this.ready = false;
-      this.primaryId = undefined;
-      this.forgetAll();
-      if (this.queue.length > 0) {
-        this.handshake();
-        this.armQueueTimer();
-      }
-    }, Math.max(0, Math.ceil(deadline - performance.now())));
+    batch.timer = setTimeout(
+      () => {
+        batch.timer = undefined;
+        const before = this.active;
+        const next = this.expire(batch.calls);
+        if (next === Infinity) this.inflight.delete(id);
+        else this.armBatchTimer(id, batch, next);
+        if (this.active === before) return;
+        // The primary may be gone (a PM2 primary restarting) or stuck: ask
+        // again before sending more, instead of feeding batches into the void.
+        // What it said is no longer vouched for (a new primary knows none of
+        // it, and would invalidate none of it).
+        this.ready = false;
+        this.primaryId = undefined;
+        this.forgetAll();
+        if (this.queue.length > 0) {
+          this.handshake();
+          this.armQueueTimer();
+        }
+      },
+      Math.max(0, Math.ceil(deadline - performance.now())),
+    );
   }
 
   /** Times out the queued calls while no primary has answered the handshake. */
@@ -752,12 +783,15 @@ class Client {
     if (this.queueTimer !== undefined || this.queue.length === 0) return;
     let deadline = Infinity;
     for (const call of this.queue) if (call.deadline < deadline) deadline = call.deadline;
-    this.queueTimer = setTimeout(() => {
-      this.queueTimer = undefined;
-      this.expire(this.queue);
-      this.queue = this.queue.filter((call) => !call.settled);
-      this.armQueueTimer();
-    }, Math.max(0, Math.ceil(deadline - performance.now())));
+    this.queueTimer = setTimeout(
+      () => {
+        this.queueTimer = undefined;
+        this.expire(this.queue);
+        this.queue = this.queue.filter((call) => !call.settled);
+        this.armQueueTimer();
+      },
+      Math.max(0, Math.ceil(deadline - performance.now())),
+    );
   }
 
   private clearQueueTimer(): void {

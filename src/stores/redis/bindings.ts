@@ -69,4 +69,3 @@ export function conflictError(key: string, bound: Policy, incoming: Policy, warn
   }
   return new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, text);
 }
-

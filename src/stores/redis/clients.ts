@@ -75,10 +75,7 @@ export function isNoScript(error: unknown): boolean {
  * Runs EVALSHA, and on NOSCRIPT (after a restart, a failover or SCRIPT FLUSH)
  * EVAL, which also puts the script back in Redis's cache for the next calls.
  */
-function evalWithFallback(
-  evalsha: () => Promise<unknown>,
-  evalText: () => Promise<unknown>,
-): Promise<unknown> {
+function evalWithFallback(evalsha: () => Promise<unknown>, evalText: () => Promise<unknown>): Promise<unknown> {
   return evalsha().catch((error: unknown) => {
     if (isNoScript(error)) return evalText();
     throw error;

@@ -142,12 +142,18 @@ export class RedisStore implements Store {
     const policy = operation.policy;
     if (!Object.hasOwn(OP_CODE, operation.kind) || typeof code !== 'number') {
       return Promise.reject(
-        new FloodgateError(ErrorCode.INVALID_OPTIONS, `RedisStore cannot apply operation ${describe(operation.kind)}; known: ${Object.keys(OP_CODE).join(', ')}.`),
+        new FloodgateError(
+          ErrorCode.INVALID_OPTIONS,
+          `RedisStore cannot apply operation ${describe(operation.kind)}; known: ${Object.keys(OP_CODE).join(', ')}.`,
+        ),
       );
     }
     if (!ALGORITHMS.includes(policy.algorithm)) {
       return Promise.reject(
-        new FloodgateError(ErrorCode.INVALID_ALGORITHM, `RedisStore has no script for algorithm ${describe(policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`),
+        new FloodgateError(
+          ErrorCode.INVALID_ALGORITHM,
+          `RedisStore has no script for algorithm ${describe(policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`,
+        ),
       );
     }
     let now: string | undefined;
@@ -279,7 +285,6 @@ function newBatch(key: string, policy: Policy, clientTime: boolean): Batch {
   };
 }
 
-
 /** -1 is how the scripts spell Infinity (blocked until unblocked). */
 function ms(value: number): number {
   return value === -1 ? Infinity : value;
@@ -300,7 +305,10 @@ function decodeReply(reply: unknown, count: number): Outcome[] | FloodgateError 
       // Number() because ioredis with stringNumbers: true answers integers as strings.
       const x = Number(reply[o]);
       if (!Number.isSafeInteger(x)) {
-        return new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: the script answered ${describe(reply[o])} where an integer was expected.`);
+        return new FloodgateError(
+          ErrorCode.STORE_ERROR,
+          `redis store failed: the script answered ${describe(reply[o])} where an integer was expected.`,
+        );
       }
       v[j] = x;
     }

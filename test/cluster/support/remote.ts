@@ -86,7 +86,14 @@ export async function forkWorker(config: FixtureConfig = {}): Promise<Remote & {
 /** Starts the fixture with child_process.fork (no node:cluster): the primary must attach it. */
 export async function forkChild(config: FixtureConfig = {}): Promise<Remote & { readonly child: ChildProcess }> {
   const child = fork(FIXTURE, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, FG_FIXTURE: JSON.stringify(config) } });
-  return { child, ...(await remoteProcess(child, { isConnected: () => child.connected, send: (m, cb) => child.send(m, cb), on: (e, l) => child.on(e, l) }, 'forked child')) };
+  return {
+    child,
+    ...(await remoteProcess(
+      child,
+      { isConnected: () => child.connected, send: (m, cb) => child.send(m, cb), on: (e, l) => child.on(e, l) },
+      'forked child',
+    )),
+  };
 }
 
 /** The IPC side of a fixture process, whether node:cluster forked it or child_process did. */

@@ -136,13 +136,19 @@ export async function flood(cli: CliProcess & { url: string }, variant: string):
       `pre-existing keys intact: ${remaining.every((r, i) => r === 5 - keys[i]!.spent)} (50 keys), login address left ${loginLeft} of 1`,
   );
   assert.equal((counts.get(204) ?? 0) + (counts.get(429) ?? 0), FLOOD_KEYS, 'every flood request was answered 204 or 429');
-  assert.deepEqual(remaining, keys.map(({ spent }) => 5 - spent), 'every pre-existing key has exactly what it had left');
+  assert.deepEqual(
+    remaining,
+    keys.map(({ spent }) => 5 - spent),
+    'every pre-existing key has exactly what it had left',
+  );
   assert.equal(loginLeft, 1, 'the login address has exactly its one attempt left');
   // Bounded by the configured tables (the store's, the in-memory block's, the cluster store's caches) and the
   // sketch, not by the keys sent: they fill during the first half, so the second half adds little more than the
   // heap's slack, where state kept per key would grow as much in each half.
   const first = rssHalf - rssBefore;
   const second = rssAfter - rssHalf;
-  assert.ok(second < Math.max(20, first / 4), `RSS grew by ${second.toFixed(0)} MB over the second half of the flood, after ${first.toFixed(0)} MB over the first`);
+  assert.ok(
+    second < Math.max(20, first / 4),
+    `RSS grew by ${second.toFixed(0)} MB over the second half of the flood, after ${first.toFixed(0)} MB over the first`,
+  );
 }
-

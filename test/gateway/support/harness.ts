@@ -40,20 +40,28 @@ export async function startUpstream(): Promise<Upstream> {
       const url = new URL(req.url ?? '/', 'http://x');
       const reply = (): void => {
         if (url.pathname === '/stream') {
-          res.writeHead(200, { 'content-type': 'text/plain', connection: 'keep-alive, x-upstream-hop', 'x-upstream-hop': 'secret', 'keep-alive': 'timeout=5' });
+          res.writeHead(200, {
+            'content-type': 'text/plain',
+            connection: 'keep-alive, x-upstream-hop',
+            'x-upstream-hop': 'secret',
+            'keep-alive': 'timeout=5',
+          });
           res.write('part1;');
           setTimeout(() => res.end('part2'), 30);
           return;
         }
         if (url.pathname === '/own-limits') {
-          res.writeHead(200, [
-            ['content-type', 'text/plain'],
-            ['ratelimit-policy', '"app";q=50;w=60'],
-            ['ratelimit', '"app";r=49;t=60'],
-            ['x-ratelimit-limit', '50'],
-            ['set-cookie', 'a=1'],
-            ['set-cookie', 'b=2'],
-          ].flat());
+          res.writeHead(
+            200,
+            [
+              ['content-type', 'text/plain'],
+              ['ratelimit-policy', '"app";q=50;w=60'],
+              ['ratelimit', '"app";r=49;t=60'],
+              ['x-ratelimit-limit', '50'],
+              ['set-cookie', 'a=1'],
+              ['set-cookie', 'b=2'],
+            ].flat(),
+          );
           res.end('own');
           return;
         }
@@ -108,12 +116,19 @@ export function writeTemp(name: string, text: string): string {
  * Starts an in-process gateway from YAML text (listening on a free port unless the YAML or overrides say otherwise).
  * With `logLines`, warnings and errors are parsed into it instead of being silenced.
  */
-export async function startGateway(yaml: string, overrides: SettingsOverrides = {}, logLines?: Array<Record<string, unknown>>): Promise<Gateway> {
+export async function startGateway(
+  yaml: string,
+  overrides: SettingsOverrides = {},
+  logLines?: Array<Record<string, unknown>>,
+): Promise<Gateway> {
   const deps = await loadGatewayDeps();
   const settings = await parseConfigText(yaml, 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false, ...overrides });
   const mod = deps.pino as unknown as { pino?: typeof import('pino').pino; default?: typeof import('pino').pino };
   const pino = mod.pino ?? mod.default ?? (deps.pino as unknown as typeof import('pino').pino);
-  const log = logLines === undefined ? createLogger(deps.pino, 'silent') : pino({ level: 'warn' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
+  const log =
+    logLines === undefined
+      ? createLogger(deps.pino, 'silent')
+      : pino({ level: 'warn' }, { write: (line: string) => void logLines.push(JSON.parse(line) as Record<string, unknown>) });
   return Gateway.start(settings, deps, log);
 }
 
@@ -212,7 +227,11 @@ export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Cl
             resolve(found);
           } else if (child.exitCode !== null || child.signalCode !== null) {
             cleanup();
-            reject(new Error(`floodgate exited (${child.exitCode ?? child.signalCode}) before the expected log line; stderr: ${stderr}; logs: ${JSON.stringify(logs)}`));
+            reject(
+              new Error(
+                `floodgate exited (${child.exitCode ?? child.signalCode}) before the expected log line; stderr: ${stderr}; logs: ${JSON.stringify(logs)}`,
+              ),
+            );
           }
         };
         const timer = setTimeout(() => {

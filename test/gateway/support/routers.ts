@@ -18,7 +18,9 @@ export interface RouterApp {
 }
 
 function listening(server: Server): Promise<string> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
 }
 
 function closing(server: Server): Promise<void> {
@@ -72,13 +74,19 @@ export async function koaApp(): Promise<RouterApp> {
 export async function nodeApp(): Promise<RouterApp> {
   const hits: RouterApp['hits'] = [];
   const server = createServer((req, res) => {
-    let path = (req.url ?? '/').replace(/^https?:\/\/[^/]*/i, '').split('?')[0]!.split('#')[0]!;
+    let path = (req.url ?? '/')
+      .replace(/^https?:\/\/[^/]*/i, '')
+      .split('?')[0]!
+      .split('#')[0]!;
     try {
       path = decodeURIComponent(decodeURIComponent(path));
     } catch {
       // left as it is
     }
-    path = path.replace(/\\/g, '/').replace(/;[^/]*/g, '').toLowerCase();
+    path = path
+      .replace(/\\/g, '/')
+      .replace(/;[^/]*/g, '')
+      .toLowerCase();
     const resolved = new URL(path.replace(/^\/*/, '/'), 'http://x').pathname;
     if ((req.method === 'GET' || req.method === 'HEAD') && resolved.startsWith('/api/')) {
       hits.push({ method: req.method, url: req.url ?? '' });

@@ -32,7 +32,12 @@ export function get(url: string, options: GetOptions = {}): Promise<Reply> {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8'), elapsedMs: Date.now() - started }),
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+          elapsedMs: Date.now() - started,
+        }),
       );
       res.on('error', reject);
     });
@@ -135,7 +140,12 @@ export function readIetf(headers: IncomingHttpHeaders): Map<string, IetfPolicy> 
 }
 
 /** Parses draft-7 `RateLimit: limit=…, remaining=…, reset=…` and `RateLimit-Policy: 10;w=1, …`. */
-export function readDraft7(headers: IncomingHttpHeaders): { limit: number; remaining: number; reset: number; policies: Array<{ q: number; w: number | undefined }> } {
+export function readDraft7(headers: IncomingHttpHeaders): {
+  limit: number;
+  remaining: number;
+  reset: number;
+  policies: Array<{ q: number; w: number | undefined }>;
+} {
   const dict = parseDictionary(headers['ratelimit'] as string);
   assert.deepEqual([...dict.keys()].sort(), ['limit', 'remaining', 'reset']);
   const num = (k: string): number => {
@@ -147,7 +157,12 @@ export function readDraft7(headers: IncomingHttpHeaders): { limit: number; remai
 }
 
 /** Parses draft-6 RateLimit-Limit / -Remaining / -Reset and RateLimit-Policy. */
-export function readDraft6(headers: IncomingHttpHeaders): { limit: number; remaining: number; reset: number; policies: Array<{ q: number; w: number | undefined }> } {
+export function readDraft6(headers: IncomingHttpHeaders): {
+  limit: number;
+  remaining: number;
+  reset: number;
+  policies: Array<{ q: number; w: number | undefined }>;
+} {
   return {
     limit: parseInteger(headers['ratelimit-limit'] as string),
     remaining: parseInteger(headers['ratelimit-remaining'] as string),

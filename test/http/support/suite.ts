@@ -4,15 +4,7 @@ import { describe, it } from 'node:test';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
 import { QUOTA_EXCEEDED_TYPE, type DecisionInfo } from '../../../src/http/core.js';
-import {
-  FailingStore,
-  HangingStore,
-  get,
-  readDraft6,
-  readDraft7,
-  readIetf,
-  statuses,
-} from './http.js';
+import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 
 /** A server started by a harness. */
 export interface RunningServer {
@@ -54,26 +46,30 @@ export function adapterSuite(h: Harness): void {
   describe(`${h.name}: shared behaviour`, () => {
     it('admits up to the limit, then answers 429 with Retry-After and a problem body', async () => {
       const limited: unknown[] = [];
-      await withServer(h, { global: { limiter: limiter(2), onLimited: (_req: unknown, info: unknown) => limited.push(info) } }, async (url) => {
-        assert.equal((await get(`${url}/x`)).status, 200);
-        const second = await get(`${url}/x`);
-        assert.equal(second.status, 200);
-        assert.equal(second.body, 'ok');
-        const third = await get(`${url}/x`);
-        assert.equal(third.status, 429);
-        const retryAfter = Number(third.headers['retry-after']);
-        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${third.headers['retry-after']}`);
-        // Exactly: RFC 8259 defines no charset parameter for JSON, and every adapter must send the same field.
-        assert.equal(third.headers['content-type'], 'application/problem+json');
-        const problem = JSON.parse(third.body) as Record<string, unknown>;
-        assert.equal(problem.type, QUOTA_EXCEEDED_TYPE);
-        assert.equal(problem.status, 429);
-        assert.deepEqual(problem['violated-policies'], ['2-per-1m']);
-        const ietf = readIetf(third.headers).get('2-per-1m')!;
-        assert.equal(ietf.r, 0);
-        assert.ok(ietf.t !== undefined && ietf.t <= retryAfter, 'Retry-After is not earlier than the end of the effective window');
-        assert.equal(limited.length, 1);
-      });
+      await withServer(
+        h,
+        { global: { limiter: limiter(2), onLimited: (_req: unknown, info: unknown) => limited.push(info) } },
+        async (url) => {
+          assert.equal((await get(`${url}/x`)).status, 200);
+          const second = await get(`${url}/x`);
+          assert.equal(second.status, 200);
+          assert.equal(second.body, 'ok');
+          const third = await get(`${url}/x`);
+          assert.equal(third.status, 429);
+          const retryAfter = Number(third.headers['retry-after']);
+          assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After ${third.headers['retry-after']}`);
+          // Exactly: RFC 8259 defines no charset parameter for JSON, and every adapter must send the same field.
+          assert.equal(third.headers['content-type'], 'application/problem+json');
+          const problem = JSON.parse(third.body) as Record<string, unknown>;
+          assert.equal(problem.type, QUOTA_EXCEEDED_TYPE);
+          assert.equal(problem.status, 429);
+          assert.deepEqual(problem['violated-policies'], ['2-per-1m']);
+          const ietf = readIetf(third.headers).get('2-per-1m')!;
+          assert.equal(ietf.r, 0);
+          assert.ok(ietf.t !== undefined && ietf.t <= retryAfter, 'Retry-After is not earlier than the end of the effective window');
+          assert.equal(limited.length, 1);
+        },
+      );
     });
 
     it('sends IETF RateLimit and RateLimit-Policy in the current draft syntax', async () => {
@@ -179,7 +175,14 @@ export function adapterSuite(h: Harness): void {
       const perHour = limiter(2, '1h');
       await withServer(
         h,
-        { global: { limiter: [{ limiter: perMinute, name: 'burst' }, { limiter: perHour, name: 'hourly' }] } },
+        {
+          global: {
+            limiter: [
+              { limiter: perMinute, name: 'burst' },
+              { limiter: perHour, name: 'hourly' },
+            ],
+          },
+        },
         async (url) => {
           const first = await get(`${url}/x`);
           const report = readIetf(first.headers);
@@ -237,14 +240,22 @@ export function adapterSuite(h: Harness): void {
         assert.ok(reply.elapsedMs < 2000, `answered in ${reply.elapsedMs} ms`);
       });
       // The limiter's own fault options win over the middleware's: fail-open admits, fail-closed refuses.
-      await withServer(h, { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-open' }), onError } }, async (url) => {
-        assert.equal((await get(`${url}/x`)).status, 200);
-      });
-      await withServer(h, { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-closed' }), onError } }, async (url) => {
-        const reply = await get(`${url}/x`);
-        assert.equal(reply.status, 429);
-        assert.match(JSON.parse(reply.body).type as string, /temporary-reduced-capacity$/);
-      });
+      await withServer(
+        h,
+        { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-open' }), onError } },
+        async (url) => {
+          assert.equal((await get(`${url}/x`)).status, 200);
+        },
+      );
+      await withServer(
+        h,
+        { global: { limiter: limiter(5, '1m', { store: new FailingStore(), onStoreFailure: 'fail-closed' }), onError } },
+        async (url) => {
+          const reply = await get(`${url}/x`);
+          assert.equal(reply.status, 429);
+          assert.match(JSON.parse(reply.body).type as string, /temporary-reduced-capacity$/);
+        },
+      );
       // A store failure on one policy refunds the other, so the request spends nothing.
       const healthy = limiter(5);
       await withServer(
@@ -260,22 +271,38 @@ export function adapterSuite(h: Harness): void {
     it('ignores spoofed X-Forwarded-For unless proxies are trusted', async () => {
       await withServer(h, { global: { limiter: limiter(1) } }, async (url) => {
         assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.1' } })).status, 200);
-        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.2' } })).status, 429, 'a new XFF does not buy a new quota');
+        assert.equal(
+          (await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.2' } })).status,
+          429,
+          'a new XFF does not buy a new quota',
+        );
       });
       await withServer(h, { global: { limiter: limiter(1), trustProxy: 1 } }, async (url) => {
         const spoofed = { 'x-forwarded-for': '198.51.100.9, 203.0.113.1' };
         assert.equal((await get(`${url}/x`, { headers: spoofed })).status, 200);
-        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.1' } })).status, 429, 'only the entry the trusted proxy wrote counts');
+        assert.equal(
+          (await get(`${url}/x`, { headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.1' } })).status,
+          429,
+          'only the entry the trusted proxy wrote counts',
+        );
         assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '203.0.113.2' } })).status, 200);
       });
-      await withServer(h, { global: { limiter: limiter(1), trustProxy: ['127.0.0.1/32', '10.0.0.0/8'], proxyHeader: 'forwarded' } }, async (url) => {
-        const via = (client: string): { headers: Record<string, string> } => ({ headers: { forwarded: `for=${client}, for=10.1.2.3` } });
-        assert.equal((await get(`${url}/x`, via('"[2001:db8::1]:4711"'))).status, 200);
-        assert.equal((await get(`${url}/x`, via('"[2001:db8::2]"'))).status, 429, 'same /64');
-        assert.equal((await get(`${url}/x`, via('192.0.2.60'))).status, 200);
-        assert.equal((await get(`${url}/x`)).status, 200, 'the proxy itself, with no header');
-        assert.equal((await get(`${url}/x`, { headers: { 'x-forwarded-for': '192.0.2.77' } })).status, 429, 'X-Forwarded-For is not read when Forwarded is configured');
-      });
+      await withServer(
+        h,
+        { global: { limiter: limiter(1), trustProxy: ['127.0.0.1/32', '10.0.0.0/8'], proxyHeader: 'forwarded' } },
+        async (url) => {
+          const via = (client: string): { headers: Record<string, string> } => ({ headers: { forwarded: `for=${client}, for=10.1.2.3` } });
+          assert.equal((await get(`${url}/x`, via('"[2001:db8::1]:4711"'))).status, 200);
+          assert.equal((await get(`${url}/x`, via('"[2001:db8::2]"'))).status, 429, 'same /64');
+          assert.equal((await get(`${url}/x`, via('192.0.2.60'))).status, 200);
+          assert.equal((await get(`${url}/x`)).status, 200, 'the proxy itself, with no header');
+          assert.equal(
+            (await get(`${url}/x`, { headers: { 'x-forwarded-for': '192.0.2.77' } })).status,
+            429,
+            'X-Forwarded-For is not read when Forwarded is configured',
+          );
+        },
+      );
     });
 
     it('normalises IPv4-mapped socket addresses and groups IPv6 clients by /64', async () => {

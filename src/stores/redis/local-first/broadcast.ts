@@ -119,12 +119,9 @@ function ioredisSubscription(sub: IoredisSubscriber, owned: boolean, channel: st
   // has ioredis's autoResubscribe off: this is its only resubscription.)
   const onReady = (): void => {
     if (closed) return;
-    sub.subscribe(channel).then(
-      () => {
-        if (!closed && sub.status === 'ready') h.up();
-      },
-      noop,
-    );
+    sub.subscribe(channel).then(() => {
+      if (!closed && sub.status === 'ready') h.up();
+    }, noop);
   };
   const onDown = (): void => {
     if (!closed) h.down();
@@ -165,12 +162,9 @@ function nodeRedisSubscription(sub: NodeRedisSubscriber, owned: boolean, channel
   // again is deduplicated, and its reply is the confirmation we wait for.
   const confirm = (): void => {
     if (closed) return;
-    sub.subscribe(channel, listener).then(
-      () => {
-        if (!closed && sub.isReady) h.up();
-      },
-      noop,
-    );
+    sub.subscribe(channel, listener).then(() => {
+      if (!closed && sub.isReady) h.up();
+    }, noop);
   };
   const onDown = (): void => {
     if (!closed) h.down();

@@ -196,7 +196,10 @@ export class LocalFirstStore implements Store {
     this.leaseMs = wholeNumber(o.leaseMs ?? 100, 'leaseMs', 1, 3_600_000, ErrorCode.INVALID_DURATION);
     const share = o.maxShare ?? 0.25;
     if (typeof share !== 'number' || !(share > 0 && share <= 1)) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `LocalFirstStore maxShare must be a number above 0 and at most 1; got ${describe(share)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `LocalFirstStore maxShare must be a number above 0 and at most 1; got ${describe(share)}.`,
+      );
     }
     this.maxShare = share;
     this.shareMilli = Math.max(1, Math.round(share * 1000));
@@ -206,7 +209,10 @@ export class LocalFirstStore implements Store {
     }
     this.channel = channel;
     if (o.clock !== undefined && typeof o.clock !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `LocalFirstStore clock must be a function returning ms; got ${describe(o.clock)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `LocalFirstStore clock must be a function returning ms; got ${describe(o.clock)}.`,
+      );
     }
     this.clock = o.clock;
 
@@ -215,13 +221,17 @@ export class LocalFirstStore implements Store {
     if (subscriber === undefined) {
       const duplicate = (o.client as { duplicate?: unknown }).duplicate;
       if (typeof duplicate !== 'function') {
-        throw new FloodgateError(ErrorCode.INVALID_CLIENT, 'LocalFirstStore cannot duplicate this client for pub/sub; pass a subscriber client.');
+        throw new FloodgateError(
+          ErrorCode.INVALID_CLIENT,
+          'LocalFirstStore cannot duplicate this client for pub/sub; pass a subscriber client.',
+        );
       }
       // ioredis resubscribes by itself after a reconnection, with a promise nobody handles: a store closed while
       // that connection is mid-handshake got an unhandled "Connection is closed." rejection. The subscription
       // (broadcast.ts) subscribes again on every 'ready' with a handler of its own, so ioredis's copy is off.
       // (An ioredis Cluster duplicates with other arguments and resubscribes through its own subscriber.)
-      const plainIoredis = typeof (o.client as { status?: unknown }).status === 'string' && (o.client as { isCluster?: unknown }).isCluster !== true;
+      const plainIoredis =
+        typeof (o.client as { status?: unknown }).status === 'string' && (o.client as { isCluster?: unknown }).isCluster !== true;
       subscriber = (plainIoredis ? duplicate.call(o.client, { autoResubscribe: false }) : duplicate.call(o.client)) as object;
     } else if (typeof subscriber !== 'object' || subscriber === null) {
       throw new FloodgateError(ErrorCode.INVALID_CLIENT, `LocalFirstStore subscriber must be a Redis client; got ${describe(subscriber)}.`);
@@ -428,7 +438,16 @@ export class LocalFirstStore implements Store {
     // Taken before the call goes out, so the deadline sentAt + msLeft can only be early.
     const sentAt = t;
     let need = 0;
-    const call = this.scriptCall(key, policy, ['1', this.clock ? String(t) : '0', '0', '0', String(this.shareMilli), this.channel, this.id, key]);
+    const call = this.scriptCall(key, policy, [
+      '1',
+      this.clock ? String(t) : '0',
+      '0',
+      '0',
+      String(this.shareMilli),
+      this.channel,
+      this.id,
+      key,
+    ]);
     this.send(
       call,
       (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
@@ -659,7 +678,16 @@ export class LocalFirstStore implements Store {
       if (Number.isSafeInteger(n)) this.counters.unitsReturned += n;
     };
     this.send(
-      this.scriptCall(key, e.policy, ['2', this.clock ? String(t) : '0', String(units), String(e.windowEnd), '0', this.channel, this.id, key]),
+      this.scriptCall(key, e.policy, [
+        '2',
+        this.clock ? String(t) : '0',
+        String(units),
+        String(e.windowEnd),
+        '0',
+        this.channel,
+        this.id,
+        key,
+      ]),
       (error, reply) => {
         if (error == null) count(reply);
       },
