@@ -16,13 +16,12 @@ export const ALGORITHM_IMPLS: Readonly<Record<Algorithm, AlgorithmImpl<unknown>>
   'token-bucket': tokenBucket as AlgorithmImpl<unknown>,
 };
 
-/**
- * A key's whole state: the algorithm's state `a` and the block `b`
- * (0 = none, {@link BLOCK_FOREVER} = until unblocked, else absolute end in ms).
- */
+/** A key's whole state: its algorithm's usage and its block. */
 export interface KeyState {
-  a: unknown;
-  b: number;
+  /** The algorithm's own state (its shape depends on the algorithm); undefined for no usage. */
+  usage: unknown;
+  /** 0 = not blocked, {@link BLOCK_FOREVER} = until unblocked, else the absolute end of the block in ms. */
+  blockedUntil: number;
 }
 
 /** The result of applying an operation: the new state (undefined = delete), its expiry and the outcome. */
@@ -52,34 +51,34 @@ export function applyOperation(
   now: number,
   impl: AlgorithmImpl<unknown> = ALGORITHM_IMPLS[policy.algorithm],
 ): Applied {
-  let a = impl.normalize(state?.a, policy, now);
-  let b = state ? state.b : 0;
-  if (b > 0 && b <= now) b = 0;
+  let usage = impl.normalize(state?.usage, policy, now);
+  let blocked = state ? state.blockedUntil : 0;
+  if (blocked > 0 && blocked <= now) blocked = 0;
   let allowed = true;
   const cost = kind === 'consume' ? amount : 1;
 
   switch (kind) {
     case 'reset':
-      a = undefined;
-      b = 0;
+      usage = undefined;
+      blocked = 0;
       break;
     case 'block':
-      b = amount === BLOCK_FOREVER ? BLOCK_FOREVER : now + amount;
+      blocked = amount === BLOCK_FOREVER ? BLOCK_FOREVER : now + amount;
       break;
     case 'reward':
-      a = impl.remove(a, amount, policy, now);
+      usage = impl.remove(usage, amount, policy, now);
       break;
     case 'penalty':
-      a = impl.add(a, amount, policy, now);
+      usage = impl.add(usage, amount, policy, now);
       break;
     case 'consume':
-      if (b === 0) {
-        const next = impl.tryConsume(a, amount, policy, now);
+      if (blocked === 0) {
+        const next = impl.tryConsume(usage, amount, policy, now);
         if (next === null) {
           allowed = false;
-          if (policy.blockMs > 0) b = now + policy.blockMs;
+          if (policy.blockMs > 0) blocked = now + policy.blockMs;
         } else {
-          a = next;
+          usage = next;
         }
       }
       break;
@@ -87,10 +86,10 @@ export function applyOperation(
       break;
   }
 
-  const view = impl.view(a, cost, policy, now);
+  const view = impl.view(usage, cost, policy, now);
   let outcome: Outcome;
-  if (b !== 0) {
-    const blockLeft = b === BLOCK_FOREVER ? Infinity : b - now;
+  if (blocked !== 0) {
+    const blockLeft = blocked === BLOCK_FOREVER ? Infinity : blocked - now;
     outcome = {
       allowed: false,
       remaining: 0,
@@ -109,8 +108,8 @@ export function applyOperation(
     };
   }
 
-  if (a === undefined && b === 0) return { state: undefined, expiresAt: 0, outcome };
-  const aExpires = a === undefined ? 0 : impl.expiresAt(a, policy);
-  const expiresAt = b === BLOCK_FOREVER ? Infinity : Math.max(aExpires, b);
-  return { state: { a, b }, expiresAt, outcome };
+  if (usage === undefined && blocked === 0) return { state: undefined, expiresAt: 0, outcome };
+  const usageExpires = usage === undefined ? 0 : impl.expiresAt(usage, policy);
+  const expiresAt = blocked === BLOCK_FOREVER ? Infinity : Math.max(usageExpires, blocked);
+  return { state: { usage, blockedUntil: blocked }, expiresAt, outcome };
 }

@@ -138,10 +138,10 @@ export class OverflowSketch {
     const best = states[pickBestIndex(states.map((state) => applyOperation(state, 'peek', 0, this.policy, now, this.impl)))]!;
     if (this.policy.algorithm !== 'fixed-window') return best;
     // A key's own fixed window holds only units of the last two aligned windows and ends within one window from now.
-    const cell = fixedWindowCell.normalize(best.a as SlidingWindowState | undefined, this.policy, now);
+    const cell = fixedWindowCell.normalize(best.usage as SlidingWindowState | undefined, this.policy, now);
     const used = cell === undefined ? 0 : cell.p + cell.c;
-    const a = used > 0 ? { c: used, r: now + this.policy.windowMs } : undefined;
-    return a === undefined && best.b === 0 ? undefined : { a, b: best.b };
+    const usage = used > 0 ? { c: used, r: now + this.policy.windowMs } : undefined;
+    return usage === undefined && best.blockedUntil === 0 ? undefined : { usage, blockedUntil: best.blockedUntil };
   }
 
   /** True while some cell may hold usage. */
