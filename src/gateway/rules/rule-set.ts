@@ -1,6 +1,6 @@
 /** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { isStoreFailure } from '../errors.js';
+import { isStoreFailure } from '../../errors.js';
 import {
   HttpLimiter,
   type HttpOutcome,
@@ -8,18 +8,18 @@ import {
   type KeySource,
   type NamedLimiter,
   type RequestView,
-} from '../http/core.js';
-import { headerValue } from '../http/keys.js';
-import type { HeaderPair } from '../http/headers.js';
-import { RateLimiter, type RateLimiterOptions } from '../limiter.js';
-import type { Store } from '../stores/store.js';
-import { throttled } from '../throttle.js';
+} from '../../http/core.js';
+import { headerValue } from '../../http/keys.js';
+import type { HeaderPair } from '../../http/headers.js';
+import { RateLimiter, type RateLimiterOptions } from '../../limiter.js';
+import type { Store } from '../../stores/store.js';
+import { throttled } from '../../throttle.js';
 import { keyCheck, type KeyCheck, type KeyRefusal } from './key-check.js';
-import { loggableKey, type GatewayLogger } from './log.js';
+import { loggableKey, type GatewayLogger } from '../serve/log.js';
 import { enforceInTurn } from './rule-chain.js';
-import { canonicalHost } from './path.js';
-import type { DecisionCell, DecisionOutcome, GatewayMetrics } from './metrics.js';
-import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from './settings.js';
+import { canonicalHost } from './path-match.js';
+import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../serve/metrics.js';
+import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
 
 /** A compiled rule. */
 export interface Rule {

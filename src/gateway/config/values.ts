@@ -1,9 +1,9 @@
 /** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
-import { describe, parseDuration } from '../duration.js';
-import { ALGORITHMS, type Algorithm } from '../policy.js';
-import { parseHeaderModes, type HeaderMode } from '../http/headers.js';
-import { AddressMatcher, type TrustProxy } from '../http/keys.js';
-import { MAX_LEASE_MS } from '../stores/cluster/protocol.js';
+import { describe, parseDuration } from '../../duration.js';
+import { ALGORITHMS, type Algorithm } from '../../policy.js';
+import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
+import { AddressMatcher, type TrustProxy } from '../../http/keys.js';
+import { MAX_LEASE_MS } from '../../stores/cluster/protocol.js';
 import type { KeySettings, ListenAddress, PolicySettings, StoreSettings } from './settings.js';
 
 /** A bad value; the message says what was expected. The CLI and the config loader add where it came from. */

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { Document, LineCounter } from 'yaml';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../errors.js';
-import { loadYaml } from './deps.js';
+import { describe } from '../../duration.js';
+import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js';
+import { loadYaml } from '../serve/optional-deps.js';
 import { PATH_FIELDS, PATH_MODES, parseMode, parsePathPattern } from './path-config.js';
 import {
   InvalidValue,
@@ -26,7 +26,7 @@ import {
   parseTrustProxy,
   parseUpgrades,
   parseUpstream,
-} from './parse.js';
+} from './values.js';
 import {
   DEFAULT_DECISION_PATH,
   DEFAULT_LISTEN,

@@ -1,25 +1,25 @@
 /** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { viewOf, writeResponse } from '../http/respond.js';
-import { MemoryStore } from '../stores/memory.js';
-import { throttled } from '../throttle.js';
+import { viewOf, writeResponse } from '../../http/respond.js';
+import { MemoryStore } from '../../stores/memory.js';
+import { throttled } from '../../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
-import { askPrimaryForMetrics } from './cluster-metrics.js';
-import { handleDecision } from './decision.js';
+import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
+import { handleDecision } from './decision-endpoint.js';
 import { ConnectionDrain } from './drain.js';
-import type { PinoModule, PromClient, Undici } from './deps.js';
+import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
 import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress, urlOf } from './listeners.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
 import { checkUpgrade } from './tunnel.js';
-import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
-import { INTERNAL_PREFIX, type GatewaySettings } from './settings.js';
-import { acceptTarget } from './path.js';
-import { SharedResult } from './shared-result.js';
-import { openStore, type GatewayStore } from './store.js';
-import { hopCountWarning } from './trust-warning.js';
+import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from '../rules/rule-set.js';
+import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
+import { acceptTarget } from '../rules/path-match.js';
+import { SharedResult } from '../workers/shared-result.js';
+import { openStore, type GatewayStore } from '../rules/key-tables.js';
+import { hopCountWarning } from '../config/trust-warning.js';
 import { UpstreamCheck } from './upstream-check.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */

@@ -1,6 +1,6 @@
 /** The opt-in readiness check of the upstream (`readiness.upstream`): a TCP connect, shared by concurrent probes and reused for a second. */
 import { connect } from 'node:net';
-import { SharedResult } from './shared-result.js';
+import { SharedResult } from '../workers/shared-result.js';
 
 /** How long one connect may take before the upstream counts as down; below the usual probe timeout (1 s). */
 const CONNECT_TIMEOUT_MS = 500;
