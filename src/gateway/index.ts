@@ -2,7 +2,8 @@
 export { Gateway } from './serve/gateway.js';
 export type { GatewayDeps, GatewayStartOptions } from './serve/gateway.js';
 export { loadGatewayDeps } from './serve/optional-deps.js';
-export { ConfigError, loadConfigFile, parseConfigText } from './config/config-file.js';
+export { loadConfigFile, parseConfigText } from './config/config-file.js';
+export { ConfigError } from './config/config-error.js';
 export type { SettingsOverrides } from './config/config-file.js';
 export { parseCommandLine } from './cli/args.js';
 export type { Command } from './cli/args.js';

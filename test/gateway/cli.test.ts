@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
-import { ConfigError, parseConfigText } from '../../src/gateway/config/config-file.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
+import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { ErrorCode, FloodgateError } from '../../src/errors.js';
 import { runCli, writeTemp } from './support/harness.js';
 

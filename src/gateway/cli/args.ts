@@ -1,7 +1,8 @@
 /** Command-line parsing for `floodgate`: flags → settings (alone or over a config file), with typed errors for bad flags. */
 import { parseArgs } from 'node:util';
 import { ErrorCode, FloodgateError } from '../../errors.js';
-import { parseDecisionPath, parseFailurePolicy, parseLogLevel, type SettingsOverrides } from '../config/config-file.js';
+import type { SettingsOverrides } from '../config/config-file.js';
+import { parseDecisionPath, parseFailurePolicy, parseLogLevel } from '../config/values.js';
 import {
   InvalidValue,
   leaseConflict,
