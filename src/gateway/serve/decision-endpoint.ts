@@ -5,7 +5,8 @@ import { headerValue } from '../../http/keys.js';
 import { setHeaders, writeResponse } from '../../http/respond.js';
 import { requestTarget } from '../rules/path-match.js';
 import type { PathSettings } from '../config/settings.js';
-import { whenDecided, type RuleSet } from '../rules/rule-set.js';
+import type { RuleSet } from '../rules/rule-set.js';
+import { whenDecided } from '../rules/verdict.js';
 
 /**
  * Answers one decision request. The original request is read from

@@ -9,7 +9,7 @@ import { WorkerReadiness } from './cluster-ready.js';
 import { workerPort } from './ipc.js';
 import type { GatewayDeps } from '../serve/gateway.js';
 import { createLogger } from '../serve/log.js';
-import { SharedResult } from './shared-result.js';
+import { SharedResult } from '../serve/shared-result.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import type { GatewaySettings } from '../config/settings.js';
 
