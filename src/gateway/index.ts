@@ -1,17 +1,18 @@
 /** `floodgate/gateway`: the gateway as a library (start one in-process, validate configs, reuse the proxy); loads undici, prom-client, yaml and pino only when called. */
-export { Gateway } from './server.js';
-export type { GatewayDeps, GatewayStartOptions } from './server.js';
-export { loadGatewayDeps } from './deps.js';
-export { ConfigError, loadConfigFile, parseConfigText } from './config.js';
-export type { SettingsOverrides } from './config.js';
-export { parseCommandLine } from './args.js';
-export type { Command } from './args.js';
-export { main } from './cli.js';
-export { createLogger, keyId } from './log.js';
-export type { GatewayLogger } from './log.js';
-export { GatewayMetrics } from './metrics.js';
-export type { DecisionOutcome, UpstreamOutcome } from './metrics.js';
-export { UpstreamProxy } from './proxy.js';
+export { Gateway } from './serve/gateway.js';
+export type { GatewayDeps, GatewayStartOptions } from './serve/gateway.js';
+export { loadGatewayDeps } from './serve/optional-deps.js';
+export { loadConfigFile, parseConfigText } from './config/config-file.js';
+export { ConfigError } from './config/config-error.js';
+export type { SettingsOverrides } from './config/config-file.js';
+export { parseCommandLine } from './cli/args.js';
+export type { Command } from './cli/args.js';
+export { main } from './cli/cli.js';
+export { createLogger, keyId } from './serve/log.js';
+export type { GatewayLogger } from './serve/log.js';
+export { GatewayMetrics } from './serve/metrics.js';
+export type { DecisionOutcome, UpstreamOutcome } from './serve/metrics.js';
+export { UpstreamProxy } from './serve/proxy.js';
 export type {
   FailurePolicy,
   GatewaySettings,
@@ -24,4 +25,4 @@ export type {
   ProxySettings,
   RuleSettings,
   StoreSettings,
-} from './settings.js';
+} from './config/settings.js';

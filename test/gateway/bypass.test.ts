@@ -1,7 +1,7 @@
 // The bypass suite: 60+ raw request variants against a route limited to 1/1h, in front of real Express 5, Fastify 5, Koa and node:http apps; none may reach the limited handler uncounted. Prints the table.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Gateway } from '../../src/gateway/server.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { startGateway } from './support/harness.js';
 import { requestBytes, sendRaw } from './support/raw.js';
 import { ROUTER_APPS, type RouterApp } from './support/routers.js';

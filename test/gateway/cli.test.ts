@@ -1,8 +1,9 @@
 // The floodgate CLI: --help, typed errors for bad flags and bad config files (file:line and field), the exit codes.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseCommandLine } from '../../src/gateway/args.js';
-import { ConfigError, parseConfigText } from '../../src/gateway/config.js';
+import { parseCommandLine } from '../../src/gateway/cli/args.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
+import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { ErrorCode, FloodgateError } from '../../src/errors.js';
 import { runCli, writeTemp } from './support/harness.js';
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { parseConfigText } from '../../src/gateway/config.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
 
 test('the YAML examples of docs/gateway.md load as configs', async () => {
   const doc = readFileSync(new URL('../../docs/gateway.md', import.meta.url), 'utf8');

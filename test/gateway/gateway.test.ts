@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
-import type { Gateway } from '../../src/gateway/server.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { gatewayFixture, parseMetrics, startUpstream } from './support/harness.js';
 
 const fixture = gatewayFixture();

@@ -1,8 +1,8 @@
 // Regressions of rule matching: case, HEAD, escaped separators, `;` parameters, double encoding, host spelling, absolute-form targets, HTTP/0.9 and pathPattern backtracking, against a real Express 5 upstream.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { parseConfigText } from '../../src/gateway/config.js';
-import type { Gateway } from '../../src/gateway/server.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { expressApp, type RouterApp } from './support/routers.js';
 import { requestBytes, sendRaw } from './support/raw.js';
 import { gatewayFixture, startGateway } from './support/harness.js';

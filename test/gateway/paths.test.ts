@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { describe, it } from 'node:test';
-import { canonicalHost, canonicalTarget, requestTarget } from '../../src/gateway/path.js';
-import { DEFAULT_PATHS, type PathSettings } from '../../src/gateway/settings.js';
+import { canonicalHost, canonicalTarget, requestTarget } from '../../src/gateway/rules/path-match.js';
+import { DEFAULT_PATHS, type PathSettings } from '../../src/gateway/config/settings.js';
 import { get } from '../http/support/http.js';
 import { gatewayFixture, startGateway } from './support/harness.js';
 

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
-import type { Gateway } from '../../src/gateway/server.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { parseMetrics, readiness, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
 

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { parseConfigText } from '../../src/gateway/config.js';
-import type { Gateway } from '../../src/gateway/server.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { ErrorCode } from '../../src/errors.js';
 import { sleep, startGateway } from './support/harness.js';
 

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before } from 'node:test';
-import { parseConfigText, type SettingsOverrides } from '../../../src/gateway/config.js';
-import { loadGatewayDeps } from '../../../src/gateway/deps.js';
-import { createLogger } from '../../../src/gateway/log.js';
-import { Gateway } from '../../../src/gateway/server.js';
+import { parseConfigText, type SettingsOverrides } from '../../../src/gateway/config/config-file.js';
+import { loadGatewayDeps } from '../../../src/gateway/serve/optional-deps.js';
+import { createLogger } from '../../../src/gateway/serve/log.js';
+import { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get } from '../../http/support/http.js';
 
 /** A running upstream the tests control. */
@@ -186,7 +186,7 @@ process.on('exit', () => {
 
 /** Runs `floodgate <args>` from src through tsx. */
 export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/gateway/run.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/gateway/cli/run.ts', ...args], {
     cwd: new URL('../../..', import.meta.url).pathname,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

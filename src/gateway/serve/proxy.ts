@@ -3,16 +3,16 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { Pool } from 'undici';
-import { combinedValue, type HeaderPair } from '../http/headers.js';
-import type { TrustProxy } from '../http/keys.js';
-import type { Undici } from './deps.js';
+import { combinedValue, type HeaderPair } from '../../http/headers.js';
+import type { TrustProxy } from '../../http/keys.js';
+import type { Undici } from './optional-deps.js';
 import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
 import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
 import type { GatewayLogger } from './log.js';
 import type { GatewayMetrics, LatencyChild } from './metrics.js';
-import type { ProxySettings } from './settings.js';
+import type { ProxySettings } from '../config/settings.js';
 
 /** Upstream error codes that mean "the upstream took too long" (504) rather than "the upstream is broken" (502). */
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);

@@ -1,10 +1,19 @@
 /** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
-import { describe, parseDuration } from '../duration.js';
-import { ALGORITHMS, type Algorithm } from '../policy.js';
-import { parseHeaderModes, type HeaderMode } from '../http/headers.js';
-import { AddressMatcher, type TrustProxy } from '../http/keys.js';
-import { MAX_LEASE_MS } from '../stores/cluster/protocol.js';
-import type { KeySettings, ListenAddress, PolicySettings, StoreSettings } from './settings.js';
+import { describe, parseDuration } from '../../duration.js';
+import { ALGORITHMS, type Algorithm } from '../../policy.js';
+import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
+import { AddressMatcher, type TrustProxy } from '../../http/keys.js';
+import { MAX_LEASE_MS } from '../../stores/cluster/protocol.js';
+import {
+  FAILURE_POLICIES,
+  LOG_LEVELS,
+  type FailurePolicy,
+  type KeySettings,
+  type ListenAddress,
+  type LogLevel,
+  type PolicySettings,
+  type StoreSettings,
+} from './settings.js';
 
 /** A bad value; the message says what was expected. The CLI and the config loader add where it came from. */
 export class InvalidValue extends Error {
@@ -233,4 +242,29 @@ export function parseStripHeaders(value: unknown): string[] | false {
   if (!Array.isArray(value))
     throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
   return value.map((v) => parseHeaderName(v));
+}
+
+/** Parses a decision endpoint path, or `false`. */
+export function parseDecisionPath(value: unknown): string | false {
+  if (value === false) return false;
+  if (typeof value !== 'string' || !/^\/[\x21-\x7e]*$/.test(value) || value.includes('?')) {
+    throw new InvalidValue(
+      `must be a path such as "/_floodgate/decide", or false to turn the decision endpoint off; got ${describe(value)}.`,
+    );
+  }
+  return value;
+}
+
+/** Parses a log level. */
+export function parseLogLevel(value: unknown): LogLevel {
+  if (!LOG_LEVELS.includes(value as LogLevel)) throw new InvalidValue(`must be one of ${LOG_LEVELS.join(', ')}; got ${describe(value)}.`);
+  return value as LogLevel;
+}
+
+/** Parses a store failure policy. */
+export function parseFailurePolicy(value: unknown): FailurePolicy {
+  if (!FAILURE_POLICIES.includes(value as FailurePolicy)) {
+    throw new InvalidValue(`must be one of ${FAILURE_POLICIES.join(', ')}; got ${describe(value)}.`);
+  }
+  return value as FailurePolicy;
 }

@@ -1,5 +1,6 @@
 /** The opt-in readiness check of the upstream (`readiness.upstream`): a TCP connect, shared by concurrent probes and reused for a second. */
 import { connect } from 'node:net';
+import type { GatewaySettings } from '../config/settings.js';
 import { SharedResult } from './shared-result.js';
 
 /** How long one connect may take before the upstream counts as down; below the usual probe timeout (1 s). */
@@ -44,4 +45,9 @@ function probe(host: string, port: number): Promise<string | undefined> {
     socket.once('connect', () => done(undefined));
     socket.once('error', (error: NodeJS.ErrnoException) => done(`upstream ${host}:${port} not reachable (${error.code ?? error.message})`));
   });
+}
+
+/** The upstream probe readiness asks, when `readiness.upstream` is on. */
+export function upstreamCheckFor(settings: GatewaySettings): UpstreamCheck | undefined {
+  return settings.readiness.upstream && settings.upstream !== undefined ? new UpstreamCheck(settings.upstream) : undefined;
 }

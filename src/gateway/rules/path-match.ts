@@ -1,6 +1,6 @@
 /** The canonical form of a request target, so rules match the path the upstream will serve: no `//`, `.`/`..` segments, escapes, `;` parameters or case games to slip past a path rule. */
 import type { IncomingMessage } from 'node:http';
-import { DEFAULT_PATHS, type PathSettings } from './settings.js';
+import { DEFAULT_PATHS, type PathSettings } from '../config/settings.js';
 
 /** Characters RFC 3986 calls unreserved: their %-escapes mean the character itself. */
 const UNRESERVED = /[A-Za-z0-9\-._~]/;

@@ -1,8 +1,8 @@
 /** Structured logging (pino) for the gateway, and the short hash that stands for an API key in every log line. */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { PinoModule } from './deps.js';
-import type { LogLevel } from './settings.js';
+import type { PinoModule } from './optional-deps.js';
+import type { LogLevel } from '../config/settings.js';
 
 /** The gateway's logger type. */
 export type GatewayLogger = Logger;

@@ -1,6 +1,6 @@
 /** Several enforced rules for one request: each counts in turn, the first refusal answers (later rules are not charged), and an admitted request carries every rule's RateLimit fields. */
-import type { HeaderPair } from '../http/headers.js';
-import type { Verdict } from './rules.js';
+import type { HeaderPair } from '../../http/headers.js';
+import type { Verdict } from './verdict.js';
 
 /**
  * Runs `enforce` for each rule in order, waiting for each before the next:

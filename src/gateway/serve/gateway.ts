@@ -1,26 +1,29 @@
 /** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { viewOf, writeResponse } from '../http/respond.js';
-import { MemoryStore } from '../stores/memory.js';
-import { throttled } from '../throttle.js';
+import { viewOf, writeResponse } from '../../http/respond.js';
+import { MemoryStore } from '../../stores/memory.js';
+import { throttled } from '../../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
-import { askPrimaryForMetrics } from './cluster-metrics.js';
-import { handleDecision } from './decision.js';
+import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
+import { handleDecision } from './decision-endpoint.js';
 import { ConnectionDrain } from './drain.js';
-import type { PinoModule, PromClient, Undici } from './deps.js';
+import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
 import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress, urlOf } from './listeners.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy, writeRaw } from './proxy.js';
 import { checkUpgrade } from './tunnel.js';
-import { compileRules, whenDecided, type RuleContext, type RuleSet, type Verdict } from './rules.js';
-import { INTERNAL_PREFIX, type GatewaySettings } from './settings.js';
-import { acceptTarget } from './path.js';
+import type { RuleContext, RuleSet } from '../rules/rule-set.js';
+import { compileRules } from '../rules/compile-rules.js';
+import { answer } from './answer.js';
+import { whenDecided, type Verdict } from '../rules/verdict.js';
+import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
+import { acceptTarget } from '../rules/path-match.js';
 import { SharedResult } from './shared-result.js';
-import { openStore, type GatewayStore } from './store.js';
-import { hopCountWarning } from './trust-warning.js';
-import { UpstreamCheck } from './upstream-check.js';
+import { openStore, type GatewayStore } from '../rules/key-tables.js';
+import { hopCountWarning } from '../config/trust-warning.js';
+import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
 export interface GatewayDeps {
@@ -397,21 +400,6 @@ export class Gateway implements AdminSource {
   };
 }
 
-/** Sends the rules' verdict: their own answer, or the upstream's. */
-function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
-  if (!verdict.forward) {
-    if (verdict.wire === undefined) {
-      writeResponse(res, verdict.status, verdict.headers, verdict.contentType, verdict.body);
-    } else if (!res.headersSent && !res.writableEnded) {
-      // While draining, shouldKeepAlive is false already and node adds Connection: close itself.
-      res.writeHead(verdict.status, verdict.wire as string[]);
-      res.end(verdict.body);
-    }
-  } else {
-    proxy.forward(req, res, verdict.headers);
-  }
-}
-
 /**
  * Logs store failures at most once per 10 s, with how many were held back:
  * an outage would otherwise log at the request rate. Every failure mode
@@ -419,9 +407,4 @@ function answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy,
  */
 function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
   return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
-}
-
-/** The upstream probe readiness asks, when `readiness.upstream` is on. */
-function upstreamCheckFor(settings: GatewaySettings): UpstreamCheck | undefined {
-  return settings.readiness.upstream && settings.upstream !== undefined ? new UpstreamCheck(settings.upstream) : undefined;
 }

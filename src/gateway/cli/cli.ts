@@ -2,17 +2,18 @@
 import * as clusterModule from 'node:cluster';
 import type { Cluster } from 'node:cluster';
 import { readFile } from 'node:fs/promises';
-import { ErrorCode, isFloodgateError } from '../errors.js';
+import { ErrorCode, isFloodgateError } from '../../errors.js';
 import { parseCommandLine } from './args.js';
-import { parseConfigText, ConfigError, type SettingsOverrides } from './config.js';
-import { answerReadiness } from './cluster-ready.js';
-import { loadGatewayDeps } from './deps.js';
+import { parseConfigText, type SettingsOverrides } from '../config/config-file.js';
+import { ConfigError } from '../config/config-error.js';
+import { answerReadiness } from '../workers/cluster-ready.js';
+import { loadGatewayDeps } from '../serve/optional-deps.js';
 import { HELP } from './help.js';
-import { createLogger } from './log.js';
-import { ConfigReloader } from './reload.js';
-import { Gateway } from './server.js';
-import type { GatewaySettings } from './settings.js';
-import { runPrimary } from './workers.js';
+import { createLogger } from '../serve/log.js';
+import { ConfigReloader } from '../config/reload.js';
+import { Gateway } from '../serve/gateway.js';
+import type { GatewaySettings } from '../config/settings.js';
+import { runPrimary } from '../workers/workers.js';
 
 // The CommonJS build has no esModuleInterop; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);

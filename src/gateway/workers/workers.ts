@@ -2,16 +2,16 @@
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import { createServer, type Server } from 'node:http';
-import { writeResponse } from '../http/respond.js';
-import { handleAdmin } from './admin.js';
+import { writeResponse } from '../../http/respond.js';
+import { handleAdmin } from '../serve/admin.js';
 import { answerMetricsRequests } from './cluster-metrics.js';
 import { WorkerReadiness } from './cluster-ready.js';
 import { workerPort } from './ipc.js';
-import type { GatewayDeps } from './server.js';
-import { createLogger } from './log.js';
-import { SharedResult } from './shared-result.js';
-import { hopCountWarning } from './trust-warning.js';
-import type { GatewaySettings } from './settings.js';
+import type { GatewayDeps } from '../serve/gateway.js';
+import { createLogger } from '../serve/log.js';
+import { SharedResult } from '../serve/shared-result.js';
+import { hopCountWarning } from '../config/trust-warning.js';
+import type { GatewaySettings } from '../config/settings.js';
 
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
 
@@ -27,7 +27,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   const log = createLogger(deps.pino, settings.logLevel, { role: 'primary' });
   let primaryStore: { close(): Promise<void> } | undefined;
   if (settings.store.kind === 'memory') {
-    const { ClusterStorePrimary } = await import('../stores/cluster/index.js');
+    const { ClusterStorePrimary } = await import('../../stores/cluster/index.js');
     // One table for every rule (its keys carry the rule's name), sized for all of them; a full table forgets
     // no live key (new keys are decided in the overflow sketch), since the keys come from clients.
     primaryStore = new ClusterStorePrimary({

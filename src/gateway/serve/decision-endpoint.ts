@@ -1,11 +1,12 @@
 /** The decision endpoint for nginx `auth_request` and other proxies: decides about the request described by X-Original-* headers and answers 204, or 429 (or the status asked for) with the RateLimit fields. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestView } from '../http/core.js';
-import { headerValue } from '../http/keys.js';
-import { setHeaders, writeResponse } from '../http/respond.js';
-import { requestTarget } from './path.js';
-import type { PathSettings } from './settings.js';
-import { whenDecided, type RuleSet } from './rules.js';
+import type { RequestView } from '../../http/core.js';
+import { headerValue } from '../../http/keys.js';
+import { setHeaders, writeResponse } from '../../http/respond.js';
+import { requestTarget } from '../rules/path-match.js';
+import type { PathSettings } from '../config/settings.js';
+import type { RuleSet } from '../rules/rule-set.js';
+import { whenDecided } from '../rules/verdict.js';
 
 /**
  * Answers one decision request. The original request is read from

@@ -2,8 +2,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import type { ListenAddress, ProxySettings } from './settings.js';
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import type { ListenAddress, ProxySettings } from '../config/settings.js';
 
 /**
  * How often Node looks for connections over the header or request timeout.

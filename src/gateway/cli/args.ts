@@ -1,7 +1,8 @@
 /** Command-line parsing for `floodgate`: flags → settings (alone or over a config file), with typed errors for bad flags. */
 import { parseArgs } from 'node:util';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { parseDecisionPath, parseFailurePolicy, parseLogLevel, type SettingsOverrides } from './config.js';
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import type { SettingsOverrides } from '../config/config-file.js';
+import { parseDecisionPath, parseFailurePolicy, parseLogLevel } from '../config/values.js';
 import {
   InvalidValue,
   leaseConflict,
@@ -17,7 +18,7 @@ import {
   parseRedisUrl,
   parseTrustProxy,
   parseUpstream,
-} from './parse.js';
+} from '../config/values.js';
 import {
   DEFAULT_DECISION_PATH,
   DEFAULT_LISTEN,
@@ -27,7 +28,7 @@ import {
   DEFAULT_STORE,
   type GatewaySettings,
   type StoreSettings,
-} from './settings.js';
+} from '../config/settings.js';
 
 /** What the command line asks for. */
 export type Command =

@@ -1,6 +1,6 @@
 /** The gateway's Prometheus metrics (prom-client, on a registry of its own): decisions by rule and outcome, store latency and synchronous store answers, upstream latency, reloads. */
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { PromClient } from './deps.js';
+import type { PromClient } from './optional-deps.js';
 
 /** Outcomes counted in `floodgate_decisions_total`. */
 export type DecisionOutcome =

@@ -1,6 +1,6 @@
 /** Parsers for the `paths:` config section and for `pathPattern`, whose guard refuses regular expressions that can backtrack catastrophically. */
-import { describe } from '../duration.js';
-import { InvalidValue } from './parse.js';
+import { describe } from '../../duration.js';
+import { InvalidValue } from './values.js';
 import type { PathSettings } from './settings.js';
 
 /** The fields of the `paths:` section. */

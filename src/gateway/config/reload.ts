@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { isFloodgateError } from '../errors.js';
-import { parseConfigText, type SettingsOverrides } from './config.js';
-import type { GatewayLogger } from './log.js';
-import type { GatewayMetrics } from './metrics.js';
+import { isFloodgateError } from '../../errors.js';
+import { parseConfigText, type SettingsOverrides } from './config-file.js';
+import type { GatewayLogger } from '../serve/log.js';
+import type { GatewayMetrics } from '../serve/metrics.js';
 import type { GatewaySettings } from './settings.js';
 
 /** Options of {@link ConfigReloader}. */

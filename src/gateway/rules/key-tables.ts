@@ -1,12 +1,12 @@
 /** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe. */
 import { performance } from 'node:perf_hooks';
-import { systemClock } from '../clock.js';
-import type { Operation, Outcome } from '../policy.js';
-import { MemoryStore } from '../stores/memory.js';
-import type { Store } from '../stores/store.js';
-import { loadIoredis } from './deps.js';
-import type { GatewayMetrics, LatencyChild } from './metrics.js';
-import type { StoreSettings } from './settings.js';
+import { systemClock } from '../../clock.js';
+import type { Operation, Outcome } from '../../policy.js';
+import { MemoryStore } from '../../stores/memory.js';
+import type { Store } from '../../stores/store.js';
+import { loadIoredis } from '../serve/optional-deps.js';
+import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
+import type { StoreSettings } from '../config/settings.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -108,7 +108,7 @@ export async function openStore(
 ): Promise<GatewayStore> {
   if (settings.kind === 'memory') {
     if (clustered) {
-      const { ClusterStore } = await import('../stores/cluster/index.js');
+      const { ClusterStore } = await import('../../stores/cluster/index.js');
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs, leaseMs: settings.leaseMs });
       const leases = settings.leaseMs > 0 ? `, leases of ${settings.leaseMs} ms` : '';
       const timed = new TimedStore(store, metrics, report);
@@ -128,7 +128,7 @@ export async function openStore(
   const client = new Redis(settings.url!, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
   // Connection errors are retried by ioredis and show as store failures; an unhandled 'error' event would crash the process.
   client.on('error', () => {});
-  const { RedisStore, LocalFirstStore } = await import('../stores/redis/index.js');
+  const { RedisStore, LocalFirstStore } = await import('../../stores/redis/index.js');
   let store: Store;
   let description = `redis ${redactUrl(settings.url!)}`;
   if (settings.localFirst) {

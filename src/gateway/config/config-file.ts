@@ -1,0 +1,137 @@
+/** The gateway config file: YAML loading and strict validation, with errors that name the file, line and field. */
+import { readFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { ErrorCode } from '../../errors.js';
+import { loadYaml } from '../serve/optional-deps.js';
+import {
+  leaseConflict,
+  parseBoolean,
+  parseHeaders,
+  parseListen,
+  parseMs,
+  parsePositiveInt,
+  parseTrustProxy,
+  parseUpstream,
+  parseDecisionPath,
+  parseLogLevel,
+} from './values.js';
+import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, type GatewaySettings, type StoreSettings } from './settings.js';
+import { ConfigError } from './config-error.js';
+import { Cursor, mapping, type Obj } from './yaml-cursor.js';
+import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
+import { ruleList } from './rule-sections.js';
+
+/** Settings given on the command line; they win over the file's, on start and on every reload. */
+export type SettingsOverrides = { -readonly [K in keyof GatewaySettings]?: GatewaySettings[K] } & {
+  /** Partial store settings (e.g. only the URL from `--redis`). */
+  storeOverrides?: Partial<StoreSettings>;
+};
+
+const TOP_FIELDS = [
+  'upstream',
+  'listen',
+  'admin',
+  'workers',
+  'store',
+  'trustProxy',
+  'headers',
+  'inMemoryBlock',
+  'proxy',
+  'decisionPath',
+  'readiness',
+  'drainTimeout',
+  'logLevel',
+  'watch',
+  'paths',
+  'rules',
+] as const;
+
+/**
+ * Reads and validates a config file, then applies `overrides` (the CLI's
+ * flags) on top.
+ *
+ * @throws ConfigError CONFIG_UNREADABLE, CONFIG_SYNTAX or INVALID_CONFIG; MISSING_DEPENDENCY without the yaml package
+ */
+export async function loadConfigFile(file: string, overrides: SettingsOverrides = {}): Promise<GatewaySettings> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(ErrorCode.CONFIG_UNREADABLE, { file }, `cannot read the config file: ${(error as Error).message}`, error);
+  }
+  return parseConfigText(text, file, overrides);
+}
+
+/**
+ * Validates config text (YAML) as if read from `file`.
+ * @throws ConfigError CONFIG_SYNTAX or INVALID_CONFIG
+ */
+export async function parseConfigText(text: string, file: string, overrides: SettingsOverrides = {}): Promise<GatewaySettings> {
+  const yaml = await loadYaml();
+  const lines = new yaml.LineCounter();
+  const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  const problem = doc.errors[0];
+  if (problem !== undefined) {
+    const pos = lines.linePos(problem.pos[0]);
+    const first = problem.message.split('\n')[0];
+    throw new ConfigError(ErrorCode.CONFIG_SYNTAX, { file, line: pos.line, column: pos.col }, `not valid YAML: ${first}`, problem);
+  }
+  const c = new Cursor(file, doc, lines, yaml);
+  const raw: unknown = doc.toJS();
+  // An empty file is far more often a truncated write than a wish for a gateway without upstream or rules;
+  // applied on reload it would turn the proxy off.
+  if (raw === null || raw === undefined) {
+    throw new ConfigError(ErrorCode.INVALID_CONFIG, { file }, 'the config file is empty (a truncated write?); nothing was applied.');
+  }
+  const top = mapping(c, [], raw, TOP_FIELDS);
+  return validate(c, top, file, overrides);
+}
+
+function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): GatewaySettings {
+  const get = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    top[key] === undefined ? fallback : c.at([key], () => parse(top[key]));
+
+  const upstream = o.upstream ?? get('upstream', parseUpstream, undefined);
+  const listen = o.listen ?? get('listen', parseListen, DEFAULT_LISTEN);
+  const admin = o.admin ?? get('admin', parseListen, undefined);
+  const workers = o.workers ?? get('workers', (v) => parsePositiveInt(v, 256, true), 0);
+  const trustProxy = o.trustProxy ?? get('trustProxy', parseTrustProxy, false);
+  const headers = o.headers ?? get('headers', parseHeaders, ['ietf'] as const);
+  const inMemoryBlock = o.inMemoryBlock ?? get('inMemoryBlock', parseBoolean, true);
+  const decisionPath = o.decisionPath ?? get('decisionPath', parseDecisionPath, DEFAULT_DECISION_PATH);
+  const drainTimeoutMs = o.drainTimeoutMs ?? get('drainTimeout', (v) => parseMs(v), 30_000);
+  const logLevel = o.logLevel ?? get('logLevel', parseLogLevel, 'info');
+  const watch = o.watch ?? get('watch', parseBoolean, true);
+  const store = { ...storeSettings(c, top.store), ...o.storeOverrides };
+  if (store.kind === 'redis' && store.url === undefined)
+    c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
+  if (store.localFirst && store.kind !== 'redis')
+    c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
+  const leaseProblem = leaseConflict(store, workers);
+  if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
+  const proxy = proxySettings(c, top.proxy);
+  const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
+  const readiness = o.readiness ?? readinessSettings(c, top.readiness);
+  const paths = o.paths ?? pathSettings(c, top.paths);
+  if (readiness.upstream && upstream === undefined)
+    c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
+  return {
+    configFile: file,
+    upstream,
+    listen,
+    admin,
+    workers,
+    store,
+    trustProxy,
+    headers,
+    inMemoryBlock,
+    proxy,
+    decisionPath,
+    readiness,
+    drainTimeoutMs,
+    logLevel,
+    watch,
+    paths,
+    rules,
+  };
+}

@@ -1,0 +1,216 @@
+/** The config file's rules: match, key and policies of each rule, checked and placed in the file. */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { describe } from '../../duration.js';
+import { parsePathPattern } from './path-config.js';
+import {
+  InvalidValue,
+  makePolicy,
+  parseAlgorithm,
+  parseBoolean,
+  parseHeaderName,
+  parseKeySpec,
+  parseLimitSpec,
+  parseMs,
+  parsePositiveInt,
+} from './values.js';
+import { type KeySettings, type MatchSettings, type PolicySettings, type RuleSettings } from './settings.js';
+import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
+
+const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final'] as const;
+const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
+const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
+const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration'] as const;
+const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+const METHOD = /^[A-Z]+$/;
+
+/** The `rules` list: each rule's match, key and policies, checked and placed. */
+export function ruleList(c: Cursor, value: unknown, baseDir: string): RuleSettings[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describe(value)}.`);
+  const names = new Set<string>();
+  return value.map((entry, i) => {
+    const rule = ruleSettings(c, ['rules', i], entry, i, baseDir);
+    if (names.has(rule.name))
+      c.fail(
+        ['rules', i, 'name'],
+        `two rules are named ${JSON.stringify(rule.name)}; rule names must be unique (they name metrics and store keys).`,
+      );
+    names.add(rule.name);
+    return rule;
+  });
+}
+
+function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, baseDir: string): RuleSettings {
+  const r = mapping(c, path, value, RULE_FIELDS);
+  const name =
+    r.name === undefined
+      ? `rule-${index}`
+      : c.at([...path, 'name'], () => {
+          if (typeof r.name !== 'string' || !RULE_NAME.test(r.name)) {
+            throw new InvalidValue(`must be 1–64 letters, digits, ".", "_" or "-"; got ${describe(r.name)}.`);
+          }
+          return r.name;
+        });
+  const key =
+    r.key === undefined
+      ? ({ kind: 'ip' } as const)
+      : isObject(r.key)
+        ? keyObject(c, [...path, 'key'], r.key, baseDir)
+        : c.at([...path, 'key'], () => parseKeySpec(r.key));
+  const shadow = r.shadow === undefined ? false : c.at([...path, 'shadow'], () => parseBoolean(r.shadow));
+  const final = r.final === undefined ? false : c.at([...path, 'final'], () => parseBoolean(r.final));
+  if (final && shadow) c.fail([...path, 'final'], 'a shadow rule never ends the list (it only reports); remove final or shadow.');
+  if (r.policies === undefined) c.fail(path, 'a rule needs policies, e.g. policies: ["3/5s"] or policies: [{ limit: 3, window: 5s }].');
+  if (!Array.isArray(r.policies) || r.policies.length === 0)
+    c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
+  const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
+  const seen = new Set<string>();
+  policies.forEach((p, i) => {
+    const label = p.name ?? `${p.limit}/${p.windowMs}`;
+    if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
+    seen.add(label);
+  });
+  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final };
+}
+
+function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
+  if (typeof value === 'string') {
+    const { limit, windowMs } = c.at(path, () => parseLimitSpec(value));
+    return makePolicy(undefined, limit, windowMs, 'fixed-window', 0);
+  }
+  const p = mapping(c, path, value, POLICY_FIELDS);
+  if (p.limit === undefined) c.fail(path, 'a policy needs a limit, e.g. { limit: 3, window: 5s }.');
+  if (p.window === undefined) c.fail(path, 'a policy needs a window, e.g. { limit: 3, window: 5s }.');
+  const limit = c.at([...path, 'limit'], () => parsePositiveInt(p.limit));
+  const windowMs = c.at([...path, 'window'], () => parseMs(p.window));
+  const algorithm = p.algorithm === undefined ? 'fixed-window' : c.at([...path, 'algorithm'], () => parseAlgorithm(p.algorithm));
+  const blockMs = p.blockDuration === undefined ? 0 : c.at([...path, 'blockDuration'], () => parseMs(p.blockDuration));
+  const name =
+    p.name === undefined
+      ? undefined
+      : c.at([...path, 'name'], () => {
+          if (typeof p.name !== 'string' || p.name === '') throw new InvalidValue(`must be a non-empty string; got ${describe(p.name)}.`);
+          return p.name;
+        });
+  return c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
+}
+
+function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
+  if (value === undefined)
+    return { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined };
+  const m = mapping(c, path, value, MATCH_FIELDS);
+  if (m.method !== undefined && m.methods !== undefined) c.fail([...path, 'methods'], 'give either method or methods, not both.');
+  if (m.host !== undefined && m.hosts !== undefined) c.fail([...path, 'hosts'], 'give either host or hosts, not both.');
+  const methodKey = m.method !== undefined ? 'method' : 'methods';
+  const methods =
+    m[methodKey] === undefined
+      ? undefined
+      : c.at([...path, methodKey], () =>
+          stringList(m[methodKey], (s) => {
+            const up = s.toUpperCase();
+            if (!METHOD.test(up)) throw new InvalidValue(`must be HTTP methods such as GET or POST; got ${describe(s)}.`);
+            return up;
+          }),
+        );
+  const hostKey = m.host !== undefined ? 'host' : 'hosts';
+  const hosts =
+    m[hostKey] === undefined
+      ? undefined
+      : c.at([...path, hostKey], () =>
+          stringList(m[hostKey], (s) => {
+            if (!/^(\*\.)?[A-Za-z0-9.-]+$/.test(s))
+              throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describe(s)}.`);
+            // A fully qualified name's trailing dot names the same host; requests are matched without it (see canonicalHost).
+            return s.toLowerCase().replace(/\.+$/, '');
+          }),
+        );
+  const pathPrefix =
+    m.path === undefined
+      ? undefined
+      : c.at([...path, 'path'], () => {
+          if (typeof m.path !== 'string' || !m.path.startsWith('/'))
+            throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describe(m.path)}.`);
+          return m.path;
+        });
+  const pathPattern = m.pathPattern === undefined ? undefined : c.at([...path, 'pathPattern'], () => parsePathPattern(m.pathPattern));
+  const headers =
+    m.headers === undefined
+      ? undefined
+      : c.at([...path, 'headers'], () => {
+          if (!isObject(m.headers))
+            throw new InvalidValue(
+              `must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describe(m.headers)}.`,
+            );
+          return Object.entries(m.headers).map(([name, v]) => {
+            const header = parseHeaderName(name);
+            if (v === true) return [header, true] as const;
+            if (typeof v === 'string' || typeof v === 'number') return [header, String(v)] as const;
+            throw new InvalidValue(`header ${name} must map to a value or true (present); got ${describe(v)}.`);
+          });
+        });
+  return { methods, pathPrefix, pathPattern, hosts, headers };
+}
+
+function stringList(value: unknown, each: (s: string) => string): string[] {
+  const list = Array.isArray(value) ? value : [value];
+  if (list.length === 0) throw new InvalidValue('must not be empty.');
+  return list.map((s) => {
+    if (typeof s !== 'string') throw new InvalidValue(`must be a string or a list of strings; got ${describe(s)}.`);
+    return each(s);
+  });
+}
+
+/** The mapping form of a rule's key: a header, with the validation its values must pass before they are counted. */
+function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings {
+  mapping(c, path, k, KEY_FIELDS);
+  if (k.header === undefined)
+    c.fail(path, 'a key mapping needs header, e.g. { header: x-api-key, maxLength: 64 }; for the client address write key: ip.');
+  const header = c.at([...path, 'header'], () => parseHeaderName(k.header));
+  const fallbackToIp = k.fallbackToIp === undefined ? false : c.at([...path, 'fallbackToIp'], () => parseBoolean(k.fallbackToIp));
+  const maxLength = k.maxLength === undefined ? undefined : c.at([...path, 'maxLength'], () => parsePositiveInt(k.maxLength, 8192));
+  const pattern =
+    k.pattern === undefined
+      ? undefined
+      : c.at([...path, 'pattern'], () => {
+          if (typeof k.pattern !== 'string')
+            throw new InvalidValue(`must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describe(k.pattern)}.`);
+          // Anchored, so that "[a-z]+" cannot admit "abc<anything>" by matching a part of it.
+          try {
+            return new RegExp(`^(?:${k.pattern})$`);
+          } catch (error) {
+            throw new InvalidValue(`is not a valid regular expression: ${(error as Error).message}`);
+          }
+        });
+  let allowList: Set<string> | undefined;
+  let allowListFile: string | undefined;
+  if (k.allowList !== undefined) {
+    allowListFile = c.at([...path, 'allowList'], () => {
+      if (typeof k.allowList !== 'string' || k.allowList === '')
+        throw new InvalidValue(`must be the path of a file with one key per line; got ${describe(k.allowList)}.`);
+      return resolve(baseDir, k.allowList);
+    });
+    let text: string;
+    try {
+      text = readFileSync(allowListFile, 'utf8');
+    } catch (error) {
+      c.fail(
+        [...path, 'allowList'],
+        `cannot read ${allowListFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+        error,
+      );
+    }
+    allowList = new Set();
+    for (const line of text.split(/\r?\n/)) {
+      const entry = line.trim();
+      if (entry !== '' && !entry.startsWith('#')) allowList.add(entry);
+    }
+    if (allowList.size === 0)
+      c.fail([...path, 'allowList'], `${allowListFile} lists no key (one per line; # starts a comment): every request would be refused.`);
+  }
+  const validation =
+    maxLength === undefined && pattern === undefined && allowList === undefined
+      ? undefined
+      : { maxLength, pattern, allowList, allowListFile };
+  return { kind: 'header', header, fallbackToIp, ...(validation === undefined ? {} : { validation }) };
+}

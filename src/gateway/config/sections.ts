@@ -1,0 +1,163 @@
+/** The config file's store, proxy, paths and readiness sections: each field checked and placed, defaults filled in. */
+import { describe } from '../../duration.js';
+import { PATH_FIELDS, PATH_MODES, parseMode } from './path-config.js';
+import {
+  InvalidValue,
+  parseBoolean,
+  parseLeaseMs,
+  parseMs,
+  parsePositiveInt,
+  parseRedisUrl,
+  parseStripHeaders,
+  parseUpgrades,
+  parseFailurePolicy,
+} from './values.js';
+import {
+  DEFAULT_PATHS,
+  DEFAULT_PROXY,
+  DEFAULT_READINESS,
+  DEFAULT_STORE,
+  type PathSettings,
+  type ProxySettings,
+  type ReadinessSettings,
+  type StoreSettings,
+} from './settings.js';
+import { Cursor, mapping } from './yaml-cursor.js';
+
+const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix', 'maxKeys', 'overflowCells'] as const;
+const PROXY_FIELDS = [
+  'connectTimeout',
+  'headersTimeout',
+  'bodyTimeout',
+  'idleTimeout',
+  'connections',
+  'maxHeaderSize',
+  'clientHeadersTimeout',
+  'clientRequestTimeout',
+  'clientKeepAliveTimeout',
+  'maxConnections',
+  'upgrades',
+  'requestBuffer',
+  'minBodyRate',
+  'clientWriteTimeout',
+  'queueTimeout',
+  'stripHeaders',
+] as const;
+const READINESS_FIELDS = ['upstream'] as const;
+
+/** The `paths` section, with its defaults. */
+export function pathSettings(c: Cursor, value: unknown): PathSettings {
+  if (value === undefined) return DEFAULT_PATHS;
+  const p = mapping(c, ['paths'], value, PATH_FIELDS);
+  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    p[key] === undefined ? fallback : c.at(['paths', key], () => parse(p[key]));
+  return {
+    caseSensitive: at('caseSensitive', parseBoolean, DEFAULT_PATHS.caseSensitive),
+    escapedSlashes: at('escapedSlashes', (v) => parseMode<'escapedSlashes'>(v, PATH_MODES.escapedSlashes), DEFAULT_PATHS.escapedSlashes),
+    semicolons: at('semicolons', (v) => parseMode<'semicolons'>(v, PATH_MODES.semicolons), DEFAULT_PATHS.semicolons),
+    doubleEncoding: at('doubleEncoding', (v) => parseMode<'doubleEncoding'>(v, PATH_MODES.doubleEncoding), DEFAULT_PATHS.doubleEncoding),
+  };
+}
+
+/** The `readiness` section, with its defaults. */
+export function readinessSettings(c: Cursor, value: unknown): ReadinessSettings {
+  if (value === undefined) return DEFAULT_READINESS;
+  const r = mapping(c, ['readiness'], value, READINESS_FIELDS);
+  return {
+    upstream: r.upstream === undefined ? DEFAULT_READINESS.upstream : c.at(['readiness', 'upstream'], () => parseBoolean(r.upstream)),
+  };
+}
+
+/** The `store` section, with its defaults. */
+export function storeSettings(c: Cursor, value: unknown): StoreSettings {
+  if (value === undefined) return DEFAULT_STORE;
+  const s = mapping(c, ['store'], value, STORE_FIELDS);
+  const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
+    s[key] === undefined ? fallback : c.at(['store', key], () => parse(s[key]));
+  const kind = at(
+    'type',
+    (v) => {
+      if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describe(v)}.`);
+      return v;
+    },
+    s.url === undefined ? 'memory' : 'redis',
+  ) as StoreSettings['kind'];
+  const url = at('url', parseRedisUrl, undefined);
+  if (url !== undefined && kind === 'memory') c.fail(['store', 'url'], 'is only used with type: redis; remove it or set type: redis.');
+  return {
+    kind,
+    url,
+    localFirst: at('localFirst', parseBoolean, false),
+    leaseMs: at('lease', parseLeaseMs, 0),
+    timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
+    onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
+    prefix: at(
+      'prefix',
+      (v) => {
+        if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
+          throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describe(v)}.`);
+        return v;
+      },
+      DEFAULT_STORE.prefix,
+    ),
+    maxKeys: at('maxKeys', (v) => parsePositiveInt(v, 100_000_000), DEFAULT_STORE.maxKeys),
+    overflowCells: at(
+      'overflowCells',
+      (v) => {
+        const n = parsePositiveInt(v, 2 ** 26);
+        if (n < 4) throw new InvalidValue(`must be at least 4 (the sketch has 4 rows); got ${n}.`);
+        return n;
+      },
+      DEFAULT_STORE.overflowCells,
+    ),
+  };
+}
+
+/** The `proxy` section, with its defaults. */
+export function proxySettings(c: Cursor, value: unknown): ProxySettings {
+  if (value === undefined) return DEFAULT_PROXY;
+  const p = mapping(c, ['proxy'], value, PROXY_FIELDS);
+  const ms = (key: string, fallback: number, allowZero = false): number =>
+    p[key] === undefined ? fallback : c.at(['proxy', key], () => parseMs(p[key], allowZero));
+  const int = (key: string, fallback: number, min: number, max: number): number =>
+    p[key] === undefined
+      ? fallback
+      : c.at(['proxy', key], () => {
+          const n = parsePositiveInt(p[key], max);
+          if (n < min) throw new InvalidValue(`must be at least ${min}; got ${n}.`);
+          return n;
+        });
+  const out: ProxySettings = {
+    connectTimeoutMs: ms('connectTimeout', DEFAULT_PROXY.connectTimeoutMs),
+    headersTimeoutMs: ms('headersTimeout', DEFAULT_PROXY.headersTimeoutMs),
+    bodyTimeoutMs: ms('bodyTimeout', DEFAULT_PROXY.bodyTimeoutMs, true),
+    idleTimeoutMs: ms('idleTimeout', DEFAULT_PROXY.idleTimeoutMs),
+    connections: int('connections', DEFAULT_PROXY.connections, 1, 65_536),
+    maxHeaderSize: int('maxHeaderSize', DEFAULT_PROXY.maxHeaderSize, 1024, 1_048_576),
+    clientHeadersTimeoutMs: ms('clientHeadersTimeout', DEFAULT_PROXY.clientHeadersTimeoutMs),
+    clientRequestTimeoutMs: ms('clientRequestTimeout', DEFAULT_PROXY.clientRequestTimeoutMs, true),
+    clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
+    maxConnections: int('maxConnections', DEFAULT_PROXY.maxConnections, 1, 1_000_000),
+    upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
+    requestBuffer:
+      p.requestBuffer === undefined
+        ? DEFAULT_PROXY.requestBuffer
+        : c.at(['proxy', 'requestBuffer'], () => parsePositiveInt(p.requestBuffer, 64 * 1_048_576, true)),
+    minBodyRate:
+      p.minBodyRate === undefined
+        ? DEFAULT_PROXY.minBodyRate
+        : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
+    clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
+    queueTimeoutMs: ms('queueTimeout', DEFAULT_PROXY.queueTimeoutMs, true),
+    stripHeaders:
+      p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
+  };
+  // Node refuses a headers timeout longer than the request timeout it is part of.
+  if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {
+    c.fail(
+      ['proxy', p.clientHeadersTimeout === undefined ? 'clientRequestTimeout' : 'clientHeadersTimeout'],
+      `clientHeadersTimeout (${out.clientHeadersTimeoutMs} ms) must not exceed clientRequestTimeout (${out.clientRequestTimeoutMs} ms).`,
+    );
+  }
+  return out;
+}

@@ -1,0 +1,96 @@
+/** Walking the parsed YAML of a config file: a cursor that places each field's error at its line, and the mapping check. */
+import type { Document, LineCounter } from 'yaml';
+import { describe } from '../../duration.js';
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import { InvalidValue } from './values.js';
+import { ConfigError } from './config-error.js';
+
+/** A field's path in the config: keys and list indexes. */
+export type Path = ReadonlyArray<string | number>;
+
+/** Walks a parsed value, knowing how to place each path in the file. */
+export class Cursor {
+  constructor(
+    private readonly file: string,
+    private readonly doc: Document.Parsed,
+    private readonly lines: LineCounter,
+    private readonly yaml: typeof import('yaml'),
+  ) {}
+
+  /** Throws INVALID_CONFIG placed at `path` (its value, or the nearest part of it that exists). */
+  fail(path: Path, message: string, cause?: unknown, atKey = false): never {
+    const offset = this.offsetOf(path, atKey);
+    const pos = offset === undefined ? undefined : this.lines.linePos(offset);
+    throw new ConfigError(
+      ErrorCode.INVALID_CONFIG,
+      { file: this.file, line: pos?.line, column: pos?.col, field: fieldName(path) },
+      message,
+      cause,
+    );
+  }
+
+  /** Runs `parse`; an InvalidValue or FloodgateError it throws is placed at `path`. */
+  at<T>(path: Path, parse: () => T): T {
+    try {
+      return parse();
+    } catch (error) {
+      if (error instanceof InvalidValue || (error instanceof FloodgateError && !(error instanceof ConfigError))) {
+        this.fail(path, error.message, error);
+      }
+      throw error;
+    }
+  }
+
+  /** Where `path` starts in the file: its value, or its key when `atKey` (for fields that should not be there at all). */
+  private offsetOf(path: Path, atKey: boolean): number | undefined {
+    const { isMap, isSeq, isScalar } = this.yaml;
+    let node: unknown = this.doc.contents;
+    let offset: number | undefined = rangeStart(node);
+    for (const [i, segment] of path.entries()) {
+      if (isMap(node)) {
+        const pair = node.items.find((p) => isScalar(p.key) && p.key.value === segment);
+        if (pair === undefined) return offset;
+        offset = rangeStart(pair.key) ?? offset;
+        if (atKey && i === path.length - 1) return offset;
+        node = pair.value;
+        offset = rangeStart(node) ?? offset;
+      } else if (isSeq(node) && typeof segment === 'number') {
+        node = node.items[segment];
+        offset = rangeStart(node) ?? offset;
+      } else {
+        return offset;
+      }
+    }
+    return offset;
+  }
+}
+
+function rangeStart(node: unknown): number | undefined {
+  const range = (node as { range?: [number, number, number] } | null | undefined)?.range;
+  return range?.[0];
+}
+
+function fieldName(path: Path): string | undefined {
+  if (path.length === 0) return undefined;
+  let out = '';
+  for (const s of path) out += typeof s === 'number' ? `[${s}]` : out === '' ? s : `.${s}`;
+  return out;
+}
+
+/** A YAML mapping, as parsed. */
+export type Obj = Record<string, unknown>;
+
+/** True for a mapping (a plain object, not an array). */
+export function isObject(value: unknown): value is Obj {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Checks that `value` is a mapping with only `known` keys. */
+export function mapping(c: Cursor, path: Path, value: unknown, known: readonly string[]): Obj {
+  if (!isObject(value)) c.fail(path, `must be a mapping (key: value lines); got ${describe(value)}.`);
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key))
+      c.fail([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, undefined, true);
+  }
+  return value;
+}

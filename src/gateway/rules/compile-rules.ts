@@ -1,0 +1,175 @@
+/** Compiling the configured rules: each rule's match, key source and HttpLimiter over its policies, on the gateway's stores. */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { isStoreFailure } from '../../errors.js';
+import { HttpLimiter, type HttpRateLimitOptions, type KeySource, type NamedLimiter } from '../../http/core.js';
+import { headerValue } from '../../http/keys.js';
+import { RateLimiter, type RateLimiterOptions } from '../../limiter.js';
+import { throttled } from '../../throttle.js';
+import { keyCheck } from './key-check.js';
+import { loggableKey } from '../serve/log.js';
+import type { DecisionCell } from '../serve/metrics.js';
+import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
+import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
+
+/**
+ * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as
+ * `maxKeyLength`): an API key is kept readable in the store up to this.
+ */
+const MAX_KEY_BYTES = 128;
+
+/**
+ * Compiles the rules of `settings`: one RateLimiter per policy, on the
+ * shared store under a prefix made of the rule, the policy and its numbers,
+ * so a reload that keeps a policy keeps its counters, and one that changes
+ * its numbers starts it afresh instead of reading counts made under others.
+ */
+export function compileRules(settings: GatewaySettings, context: RuleContext): RuleSet {
+  const rules = settings.rules.map((rule) => compileRule(rule, settings, context));
+  return new RuleSet(rules, settings.rules, context.metrics);
+}
+
+function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
+  const policies: NamedLimiter[] = rule.policies.map((p) => ({
+    limiter: limiterFor(rule, p, settings, context),
+    ...(p.name === undefined ? {} : { name: p.name }),
+  }));
+  const log = context.log.child({ rule: rule.name });
+  const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
+  const options: HttpRateLimitOptions<IncomingMessage> = {
+    limiter: policies,
+    key: keySource(rule),
+    trustProxy: settings.trustProxy,
+    headers: settings.headers === 'none' ? 'none' : [...settings.headers],
+    onStoreError: 'respond',
+    maxKeyLength: MAX_KEY_BYTES,
+    // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
+    timeout: false,
+    // Store failures are logged where every failure mode sees them (the store wrapper, see store.ts);
+    // anything else, one line per 10 s at most.
+    onError: (error) => {
+      if (!isStoreFailure(error)) warn(error);
+    },
+  };
+  const keyIsIp = rule.key.kind === 'ip';
+  if (rule.shadow) {
+    let last = 0;
+    let held = 0;
+    options.onLimited = (_req, info) => {
+      const now = Date.now();
+      // At most one line per second per shadow rule: a shadow rule exists to be measured, not to flood the log.
+      if (now - last < 1000) {
+        held += 1;
+        return;
+      }
+      last = now;
+      log.info(
+        { key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies, suppressed: held },
+        'shadow rule would have limited',
+      );
+      held = 0;
+    };
+  } else if (context.log.isLevelEnabled('debug')) {
+    options.onLimited = (_req, info) =>
+      log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
+  }
+  const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
+    RuleOutcome,
+    DecisionCell
+  >;
+  return {
+    name: rule.name,
+    shadow: rule.shadow,
+    final: rule.final,
+    checkKey: rule.shadow ? undefined : keyCheck(rule.key),
+    matches: compileMatch(rule.match, settings.paths.caseSensitive),
+    limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
+    limiters: policies.map((p) => p.limiter),
+    counts,
+  };
+}
+
+function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
+  const key = rule.key;
+  if (key.kind === 'ip') return 'ip';
+  if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
+  const header = key.header;
+  // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.
+  return (_req, client) => {
+    const value = headerValue(client.headers, header);
+    return value === undefined ? `ip:${client.ip ?? 'unknown'}` : `key:${value}`;
+  };
+}
+
+function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
+  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
+  const base: RateLimiterOptions = {
+    limit: p.limit,
+    window: p.windowMs,
+    algorithm: p.algorithm,
+    prefix,
+    ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
+  };
+  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock: settings.inMemoryBlock };
+  if (context.storeCanFail) {
+    switch (settings.store.onFailure) {
+      case 'insurance':
+        // The insurance counts per process: while the store is away, each instance admits up to the full limit.
+        options.insurance = new RateLimiter({ ...base, store: context.insuranceStore });
+        break;
+      case 'fail-open':
+      case 'fail-closed':
+        options.onStoreFailure = settings.store.onFailure;
+        break;
+      case 'reject':
+        break;
+    }
+  }
+  return new RateLimiter(options);
+}
+
+/**
+ * Compiles a rule's match. Paths match case-insensitively unless
+ * `caseSensitive` (Express and Koa route `/API/x` to a handler for
+ * `/api/x`), and a rule for GET also matches HEAD (Express, Fastify and
+ * @koa/router run the GET handler for HEAD); one that lists HEAD alone
+ * matches only HEAD.
+ */
+function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
+  const checks: Array<(method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean> = [];
+  if (m.methods !== undefined) {
+    const methods = new Set(m.methods);
+    if (methods.has('GET')) methods.add('HEAD');
+    checks.push((method) => methods.has(method));
+  }
+  if (m.pathPrefix !== undefined) {
+    const prefix = m.pathPrefix;
+    if (caseSensitive) checks.push((_m, path) => path.startsWith(prefix));
+    else {
+      // An anchored case-insensitive regex compares without a lower-cased copy of the path per request.
+      const anchored = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'i');
+      checks.push((_m, path) => anchored.test(path));
+    }
+  }
+  if (m.pathPattern !== undefined) {
+    const pattern =
+      caseSensitive || m.pathPattern.flags.includes('i') ? m.pathPattern : new RegExp(m.pathPattern.source, `${m.pathPattern.flags}i`);
+    checks.push((_m, path) => pattern.test(path));
+  }
+  if (m.hosts !== undefined) {
+    const exact = new Set(m.hosts.filter((h) => !h.startsWith('*.')));
+    const suffixes = m.hosts.filter((h) => h.startsWith('*.')).map((h) => h.slice(1));
+    checks.push((_m, _p, host) => host !== undefined && (exact.has(host) || suffixes.some((s) => host.endsWith(s))));
+  }
+  if (m.headers !== undefined) {
+    const wanted = m.headers;
+    checks.push((_m, _p, _h, headers) =>
+      wanted.every(([name, value]) => {
+        const actual = headerValue(headers, name);
+        return value === true ? actual !== undefined : actual === value;
+      }),
+    );
+  }
+  if (checks.length === 0) return () => true;
+  if (checks.length === 1) return checks[0]!;
+  return (method, path, host, headers) => checks.every((check) => check(method, path, host, headers));
+}

@@ -1,0 +1,174 @@
+/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { HttpLimiter, type HttpOutcome, type RequestView } from '../../http/core.js';
+import type { HeaderPair } from '../../http/headers.js';
+import { RateLimiter } from '../../limiter.js';
+import type { Store } from '../../stores/store.js';
+import type { KeyCheck } from './key-check.js';
+import type { GatewayLogger } from '../serve/log.js';
+import { enforceInTurn } from './rule-chain.js';
+import { canonicalHost } from './path-match.js';
+import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../serve/metrics.js';
+import type { RuleSettings } from '../config/settings.js';
+import { type Verdict, FORWARD, verdictOf, keyRefusalVerdict } from './verdict.js';
+
+/** A compiled rule. */
+export interface Rule {
+  /** The rule's name (metrics label, log field, store key part). */
+  readonly name: string;
+  /** Reports without refusing. */
+  readonly shadow: boolean;
+  /** An enforced rule after which no other rule is tried when it matches. */
+  readonly final: boolean;
+  /** Refuses a repeated or invalid API key before anything is counted; undefined for IP-keyed rules. */
+  readonly checkKey: KeyCheck | undefined;
+  /** True when the request facts satisfy every condition of the rule's match. */
+  readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
+  /** Decides about one request. */
+  readonly limiter: HttpLimiter<IncomingMessage>;
+  /** The RateLimiters of its policies, on the shared store (not the insurance ones), whose breakers readiness reads. */
+  readonly limiters: readonly RateLimiter[];
+  /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
+  readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
+}
+
+/** The outcomes a rule counts. */
+export type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
+/** Every outcome a rule counts, in the order its metric series are bound. */
+export const RULE_OUTCOMES: readonly RuleOutcome[] = [
+  'allowed',
+  'limited',
+  'missing_key',
+  'invalid_key',
+  'store_error',
+  'error',
+  'shadow_allowed',
+  'shadow_limited',
+];
+
+/** What the rules need from the running gateway. */
+export interface RuleContext {
+  /** The store a rule's limiters count in. */
+  storeFor(rule: string): Store;
+  /** True when the store can fail (Redis, cluster), so the failure policy applies. */
+  readonly storeCanFail: boolean;
+  /** The store of the insurance limiters (memory), kept across reloads. */
+  readonly insuranceStore: Store;
+  /** Logger. */
+  readonly log: GatewayLogger;
+  /** Metrics. */
+  readonly metrics: GatewayMetrics;
+}
+
+/**
+ * The rules of one configuration. Every matching rule applies, in order:
+ * each enforced one counts the request in turn and the first refusal
+ * answers (see rule-chain.ts); a matching `final` rule ends the list; every
+ * matching shadow rule counts and reports. A request no rule matches is
+ * forwarded without limits.
+ */
+export class RuleSet {
+  /** Whether any rule looks at the Host header (so it is parsed only then). */
+  private readonly needsHost: boolean;
+  private readonly unmatchedCount: DecisionCell;
+
+  /**
+   * @param rules - compiled rules, in order
+   * @param settings - the rules' settings, in the same order
+   * @param metrics - where decisions are counted
+   */
+  constructor(
+    readonly rules: readonly Rule[],
+    settings: readonly RuleSettings[],
+    metrics: GatewayMetrics,
+  ) {
+    this.needsHost = settings.some((r) => r.match.hosts !== undefined);
+    this.unmatchedCount = metrics.decisionCell('(none)', 'unmatched');
+  }
+
+  /**
+   * Decides about a request (a proxied one, or the original request the
+   * decision endpoint describes): synchronously when the rule's
+   * HttpLimiter can (a refusal the in-memory block already knows), else
+   * through a promise that never rejects.
+   */
+  decide(view: RequestView<IncomingMessage>, hostHeader: string | undefined): Verdict | Promise<Verdict> {
+    const host = this.needsHost ? canonicalHost(hostHeader) : undefined;
+    let shadows: Rule[] | undefined;
+    let enforced: Rule | undefined;
+    // Allocated only when a second enforced rule matches: one rule per request is the common case.
+    let more: Rule[] | undefined;
+    for (const rule of this.rules) {
+      if (!rule.matches(view.method, view.path, host, view.headers)) continue;
+      if (rule.shadow) (shadows ??= []).push(rule);
+      else {
+        if (enforced === undefined) enforced = rule;
+        else (more ??= [enforced]).push(rule);
+        if (rule.final) break;
+      }
+    }
+    if (shadows !== undefined) return this.withShadows(more ?? enforced, shadows, view);
+    if (enforced === undefined) return this.unmatched();
+    if (more !== undefined) return enforceInTurn(more, (rule) => this.enforce(rule, view));
+    return this.enforce(enforced, view);
+  }
+
+  private async withShadows(
+    enforced: Rule | readonly Rule[] | undefined,
+    shadows: readonly Rule[],
+    view: RequestView<IncomingMessage>,
+  ): Promise<Verdict> {
+    const [verdict, shadowHeader] = await Promise.all([
+      enforced === undefined
+        ? this.unmatched()
+        : Array.isArray(enforced)
+          ? enforceInTurn(enforced as readonly Rule[], (rule) => this.enforce(rule, view))
+          : this.enforce(enforced as Rule, view),
+      Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
+    ]);
+    const headers: HeaderPair[] = [...verdict.headers, ['Floodgate-Shadow', shadowHeader, true]];
+    return { ...verdict, headers };
+  }
+
+  /**
+   * True while some rule's limiter has its circuit breaker open on the
+   * store: the store's connection may be up (a stalled Redis keeps its TCP
+   * connection) while its calls keep failing. Read per `/readyz`, never per
+   * request. It clears by itself: a breaker stops counting as open once its
+   * cooldown passes, and closes when its probe gets an answer.
+   */
+  storeCircuitOpen(): boolean {
+    return this.rules.some((rule) => rule.limiters.some((limiter) => limiter.circuitOpen()));
+  }
+
+  private unmatched(): Verdict {
+    this.unmatchedCount.count += 1;
+    return FORWARD;
+  }
+
+  /** The key check, then the rule's HttpLimiter decides. */
+  private enforce(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
+    if (rule.checkKey !== undefined) {
+      const refused = rule.checkKey(view);
+      if (refused !== undefined) return keyRefusalVerdict(rule, refused);
+    }
+    const decided = rule.limiter.decide(view);
+    return decided instanceof Promise ? decided.then((outcome) => verdictOf(rule, outcome)) : verdictOf(rule, decided);
+  }
+
+  /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
+  private async shadow(rule: Rule, view: RequestView<IncomingMessage>): Promise<string> {
+    const outcome: HttpOutcome = await rule.limiter.handle(view);
+    const limited = outcome.action === 'respond' && outcome.status === 429;
+    rule.counts[limited ? 'shadow_limited' : 'shadow_allowed'].count += 1;
+    const result =
+      outcome.action === 'continue'
+        ? 'allowed'
+        : limited
+          ? 'limited'
+          : outcome.action === 'respond'
+            ? `refused-${outcome.status}`
+            : 'error';
+    return `"${rule.name}";outcome=${result}`;
+  }
+}

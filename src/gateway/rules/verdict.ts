@@ -1,0 +1,108 @@
+/** Verdicts: what the gateway does with a request once its rules have decided (forward, or answer with a prepared refusal), built once per refusal shape. */
+import type { HttpOutcome } from '../../http/core.js';
+import type { HeaderPair } from '../../http/headers.js';
+import type { KeyRefusal } from './key-check.js';
+import type { Rule } from './rule-set.js';
+
+/** What the gateway does with a request after every rule that applies has decided. */
+export type Verdict =
+  /** Forward it; add `headers` to the upstream's response. */
+  | { readonly forward: true; readonly headers: readonly HeaderPair[] }
+  /** Answer it with this response. */
+  | {
+      readonly forward: false;
+      readonly status: number;
+      readonly headers: readonly HeaderPair[];
+      readonly contentType: string;
+      readonly body: string;
+      /**
+       * The same header fields, Content-Type and Content-Length included, as
+       * the flat name/value list `res.writeHead` takes: set on verdicts that
+       * are sent many times, since one writeHead costs less than a
+       * setHeader per field.
+       */
+      readonly wire?: readonly string[];
+    };
+
+const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
+/** The verdict of a request every rule let through without headers to add; shared, never copied. */
+export const FORWARD: Verdict = Object.freeze({ forward: true, headers: NO_HEADERS });
+
+/** Runs `then` on a verdict {@link RuleSet.decide} returned, at once when it is not a promise. */
+export function whenDecided(decided: Verdict | Promise<Verdict>, then: (verdict: Verdict) => void): void {
+  if (decided instanceof Promise) void decided.then(then);
+  else then(decided);
+}
+
+/** Counts an enforced rule's outcome and turns it into what the gateway does. */
+export function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
+  switch (outcome.action) {
+    case 'continue':
+      rule.counts.allowed.count += 1;
+      return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
+    case 'respond':
+      rule.counts[refusalOutcome(outcome.status)].count += 1;
+      return refusalVerdict(outcome);
+    case 'error':
+      rule.counts.error.count += 1;
+      rule.limiter.reportError(outcome.error, undefined);
+      return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
+  }
+}
+
+/**
+ * Verdicts of the refusals HttpLimiter shares between requests (it freezes
+ * those), each built once with its `wire` form: under a flood the same
+ * refusal is sent for most requests.
+ */
+const sharedVerdicts = new WeakMap<HttpOutcome, Verdict>();
+
+function refusalVerdict(outcome: HttpOutcome & { action: 'respond' }): Verdict {
+  const shared = Object.isFrozen(outcome);
+  if (shared) {
+    const known = sharedVerdicts.get(outcome);
+    if (known !== undefined) return known;
+  }
+  const { status, headers, contentType, body } = outcome;
+  if (!shared) return { forward: false, status, headers, contentType, body };
+  const wire: string[] = [];
+  for (const [name, value] of headers) wire.push(name, value);
+  wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(body)));
+  const verdict: Verdict = Object.freeze({ forward: false, status, headers, contentType, body, wire: Object.freeze(wire) });
+  sharedVerdicts.set(outcome, verdict);
+  return verdict;
+}
+
+/** Verdicts of key refusals, one per refusal object (each rule builds its own once). */
+const keyVerdicts = new WeakMap<KeyRefusal, Verdict>();
+
+/** The verdict of a rule that refused a request for its API key (missing, repeated or invalid), built once per refusal. */
+export function keyRefusalVerdict(rule: Rule, refusal: KeyRefusal): Verdict {
+  rule.counts[refusal.outcome].count += 1;
+  let verdict = keyVerdicts.get(refusal);
+  if (verdict === undefined) {
+    const contentType = 'application/problem+json';
+    const wire: string[] = [];
+    for (const [name, value] of refusal.headers) wire.push(name, value);
+    wire.push('Content-Type', contentType, 'Content-Length', String(Buffer.byteLength(refusal.body)));
+    verdict = Object.freeze({
+      forward: false,
+      status: refusal.status,
+      headers: refusal.headers,
+      contentType,
+      body: refusal.body,
+      wire: Object.freeze(wire),
+    });
+    keyVerdicts.set(refusal, verdict);
+  }
+  return verdict;
+}
+
+const INTERNAL_ERROR_BODY = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
+
+function refusalOutcome(status: number): 'limited' | 'missing_key' | 'store_error' | 'error' {
+  if (status === 429) return 'limited';
+  if (status === 401 || status === 400) return 'missing_key';
+  if (status === 503) return 'store_error';
+  return 'error';
+}
