@@ -1,6 +1,6 @@
 /** Public surface of the floodgate core: no Redis client, no node:cluster, no HTTP code is loaded from here. */
 export { RateLimiter } from './limiter.js';
-export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode } from './limiter.js';
+export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode } from './limiter-options.js';
 export type { Decision, DecisionSource } from './decision.js';
 export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';

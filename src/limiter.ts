@@ -5,104 +5,21 @@ import { describe, parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
-import { ALGORITHMS, BLOCK_FOREVER, type Algorithm, type OperationKind, type Outcome, type Policy } from './policy.js';
+import { ALGORITHMS, BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
 import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
-
-/** What to do when the store fails and no insurance limiter is set. */
-export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
-
-/** Options of the in-memory block list. */
-export interface InMemoryBlockOptions {
-  /**
-   * Units consumed (as the store reports) at or above which a key is
-   * answered from memory as limited. Default: the limit, i.e. once a key's
-   * quota is spent. Lower values refuse earlier, trading quota for fewer
-   * store calls.
-   */
-  onConsumed?: number;
-  /** How long to keep refusing from memory. Default: until the store would admit one unit again. */
-  duration?: Duration;
-  /** Most keys held in the block list. Default 10 000. */
-  maxKeys?: number;
-}
-
-/** Options of the circuit breaker around the store. */
-export interface BreakerConfig {
-  /** Consecutive store failures that open the circuit. Default 5. */
-  failureThreshold?: number;
-  /** How long the circuit stays open before one probe call. Default "2s". */
-  cooldown?: Duration;
-}
-
-/** Options of {@link RateLimiter}. */
-export interface RateLimiterOptions {
-  /** Units admitted per window (for token-bucket: the bucket size). A positive integer. */
-  limit: number;
-  /** The window (for token-bucket: time to refill the whole bucket). */
-  window: Duration;
-  /** The algorithm. Default `"fixed-window"`. */
-  algorithm?: Algorithm;
-  /** Where counters live. Default: a new {@link MemoryStore}. */
-  store?: Store;
-  /** A consume that goes over the limit blocks the key in the store for this long. Default: no block. */
-  blockDuration?: Duration;
-  /**
-   * Namespace of this limiter's keys in the store. Limiters that share a
-   * store and a prefix share counters. Default: derived from the policy,
-   * e.g. `"fg:fixed-window:100:1000:0"`.
-   */
-  prefix?: string;
-  /** Refuse keys known to be over the limit from process memory. `true` for the defaults. */
-  inMemoryBlock?: boolean | InMemoryBlockOptions;
-  /** A limiter (usually on a MemoryStore) that decides while the store fails. */
-  insurance?: RateLimiter;
-  /** With no insurance: reject the promise (default), admit, or refuse while the store fails. */
-  onStoreFailure?: StoreFailureMode;
-  /** Circuit breaker settings, or `false` to call the store even while it keeps failing. */
-  breaker?: boolean | BreakerConfig;
-  /** Time source of the block list and breaker. Default `Date.now`. */
-  clock?: Clock;
-}
-
-const OPTION_NAMES = [
-  'limit',
-  'window',
-  'algorithm',
-  'store',
-  'blockDuration',
-  'prefix',
-  'inMemoryBlock',
-  'insurance',
-  'onStoreFailure',
-  'breaker',
-  'clock',
-] as const;
-const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
-/** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
-const MAX_PRODUCT = 2 ** 50;
-
-/** The consumes of the turn in which a key's in-memory block was found over (see RateLimiter's probe). */
-interface Probe {
-  /** True until that turn ends: consumes until then go to the store too. */
-  joinable: boolean;
-  /** The turn's consumes. */
-  calls: Promise<Decision>[];
-  /** Set when the turn ends; settles (never rejects) once every call of it is decided, or after PROBE_WAIT_MS, and the probe is removed. */
-  answered: Promise<void> | undefined;
-  /** The store failure one of the turn's calls met, if any. */
-  failure: FloodgateError | undefined;
-}
-
-/** Longest a consume waits for a probe's answers before calling the store itself. */
-const PROBE_WAIT_MS = 1000;
-
-interface MemoryBlockConfig {
-  onConsumed: number;
-  durationMs: number | undefined;
-  list: BlockList;
-}
+import { LapseProbes, type Probe } from './guards/lapse-probe.js';
+import {
+  FAILURE_MODES,
+  MAX_PRODUCT,
+  OPTION_NAMES,
+  parseBreaker,
+  parseMemoryBlock,
+  type MemoryBlockConfig,
+  type RateLimiterOptions,
+  type StoreFailureMode,
+} from './limiter-options.js';
 
 /**
  * A rate limiter: one policy applied to many keys.
@@ -121,8 +38,8 @@ export class RateLimiter {
   readonly prefix: string;
   private readonly clock: Clock;
   private readonly memoryBlock: MemoryBlockConfig | undefined;
-  /** Store calls in flight for keys whose in-memory block just ended, by key (see probe). */
-  private readonly probes = new Map<string, Probe>();
+  /** Store calls in flight for keys whose in-memory block just ended (see LapseProbes). */
+  private readonly probes = new LapseProbes((key, amount, probe) => this.ask('consume', key, amount, probe));
   private readonly breaker: CircuitBreaker | undefined;
   private readonly insurance: RateLimiter | undefined;
   private readonly failureMode: StoreFailureMode;
@@ -172,7 +89,7 @@ export class RateLimiter {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
     }
     this.clock = o.clock ?? systemClock;
-    this.memoryBlock = this.parseMemoryBlock(o.inMemoryBlock);
+    this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     this.breaker = parseBreaker(o.breaker);
 
     if (o.insurance !== undefined && !(o.insurance instanceof RateLimiter)) {
@@ -321,70 +238,30 @@ export class RateLimiter {
 
   private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
     const list = this.memoryBlock?.list;
-    if (list) {
-      if (kind === 'reset' || kind === 'reward') {
-        list.delete(key);
-        // Consumes held back for answers given before this call would be refused on counts it changes.
-        this.probes.delete(key);
-      } else if (kind === 'consume' || kind === 'peek') {
-        const now = this.clock();
-        const blockedMs = list.blockedFor(key, now);
-        if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
-        if (kind === 'consume') {
-          const probe = this.probes.get(key);
-          if (probe === undefined) {
-            if (list.takeLapsed(key, now)) return this.probe(key, amount);
-          } else if (probe.joinable) {
-            return this.join(probe, key, amount);
-          } else if (!this.breaker?.isOpen(now)) {
-            // (With the breaker open the fallback answers at once: nothing to wait for.)
-            await probe.answered;
-            if (probe.failure !== undefined) return this.fallback(kind, key, amount, probe.failure);
-            return this.run(kind, key, amount);
-          }
-        }
-      }
+    if (list === undefined) return this.ask(kind, key, amount);
+    if (kind === 'reset' || kind === 'reward') {
+      list.delete(key);
+      // Consumes held back for answers given before this call would be refused on counts it changes.
+      this.probes.forget(key);
+      return this.ask(kind, key, amount);
     }
-    return this.ask(kind, key, amount);
+    if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
+    const now = this.clock();
+    const blockedMs = list.blockedFor(key, now);
+    if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+    return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
   }
 
-  /**
-   * The first consume of a key within a second of its in-memory block's end.
-   * A key that was blocked is hot: until the store answers, every later
-   * consume of it would make a store call of its own, most of them to be
-   * refused. So consumes of later event-loop turns wait for the answers to
-   * this turn's consumes of the key (at most {@link PROBE_WAIT_MS}), then are
-   * refused from memory if those blocked the key anew, get the fallback at
-   * once if the store failed them, or are sent to the store together.
-   * Consumes in this turn go to the store at once, so a store that coalesces
-   * a turn's calls (the Redis store) usually decides them in one round trip.
-   */
-  private probe(key: string, amount: number): Promise<Decision> {
-    const probe: Probe = { joinable: true, calls: [], answered: undefined, failure: undefined };
-    this.probes.set(key, probe);
-    const decision = this.join(probe, key, amount);
-    setImmediate(() => {
-      probe.joinable = false;
-      let timer: NodeJS.Timeout | undefined;
-      probe.answered = new Promise<void>((resolve) => {
-        // A store call that never settles must not hold the key's consumes for good. Not unref'd: a
-        // consume is waiting on it, and cleared as soon as the calls settle.
-        timer = setTimeout(resolve, PROBE_WAIT_MS);
-        void Promise.allSettled(probe.calls).then(() => resolve());
-      }).then(() => {
-        clearTimeout(timer);
-        if (this.probes.get(key) === probe) this.probes.delete(key);
-      });
-    });
-    return decision;
-  }
-
-  /** A consume of the probe's turn: it goes to the store, and later turns wait for its answer too. */
-  private join(probe: Probe, key: string, amount: number): Promise<Decision> {
-    // Runs up to the store call synchronously, so the store has queued it before the turn ends.
-    const decision = this.ask('consume', key, amount, probe);
-    probe.calls.push(decision);
-    return decision;
+  /** A consume of a key the in-memory block does not hold: through the key's lapse probe when its block just ended (see LapseProbes). */
+  private async consumeUnblocked(list: BlockList, key: string, amount: number, now: number): Promise<Decision> {
+    const probe = this.probes.current(key);
+    if (probe === undefined) return list.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
+    if (probe.joinable) return this.probes.join(probe, key, amount);
+    // With the breaker open the fallback answers at once: nothing to wait for.
+    if (this.breaker?.isOpen(now)) return this.ask('consume', key, amount);
+    await probe.answered;
+    if (probe.failure !== undefined) return this.fallback('consume', key, amount, probe.failure);
+    return this.run('consume', key, amount);
   }
 
   /**
@@ -467,51 +344,8 @@ export class RateLimiter {
       source,
     };
   }
-
-  private parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined): MemoryBlockConfig | undefined {
-    if (option === undefined || option === false) return undefined;
-    const o: InMemoryBlockOptions = option === true ? {} : option;
-    assertKnownOptions(o, ['onConsumed', 'duration', 'maxKeys'], 'inMemoryBlock');
-    const onConsumed = o.onConsumed ?? this.policy.limit;
-    if (!Number.isSafeInteger(onConsumed) || onConsumed < 1) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`,
-      );
-    }
-    if (onConsumed > this.policy.limit) {
-      throw new FloodgateError(
-        ErrorCode.CONFLICTING_OPTIONS,
-        `inMemoryBlock.onConsumed (${onConsumed}) is above limit (${this.policy.limit}); a refused consume spends nothing, so usage never gets there. Use at most the limit.`,
-      );
-    }
-    const maxKeys = o.maxKeys ?? 10_000;
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`,
-      );
-    }
-    const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
-    return { onConsumed, durationMs, list: new BlockList({ maxKeys }) };
-  }
 }
 
 function refused(ms: number): Outcome {
   return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };
-}
-
-function parseBreaker(option: boolean | BreakerConfig | undefined): CircuitBreaker | undefined {
-  if (option === false) return undefined;
-  const o: BreakerConfig = option === undefined || option === true ? {} : option;
-  assertKnownOptions(o, ['failureThreshold', 'cooldown'], 'breaker');
-  const failureThreshold = o.failureThreshold ?? 5;
-  if (!Number.isSafeInteger(failureThreshold) || failureThreshold < 1) {
-    throw new FloodgateError(
-      ErrorCode.INVALID_OPTIONS,
-      `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`,
-    );
-  }
-  const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
-  return new CircuitBreaker({ failureThreshold, cooldownMs });
 }

@@ -1,6 +1,7 @@
 /** Express 4 and 5 adapter (`floodgate/express`): `rateLimit(options)` returns a middleware `(req, res, next)`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpLimiter, type HttpOutcome, type HttpRateLimitOptions } from './core.js';
+import { HttpLimiter } from './http-limiter.js';
+import type { HttpOutcome, HttpRateLimitOptions } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 
 /**

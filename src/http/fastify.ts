@@ -3,7 +3,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { assertKnownOptions } from '../validate.js';
-import { HTTP_OPTION_NAMES, HttpLimiter, type HttpOutcome, type HttpRateLimitOptions } from './core.js';
+import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions } from './types.js';
+import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 
 /** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */

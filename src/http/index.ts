@@ -1,5 +1,9 @@
 /** `floodgate/http`: the framework-neutral HTTP pieces shared by the adapters (core path, client identity, header builders), for custom adapters and tests. */
-export { HttpLimiter, HTTP_OPTION_NAMES, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, UNKNOWN_CLIENT_KEY, formatWindow } from './core.js';
+export { HttpLimiter } from './http-limiter.js';
+export { UNKNOWN_CLIENT_KEY } from './identity.js';
+export { HTTP_OPTION_NAMES } from './types.js';
+export { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
+export { formatWindow } from './options.js';
 export { isStoreFailure } from '../errors.js';
 export type {
   AdapterConfig,
@@ -16,7 +20,7 @@ export type {
   RefusalInfo,
   RefusalReason,
   RequestView,
-} from './core.js';
+} from './types.js';
 export {
   HEADER_MODES,
   bindingPolicy,
@@ -43,6 +47,6 @@ export {
   parseCidr,
   parseForwardedFor,
   parseIp,
-} from './keys.js';
-export type { Cidr, IpAddress, IpResolverOptions, ProxyHeader, TrustProxy } from './keys.js';
+} from './client-keys.js';
+export type { Cidr, IpAddress, IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.js';
 export { setHeaders, viewOf, writeResponse } from './respond.js';

@@ -1,6 +1,6 @@
 /** The Koa middleware around the shared HTTP path, used by `rateLimit` and `grounded` in floodgate/koa. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { HttpLimiter } from './core.js';
+import type { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 
 /**

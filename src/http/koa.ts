@@ -1,9 +1,10 @@
 /** Koa 2+ adapter (`floodgate/koa`): `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names. */
-import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { HttpLimiter } from './http-limiter.js';
+import type { HttpRateLimitOptions } from './types.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
 
-export { grounded, GROUNDED_OPTION_NAMES } from './koa-grounded.js';
-export type { GroundedOptions, GroundedMiddleware } from './koa-grounded.js';
+export { grounded, GROUNDED_OPTION_NAMES } from './compat/koa-grounded.js';
+export type { GroundedOptions, GroundedMiddleware } from './compat/koa-grounded.js';
 export { koaMiddleware } from './koa-middleware.js';
 export type { KoaContextLike, KoaMiddleware } from './koa-middleware.js';
 

@@ -1,6 +1,7 @@
 /** node:http adapter (`floodgate/node`): `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpLimiter, type HttpRateLimitOptions } from './core.js';
+import { HttpLimiter } from './http-limiter.js';
+import type { HttpRateLimitOptions } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 
 /** Options of the node:http adapter: the shared options; callbacks receive the IncomingMessage. `trustProxy: "framework"` is not available. */

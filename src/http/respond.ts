@@ -1,6 +1,6 @@
 /** Helpers for adapters that answer through node:http objects (node:http itself and Express): request view, headers, response writing. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestView } from './core.js';
+import type { RequestView } from './types.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 
 /**

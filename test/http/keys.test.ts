@@ -14,7 +14,7 @@ import {
   parseForwardedFor,
   parseIp,
   type IpAddress,
-} from '../../src/http/keys.js';
+} from '../../src/http/client-keys.js';
 
 const ip = (text: string): IpAddress => {
   const parsed = parseIp(text);

@@ -1,7 +1,7 @@
 /** The gateway's validated settings (from flags and the config file) and their defaults. */
 import type { Algorithm } from '../../policy.js';
 import type { HeaderMode } from '../../http/headers.js';
-import type { TrustProxy } from '../../http/keys.js';
+import type { TrustProxy } from '../../http/client-keys.js';
 
 /** A host and port to listen on. */
 export interface ListenAddress {

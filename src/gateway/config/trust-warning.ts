@@ -1,5 +1,5 @@
 /** The start-up warning for `trustProxy: N` (a hop count) on a listener other clients can reach: any peer is then believed. */
-import type { TrustProxy } from '../../http/keys.js';
+import type { TrustProxy } from '../../http/client-keys.js';
 import type { ListenAddress } from './settings.js';
 
 /** True for addresses only this host can connect from. */

@@ -1,9 +1,11 @@
 /** Compiling the configured rules: each rule's match, key source and HttpLimiter over its policies, on the gateway's stores. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { isStoreFailure } from '../../errors.js';
-import { HttpLimiter, type HttpRateLimitOptions, type KeySource, type NamedLimiter } from '../../http/core.js';
-import { headerValue } from '../../http/keys.js';
-import { RateLimiter, type RateLimiterOptions } from '../../limiter.js';
+import { HttpLimiter } from '../../http/http-limiter.js';
+import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
+import { headerValue } from '../../http/client-keys.js';
+import { RateLimiter } from '../../limiter.js';
+import type { RateLimiterOptions } from '../../limiter-options.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
 import { loggableKey } from '../serve/log.js';

@@ -1,6 +1,6 @@
 /** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), and the rule's validation (length, pattern, allow list; 401). */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import type { RequestView } from '../../http/core.js';
+import type { RequestView } from '../../http/types.js';
 import type { KeySettings } from '../config/settings.js';
 
 /** A refusal the key check answers with, built once per rule and sent as it is. */

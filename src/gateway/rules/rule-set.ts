@@ -1,6 +1,7 @@
 /** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { HttpLimiter, type HttpOutcome, type RequestView } from '../../http/core.js';
+import { HttpLimiter } from '../../http/http-limiter.js';
+import type { HttpOutcome, RequestView } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
 import { RateLimiter } from '../../limiter.js';
 import type { Store } from '../../stores/store.js';

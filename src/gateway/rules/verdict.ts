@@ -1,5 +1,5 @@
 /** Verdicts: what the gateway does with a request once its rules have decided (forward, or answer with a prepared refusal), built once per refusal shape. */
-import type { HttpOutcome } from '../../http/core.js';
+import type { HttpOutcome } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
 import type { KeyRefusal } from './key-check.js';
 import type { Rule } from './rule-set.js';

@@ -1,7 +1,7 @@
 /** The decision endpoint for nginx `auth_request` and other proxies: decides about the request described by X-Original-* headers and answers 204, or 429 (or the status asked for) with the RateLimit fields. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestView } from '../../http/core.js';
-import { headerValue } from '../../http/keys.js';
+import type { RequestView } from '../../http/types.js';
+import { headerValue } from '../../http/client-keys.js';
 import { setHeaders, writeResponse } from '../../http/respond.js';
 import { requestTarget } from '../rules/path-match.js';
 import type { PathSettings } from '../config/settings.js';

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { Pool } from 'undici';
 import { combinedValue, type HeaderPair } from '../../http/headers.js';
-import type { TrustProxy } from '../../http/keys.js';
+import type { TrustProxy } from '../../http/client-keys.js';
 import type { Undici } from './optional-deps.js';
 import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
 import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
-import { QUOTA_EXCEEDED_TYPE, type DecisionInfo } from '../../../src/http/core.js';
+import { QUOTA_EXCEEDED_TYPE } from '../../../src/http/refusal.js';
+import type { DecisionInfo } from '../../../src/http/types.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 
 /** A server started by a harness. */

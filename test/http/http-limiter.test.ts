@@ -6,7 +6,10 @@ import { RateLimiter } from '../../src/limiter.js';
 import type { Operation, Outcome } from '../../src/policy.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import type { Store } from '../../src/stores/store.js';
-import { HttpLimiter, UNKNOWN_CLIENT_KEY, formatWindow, type HttpRateLimitOptions, type RequestView } from '../../src/http/core.js';
+import { HttpLimiter } from '../../src/http/http-limiter.js';
+import { UNKNOWN_CLIENT_KEY } from '../../src/http/identity.js';
+import { formatWindow } from '../../src/http/options.js';
+import type { HttpRateLimitOptions, RequestView } from '../../src/http/types.js';
 
 const adapter = { owner: 'test', frameworkIp: true };
 const limiter = (limit = 5, window: string | number = '1m'): RateLimiter => new RateLimiter({ limit, window });

@@ -1,0 +1,421 @@
+/** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
+import type { Decision } from '../decision.js';
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
+import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import { boundKey, headerValue } from './client-keys.js';
+import { ClientIdentities, clientInfo, type Identity } from './identity.js';
+import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
+import { RefusalBodies, freezeOutcome, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
+import type {
+  HttpRateLimitOptions,
+  AdapterConfig,
+  HttpOutcome,
+  RequestView,
+  ClientInfo,
+  ApiKeySource,
+  DecisionInfo,
+  RefusalInfo,
+} from './types.js';
+
+const NO_ERRORS: readonly unknown[] = Object.freeze([]);
+
+const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Object.freeze([]) as readonly HeaderPair[] });
+
+/**
+ * The shared request → key → decision → response path. Built once per
+ * middleware (all options validated up front), then {@link handle} is
+ * called per request and never rejects.
+ */
+export class HttpLimiter<Raw> {
+  /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
+  private readonly refusals = new Map<number | string, HttpOutcome>();
+  /** The refusal bodies, each distinct built-in one rendered once. */
+  private readonly bodies: RefusalBodies;
+  /** Who each request comes from, memoised per socket or framework address. */
+  private readonly identities: ClientIdentities<Raw>;
+  /** The options, checked and resolved. */
+  private readonly settings: HttpSettings<Raw>;
+  /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
+  readonly usesFrameworkIp: boolean;
+  /** Errors made by {@link guard} when the middleware's own timeout fires (so the late answer can be refunded). */
+  private readonly timeouts = new WeakSet<object>();
+
+  /**
+   * @param options - see {@link HttpRateLimitOptions}
+   * @param adapter - what the calling adapter supports
+   * @throws FloodgateError for any invalid option (UNKNOWN_OPTION, INVALID_OPTIONS, CONFLICTING_OPTIONS, …)
+   */
+  constructor(options: HttpRateLimitOptions<Raw>, adapter: AdapterConfig) {
+    this.settings = resolveHttpOptions(options, adapter);
+    this.usesFrameworkIp = this.settings.usesFrameworkIp;
+    this.bodies = new RefusalBodies(this.settings.body);
+    this.identities = new ClientIdentities(this.settings);
+  }
+
+  /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
+  reportError(error: unknown, raw: Raw | undefined): void {
+    this.report(error, raw);
+  }
+
+  /** The names of this route's policies, in order. */
+  get policyNames(): readonly string[] {
+    return this.settings.policies.map((p) => p.name);
+  }
+
+  /**
+   * Decides about one request: synchronously when nothing has to be waited
+   * for (a refusal the in-memory block already knows, a deny list entry, a
+   * missing API key, a skipped request), else through a promise. Adapters
+   * act at once on a plain outcome: under a flood of refusals that spares
+   * every promise turn of the store path. Never throws, and the promise
+   * never rejects: errors from user callbacks come back as
+   * `{ action: "error" }` for the framework's error handling, store
+   * failures as a response or a pass (per `onStoreError`).
+   */
+  decide(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
+    try {
+      const outcome = this.evaluate(view);
+      return isThenable(outcome) ? Promise.resolve(outcome).then(undefined, errorOutcome) : outcome;
+    } catch (error) {
+      return errorOutcome(error);
+    }
+  }
+
+  /** {@link decide}, always as a promise. */
+  async handle(view: RequestView<Raw>): Promise<HttpOutcome> {
+    return this.decide(view);
+  }
+
+  // The stages below return a plain outcome when they can, and a promise
+  // only when a user callback or a store call makes them wait: most key
+  // functions are synchronous, and every await is a microtask turn per request.
+
+  /** Identity, then `skip`. */
+  private evaluate(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
+    const identity = this.identities.identify(view);
+    if (this.settings.skip === undefined) return this.keyed(view, identity, undefined);
+    const client = clientInfo(view, identity);
+    const skipped = this.settings.skip(view.raw, client);
+    if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s === true ? CONTINUE : this.keyed(view, identity, client)));
+    return skipped === true ? CONTINUE : this.keyed(view, identity, client);
+  }
+
+  /** The raw key: the IP key, the API-key header, or the key function's answer. */
+  private keyed(view: RequestView<Raw>, identity: Identity, known: ClientInfo | undefined): HttpOutcome | Promise<HttpOutcome> {
+    const source = this.settings.keySource;
+    if (source === 'ip') return this.listed(view, identity, known, identity.key);
+    if (typeof source !== 'function') return this.listed(view, identity, known, headerValue(view.headers, source.header));
+    const client = known ?? clientInfo(view, identity);
+    const returned = source(view.raw, client);
+    if (isThenable(returned)) return Promise.resolve(returned).then((value) => this.listed(view, identity, client, checkedKey(value)));
+    return this.listed(view, identity, client, checkedKey(returned));
+  }
+
+  /** Deny list, allow list and a missing API key, then the cost. */
+  private listed(
+    view: RequestView<Raw>,
+    identity: Identity,
+    known: ClientInfo | undefined,
+    rawKey: string | undefined,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const { address, ip } = identity;
+    // Deny before allow: an entry on both lists is refused.
+    if (this.settings.deny !== undefined && listMatches(this.settings.deny, address, rawKey)) {
+      return this.refuse(view.raw, { reason: 'denied', status: this.settings.denyStatus, key: rawKey, ip }, []);
+    }
+    if (this.settings.allow !== undefined && listMatches(this.settings.allow, address, rawKey)) return CONTINUE;
+    if (rawKey === undefined) {
+      const missing = this.settings.keySource as Required<ApiKeySource>;
+      const extra: HeaderPair[] = missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
+      const info = { reason: 'missing-key', status: missing.missingStatus, key: undefined, ip, missingHeader: missing.header } as const;
+      return this.refuse(view.raw, info, extra);
+    }
+    const key = boundKey(rawKey, this.settings.maxKeyLength);
+    if (typeof this.settings.cost === 'number') return this.counted(view.raw, ip, key, this.settings.cost);
+    const returned = this.settings.cost(view.raw, known ?? clientInfo(view, identity));
+    if (isThenable(returned)) return Promise.resolve(returned).then((cost) => this.counted(view.raw, ip, key, cost));
+    return this.counted(view.raw, ip, key, returned);
+  }
+
+  /**
+   * The only policy's decision when it needs no waiting (the in-memory block
+   * refuses, or the store is in process), else the store path. Several
+   * policies always take the store path: a refusal by one gives back what
+   * the others took.
+   */
+  private counted(raw: Raw, ip: string | undefined, key: string, cost: number): HttpOutcome | Promise<HttpOutcome> {
+    if (this.settings.policies.length === 1) {
+      const now = this.settings.policies[0]!.limiter.consumeNow(key, cost);
+      if (now !== undefined) return now.allowed ? this.admittedOne(raw, key, ip, cost, now) : this.limitedOne(raw, key, ip, cost, now);
+    }
+    return this.consumed(raw, ip, key, cost);
+  }
+
+  /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
+  private async consumed(raw: Raw, ip: string | undefined, key: string, cost: number): Promise<HttpOutcome> {
+    const calls = this.settings.policies.map((p) => p.limiter.consume(key, cost));
+    const settled =
+      calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
+    const decisions: Array<Decision | undefined> = [];
+    const storeErrors: unknown[] = [];
+    let badCall: unknown;
+    let refused = false;
+    for (const result of settled) {
+      if (result.status === 'fulfilled') {
+        decisions.push(result.value);
+        if (!result.value.allowed) refused = true;
+      } else {
+        decisions.push(undefined);
+        if (isStoreFailure(result.reason)) storeErrors.push(result.reason);
+        else badCall ??= result.reason;
+      }
+    }
+    for (const error of storeErrors) this.report(error, raw);
+    // One policy that answered: nothing to give back either way.
+    if (decisions.length === 1 && decisions[0] !== undefined) {
+      const only = decisions[0];
+      return only.allowed ? this.admittedOne(raw, key, ip, cost, only) : this.limitedOne(raw, key, ip, cost, only);
+    }
+
+    const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
+    if (giveBack) {
+      this.refundLate(calls, settled, key, cost, raw);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await this.refund(decisions, key, cost, raw);
+    }
+    if (badCall !== undefined) return { action: 'error', error: badCall };
+
+    const reports: PolicyReport[] = [];
+    decisions.forEach((d, i) => {
+      if (d !== undefined) reports.push(toReport(this.settings.policies[i]!, d));
+    });
+    const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
+
+    if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
+    if (storeErrors.length > 0 && !this.settings.passOnStoreError) {
+      const info = {
+        reason: 'store-error',
+        status: this.settings.storeErrorStatus,
+        key,
+        ip,
+        policies: reports,
+        error: storeErrors[0],
+      } as const;
+      const outcome = this.refuse(raw, info, rateHeaders);
+      this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.storeErrorStatus, policies: reports, errors: storeErrors });
+      return outcome;
+    }
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
+    return { action: 'continue', headers: rateHeaders };
+  }
+
+  /** The admission by a route's only policy. */
+  private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
+    const reports = [toReport(this.settings.policies[0]!, decision)];
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
+    return { action: 'continue', headers: rateLimitHeaders(this.settings.modes, reports, Date.now()) };
+  }
+
+  /**
+   * The refusal by a route's only policy. Under a flood the same response is
+   * built again and again; with no hook or body function to see each
+   * request, its fields, Retry-After and body depend only on the whole
+   * seconds left (and, for the legacy reset, the second the wait ends), so
+   * each distinct one is built once and shared, frozen.
+   */
+  private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
+    const memoKey = this.refusalMemoKey(decision);
+    if (memoKey !== undefined) {
+      const known = this.refusals.get(memoKey);
+      if (known !== undefined) return known;
+    }
+    const reports = [toReport(this.settings.policies[0]!, decision)];
+    const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
+    if (memoKey !== undefined) {
+      if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
+      this.refusals.set(memoKey, freezeOutcome(outcome));
+    }
+    return outcome;
+  }
+
+  /** What a single-policy refusal's response depends on, or undefined when it may not be shared (see {@link limitedOne}). */
+  private refusalMemoKey(decision: Decision): number | string | undefined {
+    if (!this.settings.sharesRefusals || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
+    const ms = decision.retryAfterMs;
+    if (!Number.isFinite(ms)) return undefined;
+    const seconds = Math.ceil(ms / 1000);
+    return this.settings.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
+  }
+
+  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
+  private limited(
+    raw: Raw,
+    key: string,
+    ip: string | undefined,
+    cost: number,
+    decisions: ReadonlyArray<Decision | undefined>,
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    storeErrors: unknown[],
+  ): HttpOutcome {
+    const violated = reports.filter((r) => !r.allowed);
+    const retryAfter = retryAfterSeconds(reports);
+    const headers: HeaderPair[] = [...rateHeaders];
+    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
+    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
+    const info = {
+      reason: 'limited',
+      status: this.settings.statusCode,
+      key,
+      ip,
+      policies: reports,
+      violatedPolicies: violated.map((r) => r.name),
+      retryAfterSeconds: retryAfter,
+    } as const;
+    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
+    this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
+    return outcome;
+  }
+
+  /** Gives back what admitting policies took, replacing their decisions with the post-refund state for the headers. */
+  private async refund(decisions: Array<Decision | undefined>, key: string, cost: number, raw: Raw): Promise<void> {
+    await Promise.all(
+      decisions.map(async (d, i) => {
+        // A fail-open decision spent nothing; a refused one spent nothing either.
+        if (d === undefined || !d.allowed || d.source === 'fail-open') return;
+        try {
+          const after = await this.guard(this.settings.policies[i]!.limiter.reward(key, cost));
+          // Still reported as admitting: it was not this policy that refused.
+          decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
+        } catch (error) {
+          this.report(error, raw);
+        }
+      }),
+    );
+  }
+
+  /**
+   * A consume that outlived the middleware's timeout may still be admitted
+   * later; the request was not served under it, so give those units back
+   * when (if) it answers. Not awaited: the response does not wait for it.
+   */
+  private refundLate(
+    calls: ReadonlyArray<Promise<Decision>>,
+    settled: ReadonlyArray<PromiseSettledResult<Decision>>,
+    key: string,
+    cost: number,
+    raw: Raw,
+  ): void {
+    settled.forEach((result, i) => {
+      if (result.status !== 'rejected' || !this.timeouts.has(result.reason as object)) return;
+      calls[i]!.then(
+        (late) => {
+          if (!late.allowed || late.source === 'fail-open') return undefined;
+          return this.settings.policies[i]!.limiter.reward(key, cost).then(undefined, (error: unknown) => this.report(error, raw));
+        },
+        () => undefined, // already reported as a timeout
+      );
+    });
+  }
+
+  /** Builds the middleware's own response and fires `onLimited` for limited ones. */
+  private refuse(
+    raw: Raw,
+    partial: Partial<RefusalInfo> & Pick<RefusalInfo, 'reason' | 'status' | 'key' | 'ip'>,
+    headers: readonly HeaderPair[],
+    problemType = QUOTA_EXCEEDED_TYPE,
+  ): HttpOutcome {
+    const info: RefusalInfo = { retryAfterSeconds: undefined, policies: [], violatedPolicies: [], ...partial };
+    const { contentType, body } = this.bodies.render(info, problemType);
+    if (info.reason === 'limited' && this.settings.onLimited !== undefined) this.safely(() => this.settings.onLimited!(raw, info), raw);
+    return { action: 'respond', status: info.status, headers, contentType, body };
+  }
+
+  private decided(raw: Raw, info: DecisionInfo): void {
+    if (this.settings.onDecision !== undefined) this.safely(() => this.settings.onDecision!(raw, info), raw);
+  }
+
+  /** Runs a user hook; a throw or a rejection goes to onError instead of the request. */
+  private safely(hook: () => void | Promise<void>, raw: Raw): void {
+    try {
+      const result = hook();
+      if (result !== undefined && typeof (result as Promise<void>).then === 'function') {
+        (result as Promise<void>).then(undefined, (error: unknown) => this.report(error, raw));
+      }
+    } catch (error) {
+      this.report(error, raw);
+    }
+  }
+
+  private report(error: unknown, raw: Raw | undefined): void {
+    try {
+      this.settings.onError(error, raw);
+    } catch {
+      // An onError that throws must not turn a handled failure into an unhandled one.
+    }
+  }
+
+  /** Bounds a limiter call by `timeout`, so a store that never answers cannot hang the request. */
+  private guard<T>(promise: Promise<T>): Promise<T> {
+    const ms = this.settings.timeoutMs;
+    if (ms === undefined) return promise;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const error = new FloodgateError(ErrorCode.STORE_TIMEOUT, `the limiter did not answer within ${ms} ms (HTTP middleware timeout).`);
+        this.timeouts.add(error);
+        reject(error);
+      }, ms);
+      timer.unref?.();
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
+const MAX_MEMOISED_REFUSALS = 256;
+
+function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | null)?.then === 'function';
+}
+
+/** What a user callback or a misconfiguration that threw becomes. */
+function errorOutcome(error: unknown): HttpOutcome {
+  return { action: 'error', error };
+}
+
+/** A key function's answer, which must be a non-empty string. */
+function checkedKey(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
+  }
+  return value;
+}
+
+/** Promise.allSettled for one promise, without the array and combinator. */
+function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({ status: 'fulfilled', value }),
+    (reason: unknown) => ({ status: 'rejected', reason }),
+  );
+}
+
+function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
+  return {
+    name: policy.name,
+    limit: d.limit,
+    windowMs: policy.limiter.policy.windowMs,
+    allowed: d.allowed,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+  };
+}

@@ -1,0 +1,330 @@
+/** HttpLimiter options: checked up front (every error coded, nothing coerced) and resolved into the settings the request path reads. */
+import { describe, parseDuration } from '../duration.js';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import { RateLimiter } from '../limiter.js';
+import { throttled } from '../throttle.js';
+import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../validate.js';
+import { parseHeaderModes, type HeaderMode } from './headers.js';
+import { AddressMatcher, NAMED_RANGES, assertIpv6Subnet, createIpResolver, parseCidr, parseIp, type IpAddress } from './client-keys.js';
+import {
+  type HttpRateLimitOptions,
+  type AdapterConfig,
+  type RequestView,
+  type ClientInfo,
+  type ApiKeySource,
+  type KeyFunction,
+  type BodyOption,
+  HTTP_OPTION_NAMES,
+  type NamedLimiter,
+} from './types.js';
+/** A limiter with the name it is reported under. */
+export interface NamedPolicy {
+  /** The limiter that decides. */
+  readonly limiter: RateLimiter;
+  /** The name in headers, bodies and reports. */
+  readonly name: string;
+}
+
+/** An allow or deny list: addresses and ranges match the client IP, anything else the key. */
+export interface ListMatcher {
+  /** The IPs, CIDRs and named ranges of the list. */
+  readonly addresses: AddressMatcher | undefined;
+  /** The keys of the list. */
+  readonly keys: ReadonlySet<string>;
+}
+
+/** An HttpLimiter's options, checked and with defaults filled in. */
+export interface HttpSettings<Raw> {
+  readonly policies: readonly NamedPolicy[];
+  readonly keySource: 'ip' | ApiKeySource | KeyFunction<Raw>;
+  readonly resolveIp: (view: RequestView<Raw>) => IpAddress | undefined;
+  /**
+   * Which string alone determines the client address (the socket peer, or the
+   * framework's IP), when proxy headers do not take part; identities are then
+   * memoised by it, since parsing and formatting an address costs more than
+   * the rest of a decision on the memory store.
+   */
+  readonly identityInput: ((view: RequestView<Raw>) => string | undefined) | undefined;
+  /** Whether single-policy refusals may share one frozen response (no hook or body function sees each request). */
+  readonly sharesRefusals: boolean;
+  /** Whether the legacy fields are sent, whose reset is a point in time rather than a duration. */
+  readonly legacyHeaders: boolean;
+  readonly ipv6Subnet: number | false;
+  readonly maxKeyLength: number;
+  readonly cost: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
+  readonly modes: readonly HeaderMode[];
+  readonly statusCode: number;
+  readonly body: BodyOption;
+  readonly skip: HttpRateLimitOptions<Raw>['skip'];
+  readonly allow: ListMatcher | undefined;
+  readonly deny: ListMatcher | undefined;
+  readonly denyStatus: number;
+  readonly onLimited: HttpRateLimitOptions<Raw>['onLimited'];
+  readonly onDecision: HttpRateLimitOptions<Raw>['onDecision'];
+  readonly passOnStoreError: boolean;
+  readonly storeErrorStatus: number;
+  readonly onError: (error: unknown, req: Raw | undefined) => void;
+  readonly timeoutMs: number | undefined;
+  /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
+  readonly usesFrameworkIp: boolean;
+}
+
+/**
+ * Checks every option of an HttpLimiter up front and resolves defaults.
+ * @throws FloodgateError for any invalid option (UNKNOWN_OPTION, INVALID_OPTIONS, CONFLICTING_OPTIONS, INVALID_COST, …)
+ */
+export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adapter: AdapterConfig): HttpSettings<Raw> {
+  const owner = adapter.owner;
+  let keySource: HttpSettings<Raw>['keySource'];
+  let resolveIp: HttpSettings<Raw>['resolveIp'];
+  let identityInput: HttpSettings<Raw>['identityInput'];
+  assertKnownOptions(options, HTTP_OPTION_NAMES, owner);
+  const o = options as HttpRateLimitOptions<Raw>;
+
+  const policies = parsePolicies(o.limiter, owner);
+
+  const key = o.key ?? 'ip';
+  if (key !== 'ip' && typeof key !== 'function') {
+    assertKnownOptions(key, ['header', 'missingStatus'], `${owner} key`);
+    const k = key as ApiKeySource;
+    if (typeof k.header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k.header)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `key.header must be a header name such as "x-api-key"; got ${describe(k.header)}.`,
+      );
+    }
+    if (k.missingStatus !== undefined && k.missingStatus !== 400 && k.missingStatus !== 401) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `key.missingStatus must be 400 or 401; got ${describe(k.missingStatus)}.`);
+    }
+    keySource = { header: k.header.toLowerCase(), missingStatus: k.missingStatus ?? 401 };
+  } else {
+    keySource = key;
+  }
+
+  const usesFrameworkIp = o.trustProxy === 'framework';
+  if (o.trustProxy === 'framework') {
+    if (!adapter.frameworkIp) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `${owner} has no framework to ask for the client address; set trustProxy to false, a hop count or a list of proxy CIDRs.`,
+      );
+    }
+    if (o.proxyHeader !== undefined) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        'proxyHeader has no effect with trustProxy: "framework" (the framework reads the headers itself); remove one of them.',
+      );
+    }
+    resolveIp = (view) => (view.frameworkIp === undefined ? undefined : parseIp(view.frameworkIp));
+    identityInput = (view) => view.frameworkIp;
+  } else {
+    if (o.proxyHeader !== undefined && (o.trustProxy ?? false) === false) {
+      throw new FloodgateError(
+        ErrorCode.CONFLICTING_OPTIONS,
+        "proxyHeader is read only from trusted proxies, and trustProxy is off; set trustProxy (a hop count or the proxies' CIDRs) or remove proxyHeader.",
+      );
+    }
+    const resolver = createIpResolver({ trustProxy: o.trustProxy ?? false, proxyHeader: o.proxyHeader ?? 'x-forwarded-for' });
+    resolveIp = (view) => resolver(view.socketAddress, view.headers);
+    identityInput = (o.trustProxy ?? false) === false ? (view) => view.socketAddress : undefined;
+  }
+
+  const subnet = o.ipv6Subnet ?? 64;
+  assertIpv6Subnet(subnet);
+  const ipv6Subnet = subnet;
+
+  const maxKeyLength = wholeNumber(o.maxKeyLength ?? 128, 'maxKeyLength', {
+    min: 64,
+    expected: 'a whole number of bytes of at least 64 (a hashed key takes 50)',
+  });
+
+  const cost = o.cost ?? 1;
+  if (typeof cost !== 'function' && (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_COST,
+      `cost must be a positive whole number or a function returning one; got ${describe(cost)}.`,
+    );
+  }
+  for (const p of policies) {
+    if (typeof cost === 'number' && cost > p.limiter.policy.limit) {
+      throw new FloodgateError(
+        ErrorCode.COST_EXCEEDS_LIMIT,
+        `cost ${cost} is larger than the limit ${p.limiter.policy.limit} of policy ${JSON.stringify(p.name)}, so no request could ever pass.`,
+      );
+    }
+  }
+
+  const modes = parseHeaderModes(o.headers);
+  const statusCode = parseStatus(o.statusCode, 429, 'statusCode');
+  const denyStatus = parseStatus(o.denyStatus, 403, 'denyStatus');
+  const storeErrorStatus = parseStatus(o.storeErrorStatus, 503, 'storeErrorStatus');
+
+  const body = o.body ?? 'problem';
+  if (body !== 'problem' && body !== 'text' && typeof body !== 'function') {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `body must be "problem", "text" or a function; got ${describe(body)}.`);
+  }
+
+  const skip = optionalFunction(o.skip, 'skip');
+  const onLimited = optionalFunction(o.onLimited, 'onLimited');
+  const onDecision = optionalFunction(o.onDecision, 'onDecision');
+  const onError = optionalFunction(o.onError, 'onError') ?? throttledWarning(owner);
+  const allow = parseList(o.allowList, 'allowList');
+  const deny = parseList(o.denyList, 'denyList');
+
+  const mode = oneOf(o.onStoreError ?? 'respond', 'onStoreError', ['respond', 'pass'] as const);
+
+  const passOnStoreError = mode === 'pass';
+  if (passOnStoreError && o.storeErrorStatus !== undefined) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      'storeErrorStatus is the status of onStoreError: "respond", and onStoreError is "pass" (requests go through); remove one of them.',
+    );
+  }
+  const timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
+  const sharesRefusals = onLimited === undefined && onDecision === undefined && typeof body !== 'function';
+  const legacyHeaders = modes.includes('legacy');
+  return {
+    policies,
+    keySource,
+    resolveIp,
+    identityInput,
+    ipv6Subnet,
+    maxKeyLength,
+    cost,
+    modes,
+    statusCode,
+    body,
+    skip,
+    allow,
+    deny,
+    denyStatus,
+    onLimited,
+    onDecision,
+    passOnStoreError,
+    storeErrorStatus,
+    onError,
+    timeoutMs,
+    sharesRefusals,
+    legacyHeaders,
+    usesFrameworkIp,
+  };
+}
+
+function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
+  if (value === undefined) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `${owner} needs a limiter, e.g. { limiter: new RateLimiter({ limit: 100, window: "1m" }) }.`,
+    );
+  }
+  const list = Array.isArray(value) ? (value as unknown[]) : [value];
+  if (list.length === 0) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} limiter must name at least one RateLimiter.`);
+  }
+  const policies: NamedPolicy[] = [];
+  for (const entry of list) {
+    let limiter: unknown;
+    let name: unknown;
+    if (entry instanceof RateLimiter) {
+      limiter = entry;
+    } else {
+      assertKnownOptions(entry, ['limiter', 'name'], `${owner} limiter entry`);
+      limiter = (entry as NamedLimiter).limiter;
+      name = (entry as NamedLimiter).name;
+    }
+    if (!(limiter instanceof RateLimiter)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `limiter must be a RateLimiter or { limiter: RateLimiter, name?: string }; got ${describe(limiter)}.`,
+      );
+    }
+    if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `a policy name must be a non-empty string; got ${describe(name)}.`);
+    }
+    const policyName = (name as string | undefined) ?? `${limiter.policy.limit}-per-${formatWindow(limiter.policy.windowMs)}`;
+    if (!/^[\x20-\x7e]+$/.test(policyName)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `policy name ${JSON.stringify(policyName)} must be printable ASCII (it is sent in a header).`,
+      );
+    }
+    for (const earlier of policies) {
+      if (earlier.limiter === limiter) {
+        throw new FloodgateError(
+          ErrorCode.CONFLICTING_OPTIONS,
+          `the same RateLimiter is listed twice for one route; each request would be counted twice against it.`,
+        );
+      }
+      if (earlier.name === policyName) {
+        throw new FloodgateError(
+          ErrorCode.CONFLICTING_OPTIONS,
+          `two policies of one route are both named ${JSON.stringify(policyName)}; give them distinct names with { limiter, name }.`,
+        );
+      }
+    }
+    policies.push({ limiter, name: policyName });
+  }
+  return policies;
+}
+
+function parseStatus(value: unknown, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  return wholeNumber(value, name, { min: 400, max: 599, expected: 'an HTTP error status from 400 to 599' });
+}
+
+function parseList(value: unknown, name: string): ListMatcher | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value)) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} must be an array of IPs, CIDRs or keys; got ${describe(value)}.`);
+  }
+  const ranges: string[] = [];
+  const keys = new Set<string>();
+  for (const entry of value as unknown[]) {
+    if (typeof entry !== 'string' || entry.length === 0) {
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} entries must be non-empty strings; got ${describe(entry)}.`);
+    }
+    // An address, a range or a range name matches the client IP; anything else is compared with the key.
+    if (NAMED_RANGES[entry] !== undefined || parseCidr(entry) !== undefined) {
+      ranges.push(entry);
+      continue;
+    }
+    // An address with a bad prefix ("10.0.0.0/40") or a dotted quad out of range would otherwise become a
+    // key no client sends, and a typo on a deny list would quietly let everyone through.
+    const slash = entry.indexOf('/');
+    if ((slash > 0 && parseIp(entry.slice(0, slash)) !== undefined) || /^\d{1,3}(\.\d{1,3}){3}$/.test(entry)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `${name} entry ${describe(entry)} looks like an IP range but is not one; write an address, a CIDR such as "10.0.0.0/8" or "2001:db8::/32" (prefix at most 32 for IPv4, 128 for IPv6), or a range name.`,
+      );
+    }
+    keys.add(entry);
+  }
+  return { addresses: ranges.length > 0 ? new AddressMatcher(ranges, name) : undefined, keys };
+}
+
+/** Whether the client address or the key is on the list. */
+export function listMatches(list: ListMatcher, address: IpAddress | undefined, key: string | undefined): boolean {
+  if (address !== undefined && list.addresses?.matches(address) === true) return true;
+  return key !== undefined && list.keys.has(key);
+}
+
+/** Formats a window for default policy names: `"1s"`, `"5m"`, `"1d"`, or `"1500ms"`. */
+export function formatWindow(ms: number): string {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
+    if (ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+/** The default onError: one console warning per 10 s at most, with a count of the ones held back, so an outage does not flood the log. */
+function throttledWarning(owner: string): (error: unknown) => void {
+  return throttled<unknown>(10_000, (error, held) => {
+    const detail = error instanceof Error ? `${(error as FloodgateError).code ?? error.name}: ${error.message}` : String(error);
+    console.warn(`${owner}: ${detail}${held > 0 ? ` (${held} similar errors not shown)` : ''}`);
+  });
+}

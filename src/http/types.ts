@@ -1,0 +1,222 @@
+/** The HTTP layer's public types: the request view adapters build, the options every adapter shares, and the outcome they act on. */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Duration } from '../duration.js';
+import type { RateLimiter } from '../limiter.js';
+import type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
+import type { ProxyHeader, TrustProxy } from './client-keys.js';
+/** What user callbacks learn about the request, whatever the framework. */
+export interface ClientInfo {
+  /** The client address after proxy trust and IPv4-mapped normalisation (not grouped); undefined if unknown. */
+  readonly ip: string | undefined;
+  /** HTTP method. */
+  readonly method: string;
+  /** URL path, without the query string. */
+  readonly path: string;
+  /** Request headers (lower-case names). */
+  readonly headers: IncomingHttpHeaders;
+}
+
+/** A framework-neutral view of a request, built by each adapter. */
+export interface RequestView<Raw> {
+  /** The framework's own object (Express req, Koa ctx, Fastify request, IncomingMessage); handed to user callbacks. */
+  readonly raw: Raw;
+  /** The socket peer address. */
+  readonly socketAddress: string | undefined;
+  /** The address the framework computed, used with `trustProxy: "framework"`. */
+  readonly frameworkIp?: string | undefined;
+  /** Request headers. */
+  readonly headers: IncomingHttpHeaders;
+  /** HTTP method. */
+  readonly method: string;
+  /** URL path without the query string. */
+  readonly path: string;
+}
+
+/** A limiter with the name it is reported under. */
+export interface NamedLimiter {
+  /** The limiter. */
+  readonly limiter: RateLimiter;
+  /**
+   * The policy name in the `RateLimit` / `RateLimit-Policy` fields and in
+   * `violated-policies`; printable ASCII. Default: `"<limit>-per-<window>"`,
+   * e.g. `"100-per-1m"`.
+   */
+  readonly name?: string;
+}
+
+/** One policy of a route: a limiter, or a limiter with a name. */
+export type LimiterEntry = RateLimiter | NamedLimiter;
+
+/** Identify clients by an API-key header. */
+export interface ApiKeySource {
+  /** Header name, e.g. `"x-api-key"` (case-insensitive). */
+  readonly header: string;
+  /** Status for a request without the header: 401 (default, with a WWW-Authenticate field) or 400. */
+  readonly missingStatus?: 400 | 401;
+}
+
+/** Computes the key of a request; must return a non-empty string. */
+export type KeyFunction<Raw> = (req: Raw, client: ClientInfo) => string | Promise<string>;
+
+/** Who a request counts against: `"ip"` (default), an API-key header, or a function. */
+export type KeySource<Raw> = 'ip' | ApiKeySource | KeyFunction<Raw>;
+
+/** Why the middleware answered instead of passing the request on. */
+export type RefusalReason =
+  /** A policy refused (429 by default). */
+  | 'limited'
+  /** The client is on the deny list (403). */
+  | 'denied'
+  /** The API-key header is missing (401 or 400). */
+  | 'missing-key'
+  /** A limiter's store failed and `onStoreError` is `"respond"` (503 by default). */
+  | 'store-error';
+
+/** Everything a body builder or `onLimited` may want about a refusal. */
+export interface RefusalInfo {
+  /** Why. */
+  readonly reason: RefusalReason;
+  /** The status that will be sent. */
+  readonly status: number;
+  /** The rate-limit key, when known. */
+  readonly key: string | undefined;
+  /** The client address, when known. */
+  readonly ip: string | undefined;
+  /** The Retry-After value in seconds, when one is sent. */
+  readonly retryAfterSeconds: number | undefined;
+  /** Every policy that answered, refunds applied. */
+  readonly policies: readonly PolicyReport[];
+  /** Names of the policies that refused. */
+  readonly violatedPolicies: readonly string[];
+  /** For `"missing-key"`: the header that was expected. */
+  readonly missingHeader?: string;
+  /** For `"store-error"`: the error. */
+  readonly error?: unknown;
+}
+
+/** What `onDecision` receives for every request that reached the limiters. */
+export interface DecisionInfo {
+  /** The key the request was counted against. */
+  readonly key: string;
+  /** The client address, when known. */
+  readonly ip: string | undefined;
+  /** The cost charged (nothing is kept when the request is refused). */
+  readonly cost: number;
+  /** True when the request goes on to the handler. */
+  readonly allowed: boolean;
+  /** The status sent instead, when not allowed. */
+  readonly status: number | undefined;
+  /** Every policy that answered. */
+  readonly policies: readonly PolicyReport[];
+  /** Store failures met while deciding (empty normally). */
+  readonly errors: readonly unknown[];
+}
+
+/** Response body: problem details (RFC 9457 JSON, default), plain text, or built by a function (a string is sent as text, anything else as JSON). */
+export type BodyOption = 'problem' | 'text' | ((info: RefusalInfo) => string | object);
+
+/** Options shared by every adapter. */
+export interface HttpRateLimitOptions<Raw> {
+  /**
+   * The policies of this route: one limiter, or several evaluated together
+   * (e.g. 10 per second and 1000 per day). A request passes only if every
+   * one admits it; when one refuses, the units the others took are given
+   * back, so a refused request spends nothing. Required.
+   */
+  limiter: LimiterEntry | readonly LimiterEntry[];
+  /** Who a request counts against. Default `"ip"`. */
+  key?: KeySource<Raw>;
+  /** Which proxies to believe about the client address. Default `false`: proxy headers are ignored. */
+  trustProxy?: TrustProxy;
+  /** The proxy header to read when `trustProxy` allows it. Default `"x-forwarded-for"`. */
+  proxyHeader?: ProxyHeader;
+  /** IPv6 clients are grouped by this prefix length. Default 64; `false` for whole addresses. */
+  ipv6Subnet?: number | false;
+  /** Keys longer than this many UTF-8 bytes are replaced by their SHA-256. Default 128, at least 64. */
+  maxKeyLength?: number;
+  /** Units each request costs: a positive whole number or a function of the request. Default 1. */
+  cost?: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
+  /** Header family, a list of non-overlapping families, or `"none"`. Default `"ietf"`. */
+  headers?: HeaderMode | 'none' | readonly HeaderMode[];
+  /** Status of a limited response. Default 429. */
+  statusCode?: number;
+  /** Body of the middleware's own responses. Default `"problem"`. */
+  body?: BodyOption;
+  /** Return true to let a request through without counting it. */
+  skip?: (req: Raw, client: ClientInfo) => boolean | Promise<boolean>;
+  /** IPs, CIDRs (or `"loopback"`, `"private"`, `"linklocal"`) and keys that are never limited. */
+  allowList?: readonly string[];
+  /** IPs, CIDRs and keys that are always refused with `denyStatus`, before any counting. */
+  denyList?: readonly string[];
+  /** Status for the deny list. Default 403. */
+  denyStatus?: number;
+  /** Called for each limited response (after refunds); errors it throws go to `onError`. */
+  onLimited?: (req: Raw, info: RefusalInfo) => void | Promise<void>;
+  /** Called once per counted request (verbose logging, metrics); errors it throws go to `onError`. */
+  onDecision?: (req: Raw, info: DecisionInfo) => void | Promise<void>;
+  /**
+   * When a limiter's promise rejects (its store failed and the limiter's own
+   * `onStoreFailure` is `"reject"`, or the call outlived `timeout`):
+   * `"respond"` (default) answers `storeErrorStatus`; `"pass"` lets the
+   * request through. Limiters configured with `insurance`, `"fail-open"` or
+   * `"fail-closed"` never get here: their decision is used as is.
+   */
+  onStoreError?: 'respond' | 'pass';
+  /** Status for `onStoreError: "respond"`. Default 503. */
+  storeErrorStatus?: number;
+  /** Receives store failures, refund failures and errors thrown by hooks. Default: a console warning at most every 10 s. */
+  onError?: (error: unknown, req: Raw | undefined) => void;
+  /**
+   * Longest wait for the limiters before treating the call as a store
+   * failure, so a store that never answers cannot hang requests. Default
+   * `"5s"`; `false` to wait for the store's own timeout.
+   */
+  timeout?: Duration | false;
+}
+
+/** The option names of {@link HttpRateLimitOptions}, for strict validation. */
+export const HTTP_OPTION_NAMES = [
+  'limiter',
+  'key',
+  'trustProxy',
+  'proxyHeader',
+  'ipv6Subnet',
+  'maxKeyLength',
+  'cost',
+  'headers',
+  'statusCode',
+  'body',
+  'skip',
+  'allowList',
+  'denyList',
+  'denyStatus',
+  'onLimited',
+  'onDecision',
+  'onStoreError',
+  'storeErrorStatus',
+  'onError',
+  'timeout',
+] as const;
+
+/** What an adapter must do with a request. */
+export type HttpOutcome =
+  /** Call the next handler, after setting `headers` on the response. */
+  | { readonly action: 'continue'; readonly headers: readonly HeaderPair[] }
+  /** Send this response and stop. */
+  | {
+      readonly action: 'respond';
+      readonly status: number;
+      readonly headers: readonly HeaderPair[];
+      readonly contentType: string;
+      readonly body: string;
+    }
+  /** A user callback or a misconfiguration failed: hand `error` to the framework's error handling. */
+  | { readonly action: 'error'; readonly error: unknown };
+
+/** Settings only the adapter knows. */
+export interface AdapterConfig {
+  /** Name used in error messages, e.g. `"floodgate/express rateLimit"`. */
+  readonly owner: string;
+  /** Whether the adapter fills {@link RequestView.frameworkIp}, so `trustProxy: "framework"` is allowed. */
+  readonly frameworkIp: boolean;
+}

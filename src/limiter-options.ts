@@ -1,0 +1,136 @@
+/** RateLimiter options: their types, and the checks of the in-memory block and circuit breaker options. */
+import type { RateLimiter } from './limiter.js';
+import type { Clock } from './clock.js';
+import { describe, parseDuration, type Duration } from './duration.js';
+import { ErrorCode, FloodgateError } from './errors.js';
+import { BlockList } from './guards/block-list.js';
+import { CircuitBreaker } from './guards/breaker.js';
+import type { Algorithm } from './policy.js';
+import type { Store } from './stores/store.js';
+import { assertKnownOptions } from './validate.js';
+/** What to do when the store fails and no insurance limiter is set. */
+export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
+
+/** Options of the in-memory block list. */
+export interface InMemoryBlockOptions {
+  /**
+   * Units consumed (as the store reports) at or above which a key is
+   * answered from memory as limited. Default: the limit, i.e. once a key's
+   * quota is spent. Lower values refuse earlier, trading quota for fewer
+   * store calls.
+   */
+  onConsumed?: number;
+  /** How long to keep refusing from memory. Default: until the store would admit one unit again. */
+  duration?: Duration;
+  /** Most keys held in the block list. Default 10 000. */
+  maxKeys?: number;
+}
+
+/** Options of the circuit breaker around the store. */
+export interface BreakerConfig {
+  /** Consecutive store failures that open the circuit. Default 5. */
+  failureThreshold?: number;
+  /** How long the circuit stays open before one probe call. Default "2s". */
+  cooldown?: Duration;
+}
+
+/** Options of {@link RateLimiter}. */
+export interface RateLimiterOptions {
+  /** Units admitted per window (for token-bucket: the bucket size). A positive integer. */
+  limit: number;
+  /** The window (for token-bucket: time to refill the whole bucket). */
+  window: Duration;
+  /** The algorithm. Default `"fixed-window"`. */
+  algorithm?: Algorithm;
+  /** Where counters live. Default: a new {@link MemoryStore}. */
+  store?: Store;
+  /** A consume that goes over the limit blocks the key in the store for this long. Default: no block. */
+  blockDuration?: Duration;
+  /**
+   * Namespace of this limiter's keys in the store. Limiters that share a
+   * store and a prefix share counters. Default: derived from the policy,
+   * e.g. `"fg:fixed-window:100:1000:0"`.
+   */
+  prefix?: string;
+  /** Refuse keys known to be over the limit from process memory. `true` for the defaults. */
+  inMemoryBlock?: boolean | InMemoryBlockOptions;
+  /** A limiter (usually on a MemoryStore) that decides while the store fails. */
+  insurance?: RateLimiter;
+  /** With no insurance: reject the promise (default), admit, or refuse while the store fails. */
+  onStoreFailure?: StoreFailureMode;
+  /** Circuit breaker settings, or `false` to call the store even while it keeps failing. */
+  breaker?: boolean | BreakerConfig;
+  /** Time source of the block list and breaker. Default `Date.now`. */
+  clock?: Clock;
+}
+
+/** The option names of {@link RateLimiterOptions}, for strict validation. */
+export const OPTION_NAMES = [
+  'limit',
+  'window',
+  'algorithm',
+  'store',
+  'blockDuration',
+  'prefix',
+  'inMemoryBlock',
+  'insurance',
+  'onStoreFailure',
+  'breaker',
+  'clock',
+] as const;
+/** The values of {@link StoreFailureMode}. */
+export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
+/** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
+export const MAX_PRODUCT = 2 ** 50;
+
+/** The in-memory block of one limiter, checked. */
+export interface MemoryBlockConfig {
+  /** Units consumed at which a key is blocked in memory. */
+  onConsumed: number;
+  /** How long the block lasts; undefined for until the store's window resets. */
+  durationMs: number | undefined;
+  /** The blocked keys. */
+  list: BlockList;
+}
+
+/** Checks the `inMemoryBlock` option of a limiter whose limit is `limit`; undefined when it is off. */
+export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined, limit: number): MemoryBlockConfig | undefined {
+  if (option === undefined || option === false) return undefined;
+  const o: InMemoryBlockOptions = option === true ? {} : option;
+  assertKnownOptions(o, ['onConsumed', 'duration', 'maxKeys'], 'inMemoryBlock');
+  const onConsumed = o.onConsumed ?? limit;
+  if (!Number.isSafeInteger(onConsumed) || onConsumed < 1) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`,
+    );
+  }
+  if (onConsumed > limit) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      `inMemoryBlock.onConsumed (${onConsumed}) is above limit (${limit}); a refused consume spends nothing, so usage never gets there. Use at most the limit.`,
+    );
+  }
+  const maxKeys = o.maxKeys ?? 10_000;
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`);
+  }
+  const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
+  return { onConsumed, durationMs, list: new BlockList({ maxKeys }) };
+}
+
+/** Checks the `breaker` option; undefined when it is off. */
+export function parseBreaker(option: boolean | BreakerConfig | undefined): CircuitBreaker | undefined {
+  if (option === false) return undefined;
+  const o: BreakerConfig = option === undefined || option === true ? {} : option;
+  assertKnownOptions(o, ['failureThreshold', 'cooldown'], 'breaker');
+  const failureThreshold = o.failureThreshold ?? 5;
+  if (!Number.isSafeInteger(failureThreshold) || failureThreshold < 1) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`,
+    );
+  }
+  const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
+  return new CircuitBreaker({ failureThreshold, cooldownMs });
+}
