@@ -231,7 +231,7 @@ class DeferredRedisStore implements Store {
   private async connect(dbStr: string): Promise<Store> {
     // Specifiers in variables: the core must not depend on ioredis, nor on the Redis store at type-check time.
     const ioredisModule = 'ioredis';
-    const storeModule = '../stores/redis/index.js';
+    const storeModule = '../../stores/redis/index.js';
     let client: RedisClientLike;
     try {
       const mod = (await import(ioredisModule)) as { default?: unknown; Redis?: unknown };
