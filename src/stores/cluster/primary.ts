@@ -1,6 +1,6 @@
 /** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code, answering node:cluster, worker_threads and PM2 workers, and invalidating the refusals they remember. */
 import type { ChildProcess } from 'node:child_process';
-import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
+import type { Cluster } from 'node:cluster';
 import * as clusterModule from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
@@ -9,170 +9,30 @@ import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { Outcome, Policy } from '../../policy.js';
 import { assertKnownOptions } from '../../validate.js';
-import { MemoryStore, memoryOptions, type OnFull } from '../memory.js';
+import { MemoryStore, memoryOptions } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import {
   KIND_BY_CODE,
   LEASE_CODE,
   LEASE_SHARE,
-  PM2_MESSAGE_TYPE,
   PROTOCOL_VERSION,
-  decodePolicy,
-  describePolicy,
   invalidates,
-  openWorkerEnvelope,
-  pushOutcome,
   refusalMs,
   revokesLeases,
-  toWorker,
   type BatchMessage,
   type PrimaryMessage,
-  type ResultMessage,
   type WorkerMessage,
 } from './protocol.js';
-
+import { BatchReply, remember, wantsOf, validAmount } from './batch-reply.js';
+import { PrimaryPolicies } from './primary-policies.js';
+import { BoundedMap } from '../../bounded-map.js';
+import { type PeerHost, attachTarget, attachPm2Bus, listenCluster } from './primary-peers.js';
+import type { ClusterStorePrimaryOptions, ClusterPrimaryStats, Pm2Api, Binding, Hinted, Leased, Peer } from './primary-types.js';
 // The CommonJS build has no esModuleInterop, so `import cluster from` would
 // read a missing `.default`; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
 
-/** Options of {@link ClusterStorePrimary}. */
-export interface ClusterStorePrimaryOptions {
-  /**
-   * Most keys held at once, exactly as {@link MemoryStore}'s `maxKeys`: when
-   * full, the least recently used key is forgotten. Default 100 000.
-   */
-  maxKeys?: number;
-  /**
-   * What a full table does with a new key, exactly as {@link MemoryStore}'s
-   * `onFull`: `'evict'` (default) forgets the least recently used key;
-   * `'overflow'` forgets no live key and decides new ones in a bounded
-   * sketch. Use `'overflow'` where keys come from clients.
-   */
-  onFull?: OnFull;
-  /** With `onFull: 'overflow'`: cells of each policy's sketch, as {@link MemoryStore}'s `overflowCells`. */
-  overflowCells?: number;
-  /** How often expired keys are dropped in the background, in ms. Default 30 000; 0 disables it. */
-  sweepIntervalMs?: number;
-  /**
-   * The primary's time source, used for operations whose worker store has no
-   * clock of its own. Default `Date.now`.
-   */
-  clock?: Clock;
-  /**
-   * Answer node:cluster workers (`cluster.on('message')`). Default: true in
-   * a cluster primary (`cluster.isPrimary`). Set false when this primary only
-   * serves worker threads or PM2.
-   */
-  cluster?: boolean;
-}
-
-/** Counters of a {@link ClusterStorePrimary}, for tests and metrics. */
-export interface ClusterPrimaryStats {
-  /** Keys held by the underlying MemoryStore. */
-  keys: number;
-  /** Operations decided in the overflow sketch since start (`onFull: 'overflow'` with the table full). */
-  overflows: number;
-  /** Keys whose policy is remembered for the conflict check (at most `maxKeys`). */
-  bindings: number;
-  /** Worker threads, ports and child processes attached with {@link ClusterStorePrimary.attach}. */
-  attached: number;
-  /** Batch messages answered since start. */
-  batches: number;
-  /** Operations applied since start (failed ones included). */
-  operations: number;
-  /** Keys some worker may currently know as refused (hinted, not yet expired or invalidated). */
-  refused: number;
-  /** Invalidation rounds sent to the workers since start (one message to each hinted worker per round). */
-  invalidations: number;
-  /** Keys some worker may hold a lease of (granted, not yet expired or revoked). */
-  leased: number;
-  /** Lease operations answered since start. */
-  leaseCalls: number;
-  /** Units granted by leases beyond their operations' need, since start. */
-  unitsLeased: number;
-}
-
-/**
- * The subset of the `pm2` package's API that {@link ClusterStorePrimary.attachPm2}
- * uses; pass `pm2` itself (`import pm2 from 'pm2'`). floodgate does not
- * depend on pm2.
- */
-export interface Pm2Api {
-  /** Connects to the running PM2 daemon. */
-  connect(callback: (error: Error) => void): void;
-  /** Subscribes to the daemon's event bus. */
-  launchBus(callback: (error: Error, bus: Pm2Bus) => void): void;
-  /** Sends `packet` to the process with PM2 id `processId`. */
-  sendDataToProcessId(processId: number, packet: object, callback: (error: Error, result: unknown) => void): void;
-  /** Closes the bus connection. */
-  disconnectBus?(callback?: (error: Error) => void): void;
-  /** Closes the daemon connection. */
-  disconnect?(): void;
-}
-
-/** The PM2 event bus, as far as floodgate uses it. */
-export interface Pm2Bus {
-  /** Listens for bus events. */
-  on(event: string, listener: (packet: Pm2Packet) => void): unknown;
-  /** Stops listening (axon's sub-emitter drops every listener of `event`). */
-  off?(event: string): unknown;
-}
-
-/** A `process:msg` packet on the PM2 bus. */
-export interface Pm2Packet {
-  /** What the process sent as `data`. */
-  data?: unknown;
-  /** Who sent it. */
-  process?: { pm_id?: unknown };
-}
-
-interface ResolvedPolicy {
-  policy: Policy;
-  /** The tuple as a string: equal options, equal string. */
-  fp: string;
-}
-
-interface Binding {
-  fp: string;
-  policy: Policy;
-  /** Until when the key's usage can still matter; after it, another policy may take the key over. */
-  until: number;
-}
-
-/** A key the primary told a worker it may refuse by itself. */
-interface Hinted {
-  /** The policy it was refused under. */
-  readonly fp: string;
-  /**
-   * performance.now() here after which no worker refuses it any more: the
-   * decision's time plus the refusal, which a worker counts from when it sent
-   * its batch, earlier. Infinity when decided at a worker's own clock, whose
-   * relation to ours is unknown (such a key is forgotten by invalidation or
-   * when the map is full, never by time).
-   */
-  readonly until: number;
-  /** The batch (count) and operation index of the hint, to withdraw it from an answer not sent yet. */
-  readonly batch: number;
-  readonly index: number;
-}
-
-/** A key some worker holds a lease of. */
-interface Leased {
-  /** The policy it was granted under. */
-  readonly fp: string;
-  /** performance.now() here after which the lease is surely spent or expired: the grant's time plus the window's ms left. */
-  readonly until: number;
-}
-
-/** Sends one message to one worker. Stable per worker: it is how the primary tells its workers apart. */
-type Peer = (message: PrimaryMessage) => void;
-
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster', 'onFull', 'overflowCells'] as const;
-/** Distinct policies remembered; more than this many limiters is a leak, and the cache just restarts. */
-const POLICY_CACHE_SIZE = 1024;
-/** Distinct conflicts warned about, so a persistent misconfiguration does not flood the log. */
-const WARNED_CONFLICTS = 100;
-const ignore = (): void => {};
 
 /**
  * The primary side of the cluster store: one {@link MemoryStore} that every
@@ -209,9 +69,9 @@ export class ClusterStorePrimary {
   private readonly store: MemoryStore;
   private readonly clock: Clock;
   private readonly maxKeys: number;
-  private readonly bindings = new Map<string, Binding>();
-  private readonly policies = new Map<string, ResolvedPolicy>();
-  private readonly warned = new Set<string>();
+  private readonly bindings: BoundedMap<string, Binding>;
+  /** The policies batches carry, decoded once, and the conflicts warned about. */
+  private readonly policies = new PrimaryPolicies();
   private readonly detachers = new Set<() => void | Promise<void>>();
   private readonly attachments = new Set<() => void>();
   /** Keys workers may know as refused, in the order hinted (bounded by maxKeys). */
@@ -226,6 +86,8 @@ export class ClusterStorePrimary {
   private readonly realTime: boolean;
   private invalidations = 0;
   private readonly local: LocalPrimary;
+  /** What the peer code (primary-peers.ts) reaches of this primary. */
+  private readonly host: PeerHost;
   private sweeper: NodeJS.Timeout | undefined;
   private closed = false;
   private batches = 0;
@@ -247,6 +109,7 @@ export class ClusterStorePrimary {
     const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'ClusterStorePrimary');
     this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock, onFull, overflowCells });
     this.maxKeys = maxKeys;
+    this.bindings = new BoundedMap(maxKeys);
     this.clock = clock;
     this.realTime = this.clock === systemClock;
     this.local = {
@@ -264,7 +127,15 @@ export class ClusterStorePrimary {
       this.sweeper = setInterval(() => this.sweepBindings(), sweepIntervalMs);
       this.sweeper.unref();
     }
-    if (options.cluster ?? cluster.isPrimary) this.listenCluster();
+    this.host = {
+      receive: (message, reply, strict) => this.receive(message, reply, strict),
+      ready: () => this.ready(),
+      detachers: this.detachers,
+      attachments: this.attachments,
+      subscribers: this.subscribers,
+      isClosed: () => this.closed,
+    };
+    if (options.cluster ?? cluster.isPrimary) listenCluster(this.host);
   }
 
   /** Counters for tests and metrics. */
@@ -294,55 +165,7 @@ export class ClusterStorePrimary {
    */
   attach(target: ThreadWorker | MessagePort | ChildProcess): () => void {
     this.assertOpen();
-    const candidate = target as Partial<ThreadWorker & ChildProcess> | null;
-    const posts = typeof candidate?.postMessage === 'function';
-    if (
-      typeof candidate !== 'object' ||
-      candidate === null ||
-      typeof candidate.on !== 'function' ||
-      (!posts && typeof candidate.send !== 'function')
-    ) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `ClusterStorePrimary.attach takes a worker_threads Worker, a MessagePort or a forked ChildProcess; got ${describe(target)}.`,
-      );
-    }
-    const reply = posts
-      ? (message: PrimaryMessage): void => {
-          try {
-            (target as ThreadWorker | MessagePort).postMessage(toWorker(message));
-          } catch {
-            // The thread is gone; its 'exit' detaches us.
-          }
-        }
-      : (message: PrimaryMessage): void => {
-          const child = target as ChildProcess;
-          // With a callback, a child that died meanwhile is an ignored error, not an 'error' event.
-          if (child.connected) child.send(toWorker(message), ignore);
-        };
-    // Worker, MessagePort and ChildProcess are all EventEmitters with these events.
-    const emitter = target as unknown as NodeJS.EventEmitter;
-    const onMessage = (value: unknown): void => {
-      const message = openWorkerEnvelope(value);
-      if (message) this.receive(message, reply, false);
-    };
-    const ends = ['exit', 'close', 'disconnect'] as const;
-    const detach = (): void => {
-      emitter.off('message', onMessage);
-      for (const event of ends) emitter.off(event, detach);
-      this.detachers.delete(detach);
-      this.attachments.delete(detach);
-      this.subscribers.delete(reply);
-    };
-    emitter.on('message', onMessage);
-    // A Worker emits 'exit', a MessagePort 'close', a child 'disconnect' and
-    // 'exit'; listening for all of them on each is harmless.
-    for (const event of ends) emitter.on(event, detach);
-    this.detachers.add(detach);
-    this.attachments.add(detach);
-    // A store that is already waiting need not wait for its next handshake retry.
-    reply(this.ready());
-    return detach;
+    return attachTarget(this.host, target);
   }
 
   /**
@@ -357,36 +180,7 @@ export class ClusterStorePrimary {
    */
   async attachPm2(pm2: Pm2Api): Promise<void> {
     this.assertOpen();
-    if (typeof pm2 !== 'object' || pm2 === null || typeof pm2.launchBus !== 'function' || typeof pm2.sendDataToProcessId !== 'function') {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describe(pm2)}.`,
-      );
-    }
-    await new Promise<void>((resolve, reject) => pm2.connect((error) => (error ? reject(error) : resolve())));
-    const bus = await new Promise<Pm2Bus>((resolve, reject) => pm2.launchBus((error, b) => (error ? reject(error) : resolve(b))));
-    // One peer per PM2 process id (ids are reused across restarts, so this stays small).
-    const peers = new Map<number, Peer>();
-    const onPacket = (packet: Pm2Packet): void => {
-      const processId = packet?.process?.pm_id;
-      const message = openWorkerEnvelope({ type: PM2_MESSAGE_TYPE, data: packet?.data });
-      if (!message || typeof processId !== 'number') return;
-      let peer = peers.get(processId);
-      if (peer === undefined) {
-        peer = (reply) => pm2.sendDataToProcessId(processId, toWorker(reply), ignore);
-        peers.set(processId, peer);
-      }
-      this.receive(message, peer, true);
-    };
-    bus.on(PM2_MESSAGE_TYPE, onPacket);
-    const detach = (): void => {
-      this.detachers.delete(detach);
-      bus.off?.(PM2_MESSAGE_TYPE);
-      pm2.disconnectBus?.(ignore);
-      pm2.disconnect?.();
-    };
-    this.detachers.add(detach);
-    if (this.closed) detach();
+    return attachPm2Bus(this.host, pm2);
   }
 
   /** Stops answering, detaches every thread, port and PM2 bus, and frees the process's primary slot. Idempotent. */
@@ -459,24 +253,13 @@ export class ClusterStorePrimary {
     }
     this.batches++;
     const batch = this.batches;
-    const policies = p.map((tuple) => this.resolvePolicy(tuple));
+    const policies = p.map((tuple) => this.policies.resolve(tuple));
     const primaryNow = this.clock();
     // The monotonic time of the decisions, for when hinted keys stop mattering.
     const mono = performance.now();
     const wantsHints = message.c === 1;
-    let hints: number[] | undefined;
-    let stale: Set<string> | undefined;
-    let revoked: Set<string> | undefined;
-    let staleAll = false;
-    let grants: number[] | undefined;
-    let leasedOut = false;
     const wants = message.w === undefined ? undefined : wantsOf(message.w);
-    const r: (number | null)[] = [];
-    let errors: [number, string, string][] | undefined;
-    const fail = (index: number, code: string, text: string): void => {
-      r.push(-1, 0, 0, 0, 0);
-      (errors ??= []).push([index, code, text]);
-    };
+    const reply = new BatchReply();
 
     for (let i = 0, j = 0; j < o.length; i++, j += 4) {
       this.operations++;
@@ -496,7 +279,7 @@ export class ClusterStorePrimary {
         !validAmount(leasing ? 'lease' : kind, amount) ||
         (leasing && resolved.policy.algorithm !== 'fixed-window')
       ) {
-        fail(i, ErrorCode.STORE_ERROR, 'cluster store primary received a malformed operation.');
+        reply.fail(i, ErrorCode.STORE_ERROR, 'cluster store primary received a malformed operation.');
         continue;
       }
       const t = n === undefined ? -1 : n[i];
@@ -506,7 +289,7 @@ export class ClusterStorePrimary {
       const bound = this.bindings.get(key);
       if (bound !== undefined) {
         if (bound.fp !== resolved.fp && bound.until > now) {
-          fail(i, ErrorCode.CONFLICTING_OPTIONS, this.conflict(key, bound.policy, resolved.policy));
+          reply.fail(i, ErrorCode.CONFLICTING_OPTIONS, this.policies.conflict(key, bound.policy, resolved.policy));
           continue;
         }
         // Re-inserted below, which keeps the Map in least-recently-used order.
@@ -522,8 +305,7 @@ export class ClusterStorePrimary {
       if ((this.hinted.size > 0 || this.leased.size > 0) && full) {
         this.hinted.clear();
         this.leased.clear();
-        staleAll = true;
-        if (hints) hints.length = 0;
+        reply.forgetEverything();
       }
 
       let outcome: Outcome;
@@ -538,18 +320,18 @@ export class ClusterStorePrimary {
           outcome = this.store.applySync({ kind, key, amount: amount as number, policy: resolved.policy }, now);
         }
       } catch (error) {
-        fail(i, ErrorCode.STORE_ERROR, `cluster store primary failed: ${error instanceof Error ? error.message : String(error)}`);
+        reply.fail(i, ErrorCode.STORE_ERROR, `cluster store primary failed: ${error instanceof Error ? error.message : String(error)}`);
         continue;
       }
-      pushOutcome(r, outcome);
+      reply.answer(outcome);
       if (leasing) {
         this.leaseCalls++;
-        (grants ??= []).push(i, granted, now + outcome.resetMs);
+        reply.grant(i, granted, now + outcome.resetMs);
         if (granted > (amount as number)) {
           this.unitsLeased += granted - (amount as number);
-          leasedOut = true;
+          reply.leasedOut = true;
           const dropped = remember(this.leased, key, { fp: resolved.fp, until: mono + outcome.resetMs }, this.maxKeys);
-          if (dropped !== undefined && dropped[1].until > mono) (revoked ??= new Set()).add(dropped[0]);
+          if (dropped !== undefined && dropped[1].until > mono) reply.revoke(dropped[0]);
         }
       } else if (this.leased.size > 0) {
         const held = this.leased.get(key);
@@ -557,7 +339,7 @@ export class ClusterStorePrimary {
         // The revocation goes out before this batch's answer, so a worker drops even a grant made earlier in it.
         if (held !== undefined && (revokesLeases(kind) || held.fp !== resolved.fp)) {
           this.leased.delete(key);
-          if (held.until > mono) (revoked ??= new Set()).add(key);
+          if (held.until > mono) reply.revoke(key);
         }
       }
 
@@ -568,9 +350,9 @@ export class ClusterStorePrimary {
         // callers must be told (a conflict, not a refusal).
         if (known !== undefined && (invalidates(kind) || known.fp !== resolved.fp)) {
           this.hinted.delete(key);
-          if (known.until > mono) (stale ??= new Set()).add(key);
+          if (known.until > mono) reply.staleKey(key);
           // Hinted earlier in this very batch: withdraw it from the answer too.
-          if (known.batch === batch && hints) withdraw(hints, known.index);
+          if (known.batch === batch) reply.withdraw(known.index);
         }
       }
       // A refusal the worker may replay by itself: decided on real time (the
@@ -580,7 +362,7 @@ export class ClusterStorePrimary {
         // A top-up (need 0) decided nothing about a consume: it reads like a peek.
         const ms = refusalMs(leasing && amount === 0 ? 'peek' : kind, resolved.policy, outcome);
         if (ms > 0) {
-          (hints ??= []).push(i);
+          reply.hint(i);
           const evicted = remember(
             this.hinted,
             key,
@@ -588,8 +370,8 @@ export class ClusterStorePrimary {
             this.maxKeys,
           );
           if (evicted !== undefined) {
-            if (evicted[1].until > mono) (stale ??= new Set()).add(evicted[0]);
-            if (evicted[1].batch === batch) withdraw(hints, evicted[1].index);
+            if (evicted[1].until > mono) reply.staleKey(evicted[0]);
+            if (evicted[1].batch === batch) reply.withdraw(evicted[1].index);
           }
         }
       }
@@ -601,30 +383,13 @@ export class ClusterStorePrimary {
         binding.policy = resolved.policy;
         binding.until = until;
         this.bindings.set(key, binding);
-        if (this.bindings.size > this.maxKeys) this.bindings.delete(this.bindings.keys().next().value!);
       }
     }
     // Subscribed before the broadcast: a worker leased to in this very batch must hear a revocation the batch makes.
-    if ((hints !== undefined && hints.length > 0) || leasedOut) this.subscribers.add(peer);
-    if (staleAll) this.broadcast({ floodgate: PROTOCOL_VERSION, t: 'inv', all: 1 });
-    else if (stale || revoked) {
-      this.broadcast({
-        floodgate: PROTOCOL_VERSION,
-        t: 'inv',
-        ...(stale ? { k: [...stale] } : {}),
-        ...(revoked ? { l: [...revoked] } : {}),
-      });
-    }
-    const result: ResultMessage = {
-      floodgate: PROTOCOL_VERSION,
-      t: 'result',
-      id,
-      r,
-      ...(errors ? { e: errors } : {}),
-      ...(hints !== undefined && hints.length > 0 ? { h: hints } : {}),
-      ...(grants ? { g: grants } : {}),
-    };
-    return result;
+    if (reply.subscribes) this.subscribers.add(peer);
+    const invalidation = reply.invalidation();
+    if (invalidation !== undefined) this.broadcast(invalidation);
+    return reply.result(id);
   }
 
   /**
@@ -654,32 +419,6 @@ export class ClusterStorePrimary {
     for (const peer of this.subscribers) peer(message);
   }
 
-  private resolvePolicy(tuple: unknown): ResolvedPolicy | undefined {
-    if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
-    const fp = tuple.join(',');
-    let resolved = this.policies.get(fp);
-    if (resolved === undefined) {
-      const policy = decodePolicy(tuple);
-      if (policy === undefined) return undefined;
-      if (this.policies.size >= POLICY_CACHE_SIZE) this.policies.clear();
-      resolved = { policy, fp };
-      this.policies.set(fp, resolved);
-    }
-    return resolved;
-  }
-
-  private conflict(key: string, bound: Policy, incoming: Policy): string {
-    const text =
-      `Two limiters use the store key ${JSON.stringify(key)} with different options (${describePolicy(bound)} and ${describePolicy(incoming)}). ` +
-      'Limiters that share a prefix share counters, so they must have the same options: give each limiter its own prefix.';
-    const pair = `${describePolicy(bound)} / ${describePolicy(incoming)}`;
-    if (!this.warned.has(pair) && this.warned.size < WARNED_CONFLICTS) {
-      this.warned.add(pair);
-      process.emitWarning(text, { code: ErrorCode.CONFLICTING_OPTIONS });
-    }
-    return text;
-  }
-
   private sweepBindings(): void {
     const now = this.clock();
     for (const [key, binding] of this.bindings) {
@@ -691,99 +430,7 @@ export class ClusterStorePrimary {
     }
   }
 
-  private listenCluster(): void {
-    const peers = new WeakMap<ClusterWorker, Peer>();
-    const onMessage = (worker: ClusterWorker, value: unknown): void => {
-      const message = openWorkerEnvelope(value);
-      if (!message) return;
-      let peer = peers.get(worker);
-      if (peer === undefined) {
-        peer = (reply) => sendToWorker(worker, reply);
-        peers.set(worker, peer);
-      }
-      this.receive(message, peer, false);
-    };
-    const onExit = (worker: ClusterWorker): void => {
-      const peer = peers.get(worker);
-      if (peer !== undefined) this.subscribers.delete(peer);
-    };
-    cluster.on('message', onMessage);
-    cluster.on('exit', onExit);
-    this.detachers.add(() => {
-      cluster.off('message', onMessage);
-      cluster.off('exit', onExit);
-    });
-    // Workers forked earlier may be waiting on a handshake; tell them now
-    // rather than at their next retry.
-    for (const worker of Object.values(cluster.workers ?? {})) {
-      if (worker) sendToWorker(worker, this.ready());
-    }
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new FloodgateError(ErrorCode.CLOSED, 'This ClusterStorePrimary was closed; create a new one.');
-  }
-}
-
-/** Sends to a node:cluster worker; a worker that died meanwhile is skipped, never an unhandled 'error'. */
-function sendToWorker(worker: ClusterWorker, message: PrimaryMessage): void {
-  if (!worker.isConnected()) return;
-  worker.send(toWorker(message), ignore);
-}
-
-/**
- * Remembers what workers were told about `key` (a hint or a lease) until
- * `value.until`, keeping the later end when they may still hold an earlier
- * one; when past `maxKeys`, drops the oldest and returns it (workers may
- * still act on it, so the caller tells them to forget it).
- */
-function remember<T extends { readonly until: number }>(
-  told: Map<string, T>,
-  key: string,
-  value: T,
-  maxKeys: number,
-): [string, T] | undefined {
-  const earlier = told.get(key);
-  if (earlier !== undefined) {
-    told.delete(key);
-    if (earlier.until > value.until) value = { ...value, until: earlier.until };
-  }
-  told.set(key, value);
-  if (told.size <= maxKeys) return undefined;
-  const oldest = told.entries().next().value!;
-  told.delete(oldest[0]);
-  return oldest;
-}
-
-/** Removes operation `index` from a batch's hints. */
-function withdraw(hints: number[], index: number): void {
-  const at = hints.indexOf(index);
-  if (at >= 0) hints.splice(at, 1);
-}
-
-/** The units wanted by each lease operation of a batch, from its `w` pairs; malformed pairs are skipped (those leases take their need only). */
-function wantsOf(w: readonly unknown[]): Map<number, number> {
-  const wants = new Map<number, number>();
-  for (let k = 0; k + 1 < w.length; k += 2) {
-    const [index, want] = [w[k], w[k + 1]];
-    if (Number.isSafeInteger(index) && Number.isSafeInteger(want) && (want as number) >= 0) wants.set(index as number, want as number);
-  }
-  return wants;
-}
-
-/** Amount checks that keep garbage from corrupting a counter (the limiter validates the real calls). */
-function validAmount(kind: string, amount: unknown): boolean {
-  if (typeof amount !== 'number' || !Number.isSafeInteger(amount)) return false;
-  switch (kind) {
-    case 'lease':
-      return amount >= 0;
-    case 'consume':
-    case 'reward':
-    case 'penalty':
-      return amount > 0;
-    case 'block':
-      return amount > 0 || amount === -1;
-    default:
-      return true;
   }
 }

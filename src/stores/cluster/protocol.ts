@@ -1,5 +1,5 @@
 /** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
-import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../policy.js';
+import { ALGORITHMS, OP_CODE, type Operation, type OperationKind, type Outcome, type Policy } from '../../policy.js';
 
 /**
  * Protocol version. Every message carries it under the `floodgate` property,
@@ -289,4 +289,55 @@ export function refusalMs(kind: OperationKind, policy: Policy, outcome: Outcome)
 export function describePolicy(policy: Policy): string {
   const block = policy.blockMs > 0 ? `, block ${policy.blockMs} ms` : '';
   return `${policy.algorithm} limit ${policy.limit} per ${policy.windowMs} ms${block}`;
+}
+
+/** What {@link encodeBatch} reads of one call. */
+export interface BatchCall {
+  readonly operation: Operation;
+  /** The caller's clock at call time, or -1 for the primary's clock. */
+  readonly time: number;
+  /** For a lease call: the units wanted (the operation's amount is the need). */
+  readonly lease: { readonly want: number } | undefined;
+  /** Whether the caller learns known refusals from the answer. */
+  readonly remembers: boolean;
+}
+
+/** The batch message of `calls`: each distinct policy sent once, operations flattened, the optional fields only when used. */
+export function encodeBatch(id: number, to: string | undefined, calls: readonly BatchCall[]): BatchMessage {
+  const indexOf = new Map<Policy, number>();
+  const p: PolicyTuple[] = [];
+  const o: (number | string)[] = [];
+  const times: number[] = [];
+  let wants: number[] | undefined;
+  let timed = false;
+  let remembers = false;
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!;
+    const { kind, key, amount, policy } = call.operation;
+    let index = indexOf.get(policy);
+    if (index === undefined) {
+      index = p.push(encodePolicy(policy)) - 1;
+      indexOf.set(policy, index);
+    }
+    if (call.lease === undefined) {
+      o.push(OP_CODE[kind], index, key, amount);
+    } else {
+      o.push(LEASE_CODE, index, key, amount);
+      (wants ??= []).push(i, call.lease.want);
+    }
+    times.push(call.time);
+    if (call.time >= 0) timed = true;
+    if (call.remembers) remembers = true;
+  }
+  return {
+    floodgate: PROTOCOL_VERSION,
+    t: 'batch',
+    id,
+    ...(to === undefined ? {} : { to }),
+    p,
+    o,
+    ...(timed ? { n: times } : {}),
+    ...(remembers ? { c: 1 as const } : {}),
+    ...(wants ? { w: wants } : {}),
+  };
 }

@@ -1,0 +1,55 @@
+/** What a cluster client keeps about its calls to the primary: each pending call, each batch in flight, and how the primary's answers are read (grants, error codes). */
+import type { Clock } from '../../clock.js';
+import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js';
+import type { Operation, Outcome } from '../../policy.js';
+import type { Grant, Lease } from './leases.js';
+/** One call waiting for the primary. */
+export interface Pending {
+  readonly operation: Operation;
+  /** The store's clock at call time, or -1 for the primary's clock. */
+  readonly time: number;
+  /** The store's clock (the basis its known refusals are read on), if it has one. */
+  readonly clock: Clock | undefined;
+  /** For a lease call: the lease the grant goes to, and the units wanted (the operation's amount is the need). */
+  readonly lease: { readonly entry: Lease; readonly want: number } | undefined;
+  /** Whether the store learns known refusals from the answer. */
+  readonly remembers: boolean;
+  /** True while this invalidating call holds its key in the known refusals. */
+  held: boolean;
+  /** performance.now() after which the call times out. */
+  readonly deadline: number;
+  readonly timeoutMs: number;
+  readonly resolve: (outcome: Outcome) => void;
+  readonly reject: (error: FloodgateError) => void;
+  settled: boolean;
+}
+
+/** The calls sent in one message. */
+export interface Batch {
+  readonly calls: Pending[];
+  /** performance.now() when sent: no later than the primary's decision, so refusals learned from it never outlast the primary's. */
+  readonly sentAt: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** A callback that does nothing (for lease top-ups, whose answers only feed the lease). */
+export const ignore = (): void => {};
+
+/** The grants of a result's `g` triples, by operation index; malformed triples are skipped (those leases keep no surplus). */
+export function grantsOf(g: readonly unknown[]): Map<number, Grant> {
+  const grants = new Map<number, Grant>();
+  for (let k = 0; k + 2 < g.length; k += 3) {
+    const [index, granted, windowEnd] = [g[k], g[k + 1], g[k + 2]];
+    if (Number.isSafeInteger(index) && Number.isSafeInteger(granted) && typeof windowEnd === 'number') {
+      grants.set(index as number, { granted: granted as number, windowEnd });
+    }
+  }
+  return grants;
+}
+
+const CODES = new Set<string>(Object.values(ErrorCode));
+
+/** A code from the primary, kept when floodgate knows it. */
+export function toCode(code: unknown): ErrorCodeValue {
+  return typeof code === 'string' && CODES.has(code) ? (code as ErrorCodeValue) : ErrorCode.STORE_ERROR;
+}
