@@ -2,54 +2,55 @@
 
 /**
  * Stable error codes. Codes never change meaning between releases, so callers
- * may branch on them; messages may be reworded.
+ * may branch on them; messages may be reworded. docs/errors.md gives each
+ * code's causes and fixes.
  */
 export const ErrorCode = {
-  /** An option name the constructor does not know (often a typo). */
+  /** An option name the constructor does not know (often a typo). Cause and fix: docs/errors.md#floodgate_unknown_option. */
   UNKNOWN_OPTION: 'FLOODGATE_UNKNOWN_OPTION',
-  /** An options argument that is not a plain object, or a required option is missing. */
+  /** An options argument that is not a plain object, or a required option is missing. Cause and fix: docs/errors.md#floodgate_invalid_options. */
   INVALID_OPTIONS: 'FLOODGATE_INVALID_OPTIONS',
-  /** `limit` is not a positive safe integer. */
+  /** `limit` is not a positive safe integer. Cause and fix: docs/errors.md#floodgate_invalid_limit. */
   INVALID_LIMIT: 'FLOODGATE_INVALID_LIMIT',
-  /** `window` is not a positive duration. */
+  /** `window` is not a positive duration. Cause and fix: docs/errors.md#floodgate_invalid_window. */
   INVALID_WINDOW: 'FLOODGATE_INVALID_WINDOW',
-  /** A duration (other than the window) is malformed or out of range. */
+  /** A duration (other than the window) is malformed or out of range. Cause and fix: docs/errors.md#floodgate_invalid_duration. */
   INVALID_DURATION: 'FLOODGATE_INVALID_DURATION',
-  /** `algorithm` is not one of the supported names. */
+  /** `algorithm` is not one of the supported names. Cause and fix: docs/errors.md#floodgate_invalid_algorithm. */
   INVALID_ALGORITHM: 'FLOODGATE_INVALID_ALGORITHM',
-  /** A cost or amount is not a positive safe integer. */
+  /** A cost or amount is not a positive safe integer. Cause and fix: docs/errors.md#floodgate_invalid_cost. */
   INVALID_COST: 'FLOODGATE_INVALID_COST',
-  /** The cost of one call is larger than the limit, so it could never be admitted. */
+  /** The cost of one call is larger than the limit, so it could never be admitted. Cause and fix: docs/errors.md#floodgate_cost_exceeds_limit. */
   COST_EXCEEDS_LIMIT: 'FLOODGATE_COST_EXCEEDS_LIMIT',
-  /** A key is not a non-empty string. */
+  /** A key is not a non-empty string. Cause and fix: docs/errors.md#floodgate_invalid_key. */
   INVALID_KEY: 'FLOODGATE_INVALID_KEY',
-  /** `store` does not implement the Store contract. */
+  /** `store` does not implement the Store contract. Cause and fix: docs/errors.md#floodgate_invalid_store. */
   INVALID_STORE: 'FLOODGATE_INVALID_STORE',
-  /** A Redis client that floodgate cannot drive. */
+  /** A Redis client that floodgate cannot drive. Cause and fix: docs/errors.md#floodgate_invalid_client. */
   INVALID_CLIENT: 'FLOODGATE_INVALID_CLIENT',
-  /** Two options that cannot be used together. */
+  /** Two options that cannot be used together. Cause and fix: docs/errors.md#floodgate_conflicting_options. */
   CONFLICTING_OPTIONS: 'FLOODGATE_CONFLICTING_OPTIONS',
-  /** `limit × window` is too large for exact integer arithmetic. */
+  /** `limit × window` is too large for exact integer arithmetic. Cause and fix: docs/errors.md#floodgate_limit_too_large. */
   LIMIT_TOO_LARGE: 'FLOODGATE_LIMIT_TOO_LARGE',
-  /** The store failed (connection lost, script error, …). `cause` holds the original error. */
+  /** The store failed (connection lost, script error, …). `cause` holds the original error. Cause and fix: docs/errors.md#floodgate_store_error. */
   STORE_ERROR: 'FLOODGATE_STORE_ERROR',
-  /** The store did not answer within its timeout. */
+  /** The store did not answer within its timeout. Cause and fix: docs/errors.md#floodgate_store_timeout. */
   STORE_TIMEOUT: 'FLOODGATE_STORE_TIMEOUT',
-  /** The circuit breaker is open: the store failed repeatedly and is not being called. */
+  /** The circuit breaker is open: the store failed repeatedly and is not being called. Cause and fix: docs/errors.md#floodgate_circuit_open. */
   CIRCUIT_OPEN: 'FLOODGATE_CIRCUIT_OPEN',
-  /** The store or limiter was closed. */
+  /** The store or limiter was closed. Cause and fix: docs/errors.md#floodgate_closed. */
   CLOSED: 'FLOODGATE_CLOSED',
-  /** A gateway config file field is missing, of the wrong type or out of range; the message names the file, line and field. */
+  /** A gateway config file field is missing, of the wrong type or out of range; the message names the file, line and field. Cause and fix: docs/errors.md#floodgate_invalid_config. */
   INVALID_CONFIG: 'FLOODGATE_INVALID_CONFIG',
-  /** A gateway config file is not valid YAML; the message names the file and line. */
+  /** A gateway config file is not valid YAML; the message names the file and line. Cause and fix: docs/errors.md#floodgate_config_syntax. */
   CONFIG_SYNTAX: 'FLOODGATE_CONFIG_SYNTAX',
-  /** A gateway config file cannot be read (missing, unreadable). */
+  /** A gateway config file cannot be read (missing, unreadable). Cause and fix: docs/errors.md#floodgate_config_unreadable. */
   CONFIG_UNREADABLE: 'FLOODGATE_CONFIG_UNREADABLE',
-  /** A command-line argument of the `floodgate` CLI is unknown or malformed. */
+  /** A command-line argument of the `floodgate` CLI is unknown or malformed. Cause and fix: docs/errors.md#floodgate_invalid_argument. */
   INVALID_ARGUMENT: 'FLOODGATE_INVALID_ARGUMENT',
-  /** An optional package the gateway needs (undici, prom-client, yaml, pino, ioredis) is not installed. */
+  /** An optional package the gateway needs (undici, prom-client, yaml, pino, ioredis) is not installed. Cause and fix: docs/errors.md#floodgate_missing_dependency. */
   MISSING_DEPENDENCY: 'FLOODGATE_MISSING_DEPENDENCY',
-  /** The gateway cannot listen on its address (port in use, address not on this host, no permission). */
+  /** The gateway cannot listen on its address (port in use, address not on this host, no permission). Cause and fix: docs/errors.md#floodgate_listen_failed. */
   LISTEN_FAILED: 'FLOODGATE_LISTEN_FAILED',
 } as const;
 
@@ -58,7 +59,7 @@ export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /**
  * The only error type floodgate throws or rejects with. Check `code`, not the
- * message.
+ * message; docs/errors.md explains every code.
  */
 export class FloodgateError extends Error {
   /** Stable machine-readable code, one of {@link ErrorCode}. */
