@@ -99,7 +99,7 @@ export async function importDist<T>(path: string, what: string): Promise<T> {
 }
 
 /**
- * The seed-000 framework servers' floodgate limiter: a RateLimiter with the
+ * The refusal-flood framework servers' floodgate limiter: a RateLimiter with the
  * in-memory block on a RedisStore over `client`, from the run's copy of dist/.
  * `close` closes the store (not the client).
  */

@@ -1,4 +1,4 @@
-// The delay proxy the remote-Redis tests and the seed-001 benchmark use: it must delay, and never reorder, the bytes it forwards.
+// The delay proxy the remote-Redis tests and the local-first benchmark use: it must delay, and never reorder, the bytes it forwards.
 import assert from 'node:assert/strict';
 import { createConnection, createServer, type Server } from 'node:net';
 import { after, before, test } from 'node:test';

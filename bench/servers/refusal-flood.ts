@@ -1,4 +1,4 @@
-/** Server process of the seed-000 benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
+/** Server process of the refusal-flood benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
@@ -6,7 +6,7 @@ import type { Store } from '../../dist/esm/index.js';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/endpoint.js';
 
-/** Which limiter, from the variant's environment (see bench/scenarios/seed-000.ts). */
+/** Which limiter, from the variant's environment (see bench/scenarios/refusal-flood.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
 type StoreKind = 'memory' | 'redis';
 
@@ -14,7 +14,7 @@ type StoreKind = 'memory' | 'redis';
 const POINTS = 5;
 const DURATION_S = 1;
 
-/** The variant, as bench/scenarios/seed-000.ts configures it. */
+/** The variant, as bench/scenarios/refusal-flood.ts configures it. */
 interface Config {
   env: BenchEnv;
   limiter: LimiterKind;

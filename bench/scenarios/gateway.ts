@@ -1,10 +1,10 @@
-/** Scenario seed-004: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs the seed's MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
+/** Scenario gateway: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs the seed's MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-004.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-004.ts, selected by SEED004_MODE. */
+/** One variant of bench/servers/gateway.ts, selected by SEED004_MODE. */
 function variant(name: string, description: string, mode: string, redis = false): Variant {
   return { name, description, server, env: { SEED004_MODE: mode }, redis };
 }
@@ -24,7 +24,7 @@ function variant(name: string, description: string, mode: string, redis = false)
  * every request is forwarded and the limiter's cost shows).
  */
 export default defineScenario({
-  name: 'seed-004',
+  name: 'gateway',
   description:
     "gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed's MULTI+INCR proxy",
   connections: 256,

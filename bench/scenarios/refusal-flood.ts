@@ -1,10 +1,10 @@
-/** Scenario seed-000: the in-memory block strategy (5 random keys, 5 points/s) — floodgate vs rate-limiter-flexible on Redis. */
+/** Scenario refusal-flood: the in-memory block strategy (5 random keys, 5 points/s) — floodgate vs rate-limiter-flexible on Redis. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-000.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/refusal-flood.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-000.ts, configured through its SEED000_* environment. */
+/** One variant of bench/servers/refusal-flood.ts, configured through its SEED000_* environment. */
 function variant(name: string, description: string, limiter: string, store: string, block: boolean): Variant {
   return {
     name,
@@ -24,7 +24,7 @@ function variant(name: string, description: string, limiter: string, store: stri
  * does; rate-limiter-flexible has only its promise API.
  */
 export default defineScenario({
-  name: 'seed-000',
+  name: 'refusal-flood',
   description: 'node:http, random key of 5, 5 points per 1 s: in-memory block on/off, floodgate vs rate-limiter-flexible',
   variants: [
     variant('bare', 'no limiter, always 200', 'none', 'memory', false),

@@ -1,4 +1,4 @@
-/** Server process of the seed-003 benchmark: node:http, random key of 0–10, 100 requests per second, limited by nothing, one of floodgate's algorithms on Redis, or a peer library. */
+/** Server process of the algorithms benchmark: node:http, random key of 0–10, 100 requests per second, limited by nothing, one of floodgate's algorithms on Redis, or a peer library. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
@@ -7,7 +7,7 @@ import { RedisRateLimiter } from 'rolling-rate-limiter';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/endpoint.js';
 
-/** Which limiter, from the variant's environment (see bench/scenarios/seed-003.ts). */
+/** Which limiter, from the variant's environment (see bench/scenarios/algorithms.ts). */
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
 type Algorithm = (typeof ALGORITHMS)[number];
 type LimiterKind = 'none' | Algorithm | 'rlf' | 'rolling' | 'ratelimiter';

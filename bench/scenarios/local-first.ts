@@ -1,10 +1,10 @@
-/** Scenario seed-001: local-first mode — node:http, 20 hot keys, a per-key limit that admits nearly everything; memory vs per-request Redis vs local-first, with local Redis and with Redis 20 ms away. */
+/** Scenario local-first: local-first mode — node:http, 20 hot keys, a per-key limit that admits nearly everything; memory vs per-request Redis vs local-first, with local Redis and with Redis 20 ms away. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-001.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/local-first.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-001.ts, configured through its SEED001_* environment. */
+/** One variant of bench/servers/local-first.ts, configured through its SEED001_* environment. */
 function variant(name: string, description: string, store: string, remote: boolean): Variant {
   return {
     name,
@@ -40,7 +40,7 @@ function variant(name: string, description: string, store: string, remote: boole
  * local-first ≥ 0.9 × memory requests/s; Redis cmds/req in the table.
  */
 export default defineScenario({
-  name: 'seed-001',
+  name: 'local-first',
   description:
     'node:http, 20 random keys, 100k per 10 s per key (nearly all admitted): memory vs per-request Redis vs local-first, local and +20 ms Redis',
   variants: [

@@ -1,21 +1,21 @@
-/** Scenario seed-000-fastify: seed 000 (5 random keys, 5 points/s, in-memory block) under Fastify 5 — floodgate vs @fastify/rate-limit vs rate-limiter-flexible on Redis. */
+/** Scenario refusal-flood-fastify: seed 000 (5 random keys, 5 points/s, in-memory block) under Fastify 5 — floodgate vs @fastify/rate-limit vs rate-limiter-flexible on Redis. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-000-fastify.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/refusal-flood-fastify.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-000-fastify.ts, configured through SEED000_FASTIFY_LIMITER. */
+/** One variant of bench/servers/refusal-flood-fastify.ts, configured through SEED000_FASTIFY_LIMITER. */
 function variant(name: string, description: string, limiter: string): Variant {
   return { name, description, server, env: { SEED000_FASTIFY_LIMITER: limiter }, redis: limiter !== 'none' };
 }
 
 /**
- * The seed-000 endpoint on Fastify, the companion of seed-000-express: a
+ * The refusal-flood endpoint on Fastify, the companion of refusal-flood-express: a
  * scenario of its own so that its ratios divide by a bare Fastify server,
  * not by bare Express (the harness's baseline is always the first row).
  */
 export default defineScenario({
-  name: 'seed-000-fastify',
+  name: 'refusal-flood-fastify',
   description:
     'Fastify 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs @fastify/rate-limit vs rate-limiter-flexible',
   variants: [

@@ -1,4 +1,4 @@
-/** Server process of the seed-000-fastify benchmark: Fastify 5, 5 random keys, 5 points per second, limited by nothing, floodgate, @fastify/rate-limit or rate-limiter-flexible. */
+/** Server process of the refusal-flood-fastify benchmark: Fastify 5, 5 random keys, 5 points per second, limited by nothing, floodgate, @fastify/rate-limit or rate-limiter-flexible. */
 import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
@@ -6,7 +6,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected } from '../lib/endpoint.js';
 
-/** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/seed-000-fastify.ts). */
+/** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/refusal-flood-fastify.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'floodgate-plain' | 'fastify-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'floodgate-plain', 'fastify-rate-limit', 'rlf'];
 

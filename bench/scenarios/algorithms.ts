@@ -1,10 +1,10 @@
-/** Scenario seed-003: node:http, random key of 0–10, 100 requests per 1 s, at saturation — floodgate's four algorithms on Redis vs a fixed-window and two rolling-window peers. */
+/** Scenario algorithms: node:http, random key of 0–10, 100 requests per 1 s, at saturation — floodgate's four algorithms on Redis vs a fixed-window and two rolling-window peers. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-003.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/algorithms.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-003.ts, selected by its SEED003_LIMITER environment. */
+/** One variant of bench/servers/algorithms.ts, selected by its SEED003_LIMITER environment. */
 function variant(name: string, description: string, limiter: string): Variant {
   return { name, description, server, env: { SEED003_LIMITER: limiter }, redis: limiter !== 'none' };
 }
@@ -25,7 +25,7 @@ function variant(name: string, description: string, limiter: string): Variant {
  * refusals are their semantics, not a broken setup.
  */
 export default defineScenario({
-  name: 'seed-003',
+  name: 'algorithms',
   description:
     'node:http, random key of 0–10, 100 per 1 s, saturated: floodgate algorithms on Redis vs rate-limiter-flexible, rolling-rate-limiter, ratelimiter',
   variants: [

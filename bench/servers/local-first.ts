@@ -1,4 +1,4 @@
-/** Server process of the seed-001 benchmark: node:http, 20 random keys, a per-key limit that admits nearly everything, on memory, per-request Redis or local-first Redis, Redis local or behind a 20 ms proxy. */
+/** Server process of the local-first benchmark: node:http, 20 random keys, a per-key limit that admits nearly everything, on memory, per-request Redis or local-first Redis, Redis local or behind a 20 ms proxy. */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +9,7 @@ import { connected, ok, limited, oneOf } from '../lib/endpoint.js';
 
 type StoreKind = 'none' | 'memory' | 'redis' | 'local-first';
 
-/** See bench/scenarios/seed-001.ts for why the limit admits nearly everything. */
+/** See bench/scenarios/local-first.ts for why the limit admits nearly everything. */
 const LIMIT = 100_000;
 const WINDOW = '10s';
 const KEYS = 20;

@@ -1,4 +1,4 @@
-/** Server process of the seed-000-express benchmark: Express 5, 5 random keys, 5 points per second, limited by nothing, floodgate, express-rate-limit or rate-limiter-flexible. */
+/** Server process of the refusal-flood-express benchmark: Express 5, 5 random keys, 5 points per second, limited by nothing, floodgate, express-rate-limit or rate-limiter-flexible. */
 import { createServer } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
@@ -8,7 +8,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected } from '../lib/endpoint.js';
 
-/** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/seed-000-express.ts). */
+/** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/refusal-flood-express.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'express-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'express-rate-limit', 'rlf'];
 

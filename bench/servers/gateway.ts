@@ -1,4 +1,4 @@
-/** Server process of the seed-004 benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
+/** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
 import { fork } from 'node:child_process';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +37,7 @@ runServer(async () => {
     redis ? `store: { type: redis, url: "${requireRedisUrl(env)}"${mode === 'local-first' ? ', localFirst: true' : ''} }` : '',
     mode === 'bare' ? 'rules: []' : `rules: [{ name: api, key: "header:x-api-key", policies: ["${limit}/${WINDOW_S}s"] }]`,
   ].join('\n');
-  const settings = await gw.parseConfigText(yaml, 'seed-004.yaml', { watch: false });
+  const settings = await gw.parseConfigText(yaml, 'gateway.yaml', { watch: false });
   const gateway = await gw.Gateway.start(settings, deps, log);
   // Let the Redis client connect, so the warm-up measures the limiter, not the connect.
   for (let i = 0; i < 100 && gateway.notReady() !== undefined; i += 1) await new Promise((r) => setTimeout(r, 20));
@@ -52,13 +52,13 @@ runServer(async () => {
 
 /** Forks the upstream and resolves with its URL. */
 function startUpstream(): Promise<string> {
-  const child = fork(fileURLToPath(new URL('./seed-004-upstream.ts', import.meta.url)), [], {
+  const child = fork(fileURLToPath(new URL('./gateway-upstream.ts', import.meta.url)), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   process.on('exit', () => child.kill('SIGKILL'));
   return new Promise((resolve, reject) => {
     child.once('message', (m: { port: number }) => resolve(`http://127.0.0.1:${m.port}`));
-    child.once('exit', (code) => reject(new Error(`the seed-004 upstream exited (${code}) before listening`)));
+    child.once('exit', (code) => reject(new Error(`the gateway upstream exited (${code}) before listening`)));
   });
 }
 
@@ -78,7 +78,7 @@ async function seedBaseline(
   const client = new Redis(redisUrl);
   await connected(client);
   const metrics = new gw.GatewayMetrics(deps.prom);
-  const settings = (await gw.parseConfigText(`upstream: ${upstreamUrl}`, 'seed-004.yaml')).proxy;
+  const settings = (await gw.parseConfigText(`upstream: ${upstreamUrl}`, 'gateway.yaml')).proxy;
   const proxy = new gw.UpstreamProxy(deps.undici, new URL(upstreamUrl), settings, false, metrics, log);
   let failures = 0;
   const server = createServer((req, res) => {

@@ -1,10 +1,10 @@
-/** Scenario seed-000-express: seed 000 (5 random keys, 5 points/s, in-memory block) under Express 5 — floodgate vs express-rate-limit vs rate-limiter-flexible on Redis. */
+/** Scenario refusal-flood-express: seed 000 (5 random keys, 5 points/s, in-memory block) under Express 5 — floodgate vs express-rate-limit vs rate-limiter-flexible on Redis. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
-const server = fileURLToPath(new URL('../servers/seed-000-express.ts', import.meta.url));
+const server = fileURLToPath(new URL('../servers/refusal-flood-express.ts', import.meta.url));
 
-/** One variant of bench/servers/seed-000-express.ts, configured through SEED000_EXPRESS_LIMITER. */
+/** One variant of bench/servers/refusal-flood-express.ts, configured through SEED000_EXPRESS_LIMITER. */
 function variant(name: string, description: string, limiter: string): Variant {
   return { name, description, server, env: { SEED000_EXPRESS_LIMITER: limiter }, redis: limiter !== 'none' };
 }
@@ -12,13 +12,13 @@ function variant(name: string, description: string, limiter: string): Variant {
 /**
  * Seed 000 ran its endpoint on Express; this is that endpoint with each
  * library's Express integration. Fastify is a separate scenario
- * (seed-000-fastify) rather than more rows here, because the harness divides
+ * (refusal-flood-fastify) rather than more rows here, because the harness divides
  * every ratio by the first row only: each framework needs its own bare
  * baseline for the ratios to mean "cost of the limiter on this framework".
- * Run both with `npm run bench -- seed-000-express` and `… seed-000-fastify`.
+ * Run both with `npm run bench -- refusal-flood-express` and `… refusal-flood-fastify`.
  */
 export default defineScenario({
-  name: 'seed-000-express',
+  name: 'refusal-flood-express',
   description:
     'Express 5, random key of 5, 5 points per 1 s, Redis + in-memory block: floodgate vs express-rate-limit vs rate-limiter-flexible',
   variants: [

@@ -1,4 +1,4 @@
-/** The app service behind every seed-004 variant: a child process answering 200 `{}`; it reports its port to the parent over IPC. */
+/** The app service behind every gateway variant: a child process answering 200 `{}`; it reports its port to the parent over IPC. */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 

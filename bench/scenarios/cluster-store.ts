@@ -1,4 +1,4 @@
-/** Scenario seed-002: node:cluster, one key, 1000 points/s — floodgate's cluster store vs rate-limiter-flexible's RateLimiterCluster; run directly, this file is also the scenario's server. */
+/** Scenario cluster-store: node:cluster, one key, 1000 points/s — floodgate's cluster store vs rate-limiter-flexible's RateLimiterCluster; run directly, this file is also the scenario's server. */
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
@@ -26,7 +26,7 @@ function variant(name: string, description: string, mode: Mode): Variant {
  * `remoteAddress` key), 1000 points per second.
  */
 export default defineScenario({
-  name: 'seed-002',
+  name: 'cluster-store',
   description:
     'node:http cluster (workers = cores), one key, 1000 points per 1 s: floodgate ClusterStore vs rate-limiter-flexible RateLimiterCluster',
   variants: [
