@@ -8,7 +8,7 @@ import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { ALGORITHMS, ErrorCode, isFloodgateError, type ErrorCodeValue, type Policy } from '../../src/index.js';
 import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
-import { hashTag } from '../../src/stores/redis/keys.js';
+import { hashTag } from '../../src/stores/redis/key-names.js';
 import { LUA_SCRIPTS } from '../../src/stores/redis/lua/scripts.generated.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));

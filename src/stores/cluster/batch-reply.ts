@@ -112,16 +112,6 @@ export function remember<T extends { readonly until: number }>(
   return oldest;
 }
 
-/** The units wanted by each lease operation of a batch, from its `w` pairs; malformed pairs are skipped (those leases take their need only). */
-export function wantsOf(w: readonly unknown[]): Map<number, number> {
-  const wants = new Map<number, number>();
-  for (let k = 0; k + 1 < w.length; k += 2) {
-    const [index, want] = [w[k], w[k + 1]];
-    if (Number.isSafeInteger(index) && Number.isSafeInteger(want) && (want as number) >= 0) wants.set(index as number, want as number);
-  }
-  return wants;
-}
-
 /** Amount checks that keep garbage from corrupting a counter (the limiter validates the real calls). */
 export function validAmount(kind: string, amount: unknown): boolean {
   if (typeof amount !== 'number' || !Number.isSafeInteger(amount)) return false;

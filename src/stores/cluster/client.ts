@@ -4,6 +4,8 @@ import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { Operation, Outcome } from '../../policy.js';
 import { Leases } from './leases.js';
 import {
+  readInvalidation,
+  readResult,
   PROTOCOL_VERSION,
   invalidates,
   readOutcome,
@@ -17,7 +19,7 @@ import {
 import { KnownRefusals } from './refusals.js';
 import type { Channel } from './channels.js';
 import { Handshake } from './handshake.js';
-import { type Pending, type Batch, grantsOf, toCode, ignore } from './pending.js';
+import { type Pending, type Batch, toCode, ignore } from './pending.js';
 import { KNOWN_REFUSALS } from './worker.js';
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
 const MAX_BATCH = 5000;
@@ -223,14 +225,7 @@ export class Client {
     if (batch === undefined) return; // timed out already
     this.inflight.delete(message.id);
     if (batch.timer) clearTimeout(batch.timer);
-    let errors: Map<number, [string, string]> | undefined;
-    if (Array.isArray(message.e)) {
-      errors = new Map();
-      for (const [index, code, text] of message.e) errors.set(index, [code, text]);
-    }
-    const r = Array.isArray(message.r) ? message.r : [];
-    const hints = Array.isArray(message.h) ? message.h : undefined;
-    const grants = Array.isArray(message.g) ? grantsOf(message.g) : undefined;
+    const { failures: errors, outcomes: r, hints, grants } = readResult(message);
     const receivedAt = performance.now();
     let nextHint = 0;
     batch.calls.forEach((call, index) => {
@@ -277,17 +272,15 @@ export class Client {
 
   /** The primary says keys may be admissible earlier than it said: forget them. */
   private invalidate(message: InvalidateMessage): void {
-    if (message.all === 1) {
+    const { all, refusals, leases } = readInvalidation(message);
+    if (all) {
       this.forgetAll();
       return;
     }
-    if (Array.isArray(message.k)) for (const key of message.k) if (typeof key === 'string') this.refusals.forget(key);
-    if (Array.isArray(message.l)) {
-      for (const key of message.l) {
-        if (typeof key !== 'string') continue;
-        this.leases.revoke(key);
-        this.refusals.forget(key);
-      }
+    for (const key of refusals) this.refusals.forget(key);
+    for (const key of leases) {
+      this.leases.revoke(key);
+      this.refusals.forget(key);
     }
   }
 

@@ -1,25 +1,11 @@
 /** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
+import { BoundedMap } from '../../bounded-map.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { wantedSlice } from '../lease-slice.js';
+import { firstDemand, keepSurplus, leaseAdmitted, spendDeadline, wantedSlice, wantsTopUp, type LeaseState } from '../lease-core.js';
 
 /** One key's lease. Times are `performance.now()` of this process (the caller's `now`); `windowEnd` is on the primary's clock. */
-export interface Lease {
+export interface Lease extends LeaseState {
   readonly policy: Policy;
-  /** Units granted and not spent yet. */
-  units: number;
-  /** After this, the units must not be spent: the lease call's send time plus the window's ms left, which the primary counted later. */
-  spendUntil: number;
-  /** By when the window has surely ended (reply time + ms left); reported as resetMs. */
-  endsBy: number;
-  /** The primary's window end the units belong to; units of another window are dropped, never carried over. */
-  windowEnd: number;
-  /** The primary's remaining quota after the last grant (stale by design), for `remaining`. */
-  remote: number;
-  /** Units asked for since the last lease call: this process's rate is demand / (now − since). */
-  demand: number;
-  since: number;
-  /** The last grant; a hot key tops up once half of it is spent. */
-  lastGrant: number;
   /** Lease calls in flight; while one is, others ask only for what they need. */
   inFlight: number;
 }
@@ -36,11 +22,14 @@ export interface Grant {
  * primary until the window ends, so dropping one never admits more).
  */
 export class Leases {
-  private readonly entries = new Map<string, Lease>();
+  private readonly entries: BoundedMap<string, Lease>;
   /** performance.now() of the last consume answered from a lease. */
   lastSpendAt = -Infinity;
 
-  constructor(private readonly maxKeys: number) {}
+  /** @param maxKeys - the most keys leased at once; past it the least recently leased is dropped */
+  constructor(maxKeys: number) {
+    this.entries = new BoundedMap(maxKeys);
+  }
 
   /** Keys held. */
   get size(): number {
@@ -62,7 +51,7 @@ export class Leases {
     this.lastSpendAt = now;
     e.demand += operation.amount;
     e.units -= operation.amount;
-    return this.admitted(e, e.remote, now);
+    return leaseAdmitted(e, now);
   }
 
   /**
@@ -87,8 +76,7 @@ export class Leases {
    */
   topUp(key: string, now: number, horizonMs: number): { entry: Lease; want: number } | undefined {
     const lease = this.entries.get(key);
-    if (lease === undefined || lease.inFlight > 0 || lease.lastGrant === 0 || lease.units * 2 >= lease.lastGrant || now >= lease.spendUntil)
-      return undefined;
+    if (lease === undefined || lease.inFlight > 0 || !wantsTopUp(lease, now, 1, 0)) return undefined;
     const want = wantedSlice(lease, 0, 0, now, horizonMs);
     if (want <= 0) return undefined;
     lease.demand = 0;
@@ -110,19 +98,13 @@ export class Leases {
       return outcome;
     }
     const surplus = Math.max(0, grant.granted - need);
-    if (grant.windowEnd !== lease.windowEnd) {
-      lease.units = 0;
-      lease.lastGrant = 0;
-    }
-    lease.units += surplus;
+    keepSurplus(lease, surplus, grant.windowEnd);
     // A need-only grant (asked while another call was in flight) must not disable the half-spent top-up.
     if (surplus > 0 || need === 0) lease.lastGrant = surplus;
-    lease.windowEnd = grant.windowEnd;
-    // The primary decided at a whole millisecond at or before its real time, so the window may end up to 1 ms before sentAt + resetMs.
-    lease.spendUntil = sentAt + outcome.resetMs - 1;
+    lease.spendUntil = spendDeadline(sentAt, outcome.resetMs, false);
     lease.endsBy = now + outcome.resetMs;
     lease.remote = outcome.remaining;
-    return need === 0 ? outcome : this.admitted(lease, outcome.remaining, now);
+    return need === 0 ? outcome : leaseAdmitted(lease, now);
   }
 
   /** A lease call ended (answered, failed or timed out): it is no longer in flight. */
@@ -138,12 +120,6 @@ export class Leases {
   /** Drops every lease (the primary is gone or may have forgotten keys, or this process stops listening). */
   clear(): void {
     this.entries.clear();
-  }
-
-  private admitted(e: Lease, remote: number, now: number): Outcome {
-    const remaining = e.units + remote;
-    const resetMs = Math.max(1, Math.ceil(e.endsBy - now));
-    return { allowed: true, remaining, resetMs, retryAfterMs: 0, emptyMs: remaining >= 1 ? 0 : resetMs };
   }
 
   private entry(operation: Operation, now: number, horizonMs: number): Lease {
@@ -162,13 +138,11 @@ export class Leases {
         endsBy: 0,
         windowEnd: NaN,
         remote: 0,
-        demand: 0,
-        since: now - horizonMs,
+        ...firstDemand(now, horizonMs),
         lastGrant: 0,
         inFlight: 0,
       };
       this.entries.set(operation.key, e);
-      if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value!);
     }
     return e;
   }

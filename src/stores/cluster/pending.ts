@@ -1,8 +1,9 @@
-/** What a cluster client keeps about its calls to the primary: each pending call, each batch in flight, and how the primary's answers are read (grants, error codes). */
+/** What a cluster client keeps about its calls to the primary: each pending call, each batch in flight, and the error codes the primary may send. */
 import type { Clock } from '../../clock.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js';
 import type { Operation, Outcome } from '../../policy.js';
-import type { Grant, Lease } from './leases.js';
+import type { Lease } from './leases.js';
+
 /** One call waiting for the primary. */
 export interface Pending {
   readonly operation: Operation;
@@ -34,18 +35,6 @@ export interface Batch {
 
 /** A callback that does nothing (for lease top-ups, whose answers only feed the lease). */
 export const ignore = (): void => {};
-
-/** The grants of a result's `g` triples, by operation index; malformed triples are skipped (those leases keep no surplus). */
-export function grantsOf(g: readonly unknown[]): Map<number, Grant> {
-  const grants = new Map<number, Grant>();
-  for (let k = 0; k + 2 < g.length; k += 3) {
-    const [index, granted, windowEnd] = [g[k], g[k + 1], g[k + 2]];
-    if (Number.isSafeInteger(index) && Number.isSafeInteger(granted) && typeof windowEnd === 'number') {
-      grants.set(index as number, { granted: granted as number, windowEnd });
-    }
-  }
-  return grants;
-}
 
 const CODES = new Set<string>(Object.values(ErrorCode));
 

@@ -12,6 +12,8 @@ import { assertKnownOptions } from '../../validate.js';
 import { MemoryStore, memoryOptions } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import {
+  OPERATION_WIDTH,
+  readBatch,
   KIND_BY_CODE,
   LEASE_CODE,
   LEASE_SHARE,
@@ -23,7 +25,7 @@ import {
   type PrimaryMessage,
   type WorkerMessage,
 } from './protocol.js';
-import { BatchReply, remember, wantsOf, validAmount } from './batch-reply.js';
+import { BatchReply, remember, validAmount } from './batch-reply.js';
 import { PrimaryPolicies } from './primary-policies.js';
 import { BoundedMap } from '../../bounded-map.js';
 import { type PeerHost, attachTarget, attachPm2Bus, listenCluster } from './primary-peers.js';
@@ -234,15 +236,9 @@ export class ClusterStorePrimary {
    * each answer computed after them.
    */
   private applyBatch(message: BatchMessage, peer: Peer): PrimaryMessage {
-    const { id, p, o, n } = message;
-    if (
-      !Number.isSafeInteger(id) ||
-      !Array.isArray(p) ||
-      !Array.isArray(o) ||
-      o.length % 4 !== 0 ||
-      (message.w !== undefined && !Array.isArray(message.w)) ||
-      (n !== undefined && (!Array.isArray(n) || n.length * 4 !== o.length))
-    ) {
+    const batchView = readBatch(message);
+    if (batchView === undefined) {
+      const id = message.id;
       return {
         floodgate: PROTOCOL_VERSION,
         t: 'error',
@@ -251,17 +247,16 @@ export class ClusterStorePrimary {
         message: 'cluster store primary received a malformed batch.',
       };
     }
+    const { id, policies: tuples, operations: o, times: n, wantsHints, wants } = batchView;
     this.batches++;
     const batch = this.batches;
-    const policies = p.map((tuple) => this.policies.resolve(tuple));
+    const policies = tuples.map((tuple) => this.policies.resolve(tuple));
     const primaryNow = this.clock();
     // The monotonic time of the decisions, for when hinted keys stop mattering.
     const mono = performance.now();
-    const wantsHints = message.c === 1;
-    const wants = message.w === undefined ? undefined : wantsOf(message.w);
     const reply = new BatchReply();
 
-    for (let i = 0, j = 0; j < o.length; i++, j += 4) {
+    for (let i = 0, j = 0; j < o.length; i++, j += OPERATION_WIDTH) {
       this.operations++;
       const code = o[j];
       const policyIndex = o[j + 1];

@@ -1,5 +1,6 @@
 /** Which policy last used each Redis key from this process, so two limiters whose prefixes collide fail loudly instead of sharing a counter. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
+import { BoundedMap } from '../../bounded-map.js';
 import { samePolicy, type Policy } from '../../policy.js';
 import { describePolicy } from '../cluster/protocol.js';
 
@@ -23,7 +24,7 @@ interface Binding {
  * check is per key, so limiters that merely look alike never conflict.
  */
 export class PolicyBindings {
-  private readonly bindings = new Map<string, Binding>();
+  private readonly bindings = new BoundedMap<string, Binding>(MAX_BINDINGS);
   private readonly warned = new Set<string>();
 
   /** Keys remembered. */
@@ -49,7 +50,6 @@ export class PolicyBindings {
     if (bound !== undefined) this.bindings.delete(key);
     if (!(resetMs > 0)) return;
     this.bindings.set(key, { policy, until: now + resetMs });
-    if (this.bindings.size > MAX_BINDINGS) this.bindings.delete(this.bindings.keys().next().value!);
   }
 }
 

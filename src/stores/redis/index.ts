@@ -1,8 +1,8 @@
 /** Public surface of `floodgate/redis`: the Redis store. Loads no Redis client; pass in your own ioredis or node-redis client. */
-export { RedisStore } from './store.js';
-export type { RedisStoreOptions } from './store.js';
+export { RedisStore } from './redis-store.js';
+export type { RedisStoreOptions } from './redis-store.js';
 export type { RedisClient, ClientKind } from './clients.js';
-export { redisKeys } from './keys.js';
-export type { RedisKeys } from './keys.js';
+export { redisKeys } from './key-names.js';
+export type { RedisKeys } from './key-names.js';
 export { LocalFirstStore } from './local-first/index.js';
 export type { LocalFirstStoreOptions, LocalFirstStats } from './local-first/index.js';

@@ -1,15 +1,20 @@
 /** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
 import { describe } from '../../../duration.js';
 import { ErrorCode, FloodgateError } from '../../../errors.js';
+import { forgetUsage, type Entry } from './lease.js';
 
 /**
  * What a message says about a key:
- * - `x` exhausted: Redis has no quota left until the window ends in `ms`;
- * - `b` blocked for `ms` (-1: until reset);
- * - `a` available: units came back (a return or a reward), forget `x`;
- * - `r` reset: forget everything about the key, its leases included.
+ * - `exhausted`: Redis has no quota left until the window ends in `ms`;
+ * - `blocked` for `ms` (-1: until reset);
+ * - `available`: units came back (a return or a reward), forget `exhausted`;
+ * - `reset`: forget everything about the key, its leases included.
  */
-export type MessageKind = 'x' | 'b' | 'a' | 'r';
+export type MessageKind = 'exhausted' | 'blocked' | 'available' | 'reset';
+
+/** The one-letter form of each kind on the wire, as lease-fixed-window.lua writes it too. */
+const WIRE_KIND: Readonly<Record<MessageKind, string>> = { exhausted: 'x', blocked: 'b', available: 'a', reset: 'r' };
+const KIND_OF_WIRE: Readonly<Record<string, MessageKind>> = { x: 'exhausted', b: 'blocked', a: 'available', r: 'reset' };
 
 /** One decoded message. */
 export interface Message {
@@ -28,7 +33,7 @@ export interface Message {
  * goes last so it may hold any character, newlines included.
  */
 export function encodeMessage(message: Message): string {
-  return `${message.kind}\n${message.sender}\n${Math.trunc(message.ms)}\n${message.key}`;
+  return `${WIRE_KIND[message.kind]}\n${message.sender}\n${Math.trunc(message.ms)}\n${message.key}`;
 }
 
 /** Parses a message, or returns undefined for anything else on the channel (never throws). */
@@ -37,8 +42,8 @@ export function decodeMessage(text: string): Message | undefined {
   const b = text.indexOf('\n', a + 1);
   const c = text.indexOf('\n', b + 1);
   if (a !== 1 || b < 0 || c < 0) return undefined;
-  const kind = text[0];
-  if (kind !== 'x' && kind !== 'b' && kind !== 'a' && kind !== 'r') return undefined;
+  const kind = KIND_OF_WIRE[text[0]!];
+  if (kind === undefined) return undefined;
   const ms = Number(text.slice(b + 1, c));
   if (!Number.isSafeInteger(ms)) return undefined;
   return { kind, sender: text.slice(a + 1, b), ms, key: text.slice(c + 1) };
@@ -196,4 +201,35 @@ function nodeRedisSubscription(sub: NodeRedisSubscriber, owned: boolean, channel
       }
     },
   };
+}
+
+/**
+ * Applies another process's news about a key to this process's entries: an
+ * `available` or `reset` clears marks of a key held here; `exhausted` and
+ * `blocked` mark the key (created with `touch`). Returns the entry when a
+ * block makes its unspent units go back to Redis (the caller returns them).
+ */
+export function applyNews(
+  m: Message,
+  t: number,
+  entries: { get(key: string): Entry | undefined },
+  touch: (key: string) => Entry,
+): Entry | undefined {
+  if (m.kind === 'available' || m.kind === 'reset') {
+    const e = entries.get(m.key);
+    if (e === undefined) return undefined;
+    // After a reset the window the lease came from is gone: nothing to give back to.
+    if (m.kind === 'reset') forgetUsage(e);
+    else e.exhaustedUntil = 0;
+    return undefined;
+  }
+  if (m.ms === 0) return undefined;
+  const e = touch(m.key);
+  if (m.kind === 'exhausted') {
+    e.exhaustedUntil = Math.max(e.exhaustedUntil, t + m.ms);
+    e.remote = 0;
+    return undefined;
+  }
+  e.blockedUntil = m.ms < 0 ? Infinity : Math.max(e.blockedUntil, t + m.ms);
+  return e;
 }

@@ -1,31 +1,7 @@
-/** Deadlines of the local-first store: until when a lease may be spent, and how long a consume may wait for Redis before STORE_TIMEOUT. */
+/** How long a consume of the local-first store may wait for Redis before STORE_TIMEOUT (the spend deadline of leases is lease-core.ts's). */
 import { ErrorCode, FloodgateError } from '../../../errors.js';
 import type { Outcome } from '../../../policy.js';
 import type { Entry, Waiter } from './lease.js';
-
-/**
- * How far before the earliest possible window end a lease stops being spent
- * on Redis's clock: an admission must be decided, and reach its caller, while
- * the window that counted it is still open, even with the two clocks read a
- * fraction of a millisecond apart.
- */
-export const SPEND_MARGIN_MS = 1;
-
-/**
- * The local time after which a lease must not be spent, for a call sent at
- * local time `sentAt` that Redis answered with `windowLeft` ms to the window
- * end.
- *
- * On Redis's clock the script reads TIME floored to whole ms, so the real
- * time left when it ran lies in (windowLeft − 1, windowLeft]; it ran after
- * `sentAt`, so the window surely ends after `sentAt + windowLeft − 1`, and
- * the lease stops {@link SPEND_MARGIN_MS} before that. With an injected clock
- * both sides read that one clock, so the window ends at exactly
- * `sentAt + windowLeft` (Redis's whole ms, truncated, can only shorten it).
- */
-export function spendDeadline(sentAt: number, windowLeft: number, injectedClock: boolean): number {
-  return injectedClock ? sentAt + windowLeft : sentAt + windowLeft - 1 - SPEND_MARGIN_MS;
-}
 
 /**
  * A consume waiting on `entry`'s lease call, settled at the latest

@@ -1,3 +1,3 @@
 /** The local-first mode of the Redis store: leases, block broadcast, and its public names. */
-export { LocalFirstStore } from './store.js';
-export type { LocalFirstStoreOptions, LocalFirstStats } from './store.js';
+export { LocalFirstStore } from './local-first-store.js';
+export type { LocalFirstStoreOptions, LocalFirstStats } from './local-first-options.js';

@@ -7,7 +7,7 @@ import { assertKnownOptions } from '../../validate.js';
 import type { Store } from '../store.js';
 import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type ScriptCall } from './clients.js';
 import { PolicyBindings } from './bindings.js';
-import { redisKeys } from './keys.js';
+import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
 
 /** Options of {@link RedisStore}. */

@@ -1,0 +1,447 @@
+/** LocalFirstStore: Redis-backed fixed-window limits decided in process memory from leased slices of each key's quota, with blocks broadcast over pub/sub. */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { Clock } from '../../../clock.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../../errors.js';
+import { samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
+import type { Store } from '../../store.js';
+import type { ClientKind } from '../clients.js';
+import { redisKeys } from '../key-names.js';
+import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
+import { RedisStore } from '../redis-store.js';
+import { conflictError } from '../bindings.js';
+import { applyNews, decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
+import { blocked, decideInMemory, forgetUsage, msUntil, newEntry, sweepEntries, withLease, type Entry } from './lease.js';
+import { deadlineWaiter } from './deadline.js';
+import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
+import { ScriptPipeline } from './script-pipeline.js';
+import { wantsTopUp } from '../../lease-core.js';
+import { BoundedMap } from '../../../bounded-map.js';
+import { sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
+/**
+ * A {@link Store} that decides fixed-window consumes in process memory from
+ * leases: a slice of a key's remaining quota that one atomic script call
+ * takes from Redis (counting it as consumed there) and that the process then
+ * spends locally until the Redis window ends, giving back what it did not
+ * use. The sum of grants per Redis window never exceeds the limit and a
+ * lease is never spent after its window, so no number of processes can
+ * admit more than the limit per window. See docs/local-first.md.
+ *
+ * Exhausted and blocked keys are broadcast over Redis pub/sub, so every
+ * process refuses them from memory; reset, reward and block broadcast too.
+ * Peek, reward, penalty, block and reset, and every operation of the other
+ * algorithms, go to Redis per call through an internal {@link RedisStore}.
+ *
+ * Failures reject with STORE_ERROR, STORE_TIMEOUT or CLOSED, as RedisStore's
+ * do, so a RateLimiter's insurance and fail modes apply; a consume the
+ * lease covers never waits on Redis and never fails.
+ */
+export class LocalFirstStore implements Store {
+  /** @inheritDoc */
+  readonly name = 'redis-local-first';
+  /** The client library of `client`. */
+  readonly clientKind: ClientKind;
+  /** Call timeout in ms. */
+  readonly timeoutMs: number;
+  /** Bound on keys held in memory. */
+  readonly maxKeys: number;
+  /** The pub/sub channel. */
+  readonly channel: string;
+  /** Target lease duration in ms at the current demand. */
+  readonly leaseMs: number;
+  /** Largest share of the remaining quota per lease. */
+  readonly maxShare: number;
+  /** This store's id in broadcast messages. */
+  readonly id = randomBytes(6).toString('base64url');
+  private readonly inner: RedisStore;
+  private readonly clock: Clock | undefined;
+  private readonly shareMilli: number;
+  /** Keys held; an evicted one's waiters are still answered (the reply handler holds the entry), its lease given back. */
+  private readonly entries: BoundedMap<string, Entry>;
+  /** Pairs of policies warned about as conflicting. */
+  private readonly warned = new Set<string>();
+  private readonly subscription: Subscription;
+  private readonly sweeper: NodeJS.Timeout;
+  /** The turn's script calls, sent as one pipeline. */
+  private readonly pipeline: ScriptPipeline;
+  private live = false;
+  /** Smoothed lease round trip, in local ms. */
+  private rttMs = 0;
+  private everLive = false;
+  private closed = false;
+  private readonly counters = { localDecisions: 0, leaseCalls: 0, returnCalls: 0, unitsLeased: 0, unitsReturned: 0, maxGrant: 0 };
+
+  /** @param options - see {@link LocalFirstStoreOptions}; invalid ones throw a FloodgateError. */
+  constructor(options: LocalFirstStoreOptions) {
+    const o = resolveLocalFirstOptions(options);
+    this.clientKind = o.adapter.kind;
+    this.timeoutMs = o.timeoutMs;
+    this.maxKeys = o.maxKeys;
+    this.leaseMs = o.leaseMs;
+    this.maxShare = o.maxShare;
+    this.shareMilli = o.shareMilli;
+    this.channel = o.channel;
+    this.clock = o.clock;
+    this.pipeline = new ScriptPipeline(o.adapter, this.name, o.timeoutMs);
+    this.entries = new BoundedMap(o.maxKeys, (key, entry) => this.giveBack(key, entry));
+    this.inner = new RedisStore({ client: o.client, timeoutMs: this.timeoutMs, ...(o.clock ? { clock: o.clock } : {}) });
+    this.subscription = subscribe(o.subscriber, o.ownedSubscriber, o.channel, {
+      message: (text) => this.onMessage(text),
+      up: () => this.onUp(),
+      down: () => this.onDown(),
+    });
+    this.sweeper = setInterval(() => this.sweep(), Math.max(10, this.leaseMs));
+    this.sweeper.unref();
+  }
+
+  /** A snapshot of the store's counters. */
+  stats(): LocalFirstStats {
+    return { ...this.counters, keys: this.entries.size, live: this.live };
+  }
+
+  /** @inheritDoc */
+  apply(operation: Operation): Promise<Outcome> {
+    if (this.closed) return Promise.reject(closedError());
+    if (operation.policy.algorithm !== 'fixed-window') return this.inner.apply(operation);
+    const conflict = this.conflict(operation);
+    if (conflict !== undefined) return Promise.reject(conflict);
+    if (operation.kind === 'consume') return this.consume(operation);
+    return this.control(operation);
+  }
+
+  /**
+   * Gives every lease back (waiting up to `timeoutMs` for Redis), rejects
+   * what still waits with CLOSED, and unsubscribes. Does not quit `client`
+   * or a `subscriber` that was passed in. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.sweeper);
+    for (const [key, entry] of this.entries) this.giveBack(key, entry);
+    await this.pipeline.drain();
+    for (const entry of this.entries.values()) rejectAll(entry, closedError());
+    this.entries.clear();
+    await this.inner.close();
+    await this.subscription.close();
+  }
+
+  /**
+   * CONFLICTING_OPTIONS when the key's usage under another policy still
+   * matters here (its window is open, its lease or block held, or consumes
+   * wait on it), as RedisStore and the cluster store refuse: limiters whose
+   * prefixes collide must not share one counter silently.
+   */
+  private conflict(op: Operation): FloodgateError | undefined {
+    const e = this.entries.get(op.key);
+    if (e === undefined || e.policy === undefined || e.policy === op.policy || samePolicy(e.policy, op.policy)) return undefined;
+    // The operation reports the clock's failure itself.
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return undefined;
+    const inUse = e.endsBy > t || e.units > 0 || e.blockedUntil > t || e.waiters.length > 0 || e.inFlight;
+    return inUse ? conflictError(op.key, e.policy, op.policy, this.warned) : undefined;
+  }
+
+  /** The time a lease call is sized at: now, or when it was queued if the clock fails (only the rate depends on it). */
+  private leaseClock(sentAt: number): number {
+    try {
+      return Math.max(sentAt, this.now());
+    } catch {
+      return sentAt;
+    }
+  }
+
+  /** What sizes a lease now: whether it may hold a surplus, and how much demand it should cover. */
+  private sizing(): LeaseSizing {
+    return { live: this.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
+  }
+
+  /** The store's time now, or the clock's failure as a store error. */
+  private readTime(): number | FloodgateError {
+    try {
+      return this.now();
+    } catch (error) {
+      return toStoreError(error, this.name);
+    }
+  }
+
+  private now(): number {
+    return this.clock ? this.clock() : performance.now();
+  }
+
+  /**
+   * {@link apply}, answered synchronously when this process can decide alone:
+   * a fixed-window consume the lease in hand covers, or one that a block or
+   * exhausted mark heard earlier refuses. Undefined, with nothing applied,
+   * when Redis must be asked (no lease, not enough units, a key not seen
+   * yet, another algorithm or operation, a closed store): then call `apply`.
+   * Never throws.
+   */
+  applyNow(operation: Operation): Outcome | undefined {
+    if (this.closed || operation.kind !== 'consume' || operation.policy.algorithm !== 'fixed-window') return undefined;
+    const e = this.entries.get(operation.key);
+    // A new key needs a lease call.
+    if (e === undefined) return undefined;
+    if (e.policy !== operation.policy) {
+      // A key known only from a mark holds no lease, so it takes the policy as consume would; a key
+      // leased under another policy must hand its lease back first, which consume does.
+      if (e.policy === undefined) e.policy = operation.policy;
+      else if (!samePolicy(e.policy, operation.policy)) return undefined;
+    }
+    // apply reports the clock's failure as a store error.
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return undefined;
+    const outcome = this.decide(operation.key, e, operation.amount, operation.policy, t);
+    if (outcome !== undefined) {
+      // Most recently used, as consume's touch does, so a hot key is never the one evicted.
+      this.entries.touch(operation.key);
+    }
+    return outcome;
+  }
+
+  private consume(op: Operation): Promise<Outcome> {
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return Promise.reject(t);
+    const e = this.touch(op.key, t);
+    if (e.policy !== op.policy && (e.policy === undefined || !samePolicy(e.policy, op.policy))) {
+      // Another limiter on the same key: its lease counts in the same hash, so hand it back.
+      if (e.policy !== undefined) this.giveBack(op.key, e);
+      e.policy = op.policy;
+    }
+    const decided = this.decide(op.key, e, op.amount, op.policy, t);
+    if (decided !== undefined) return Promise.resolve(decided);
+    e.demand += op.amount;
+    e.lastUse = t;
+    return new Promise<Outcome>((resolve, reject) => {
+      e.waiters.push(deadlineWaiter(e, op.amount, this.timeoutMs, this.name, resolve, reject));
+      // Consumes that find no units share one call: the one in flight (a lease or a top-up) serves them first.
+      if (!e.inFlight) this.lease(op.key, e);
+    });
+  }
+
+  /**
+   * Decides a consume of `cost` on `e` from memory (see decideInMemory), counts
+   * it when decided, and tops a hot key's lease up before it runs dry.
+   */
+  private decide(key: string, e: Entry, cost: number, policy: Policy, t: number): Outcome | undefined {
+    const outcome = decideInMemory(e, cost, policy, t);
+    if (outcome === undefined) return undefined;
+    this.decided(e, cost, t);
+    // Top up before the lease runs dry, so a hot key's consumes never wait for a round trip; but not
+    // when the reply would come after the deadline: its units would lapse on arrival, and consumes
+    // queued behind it would wait a second round trip for the next window's lease.
+    if (outcome.allowed && !e.inFlight && this.live && wantsTopUp(e, t, 4, this.rttMs)) {
+      this.lease(key, e);
+    }
+    return outcome;
+  }
+
+  /** Counts a consume decided from memory: in the key's demand (which sizes its next slice) and in the stats. */
+  private decided(e: Entry, cost: number, t: number): void {
+    e.demand += cost;
+    e.lastUse = t;
+    this.counters.localDecisions++;
+  }
+
+  /**
+   * Sends one lease call for the waiters of `e`, or a top-up when none wait.
+   * The call is sized when the flush sends it, so it covers every consume
+   * that queued on the key during this event-loop turn.
+   */
+  private lease(key: string, e: Entry): void {
+    const policy = e.policy;
+    if (policy === undefined) return;
+    const t = this.readTime();
+    if (t instanceof FloodgateError) {
+      rejectAll(e, t);
+      return;
+    }
+    e.inFlight = true;
+    this.counters.leaseCalls++;
+    // Taken before the call goes out, so the deadline sentAt + msLeft can only be early.
+    const sentAt = t;
+    let need = 0;
+    // Need, want and the share cap are written when the pipeline is sent (sizeLease).
+    const call = leaseScriptCall(key, policy, this.clock ? t : undefined, [
+      '1',
+      '0',
+      '0',
+      String(this.shareMilli),
+      this.channel,
+      this.id,
+      key,
+    ]);
+    this.pipeline.send(
+      call,
+      (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
+      (reply) => {
+        const parsed = parseLease(reply);
+        if (parsed instanceof FloodgateError || this.closed) return;
+        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters)) this.giveBack(key, e);
+      },
+      () => {
+        need = sizeLease(e, this.leaseClock(sentAt), this.sizing(), call.args);
+      },
+    );
+  }
+
+  private onLease(key: string, e: Entry, sentAt: number, need: number, error: unknown, reply: unknown): void {
+    e.inFlight = false;
+    const parsed = error == null ? parseLease(reply) : toStoreError(error, this.name);
+    if (parsed instanceof FloodgateError) {
+      rejectAll(e, parsed);
+      return;
+    }
+    if (this.closed) {
+      rejectAll(e, closedError());
+      return;
+    }
+    const t = this.readTime();
+    if (t instanceof FloodgateError) {
+      rejectAll(e, t);
+      return;
+    }
+    this.rttMs += (t - sentAt - this.rttMs) / 5;
+    if (absorbReply(e, sentAt, t, parsed, true, this.clock !== undefined, this.counters)) this.giveBack(key, e);
+    if (parsed.blockLeft !== 0) {
+      const outcome = blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t));
+      const waiters = e.waiters;
+      e.waiters = [];
+      for (const w of waiters) w.resolve(outcome);
+      return;
+    }
+    const blockMs = settleWaiters(e, t, parsed, need);
+    if (blockMs > 0 && e.policy !== undefined) {
+      // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
+      this.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
+    }
+    if (e.waiters.length > 0) this.lease(key, e);
+  }
+
+  /** Peek, reward, penalty, block and reset: applied by Redis, then broadcast and mirrored locally. */
+  private async control(op: Operation): Promise<Outcome> {
+    const before = this.entries.get(op.key);
+    // No unit leased before a reset or block is asked for is spent after it from here.
+    if (before && op.kind === 'reset') {
+      forgetUsage(before);
+    } else if (before && op.kind === 'block') {
+      this.giveBack(op.key, before);
+    }
+    const outcome = await this.inner.apply(op);
+    const t = this.readTime();
+    if (t instanceof FloodgateError) throw t;
+    const e = this.entries.get(op.key);
+    switch (op.kind) {
+      case 'reset':
+        if (e) forgetUsage(e);
+        this.publish('reset', 0, op.key);
+        break;
+      case 'reward':
+        if (e) e.exhaustedUntil = 0;
+        this.publish('available', 0, op.key);
+        break;
+      case 'block': {
+        const entry = this.touch(op.key, t);
+        entry.blockedUntil = outcome.retryAfterMs === Infinity ? Infinity : t + outcome.retryAfterMs;
+        this.giveBack(op.key, entry);
+        this.publish('blocked', op.amount, op.key);
+        return outcome;
+      }
+      default:
+        break;
+    }
+    return e === undefined ? outcome : withLease(outcome, e, t);
+  }
+
+  /** Returns the entry's unspent units to their window (best effort), and forgets them. */
+  private giveBack(key: string, e: Entry): void {
+    const units = e.units;
+    e.units = 0;
+    if (units <= 0 || e.policy === undefined) return;
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return;
+    if (t >= e.spendUntil) return;
+    this.counters.returnCalls++;
+    const call = leaseScriptCall(key, e.policy, this.clock ? t : undefined, [
+      '2',
+      String(units),
+      String(e.windowEnd),
+      '0',
+      this.channel,
+      this.id,
+      key,
+    ]);
+    const count = (reply: unknown): void => {
+      const n = Number(reply);
+      if (Number.isSafeInteger(n)) this.counters.unitsReturned += n;
+    };
+    this.pipeline.send(call, (error, reply) => (error == null ? count(reply) : undefined), count);
+  }
+
+  private publish(kind: MessageKind, ms: number, key: string): void {
+    const message = encodeMessage({ kind, sender: this.id, ms, key });
+    this.pipeline.send({ script: LOCAL_FIRST_SCRIPTS.publish, keys: [redisKeys(key).state], args: [this.channel, message] }, () => {});
+  }
+
+  private onMessage(text: string): void {
+    const m = decodeMessage(text);
+    // Our own news we applied when Redis answered; applying it again late could undo newer news.
+    if (m === undefined || m.sender === this.id || this.closed) return;
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return;
+    const blocked = applyNews(m, t, this.entries, (key) => this.touch(key, t));
+    if (blocked !== undefined) this.giveBack(m.key, blocked);
+  }
+
+  private onUp(): void {
+    // Messages may have been missed since the last confirmation: start from what Redis says.
+    if (this.everLive) this.forgetAll();
+    this.everLive = true;
+    this.live = true;
+  }
+
+  private onDown(): void {
+    if (!this.live) return;
+    this.live = false;
+    this.forgetAll();
+  }
+
+  /** Gives back every lease and drops every mark whose freshness is unknown. */
+  private forgetAll(): void {
+    for (const [key, e] of this.entries) {
+      this.giveBack(key, e);
+      e.exhaustedUntil = 0;
+      e.blockedUntil = 0;
+    }
+  }
+
+  /** The entry of `key`, created if needed, moved to the most recently used end; past maxKeys the oldest is given back and dropped. */
+  private touch(key: string, t: number): Entry {
+    let e = this.entries.get(key);
+    if (e !== undefined) {
+      this.entries.touch(key);
+    } else {
+      e = newEntry(t, this.leaseMs);
+      this.entries.set(key, e);
+    }
+    return e;
+  }
+
+  /** Gives back idle leases, drops lapsed ones and expired marks, and forgets idle keys. */
+  private sweep(): void {
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return;
+    sweepEntries(this.entries, t, 2 * this.leaseMs, (key, e) => this.giveBack(key, e));
+  }
+}
+
+function rejectAll(e: Entry, error: FloodgateError): void {
+  e.inFlight = false;
+  const waiters = e.waiters;
+  e.waiters = [];
+  for (const w of waiters) w.reject(error);
+}
+
+function closedError(): FloodgateError {
+  return new FloodgateError(ErrorCode.CLOSED, 'LocalFirstStore was closed; create a new store to keep limiting.');
+}
