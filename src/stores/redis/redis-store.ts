@@ -3,12 +3,13 @@ import type { Clock } from '../../clock.js';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
 import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { assertKnownOptions } from '../../validate.js';
+import { assertKnownOptions, invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
 import type { Store } from '../store.js';
-import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient, type ScriptCall } from './clients.js';
+import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
+import { TurnPipeline, type PipelineCall } from './turn-pipeline.js';
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -39,8 +40,6 @@ const OPTION_NAMES = ['client', 'timeoutMs', 'clock'] as const;
 const MAX_OPS_PER_CALL = 500;
 /** Integers per outcome in a script reply: allowed, remaining, resetMs, retryAfterMs, emptyMs. */
 const OUTCOME_WIDTH = 5;
-/** The largest delay setTimeout honours. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 interface Waiter {
   resolve(outcome: Outcome): void;
@@ -48,18 +47,10 @@ interface Waiter {
 }
 
 /** The operations on one key under one policy that go in one script call, in arrival order. */
-interface Batch extends ScriptCall {
+interface Batch extends PipelineCall {
   readonly policy: Policy;
   readonly args: string[];
   readonly waiters: Waiter[];
-  settled: boolean;
-}
-
-/** The batches of one flush, sharing its timeout. */
-interface Flight {
-  readonly batches: Batch[];
-  pending: number;
-  timer: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -101,11 +92,9 @@ export class RedisStore implements Store {
   readonly timeoutMs: number;
   private readonly adapter: RedisAdapter;
   private readonly clock: Clock | undefined;
-  private queue: Batch[] = [];
   /** The batch still open for more operations, per store key. */
   private readonly openBatches = new Map<string, Batch>();
-  private immediate: NodeJS.Immediate | undefined;
-  private readonly flights = new Set<Flight>();
+  private readonly pipeline: TurnPipeline<Batch>;
   private readonly bindings = new PolicyBindings();
   private closed = false;
 
@@ -121,16 +110,22 @@ export class RedisStore implements Store {
     }
     this.adapter = adaptClient(o.client);
     this.clientKind = this.adapter.kind;
-    const timeoutMs = o.timeoutMs ?? 500;
-    if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_DURATION,
-        `RedisStore timeoutMs must be a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}; got ${describe(timeoutMs)}.`,
-      );
-    }
+    const timeoutMs = wholeNumber(o.timeoutMs ?? 500, 'RedisStore timeoutMs', {
+      min: 1,
+      max: MAX_TIMER_MS,
+      code: ErrorCode.INVALID_DURATION,
+      expected: `a whole number of milliseconds from 1 to ${MAX_TIMER_MS}`,
+    });
     this.timeoutMs = timeoutMs;
+    this.pipeline = new TurnPipeline<Batch>({
+      adapter: this.adapter,
+      timeoutMs,
+      downError: (down) => new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: ${down}.`),
+      timeoutMessage: `redis store did not answer within ${timeoutMs} ms; raise RedisStore timeoutMs if Redis is slow but healthy.`,
+      onTake: () => this.openBatches.clear(),
+    });
     if (o.clock !== undefined && typeof o.clock !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `RedisStore clock must be a function returning ms; got ${describe(o.clock)}.`);
+      invalid(ErrorCode.INVALID_OPTIONS, 'RedisStore clock', 'a function returning ms', o.clock);
     }
     this.clock = o.clock;
   }
@@ -181,12 +176,11 @@ export class RedisStore implements Store {
         // A new batch also takes over the key, so a later operation never jumps ahead of this one.
         batch = newBatch(operation.key, policy, this.clock !== undefined);
         this.openBatches.set(operation.key, batch);
-        this.queue.push(batch);
+        this.pipeline.push(batch);
       }
       batch.args.push(String(code), String(operation.amount));
       if (now !== undefined) batch.args.push(now);
       batch.waiters.push({ resolve, reject });
-      this.immediate ??= setImmediate(this.flush);
     });
   }
 
@@ -197,78 +191,7 @@ export class RedisStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.immediate !== undefined) clearImmediate(this.immediate);
-    this.immediate = undefined;
-    const queued = this.queue;
-    this.queue = [];
-    this.openBatches.clear();
-    for (const batch of queued) this.fail(batch, closedError());
-    for (const flight of this.flights) {
-      clearTimeout(flight.timer);
-      for (const batch of flight.batches) this.fail(batch, closedError());
-    }
-    this.flights.clear();
-  }
-
-  /** Sends everything queued during this event-loop turn. */
-  private readonly flush = (): void => {
-    this.immediate = undefined;
-    const batches = this.queue;
-    this.queue = [];
-    this.openBatches.clear();
-    if (batches.length === 0) return;
-
-    const down = this.adapter.unavailable();
-    if (down !== undefined) {
-      const error = new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: ${down}.`);
-      for (const batch of batches) this.fail(batch, error);
-      return;
-    }
-
-    const flight: Flight = { batches, pending: batches.length, timer: undefined };
-    flight.timer = setTimeout(() => this.expire(flight), this.timeoutMs);
-    this.flights.add(flight);
-    // Adapters never throw; a throw here would be a bug, and must still settle every waiter.
-    try {
-      this.adapter.send(batches, (index, error, reply) => this.settle(flight, index, error, reply));
-    } catch (error) {
-      for (let i = 0; i < batches.length; i++) this.settle(flight, i, error, undefined);
-    }
-  };
-
-  private settle(flight: Flight, index: number, error: unknown, reply: unknown): void {
-    const batch = flight.batches[index];
-    if (batch === undefined || batch.settled) return;
-    if (error != null) {
-      this.fail(batch, toStoreError(error, this.name));
-    } else {
-      batch.settled = true;
-      const outcomes = decodeReply(reply, batch.waiters.length);
-      if (outcomes instanceof FloodgateError) {
-        for (const waiter of batch.waiters) waiter.reject(outcomes);
-      } else {
-        batch.waiters.forEach((waiter, i) => waiter.resolve(outcomes[i]!));
-      }
-    }
-    if (--flight.pending === 0) {
-      clearTimeout(flight.timer);
-      this.flights.delete(flight);
-    }
-  }
-
-  private expire(flight: Flight): void {
-    this.flights.delete(flight);
-    const error = new FloodgateError(
-      ErrorCode.STORE_TIMEOUT,
-      `redis store did not answer within ${this.timeoutMs} ms; raise RedisStore timeoutMs if Redis is slow but healthy.`,
-    );
-    for (const batch of flight.batches) this.fail(batch, error);
-  }
-
-  private fail(batch: Batch, error: FloodgateError): void {
-    if (batch.settled) return;
-    batch.settled = true;
-    for (const waiter of batch.waiters) waiter.reject(error);
+    this.pipeline.abort(closedError());
   }
 }
 
@@ -281,7 +204,14 @@ function newBatch(key: string, policy: Policy, clientTime: boolean): Batch {
     args: [String(policy.limit), String(policy.windowMs), String(policy.blockMs), clientTime ? '1' : '0'],
     policy,
     waiters: [],
-    settled: false,
+    answer(error, reply) {
+      const outcomes = error != null ? toStoreError(error, 'redis') : decodeReply(reply, this.waiters.length);
+      if (outcomes instanceof FloodgateError) {
+        for (const waiter of this.waiters) waiter.reject(outcomes);
+      } else {
+        this.waiters.forEach((waiter, i) => waiter.resolve(outcomes[i]!));
+      }
+    },
   };
 }
 

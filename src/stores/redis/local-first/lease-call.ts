@@ -38,6 +38,8 @@ export function parseLease(reply: unknown): LeaseReply | FloodgateError {
 
 /** What sizes a lease when it is sent. */
 export interface LeaseSizing {
+  /** When the call is sent. */
+  readonly now: number;
   /** Whether the pub/sub subscription is confirmed (without it no surplus is held). */
   readonly live: boolean;
   /** Smoothed lease round trip, in local ms. */
@@ -49,7 +51,8 @@ export interface LeaseSizing {
 }
 
 /** Writes a lease call's need and want from the key's waiters and demand as they are now; returns need. */
-export function sizeLease(e: Entry, t: number, sizing: LeaseSizing, args: string[]): number {
+export function sizeLease(e: Entry, sizing: LeaseSizing, args: string[]): number {
+  const t = sizing.now;
   lapse(e, t);
   const first = e.waiters[0];
   // A top-up needs nothing, so Redis never refuses (or blocks) on its account.

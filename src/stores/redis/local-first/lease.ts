@@ -1,4 +1,5 @@
 /** What the local-first store knows about one key: its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them. */
+import type { FloodgateError } from '../../../errors.js';
 import type { Outcome, Policy } from '../../../policy.js';
 import { firstDemand, lapse, leaseAdmitted, type LeaseState } from '../../lease-core.js';
 
@@ -135,4 +136,12 @@ export function forgetUsage(e: Entry): void {
 export function withLease(outcome: Outcome, e: Entry, t: number): Outcome {
   if (e.units <= 0 || t >= e.spendUntil || e.blockedUntil > t) return outcome;
   return { allowed: true, remaining: outcome.remaining + e.units, resetMs: outcome.resetMs, retryAfterMs: 0, emptyMs: 0 };
+}
+
+/** Fails every consume waiting on the entry's lease call (the call failed, or the store closed). */
+export function rejectAll(e: Entry, error: FloodgateError): void {
+  e.inFlight = false;
+  const waiters = e.waiters;
+  e.waiters = [];
+  for (const w of waiters) w.reject(error);
 }

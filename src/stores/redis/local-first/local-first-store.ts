@@ -11,10 +11,10 @@ import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
 import { applyNews, decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
-import { blocked, decideInMemory, forgetUsage, msUntil, newEntry, sweepEntries, withLease, type Entry } from './lease.js';
+import { blocked, decideInMemory, rejectAll, forgetUsage, msUntil, newEntry, sweepEntries, withLease, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
-import { ScriptPipeline } from './script-pipeline.js';
+import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
 import { wantsTopUp } from '../../lease-core.js';
 import { BoundedMap } from '../../../bounded-map.js';
 import { sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
@@ -63,7 +63,7 @@ export class LocalFirstStore implements Store {
   private readonly subscription: Subscription;
   private readonly sweeper: NodeJS.Timeout;
   /** The turn's script calls, sent as one pipeline. */
-  private readonly pipeline: ScriptPipeline;
+  private readonly pipeline: TurnPipeline<PipelineCall>;
   private live = false;
   /** Smoothed lease round trip, in local ms. */
   private rttMs = 0;
@@ -82,7 +82,12 @@ export class LocalFirstStore implements Store {
     this.shareMilli = o.shareMilli;
     this.channel = o.channel;
     this.clock = o.clock;
-    this.pipeline = new ScriptPipeline(o.adapter, this.name, o.timeoutMs);
+    this.pipeline = new TurnPipeline({
+      adapter: o.adapter,
+      timeoutMs: o.timeoutMs,
+      downError: (down) => new FloodgateError(ErrorCode.STORE_ERROR, `${this.name} store failed: ${down}.`),
+      timeoutMessage: `${this.name} store: Redis did not answer within ${o.timeoutMs} ms; raise timeoutMs if Redis is slow but healthy.`,
+    });
     this.entries = new BoundedMap(o.maxKeys, (key, entry) => this.giveBack(key, entry));
     this.inner = new RedisStore({ client: o.client, timeoutMs: this.timeoutMs, ...(o.clock ? { clock: o.clock } : {}) });
     this.subscription = subscribe(o.subscriber, o.ownedSubscriber, o.channel, {
@@ -119,7 +124,8 @@ export class LocalFirstStore implements Store {
     this.closed = true;
     clearInterval(this.sweeper);
     for (const [key, entry] of this.entries) this.giveBack(key, entry);
-    await this.pipeline.drain();
+    this.pipeline.flushNow();
+    await this.pipeline.drained();
     for (const entry of this.entries.values()) rejectAll(entry, closedError());
     this.entries.clear();
     await this.inner.close();
@@ -142,18 +148,11 @@ export class LocalFirstStore implements Store {
     return inUse ? conflictError(op.key, e.policy, op.policy, this.warned) : undefined;
   }
 
-  /** The time a lease call is sized at: now, or when it was queued if the clock fails (only the rate depends on it). */
-  private leaseClock(sentAt: number): number {
-    try {
-      return Math.max(sentAt, this.now());
-    } catch {
-      return sentAt;
-    }
-  }
-
-  /** What sizes a lease now: whether it may hold a surplus, and how much demand it should cover. */
-  private sizing(): LeaseSizing {
-    return { live: this.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
+  /** What sizes a lease as it is sent: the time (when it was queued, if the clock fails: only the rate depends on it), whether it may hold a surplus, the demand to cover. */
+  private sizing(sentAt: number): LeaseSizing {
+    const t = this.readTime();
+    const now = t instanceof FloodgateError ? sentAt : Math.max(sentAt, t);
+    return { now, live: this.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
   }
 
   /** The store's time now, or the clock's failure as a store error. */
@@ -271,18 +270,18 @@ export class LocalFirstStore implements Store {
       this.id,
       key,
     ]);
-    this.pipeline.send(
-      call,
-      (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
-      (reply) => {
+    this.pipeline.push({
+      ...call,
+      answer: (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
+      late: (reply) => {
         const parsed = parseLease(reply);
         if (parsed instanceof FloodgateError || this.closed) return;
         if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters)) this.giveBack(key, e);
       },
-      () => {
-        need = sizeLease(e, this.leaseClock(sentAt), this.sizing(), call.args);
+      prepare: () => {
+        need = sizeLease(e, this.sizing(sentAt), call.args);
       },
-    );
+    });
   }
 
   private onLease(key: string, e: Entry, sentAt: number, need: number, error: unknown, reply: unknown): void {
@@ -375,12 +374,17 @@ export class LocalFirstStore implements Store {
       const n = Number(reply);
       if (Number.isSafeInteger(n)) this.counters.unitsReturned += n;
     };
-    this.pipeline.send(call, (error, reply) => (error == null ? count(reply) : undefined), count);
+    this.pipeline.push({ ...call, answer: (error, reply) => (error == null ? count(reply) : undefined), late: count });
   }
 
   private publish(kind: MessageKind, ms: number, key: string): void {
     const message = encodeMessage({ kind, sender: this.id, ms, key });
-    this.pipeline.send({ script: LOCAL_FIRST_SCRIPTS.publish, keys: [redisKeys(key).state], args: [this.channel, message] }, () => {});
+    this.pipeline.push({
+      script: LOCAL_FIRST_SCRIPTS.publish,
+      keys: [redisKeys(key).state],
+      args: [this.channel, message],
+      answer: () => {},
+    });
   }
 
   private onMessage(text: string): void {
@@ -433,13 +437,6 @@ export class LocalFirstStore implements Store {
     if (t instanceof FloodgateError) return;
     sweepEntries(this.entries, t, 2 * this.leaseMs, (key, e) => this.giveBack(key, e));
   }
-}
-
-function rejectAll(e: Entry, error: FloodgateError): void {
-  e.inFlight = false;
-  const waiters = e.waiters;
-  e.waiters = [];
-  for (const w of waiters) w.reject(error);
 }
 
 function closedError(): FloodgateError {
