@@ -126,7 +126,8 @@ for (const n of [1, 2, 4, 8]) {
       assert.ok(full.length >= 3, `${name}: only ${full.length} full windows: ${JSON.stringify(counts)}`);
       assert.equal(over, 0, `${name}: a window admitted more than ${LIMIT}: ${JSON.stringify(counts)}`);
       if (localFirst) {
-        // Decided in-process, so timestamped exactly (per-request answers are seen a round trip late).
+        // Spent from the lease in hand, so timestamped exactly; answers that waited for Redis count from
+        // when they were asked (per-request answers are seen a round trip late).
         assert.ok(overlapMs <= 2, `${name}: admissions of a window ${overlapMs.toFixed(1)} ms into the next one`);
       }
       // Under-admission only means something while demand exceeds the limit.

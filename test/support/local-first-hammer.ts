@@ -31,7 +31,7 @@ export interface HammerReport {
     paced: boolean;
     /** Per admission: the window it was admitted in, as (wall-clock ms of the decision + resetMs). */
     windowEnds: number[];
-    /** Per admission: when it was admitted, Date.now() (one clock for every process on the host, and floor keeps order). */
+    /** Per admission: when it was admitted, Date.now() (one clock for every process on the host, and floor keeps order); for an answer that came later, when it was asked. */
     times: number[];
     attempts: number;
     /** LocalFirstStore.stats() at the end of the phase (local-first only). */
@@ -58,11 +58,15 @@ async function phase(config: HammerConfig, store: Store, { key, startAt, stopAt,
   const times: number[] = [];
   let attempts = 0;
   await sleep(Math.max(0, startAt - Date.now()));
-  const record = (d: { allowed: boolean; resetMs: number }) => {
+  // `issuedAt` for a consume answered later: the store decided it somewhere between asking and the
+  // answer (a lease call's waiters were counted by Redis inside their window), so its time is bounded
+  // from below by when it was asked; the answer can come a loaded round trip later, as a per-request
+  // one does. Synchronous answers, spent from the lease in hand, are timestamped exactly.
+  const record = (d: { allowed: boolean; resetMs: number }, issuedAt?: number) => {
     if (!d.allowed) return;
     const at = Date.now();
     windowEnds.push(at + d.resetMs);
-    times.push(at);
+    times.push(issuedAt ?? at);
   };
   if (perMs !== undefined) {
     // A steady pace below the limit's rate: leases are still held when windows end, which is
@@ -74,7 +78,10 @@ async function phase(config: HammerConfig, store: Store, { key, startAt, stopAt,
       for (; attempts < due; attempts++) {
         const now = limiter.consumeNow(key);
         if (now !== undefined) record(now);
-        else pending.push(limiter.consume(key).then(record));
+        else {
+          const issuedAt = Date.now();
+          pending.push(limiter.consume(key).then((d) => record(d, issuedAt)));
+        }
       }
       await sleep(1);
     }
@@ -85,7 +92,12 @@ async function phase(config: HammerConfig, store: Store, { key, startAt, stopAt,
     while (Date.now() < stopAt) {
       attempts++;
       // The lease in hand answers synchronously (applyNow); without one, consume asks Redis.
-      record(limiter.consumeNow(key) ?? (await limiter.consume(key)));
+      const now = limiter.consumeNow(key);
+      if (now !== undefined) record(now);
+      else {
+        const issuedAt = Date.now();
+        record(await limiter.consume(key), issuedAt);
+      }
       // Local answers resolve at once: yield now and then so timers and replies still run.
       if (attempts % 64 === 0) await new Promise((r) => setImmediate(r));
     }
