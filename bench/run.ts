@@ -13,6 +13,7 @@ import { formatTable, type Row, type RunInfo } from './lib/report.js';
 import { combineRounds, roundOrder } from './lib/rounds.js';
 import { indent, startServer, type RunningServer } from './lib/server.js';
 import { runFixedRate, type RateResult } from './lib/rate.js';
+import { hasOha, runOha, type OpenLoopResult } from './lib/oha.js';
 import { treeCpuMs } from './lib/cpu.js';
 import { assertWrk, runWrk, wrkVersion, type WrkResult } from './lib/wrk.js';
 import type { Scenario, Variant } from './types.js';
@@ -177,6 +178,7 @@ interface Measured {
   readonly serverCpuMs: number | null;
   readonly redisCommands: Record<string, number> | null;
   readonly fixedRate: RateResult | null;
+  readonly openLoop: readonly OpenLoopResult[];
 }
 
 /** Start, warm up, measure, stop: one variant. Always stops its server. */
@@ -201,6 +203,7 @@ async function measureVariant(
       log(`[${scenario.name}] ${variant.name}: warm-up ${options.warmupS} s`);
       await runWrk({ ...load, durationS: options.warmupS });
       assertAlive(server);
+      await settle(server);
     }
     await redis?.resetStats();
     log(`[${scenario.name}] ${variant.name}: measuring ${options.durationS} s`);
@@ -212,6 +215,7 @@ async function measureVariant(
     assertAlive(server);
     let fixedRate: RateResult | null = null;
     if (scenario.fixedRate !== undefined) {
+      await settle(server);
       log(`[${scenario.name}] ${variant.name}: ${scenario.fixedRate} requests/s open-loop for ${options.durationS} s`);
       fixedRate = await runFixedRate({
         url: load.url,
@@ -221,9 +225,55 @@ async function measureVariant(
       });
       assertAlive(server);
     }
-    return { wrk, serverCpuMs, redisCommands, fixedRate };
+    const openLoop: OpenLoopResult[] = [];
+    if (scenario.openLoop !== undefined && hasOha()) {
+      for (const share of scenario.openLoop.shares) {
+        await settle(server);
+        const rps = share * wrk.rps;
+        log(
+          `[${scenario.name}] ${variant.name}: ${Math.round(rps)} requests/s (${Math.round(share * 100)} %) open-loop for ${options.durationS} s`,
+        );
+        openLoop.push(
+          await runOha({
+            url: load.url,
+            share,
+            rps,
+            durationS: options.durationS,
+            connections: load.connections,
+            ...(scenario.openLoop.headers === undefined ? {} : { headers: scenario.openLoop.headers }),
+          }),
+        );
+        assertAlive(server);
+      }
+    }
+    return { wrk, serverCpuMs, redisCommands, fixedRate, openLoop };
   } finally {
     await server.stop();
+  }
+}
+
+/** Longest wait for a server to go idle after its warm-up. */
+const SETTLE_MAX_MS = 5000;
+
+/**
+ * Waits until the server's process tree uses under 10 % of a core over
+ * 200 ms (at most {@link SETTLE_MAX_MS}). wrk's warm-up leaves with its
+ * connections' requests still queued in a saturated server; starting the
+ * measured run at once would measure 256 connections torn down while 256
+ * new ones arrive, which a saturated Node.js loop takes in at one per
+ * iteration (libuv ≥ 1.45 accepts once per poll): a connection storm, not
+ * the steady state. docs/benchmarks.md ("Where the gateway's tail came
+ * from") gives the figures of both.
+ */
+async function settle(server: RunningServer): Promise<void> {
+  if (server.pid === undefined) return;
+  const deadline = Date.now() + SETTLE_MAX_MS;
+  let before = treeCpuMs(server.pid);
+  while (before !== null && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const now = treeCpuMs(server.pid);
+    if (now === null || now - before < 20) return;
+    before = now;
   }
 }
 
@@ -239,6 +289,9 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
   const connections = options.connections ?? scenario.connections ?? 100;
   // Other work on this small machine skews every number; say so where the numbers are.
   const loadBefore = loadavg()[0]!;
+  if (scenario.openLoop !== undefined && !hasOha()) {
+    log(`[${scenario.name}] oha not found (cargo install oha): the open-loop columns are left out`);
+  }
   if (loadBefore > 0.5) log(`[${scenario.name}] warning: load average is ${loadBefore.toFixed(2)} before the run; numbers will be noisy`);
   let redis: BenchRedis | undefined;
   if (variants.some((v) => v.redis)) {
@@ -316,7 +369,7 @@ function toRow(
       error: result.message,
     };
   }
-  const { wrk, serverCpuMs, redisCommands, fixedRate } = result;
+  const { wrk, serverCpuMs, redisCommands, fixedRate, openLoop } = result;
   const redisCalls = redisCommands ? Object.values(redisCommands).reduce((a, b) => a + b, 0) : null;
   return {
     scenario,
@@ -335,6 +388,16 @@ function toRow(
     redisCommands,
     durationS: round(wrk.durationS, 3),
     connections,
+    ...(openLoop.length === 0
+      ? {}
+      : {
+          openLoop: openLoop.map((o) => ({
+            ...o,
+            achievedRps: round(o.achievedRps, 1),
+            p50Ms: round(o.p50Ms, 3),
+            p99Ms: round(o.p99Ms, 3),
+          })),
+        }),
     ...(fixedRate === null
       ? {}
       : {

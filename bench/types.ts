@@ -64,6 +64,14 @@ export interface Scenario {
    * (bench/lib/rate.ts). Seed 002 reports its latencies this way.
    */
   readonly fixedRate?: number;
+  /**
+   * When set, each variant is also loaded open-loop at these shares of its
+   * own closed-loop requests/s (e.g. [0.5, 0.8]) with oha, latency counted
+   * from each request's scheduled start (bench/lib/oha.ts). oha sends the
+   * same header fields on every request; skipped with a note when oha is
+   * not installed.
+   */
+  readonly openLoop?: { readonly shares: readonly number[]; readonly headers?: Readonly<Record<string, string>> };
 }
 
 /** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */

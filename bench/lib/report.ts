@@ -1,5 +1,6 @@
 /** Result rows of a run and how they are printed: a text table for people, a JSON array for scripts. */
 import type { RateResult } from './rate.js';
+import type { OpenLoopResult } from './oha.js';
 
 /** One variant's result; the JSON output is an array of these. */
 export interface Row {
@@ -42,6 +43,8 @@ export interface Row {
   readonly error?: string;
   /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate and bench/lib/rate.ts). */
   readonly fixedRate?: RateResult;
+  /** The open-loop runs at shares of this variant's saturating rate, when the scenario has them (see Scenario.openLoop and bench/lib/oha.ts). */
+  readonly openLoop?: readonly OpenLoopResult[];
   /** With `--rounds N` > 1: this variant's row from each round, in round order; the row itself holds their medians (bench/lib/rounds.ts). */
   readonly rounds?: readonly Row[];
 }
@@ -89,6 +92,20 @@ function rateColumns(rps: number): Column[] {
   ];
 }
 
+/** Columns of the open-loop runs at shares of each variant's own saturating rate. */
+function openLoopColumns(shares: readonly number[]): Column[] {
+  const at = (r: Row, share: number): OpenLoopResult | undefined => r.openLoop?.find((o) => o.share === share);
+  return shares.flatMap((share) => {
+    const label = `@${Math.round(share * 100)}%`;
+    return [
+      { title: `p50 ms ${label}`, cell: (r: Row) => fixed(at(r, share)?.p50Ms, 2) },
+      { title: `p99 ms ${label}`, cell: (r: Row) => fixed(at(r, share)?.p99Ms, 2) },
+      { title: `achieved/s ${label}`, cell: (r: Row) => fixed(at(r, share)?.achievedRps, 0) },
+      { title: `err ${label}`, cell: (r: Row) => (at(r, share) ? String(at(r, share)!.errors) : '-') },
+    ];
+  });
+}
+
 /** Columns of a run with several rounds: each round's ratio (and p99 at the fixed rate), in round order, next to their medians. */
 function roundColumns(rate: number | undefined): Column[] {
   const each = (row: Row, pick: (round: Row) => number | null | undefined, digits: number): string =>
@@ -105,7 +122,13 @@ function roundColumns(rate: number | undefined): Column[] {
 export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   const rate = rows.find((row) => row.fixedRate !== undefined)?.fixedRate?.targetRps;
   const rounds = rows.some((row) => row.rounds !== undefined);
-  const columns = [...BASE_COLUMNS, ...(rate === undefined ? [] : rateColumns(rate)), ...(rounds ? roundColumns(rate) : [])];
+  const shares = [...new Set(rows.flatMap((row) => (row.openLoop ?? []).map((o) => o.share)))].sort((a, b) => a - b);
+  const columns = [
+    ...BASE_COLUMNS,
+    ...(rate === undefined ? [] : rateColumns(rate)),
+    ...openLoopColumns(shares),
+    ...(rounds ? roundColumns(rate) : []),
+  ];
   const cells = rows.map((row) => columns.map((column) => column.cell(row)));
   const widths = columns.map((column, i) => Math.max(column.title.length, ...cells.map((line) => line[i]!.length)));
   const render = (values: readonly string[]): string =>
@@ -134,6 +157,11 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   if (rate !== undefined) {
     out.push(
       `@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`,
+    );
+  }
+  if (shares.length > 0) {
+    out.push(
+      `@N%: an open-loop run (oha --latency-correction) at N % of the variant's own requests/s above; latency from each request's scheduled start (no coordinated omission).`,
     );
   }
   if (rounds) {

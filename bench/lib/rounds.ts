@@ -1,5 +1,6 @@
 /** Combining a variant's rows from several interleaved rounds into one row of medians, so one noisy round cannot decide a comparison. */
 import type { RateResult } from './rate.js';
+import type { OpenLoopResult } from './oha.js';
 import type { Row } from './report.js';
 
 /** The median of `values` (the mean of the middle two for an even count); null when there is none. */
@@ -59,6 +60,7 @@ export function combineRounds(rows: readonly Row[]): Row {
           errors: rates.reduce((total, r) => total + r.errors, 0),
         }
       : undefined;
+  const openLoop = combineOpenLoop(rows);
   return {
     scenario: first.scenario,
     variant: first.variant,
@@ -77,6 +79,7 @@ export function combineRounds(rows: readonly Row[]): Row {
     durationS: first.durationS,
     connections: first.connections,
     ...(fixedRate === undefined ? {} : { fixedRate }),
+    ...(openLoop === undefined ? {} : { openLoop }),
     rounds: rows,
   };
 }
@@ -87,4 +90,24 @@ function sumCounts(counts: ReadonlyArray<Readonly<Record<string, number>> | null
   const total: Record<string, number> = {};
   for (const c of counts) for (const [name, n] of Object.entries(c!)) total[name] = (total[name] ?? 0) + n;
   return total;
+}
+
+/** Per share, the medians of the rounds' open-loop runs (errors summed); undefined unless every round has every share. */
+function combineOpenLoop(rows: readonly Row[]): OpenLoopResult[] | undefined {
+  const shares = rows[0]?.openLoop?.map((o) => o.share);
+  if (shares === undefined) return undefined;
+  const combined: OpenLoopResult[] = [];
+  for (const share of shares) {
+    const runs = rows.map((row) => row.openLoop?.find((o) => o.share === share)).filter((o): o is OpenLoopResult => o !== undefined);
+    if (runs.length !== rows.length) return undefined;
+    combined.push({
+      share,
+      targetRps: median(runs.map((r) => r.targetRps))!,
+      achievedRps: median(runs.map((r) => r.achievedRps))!,
+      p50Ms: median(runs.map((r) => r.p50Ms))!,
+      p99Ms: median(runs.map((r) => r.p99Ms))!,
+      errors: runs.reduce((total, r) => total + r.errors, 0),
+    });
+  }
+  return combined;
 }

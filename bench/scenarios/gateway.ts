@@ -28,6 +28,8 @@ export default defineScenario({
   description:
     "gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed's MULTI+INCR proxy",
   connections: 256,
+  // One API key on every request (oha sends fixed fields): latency at 50 % and 80 % of each variant's own saturation.
+  openLoop: { shares: [0.5, 0.8], headers: { 'X-API-KEY': 'api-key-1' } },
   wrkLua: `
 local keys = {}
 for i = 1, 20 do keys[i] = "api-key-" .. i end
@@ -41,6 +43,11 @@ end
     variant('gateway-redis', 'floodgate serve --redis: RedisStore (ioredis) + in-memory block', 'redis', true),
     variant('gateway-redis-local-first', 'floodgate serve --redis --local-first: LocalFirstStore (ioredis)', 'local-first', true),
     variant('seed-baseline', 'the seed: same proxy, one MULTI SET NX EX 5 + INCR round trip per request, no in-memory block', 'seed', true),
+    variant(
+      'gateway-workers-2',
+      'floodgate serve --workers 2, memory rule (the cluster store in the primary): compare its server µs/req with gateway-memory',
+      'memory-workers',
+    ),
     variant(
       'gateway-high',
       'floodgate serve, memory store, limit 1e9/5s: every request forwarded (compare with bare-proxy)',

@@ -1,5 +1,8 @@
 /** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -7,7 +10,7 @@ import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/
 import { connected, limited, oneOf } from '../lib/endpoint.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
-const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high'] as const;
+const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high', 'memory-workers'] as const;
 type Mode = (typeof MODES)[number];
 
 /** The seed's policy: 3 requests per 5 s window per API key. */
@@ -25,6 +28,11 @@ runServer(async () => {
 
   if (mode === 'seed') {
     await seedBaseline(gw, deps, log, upstreamUrl, requireRedisUrl(env), env.port);
+    return;
+  }
+
+  if (mode === 'memory-workers') {
+    await serveWorkers(upstreamUrl, env.port);
     return;
   }
 
@@ -49,6 +57,61 @@ runServer(async () => {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 });
+
+/**
+ * `floodgate serve --workers 2` on the memory rule (the cluster store in the
+ * primary) as a child process, for its CPU per request beside the
+ * single-process gateway's; ready once a decision comes back.
+ */
+async function serveWorkers(upstreamUrl: string, port: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-bench-'));
+  const config = join(dir, 'gateway.yaml');
+  writeFileSync(
+    config,
+    [`upstream: ${upstreamUrl}`, `rules: [{ name: api, key: "header:x-api-key", policies: ["${LIMIT}/${WINDOW_S}s"] }]`].join('\n'),
+  );
+  const cli = fileURLToPath(new URL('./gateway-cli.ts', import.meta.url));
+  const child = spawn(
+    process.execPath,
+    [
+      ...process.execArgv,
+      cli,
+      'serve',
+      '--config',
+      config,
+      '--no-watch',
+      '--workers',
+      '2',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  process.on('exit', () => child.kill('SIGKILL'));
+  child.once('exit', (code) => {
+    console.error(`floodgate serve --workers 2 exited (${code})`);
+    process.exit(1);
+  });
+  for (let i = 0; ; i += 1) {
+    const ok = await fetch(`http://127.0.0.1:${port}/`, { headers: { 'x-api-key': 'warm' } }).then(
+      (r) => r.status === 200 || r.status === 429,
+      () => false,
+    );
+    if (ok) break;
+    if (i === 200) throw new Error('floodgate serve --workers 2 did not answer within 10 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  process.stdout.write('ready\n');
+  const stop = (): void => {
+    child.removeAllListeners('exit');
+    child.once('exit', () => process.exit(0));
+    child.kill('SIGTERM');
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
 
 /** Forks the upstream and resolves with its URL. */
 function startUpstream(): Promise<string> {
