@@ -1,6 +1,6 @@
 /** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
 import { fork, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
@@ -43,7 +43,7 @@ runServer(async () => {
     `listen: 127.0.0.1:${env.port}`,
     'drainTimeout: 1s',
     redis ? `store: { type: redis, url: "${requireRedisUrl(env)}"${mode === 'local-first' ? ', localFirst: true' : ''} }` : '',
-    mode === 'bare' ? 'rules: []' : `rules: [{ name: api, key: "header:x-api-key", policies: ["${limit}/${WINDOW_S}s"] }]`,
+    mode === 'bare' ? 'rules: []' : apiRule(limit),
   ].join('\n');
   const settings = await gw.parseConfigText(yaml, 'gateway.yaml', { watch: false });
   const gateway = await gw.Gateway.start(settings, deps, log);
@@ -58,6 +58,11 @@ runServer(async () => {
   process.on('SIGINT', stop);
 });
 
+/** The one rule of every limiting variant, as YAML: `limit` requests per 5 s per X-API-KEY. */
+function apiRule(limit: number): string {
+  return `rules: [{ name: api, key: "header:x-api-key", policies: ["${limit}/${WINDOW_S}s"] }]`;
+}
+
 /**
  * `floodgate serve --workers 2` on the memory rule (the cluster store in the
  * primary) as a child process, for its CPU per request beside the
@@ -66,10 +71,8 @@ runServer(async () => {
 async function serveWorkers(upstreamUrl: string, port: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'floodgate-bench-'));
   const config = join(dir, 'gateway.yaml');
-  writeFileSync(
-    config,
-    [`upstream: ${upstreamUrl}`, `rules: [{ name: api, key: "header:x-api-key", policies: ["${LIMIT}/${WINDOW_S}s"] }]`].join('\n'),
-  );
+  writeFileSync(config, [`upstream: ${upstreamUrl}`, apiRule(LIMIT)].join('\n'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const cli = fileURLToPath(new URL('./gateway-cli.ts', import.meta.url));
   const child = spawn(
     process.execPath,

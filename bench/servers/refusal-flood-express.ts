@@ -4,17 +4,14 @@ import express, { type RequestHandler } from 'express';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import { Redis } from 'ioredis';
 import { RedisStore as ExpressRateLimitRedisStore, type RedisReply } from 'rate-limit-redis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { DURATION_S, POINTS, rlfOnRedis } from '../lib/refusal-flood.js';
 import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/refusal-flood-express.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'express-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'express-rate-limit', 'rlf'];
-
-/** The seed's policy: 5 points per 1 s window. */
-const POINTS = 5;
-const DURATION_S = 1;
 
 /** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
 const randomKey = (): string => String(Math.floor(Math.random() * 5));
@@ -70,13 +67,7 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
   }
 
   if (kind === 'rlf') {
-    const limiter = new RateLimiterRedis({
-      storeClient: client,
-      points: POINTS,
-      duration: DURATION_S,
-      // The seed's in-memory block: keys that used their 5 points are refused without Redis until the window ends.
-      inMemoryBlockOnConsumed: POINTS,
-    });
+    const limiter = rlfOnRedis(client, true);
     // rate-limiter-flexible has no Express middleware; this is the seed's few lines, made a middleware.
     const middleware: RequestHandler = (_req, res, next) => {
       limiter.consume(randomKey()).then(

@@ -2,17 +2,14 @@
 import fastifyRateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { DURATION_S, POINTS, rlfOnRedis } from '../lib/refusal-flood.js';
 import { connected } from '../lib/endpoint.js';
 
 /** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/refusal-flood-fastify.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'floodgate-plain' | 'fastify-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'floodgate-plain', 'fastify-rate-limit', 'rlf'];
-
-/** The seed's policy: 5 points per 1 s window. */
-const POINTS = 5;
-const DURATION_S = 1;
 
 /** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
 const randomKey = (): string => String(Math.floor(Math.random() * 5));
@@ -61,13 +58,7 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
   }
 
   if (kind === 'rlf') {
-    const limiter = new RateLimiterRedis({
-      storeClient: client,
-      points: POINTS,
-      duration: DURATION_S,
-      // The seed's in-memory block: keys that used their 5 points are refused without Redis until the window ends.
-      inMemoryBlockOnConsumed: POINTS,
-    });
+    const limiter = rlfOnRedis(client, true);
     // rate-limiter-flexible has no Fastify plugin; an onRequest hook is where the other two check too.
     app.addHook('onRequest', (_request, reply, done) => {
       limiter.consume(randomKey()).then(

@@ -1,18 +1,14 @@
 /** Server process of the refusal-flood benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
-import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Store } from '../../dist/esm/index.js';
 import { benchEnv, type BenchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
+import { DURATION_S, POINTS, rlfOnRedis } from '../lib/refusal-flood.js';
 import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/endpoint.js';
 
 /** Which limiter, from the variant's environment (see bench/scenarios/refusal-flood.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
 type StoreKind = 'memory' | 'redis';
-
-/** The seed's policy: 5 points per 1 s window. */
-const POINTS = 5;
-const DURATION_S = 1;
 
 /** The variant, as bench/scenarios/refusal-flood.ts configures it. */
 interface Config {
@@ -71,12 +67,7 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
 
   if (limiterKind === 'rlf') {
     if (client === undefined) throw new Error('rlf variants are measured on Redis only; set SEED000_STORE=redis.');
-    const limiter = new RateLimiterRedis({
-      storeClient: client,
-      points: POINTS,
-      duration: DURATION_S,
-      ...(block ? { inMemoryBlockOnConsumed: POINTS } : {}),
-    });
+    const limiter = rlfOnRedis(client, block);
     return {
       decide: rlfDecide(limiter),
       close: quit,
