@@ -1,5 +1,5 @@
 /** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
-import { fork, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected, limited, oneOf } from '../lib/endpoint.js';
+import { startUpstream } from '../lib/upstream.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
 const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high', 'memory-workers'] as const;
@@ -114,18 +115,6 @@ async function serveWorkers(upstreamUrl: string, port: number): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-}
-
-/** Forks the upstream and resolves with its URL. */
-function startUpstream(): Promise<string> {
-  const child = fork(fileURLToPath(new URL('./gateway-upstream.ts', import.meta.url)), [], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  process.on('exit', () => child.kill('SIGKILL'));
-  return new Promise((resolve, reject) => {
-    child.once('message', (m: { port: number }) => resolve(`http://127.0.0.1:${m.port}`));
-    child.once('exit', (code) => reject(new Error(`the gateway upstream exited (${code}) before listening`)));
-  });
 }
 
 /**
