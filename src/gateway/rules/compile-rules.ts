@@ -111,7 +111,10 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
     prefix,
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
   };
-  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock: settings.inMemoryBlock };
+  // The block list is as large as a rule's table: with the library's 10 000, half a million blocked keys (a per-IP
+  // rule under a distributed flood) sent most refusals to the store, and each evicted a live entry.
+  const inMemoryBlock = settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false;
+  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock };
   if (context.storeCanFail) {
     switch (settings.store.onFailure) {
       case 'insurance':
