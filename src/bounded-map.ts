@@ -26,10 +26,11 @@ export class BoundedMap<K, V> extends Map<K, V> {
 
   /** Moves `key` to the young end (keeps its value); false when absent. */
   touch(key: K): boolean {
-    if (!super.has(key)) return false;
-    const value = super.get(key) as V;
+    const value = super.get(key);
+    // One lookup when the value is defined: this runs on every decision of a leased key.
+    if (value === undefined && !super.has(key)) return false;
     super.delete(key);
-    super.set(key, value);
+    super.set(key, value as V);
     return true;
   }
 
