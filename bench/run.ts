@@ -239,6 +239,7 @@ async function measureVariant(
             share,
             rps,
             durationS: options.durationS,
+            warmupS: options.warmupS,
             connections: load.connections,
             ...(scenario.openLoop.headers === undefined ? {} : { headers: scenario.openLoop.headers }),
           }),
