@@ -4,6 +4,8 @@ export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFail
 export type { Decision, DecisionSource } from './decision.js';
 export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';
+export { WarningCode } from './warnings.js';
+export type { WarningCodeValue } from './warnings.js';
 export { parseDuration } from './duration.js';
 export type { Duration } from './duration.js';
 export { ManualClock, systemClock } from './clock.js';

@@ -1,0 +1,41 @@
+/** One-time warnings for likely misconfigurations: each names what was probably meant, carries a stable code, and is emitted once per process through process.emitWarning. */
+
+/**
+ * Stable warning codes (docs/errors.md lists each with its cause and how to
+ * silence it). A warning never changes behaviour; it says once what floodgate
+ * did with a setting that is probably not what was meant.
+ */
+export const WarningCode = {
+  /** Requests carry `X-Forwarded-For` (or `Forwarded`) but `trustProxy` is unset: every client behind the proxy shares the proxy's quota. */
+  FORWARDED_HEADER_IGNORED: 'FLOODGATE_FORWARDED_HEADER_IGNORED',
+} as const;
+
+/** One of {@link WarningCode}'s values. */
+export type WarningCodeValue = (typeof WarningCode)[keyof typeof WarningCode];
+
+/** How many distinct warnings a process remembers having emitted; past it, warnings of new subjects are dropped, never repeated. */
+const MAX_REMEMBERED = 1000;
+
+const emitted = new Set<string>();
+
+/**
+ * Emits `message` as a process warning with `code`, once per process for
+ * each `code` and `subject` (e.g. the limiter or rule it is about). Listen
+ * with `process.on('warning', (w) => …)`, where `w.code` is the code;
+ * `node --no-warnings` silences them all, and each warning's entry in
+ * docs/errors.md says how to turn that one off.
+ *
+ * @returns true when emitted now, false when it was emitted before
+ */
+export function warnOnce(code: WarningCodeValue, message: string, subject = ''): boolean {
+  const id = `${code}\u0000${subject}`;
+  if (emitted.has(id) || emitted.size >= MAX_REMEMBERED) return false;
+  emitted.add(id);
+  process.emitWarning(message, { code });
+  return true;
+}
+
+/** Forgets which warnings were emitted, so tests can see each one again. Not part of the public API. */
+export function forgetWarnings(): void {
+  emitted.clear();
+}
