@@ -1,4 +1,4 @@
-/** The app service behind the gateway benchmarks: forks bench/servers/gateway-upstream.ts and resolves with its URL. */
+/** The gateway benchmarks' shared pieces: the upstream child they forward to, and the ready-and-stop handling of an in-process gateway. */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -12,4 +12,21 @@ export function startUpstream(): Promise<string> {
     child.once('message', (m: { port: number }) => resolve(`http://127.0.0.1:${m.port}`));
     child.once('exit', (code) => reject(new Error(`the gateway upstream exited (${code}) before listening`)));
   });
+}
+
+/** What {@link gatewayReady} needs of an in-process gateway. */
+interface RunningGateway {
+  readonly server: { closeAllConnections(): void };
+  shutdown(): Promise<void>;
+}
+
+/** Says `ready` to the harness for an in-process gateway, and on SIGTERM/SIGINT drops its connections, shuts it down and exits 0. */
+export function gatewayReady(gateway: RunningGateway): void {
+  process.stdout.write('ready\n');
+  const stop = (): void => {
+    gateway.server.closeAllConnections();
+    gateway.shutdown().finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { benchEnv, importDist, requireRedisUrl, runServer, serve } from '../lib/serve.js';
 import { connected, limited, oneOf } from '../lib/endpoint.js';
-import { startUpstream } from '../lib/upstream.js';
+import { gatewayReady, startUpstream } from '../lib/upstream.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
 const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high', 'memory-workers'] as const;
@@ -50,13 +50,7 @@ runServer(async () => {
   const gateway = await gw.Gateway.start(settings, deps, log);
   // Let the Redis client connect, so the warm-up measures the limiter, not the connect.
   for (let i = 0; i < 100 && gateway.notReady() !== undefined; i += 1) await new Promise((r) => setTimeout(r, 20));
-  process.stdout.write('ready\n');
-  const stop = (): void => {
-    gateway.server.closeAllConnections();
-    gateway.shutdown().finally(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  gatewayReady(gateway);
 });
 
 /** The one rule of every limiting variant, as YAML: `limit` requests per 5 s per X-API-KEY. */

@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import type { RateLimiter } from '../../dist/esm/index.js';
 import { benchEnv, importDist, runServer, serve } from '../lib/serve.js';
 import { limited, ok, oneOf } from '../lib/endpoint.js';
-import { startUpstream } from '../lib/upstream.js';
+import { gatewayReady, startUpstream } from '../lib/upstream.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
 type Mode = 'memory' | 'gateway';
@@ -67,13 +67,7 @@ runServer(async () => {
     await res.arrayBuffer();
     return res.status === 200;
   });
-  process.stdout.write('ready\n');
-  const stop = (): void => {
-    gateway.server.closeAllConnections();
-    gateway.shutdown().finally(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  gatewayReady(gateway);
 });
 
 /**
