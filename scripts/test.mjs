@@ -1,20 +1,14 @@
-// `npm test`: builds, checks that redis-server is installed, then runs every test/**/*.test.ts with node's test runner.
+// `npm test`: makes sure redis-server and nginx are installed (installing them when it may), builds, then runs every test/**/*.test.ts with node's test runner.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureTestPrograms } from './test-prereqs.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-if (probe.error || probe.status !== 0) {
-  console.error(
-    'redis-server was not found on PATH. The tests start real Redis servers (single node and cluster).\n' +
-      'Install it, e.g. on Debian/Ubuntu: sudo apt-get install -y redis-server (macOS: brew install redis), then run npm test again.',
-  );
-  process.exit(1);
-}
+ensureTestPrograms();
 
 execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: root, stdio: 'inherit' });
 

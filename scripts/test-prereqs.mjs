@@ -1,0 +1,69 @@
+// The system programs the tests run for real (redis-server, nginx): found, installed with apt-get when this user may, or named in one command to run.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+/** Each program the tests start, where it may live, and the Debian/Ubuntu package that provides it. */
+const PROGRAMS = [
+  { name: 'redis-server', paths: [], apt: 'redis-server', brew: 'redis' },
+  // Makes the test Redis Clusters (redis-cli --cluster create).
+  { name: 'redis-cli', paths: [], apt: 'redis-tools', brew: 'redis' },
+  // nginx lives in /usr/sbin, which a non-root PATH often lacks; test/gateway/nginx.test.ts looks there too.
+  { name: 'nginx', paths: ['/usr/sbin/nginx', '/usr/local/sbin/nginx'], apt: 'nginx', brew: 'nginx' },
+];
+
+function runs(command, args) {
+  const probe = spawnSync(command, args, { stdio: 'ignore' });
+  return probe.error === undefined && probe.status === 0;
+}
+
+function installed(program) {
+  return runs(program.name, ['-v']) || program.paths.some((path) => existsSync(path) && runs(path, ['-v']));
+}
+
+/** How apt-get can be run here without a password: directly as root, through `sudo -n`, or not at all. */
+function aptRunner() {
+  if (process.platform !== 'linux' || !runs('apt-get', ['--version'])) return undefined;
+  if (process.getuid?.() === 0) return [];
+  return runs('sudo', ['-n', 'true']) ? ['sudo', '-n'] : undefined;
+}
+
+function run(prefix, command, args) {
+  const [head, ...rest] = [...prefix, command, ...args];
+  const result = spawnSync(head, rest, {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  return result.error === undefined && result.status === 0;
+}
+
+/**
+ * Makes sure every program the tests start is installed. On Debian or Ubuntu,
+ * as root or with passwordless sudo, installs the missing ones with apt-get
+ * (and stops the nginx service apt may start: the tests run their own nginx
+ * on free ports). Otherwise, or if installing fails, prints the one command
+ * that installs them and exits 1 before any test runs.
+ * `FLOODGATE_TEST_NO_INSTALL=1` turns the installing off.
+ */
+export function ensureTestPrograms() {
+  const missing = PROGRAMS.filter((program) => !installed(program));
+  if (missing.length === 0) return;
+  const names = missing.map((p) => p.name).join(' and ');
+  const apt = aptRunner();
+  if (apt !== undefined && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
+    const packages = missing.map((p) => p.apt);
+    console.log(`npm test: ${names} not found; installing ${packages.join(' ')} with apt-get`);
+    const ok = run(apt, 'apt-get', ['update', '-qq']) && run(apt, 'apt-get', ['install', '-y', '-qq', ...packages]);
+    if (missing.some((p) => p.name === 'nginx')) run(apt, 'service', ['nginx', 'stop']);
+    if (ok && missing.every(installed)) return;
+    console.error(`npm test: installing ${packages.join(' ')} failed (apt-get's output is above).`);
+  }
+  const command =
+    process.platform === 'darwin'
+      ? `brew install ${[...new Set(missing.map((p) => p.brew))].join(' ')}`
+      : `sudo apt-get install -y ${missing.map((p) => p.apt).join(' ')}${missing.some((p) => p.name === 'nginx') ? ' && sudo service nginx stop' : ''}`;
+  console.error(
+    `npm test: the tests run ${names}, and ${missing.length === 1 ? 'it is' : 'they are'} not installed.\n` +
+      `Install ${missing.length === 1 ? 'it' : 'them'} with:\n\n  ${command}\n\nthen run npm test again.`,
+  );
+  process.exit(1);
+}
