@@ -1,12 +1,14 @@
 /** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported. */
+import { EventEmitter } from 'node:events';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
+import { assertKnownOptions } from '../../validate.js';
 import type { LuaScript } from './lua/scripts.generated.js';
 
 /**
- * A Redis client the store can drive: an ioredis `Redis` or `Cluster`, or a
- * node-redis (v4/v5) client from `createClient` or cluster from
- * `createCluster`, connected with `await client.connect()`.
+ * A Redis client the store can drive: an ioredis (5 or later) `Redis` or
+ * `Cluster`, or a node-redis (4 or later) client from `createClient` or
+ * cluster from `createCluster`, connected with `await client.connect()`.
  *
  * Typed as `object` so the store's declarations name neither library: users
  * of one client need not install the other's types.
@@ -268,13 +270,56 @@ class NodeRedisClusterAdapter implements RedisAdapter {
 
 const fn = (value: Record<string, unknown>, name: string) => typeof value[name] === 'function';
 
+/** The supported client majors, as the messages name them. */
+const SUPPORTED =
+  'an ioredis Redis or Cluster (ioredis 5 or later: new Redis(url), new Cluster(nodes)) or a node-redis client or cluster (node-redis 4 or later: createClient(), createCluster(), then await client.connect())';
+
+/**
+ * True for anything shaped like a Redis client of either library, of any
+ * version: what a store would get from `new RedisStore(client)`, where its
+ * options belong.
+ */
+function looksLikeClient(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return fn(c, 'sendCommand') || fn(c, 'send_command') || (fn(c, 'evalsha') && fn(c, 'pipeline'));
+}
+
+/**
+ * True for an ioredis client older than 5. ioredis 4's `Redis` and `Cluster`
+ * inherit from EventEmitter; from 5 on both extend ioredis's own `Commander`
+ * and only copy EventEmitter's methods in, so they are no instances of it.
+ * (Their static `Promise`, the other difference, warns when read on 5.)
+ */
+function isOldIoredis(c: Record<string, unknown>): boolean {
+  return fn(c, 'evalsha') && fn(c, 'pipeline') && typeof c.status === 'string' && c instanceof EventEmitter;
+}
+
+/** True for a node-redis 3 (or older) client: callback API, snake_case commands, no `connect()`. */
+function isOldNodeRedis(c: Record<string, unknown>): boolean {
+  return fn(c, 'send_command') && !fn(c, 'connect');
+}
+
 /**
  * Wraps a supported client in its adapter.
- * @throws FloodgateError INVALID_CLIENT for anything else
+ * @param owner - the store the client was given to, as the message names it
+ * @throws FloodgateError INVALID_CLIENT for anything else, naming the version found and the one needed when it is an older client
  */
-export function adaptClient(client: unknown): RedisAdapter {
+export function adaptClient(client: unknown, owner = 'RedisStore'): RedisAdapter {
   if (typeof client === 'object' && client !== null) {
     const c = client as Record<string, unknown>;
+    if (isOldIoredis(c)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_CLIENT,
+        `${owner} client: ioredis 4 is not supported: use ioredis 5 or later (npm install ioredis@latest), or a node-redis 4+ client.`,
+      );
+    }
+    if (isOldNodeRedis(c)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_CLIENT,
+        `${owner} client: node-redis 3 is not supported: use node-redis 4 or later (npm install redis@latest; createClient(), then await client.connect()), or an ioredis 5+ client.`,
+      );
+    }
     if (fn(c, 'evalsha') && fn(c, 'eval') && fn(c, 'pipeline') && typeof c.status === 'string') {
       if (c.isCluster === true) return new IoredisClusterAdapter(client as IoredisLike);
       if (c.isCluster === false) return new IoredisAdapter(client as IoredisLike);
@@ -285,10 +330,30 @@ export function adaptClient(client: unknown): RedisAdapter {
       if (typeof c.isOpen === 'boolean' && typeof c.isReady === 'boolean') return new NodeRedisAdapter(client as NodeRedisLike);
     }
   }
-  throw new FloodgateError(
-    ErrorCode.INVALID_CLIENT,
-    `RedisStore client must be an ioredis Redis or Cluster (new Redis(url), new Cluster(nodes)) or a node-redis v4/v5 client or cluster (createClient(), createCluster(), then await client.connect()); got ${describeClient(client)}.`,
-  );
+  throw new FloodgateError(ErrorCode.INVALID_CLIENT, `${owner} client must be ${SUPPORTED}; got ${describeClient(client)}.`);
+}
+
+/**
+ * The checks every Redis-backed store runs on its options first: an options
+ * object (not a client given where the options belong), only known options,
+ * a `client`, and a client this version drives.
+ *
+ * @param owner - the store's class name, as the messages name it
+ * @param known - the store's option names
+ * @returns the client's adapter
+ * @throws FloodgateError INVALID_OPTIONS, UNKNOWN_OPTION or INVALID_CLIENT
+ */
+export function adaptStoreClient(options: unknown, owner: string, known: readonly string[]): RedisAdapter {
+  // Checked before the option names, which would otherwise report a client's own properties as unknown options.
+  if (looksLikeClient(options)) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} takes options: write new ${owner}({ client })`);
+  }
+  assertKnownOptions(options, known, owner);
+  const client = (options as { client?: unknown }).client;
+  if (client === undefined) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} needs a client: write new ${owner}({ client }) with ${SUPPORTED}.`);
+  }
+  return adaptClient(client, owner);
 }
 
 function describeClient(value: unknown): string {

@@ -3,9 +3,9 @@ import type { Clock } from '../../clock.js';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
 import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { assertKnownOptions, invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
+import { invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
 import type { Store } from '../store.js';
-import { adaptClient, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
+import { adaptStoreClient, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
@@ -14,8 +14,9 @@ import { TurnPipeline, type PipelineCall } from './turn-pipeline.js';
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
   /**
-   * The client: an ioredis `Redis` or `Cluster`, or a node-redis v4/v5 client
-   * (`createClient`) or cluster (`createCluster`), already connected. The store
+   * The client: an ioredis (5 or later) `Redis` or `Cluster`, or a node-redis
+   * (4 or later) client (`createClient`) or cluster (`createCluster`), already
+   * connected. The store
    * never connects, quits or reconfigures it.
    */
   client: RedisClient;
@@ -100,15 +101,8 @@ export class RedisStore implements Store {
 
   /** @param options - see {@link RedisStoreOptions}; invalid ones throw a FloodgateError. */
   constructor(options: RedisStoreOptions) {
-    assertKnownOptions(options, OPTION_NAMES, 'RedisStore');
-    const o = options as RedisStoreOptions;
-    if (o.client === undefined) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        'RedisStore needs a client, e.g. new RedisStore({ client: new Redis(url) }) with ioredis, or a connected node-redis client.',
-      );
-    }
-    this.adapter = adaptClient(o.client);
+    this.adapter = adaptStoreClient(options, 'RedisStore', OPTION_NAMES);
+    const o = options;
     this.clientKind = this.adapter.kind;
     const timeoutMs = wholeNumber(o.timeoutMs ?? 500, 'RedisStore timeoutMs', {
       min: 1,

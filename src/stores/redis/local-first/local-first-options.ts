@@ -2,13 +2,13 @@
 import type { Clock } from '../../../clock.js';
 import { describe } from '../../../duration.js';
 import { ErrorCode, FloodgateError } from '../../../errors.js';
-import { assertKnownOptions, MAX_TIMER_MS, wholeNumber } from '../../../validate.js';
-import { adaptClient, type RedisAdapter, type RedisClient } from '../clients.js';
+import { MAX_TIMER_MS, wholeNumber } from '../../../validate.js';
+import { adaptStoreClient, type RedisAdapter, type RedisClient } from '../clients.js';
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {
   /**
-   * The command client: an ioredis `Redis` or `Cluster`, or a node-redis
-   * v4/v5 client (`createClient`), connected. node-redis clusters are not
+   * The command client: an ioredis (5 or later) `Redis` or `Cluster`, or a
+   * node-redis (4 or later) client (`createClient`), connected. node-redis clusters are not
    * supported in local-first mode. The store never quits it.
    */
   client: RedisClient;
@@ -101,15 +101,8 @@ export interface ResolvedLocalFirstOptions {
  * @throws FloodgateError INVALID_OPTIONS, INVALID_DURATION, INVALID_CLIENT or CONFLICTING_OPTIONS
  */
 export function resolveLocalFirstOptions(options: LocalFirstStoreOptions): ResolvedLocalFirstOptions {
-  assertKnownOptions(options, OPTION_NAMES, 'LocalFirstStore');
-  const o = options as LocalFirstStoreOptions;
-  if (o.client === undefined) {
-    throw new FloodgateError(
-      ErrorCode.INVALID_OPTIONS,
-      'LocalFirstStore needs a client, e.g. new LocalFirstStore({ client: new Redis(url) }) with ioredis.',
-    );
-  }
-  const adapter = adaptClient(o.client);
+  const adapter = adaptStoreClient(options, 'LocalFirstStore', OPTION_NAMES);
+  const o = options;
   if (adapter.kind === 'node-redis-cluster') {
     throw new FloodgateError(
       ErrorCode.INVALID_CLIENT,
