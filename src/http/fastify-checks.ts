@@ -14,7 +14,7 @@ export function checkFastifyVersion(version: unknown, owner: string): void {
   if (FASTIFY_MAJORS.includes(major)) return;
   throw new FloodgateError(
     ErrorCode.MISSING_DEPENDENCY,
-    `${owner} needs fastify 4 or 5; found fastify ${typeof version === 'string' ? version : 'of an unknown version'}. Upgrade it (npm install fastify@5), or use floodgate/node from a Fastify 3 onRequest hook.`,
+    `${owner} needs fastify 4 or 5; found fastify ${typeof version === 'string' ? version : 'of an unknown version'}. Upgrade it: npm install fastify@5.`,
   );
 }
 
