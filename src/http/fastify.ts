@@ -6,7 +6,7 @@ import { assertKnownOptions } from '../validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
-import { assertNotLimiter, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
+import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
 import { warnOnce, WarningCode } from '../warnings.js';
 
@@ -80,6 +80,10 @@ type Hook = ((request: FastifyRequest, reply: FastifyReply, done: (error?: Error
  */
 export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLimit(instance, options) {
   const owner = 'floodgate/fastify rateLimit';
+  // `app.addHook('onRequest', rateLimit)`: Fastify calls the plugin with (request, reply, done) per request.
+  if (isRequestLike((instance as unknown as { raw?: unknown }).raw)) {
+    throw factoryMisused(owner, 'await app.register(rateLimit, { … })', 'plugin');
+  }
   checkFastifyVersion(instance.version, owner);
   assertNotLimiter(options, owner, 'app.register(rateLimit, { limiter })');
   assertKnownOptions(options, [...PLUGIN_OPTION_NAMES, ...REGISTER_OPTION_NAMES], owner);

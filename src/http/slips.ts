@@ -71,9 +71,11 @@ export function isRequestLike(value: unknown): boolean {
  * be swallowed by an error handler, the warning is not).
  *
  * @param usage - the right call, e.g. `"app.use(rateLimit({ … }))"`
+ * @param kind - what the misused export is: a middleware factory, or a Fastify plugin
  */
-export function factoryMisused(owner: string, usage: string): FloodgateError {
-  const message = `${owner} is a factory: write ${usage}. It was given a request, so it was mounted itself and every request fails until it is called with options.`;
+export function factoryMisused(owner: string, usage: string, kind: 'factory' | 'plugin' = 'factory'): FloodgateError {
+  const fix = kind === 'factory' ? 'it is called with options' : 'it is registered';
+  const message = `${owner} is a ${kind}: write ${usage}. It was given a request, so it was mounted itself and every request fails until ${fix}.`;
   warnOnce(WarningCode.FACTORY_USED_AS_MIDDLEWARE, message, owner);
   return new FloodgateError(ErrorCode.INVALID_OPTIONS, message);
 }

@@ -5,6 +5,8 @@ import { beforeEach, describe, it } from 'node:test';
 import express from 'express';
 import fastify from 'fastify';
 import Koa from 'koa';
+import Koa3 from 'koa3';
+import { createRequire } from 'node:module';
 import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { forgetWarnings } from '../../src/warnings.js';
@@ -29,8 +31,14 @@ async function threeClientsBehindAProxy(url: string, header = 'x-forwarded-for')
   return out;
 }
 
-async function serveExpress(setup: (app: express.Express) => void): Promise<{ url: string; stop: () => Promise<void> }> {
-  const app = express();
+// express4 is an npm alias of express@4 without its own types; it has the same call shape for what is used here.
+const express4 = createRequire(import.meta.url)('express4') as typeof express;
+
+async function serveExpress(
+  setup: (app: express.Express) => void,
+  framework: typeof express = express,
+): Promise<{ url: string; stop: () => Promise<void> }> {
+  const app = framework();
   app.set('env', 'test');
   setup(app);
   const server = createServer(app);
@@ -178,50 +186,79 @@ describe('the factory mounted instead of the middleware', () => {
   const MESSAGE = (owner: string, usage: string): string =>
     `${owner} is a factory: write ${usage}. It was given a request, so it was mounted itself and every request fails until it is called with options.`;
 
-  it('app.use(rateLimit) without calling it (Express): each request fails with "is a factory", not a 500 saying no option "_events"', async () => {
-    const warnings = captureWarnings();
-    const errors: string[] = [];
-    const { url, stop } = await serveExpress((app) => {
-      app.use(expressRateLimit as never);
-      app.get('/', (_req, res) => void res.send('ok'));
-      app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-        errors.push(error.message);
-        res.status(500).send(error.message);
-      });
+  for (const [name, framework] of [
+    ['Express 4', express4],
+    ['Express 5', express],
+  ] as const) {
+    it(`app.use(rateLimit) without calling it (${name}): each request fails with "is a factory", not a 500 saying no option "_events"`, async () => {
+      const warnings = captureWarnings();
+      const errors: string[] = [];
+      const { url, stop } = await serveExpress((app) => {
+        app.use(expressRateLimit as never);
+        app.get('/', (_req, res) => void res.send('ok'));
+        app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+          errors.push(error.message);
+          res.status(500).send(error.message);
+        });
+      }, framework);
+      try {
+        const first = await get(url);
+        const second = await get(url);
+        assert.equal(first.status, 500);
+        assert.equal(second.status, 500);
+        const message = MESSAGE('floodgate/express rateLimit', 'app.use(rateLimit({ … }))');
+        assert.equal(first.body, message);
+        assert.deepEqual(errors, [message, message]);
+        assert.deepEqual(await warnings.stop(), [{ code: 'FLOODGATE_FACTORY_USED_AS_MIDDLEWARE', message }]);
+      } finally {
+        await stop();
+      }
     });
-    try {
-      const first = await get(url);
-      const second = await get(url);
-      assert.equal(first.status, 500);
-      assert.equal(second.status, 500);
-      const message = MESSAGE('floodgate/express rateLimit', 'app.use(rateLimit({ … }))');
-      assert.equal(first.body, message);
-      assert.deepEqual(errors, [message, message]);
-      assert.deepEqual(await warnings.stop(), [{ code: 'FLOODGATE_FACTORY_USED_AS_MIDDLEWARE', message }]);
-    } finally {
-      await stop();
-    }
-  });
+  }
 
-  it('app.use(rateLimit) without calling it (Koa): the error reaches Koa with "is a factory", warned once', async () => {
-    const warnings = captureWarnings();
-    const app = new Koa();
-    const errors: string[] = [];
-    app.silent = true;
-    app.on('error', (error: Error) => errors.push(error.message));
-    app.use(koaRateLimit as never);
-    app.use((ctx) => {
-      ctx.body = 'ok';
+  for (const [name, Framework] of [
+    ['Koa 2', Koa],
+    ['Koa 3', Koa3 as unknown as typeof Koa],
+  ] as const) {
+    it(`app.use(rateLimit) without calling it (${name}): the error reaches Koa with "is a factory", warned once`, async () => {
+      const warnings = captureWarnings();
+      const app = new Framework();
+      const errors: string[] = [];
+      app.silent = true;
+      app.on('error', (error: Error) => errors.push(error.message));
+      app.use(koaRateLimit as never);
+      app.use((ctx) => {
+        ctx.body = 'ok';
+      });
+      const server = createServer(app.callback());
+      const url = await listen(server);
+      try {
+        assert.deepEqual(await statuses(url, 2), [500, 500]);
+        const message = MESSAGE('floodgate/koa rateLimit', 'app.use(rateLimit({ … }))');
+        assert.deepEqual(errors, [message, message]);
+        assert.deepEqual(await warnings.stop(), [{ code: 'FLOODGATE_FACTORY_USED_AS_MIDDLEWARE', message }]);
+      } finally {
+        await close(server);
+      }
     });
-    const server = createServer(app.callback());
-    const url = await listen(server);
+  }
+
+  it('app.addHook(\'onRequest\', rateLimit) on Fastify: each request fails with "is a plugin: write await app.register(…)", warned once', async () => {
+    const warnings = captureWarnings();
+    const app = fastify();
+    app.addHook('onRequest', fastifyRateLimit as never);
+    app.get('/', async () => 'ok');
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
     try {
-      assert.deepEqual(await statuses(url, 2), [500, 500]);
-      const message = MESSAGE('floodgate/koa rateLimit', 'app.use(rateLimit({ … }))');
-      assert.deepEqual(errors, [message, message]);
+      const message =
+        'floodgate/fastify rateLimit is a plugin: write await app.register(rateLimit, { … }). It was given a request, so it was mounted itself and every request fails until it is registered.';
+      const first = await get(url);
+      assert.equal(first.status, 500);
+      assert.equal((JSON.parse(first.body) as { message: string }).message, message);
+      assert.equal((await get(url)).status, 500);
       assert.deepEqual(await warnings.stop(), [{ code: 'FLOODGATE_FACTORY_USED_AS_MIDDLEWARE', message }]);
     } finally {
-      await close(server);
+      await app.close();
     }
   });
 
