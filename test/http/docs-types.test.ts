@@ -63,41 +63,31 @@ function packagePaths(): Record<string, string[]> {
 }
 
 /** Type-checks the files with tsc --strict; resolves with tsc's output (empty when they compile). */
-function typeCheck(files: Map<string, string>): Promise<string> {
+async function typeCheck(files: Map<string, string>): Promise<string> {
   // Inside the project so that `express`, `fastify`, … resolve from its node_modules, as in an app that installed them.
   const dir = mkdtempSync(`${root}.docs-types-`);
   try {
     for (const [name, code] of files) writeFileSync(`${dir}/${name}`, code);
-    writeFileSync(
-      `${dir}/tsconfig.json`,
-      JSON.stringify({
-        compilerOptions: {
-          target: 'ES2022',
-          lib: ['ES2022'],
-          module: 'ESNext',
-          moduleResolution: 'Bundler',
-          strict: true,
-          noEmit: true,
-          skipLibCheck: true,
-          esModuleInterop: true,
-          types: ['node'],
-          typeRoots: [`${root}node_modules/@types`],
-          paths: packagePaths(),
-        },
-        files: [...files.keys()],
-      }),
-    );
-    return new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        [`${root}node_modules/typescript/bin/tsc`, '-p', `${dir}/tsconfig.json`, '--pretty', 'false'],
-        { cwd: dir },
-        (_error, stdout, stderr) => resolve(`${stdout}${stderr}`.trim()),
-      );
-    }).finally(() => rmSync(dir, { recursive: true, force: true })) as Promise<string>;
-  } catch (error) {
+    const compilerOptions = {
+      target: 'ES2022',
+      lib: ['ES2022'],
+      module: 'ESNext',
+      moduleResolution: 'Bundler',
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      esModuleInterop: true,
+      types: ['node'],
+      typeRoots: [`${root}node_modules/@types`],
+      paths: packagePaths(),
+    };
+    writeFileSync(`${dir}/tsconfig.json`, JSON.stringify({ compilerOptions, files: [...files.keys()] }));
+    const tsc = [`${root}node_modules/typescript/bin/tsc`, '-p', `${dir}/tsconfig.json`, '--pretty', 'false'];
+    return await new Promise<string>((resolve) => {
+      execFile(process.execPath, tsc, { cwd: dir }, (_error, stdout, stderr) => resolve(`${stdout}${stderr}`.trim()));
+    });
+  } finally {
     rmSync(dir, { recursive: true, force: true });
-    throw error;
   }
 }
 
@@ -112,6 +102,19 @@ function asFiles(list: readonly Snippet[]): Map<string, string> {
 }
 
 describe('TypeScript in the docs', { skip: built ? false : 'dist/ is not built; run `node scripts/build.mjs`' }, () => {
+  it('a block after a "not compiled" comment is left out', () => {
+    const page = mkdtempSync(`${root}.docs-types-page-`);
+    try {
+      writeFileSync(`${page}/x.md`, '<!-- not compiled: fragment -->\n\n```ts\nres.end();\n```\n\n```ts\nconst ok = 1;\n```\n');
+      assert.deepEqual(
+        snippets(`${page.slice(root.length)}/x.md`).map((s) => s.code),
+        ['const ok = 1;'],
+      );
+    } finally {
+      rmSync(page, { recursive: true, force: true });
+    }
+  });
+
   it('every ```ts block of docs/http/*.md and README.md compiles under --strict (the typed Express pattern among them)', async () => {
     const pages = [
       ...readdirSync(`${root}docs/http`)
