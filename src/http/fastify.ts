@@ -85,7 +85,7 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
     throw factoryMisused(owner, 'await app.register(rateLimit, { … })', 'plugin');
   }
   checkFastifyVersion(instance.version, owner);
-  assertNotLimiter(options, owner, 'app.register(rateLimit, { limiter })');
+  assertNotLimiter(options, `${owner}()`, 'app.register(rateLimit, { limiter })');
   assertKnownOptions(options, [...PLUGIN_OPTION_NAMES, ...REGISTER_OPTION_NAMES], owner);
   const { global = true, hook = 'onRequest', validate, ...rest } = options;
   for (const name of REGISTER_OPTION_NAMES) delete (rest as Record<string, unknown>)[name];
@@ -141,6 +141,7 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
       routeHook = sharedHook!;
     } else {
       const where = `${owner} (route ${String(route.method)} ${route.url})`;
+      assertNotLimiter(own, `${where} config.rateLimit`, 'config: { rateLimit: { limiter } }');
       assertKnownOptions(own, HTTP_OPTION_NAMES, `${where} config.rateLimit`);
       routeHook = makeHook(
         new HttpLimiter<FastifyRequest>({ ...base, ...(own as object) } as HttpRateLimitOptions<FastifyRequest>, adapterConfig(where)),

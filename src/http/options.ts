@@ -81,7 +81,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   let keySource: HttpSettings<Raw>['keySource'];
   let resolveIp: HttpSettings<Raw>['resolveIp'];
   let identityInput: HttpSettings<Raw>['identityInput'];
-  assertNotLimiter(options, owner, adapter.usage ?? 'rateLimit({ limiter })');
+  assertNotLimiter(options, `${owner}()`, 'rateLimit({ limiter })');
   assertKnownOptions(options, HTTP_OPTION_NAMES, owner);
   const o = options as HttpRateLimitOptions<Raw>;
 

@@ -1,5 +1,6 @@
 /** The likeliest slips in mounting the middleware (the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about), each caught with a message that says what was meant. */
 import type { IncomingHttpHeaders } from 'node:http';
+import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
 import { assertKnownOptions } from '../validate.js';
@@ -34,7 +35,10 @@ export function parseValidate(value: unknown, owner: string): ValidateSettings {
   assertKnownOptions(value, VALIDATE_NAMES, `${owner} validate`);
   const v = value as ValidateOptions;
   if (v.forwardedHeader !== undefined && typeof v.forwardedHeader !== 'boolean') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `validate.forwardedHeader must be true or false; got ${typeof v.forwardedHeader}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `validate.forwardedHeader must be true or false; got ${describe(v.forwardedHeader)}.`,
+    );
   }
   return { forwardedHeader: v.forwardedHeader ?? true };
 }
@@ -44,11 +48,12 @@ export function parseValidate(value: unknown, owner: string): ValidateSettings {
  * around it. Its own option names ("policy", "store", …) would otherwise be
  * reported as unknown options, which names the symptom, not the slip.
  *
+ * @param what - what was given the limiter, e.g. `"floodgate/express rateLimit()"`
  * @param usage - the right call, e.g. `"rateLimit({ limiter })"`
  */
-export function assertNotLimiter(options: unknown, owner: string, usage: string): void {
+export function assertNotLimiter(options: unknown, what: string, usage: string): void {
   if (options instanceof RateLimiter) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner}() takes options, not a RateLimiter: write ${usage}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${what} takes options, not a RateLimiter: write ${usage}.`);
   }
 }
 

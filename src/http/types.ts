@@ -227,6 +227,4 @@ export interface AdapterConfig {
   readonly owner: string;
   /** Whether the adapter fills {@link RequestView.frameworkIp}, so `trustProxy: "framework"` is allowed. */
   readonly frameworkIp: boolean;
-  /** The right call, for the message when a RateLimiter is passed as the options. Default `"rateLimit({ limiter })"`. */
-  readonly usage?: string;
 }

@@ -180,6 +180,18 @@ describe('a RateLimiter where the options go', () => {
     );
     await app.close();
   });
+  it('config: { rateLimit: limiter } on a Fastify route: "takes options, not a RateLimiter: write config: { rateLimit: { limiter } }"', async () => {
+    const app = fastify();
+    await app.register(fastifyRateLimit, { limiter, global: false });
+    assert.throws(
+      () => app.get('/login', { config: { rateLimit: limiter as never } }, async () => 'ok'),
+      (e: Error & { code?: string }) =>
+        e.code === ErrorCode.INVALID_OPTIONS &&
+        e.message ===
+          'floodgate/fastify rateLimit (route GET /login) config.rateLimit takes options, not a RateLimiter: write config: { rateLimit: { limiter } }.',
+    );
+    await app.close();
+  });
 });
 
 describe('the factory mounted instead of the middleware', () => {
