@@ -1,8 +1,9 @@
-/** RateLimiter options: their types, and the checks of the in-memory block and circuit breaker options. */
+/** RateLimiter options: their types, the checks of the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
 import type { RateLimiter } from './limiter.js';
 import type { Clock } from './clock.js';
 import { describe, parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';
+import { warnOnce, WarningCode } from './warnings.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import type { Algorithm } from './policy.js';
@@ -133,4 +134,39 @@ export function parseBreaker(option: boolean | BreakerConfig | undefined): Circu
   }
   const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
   return new CircuitBreaker({ failureThreshold, cooldownMs });
+}
+
+/** Marks RateLimiter instances of both builds (ESM and CommonJS); a registered symbol, so each build finds the same one. */
+export const RATE_LIMITER_BRAND = Symbol.for('floodgate.RateLimiter');
+
+/**
+ * The limiters that took a default prefix, per store object and prefix. Weak
+ * both ways: a store or a limiter the app drops is collected (a dead entry
+ * costs one small object per distinct policy).
+ */
+const defaultPrefixes = new WeakMap<Store, Map<string, WeakRef<object>>>();
+
+/**
+ * Records that `limiter` uses `store` under the default `prefix`, and warns
+ * once (per prefix) when another live limiter already does: they share
+ * counters. On Redis that is always so, in memory only when the store object
+ * is shared, so per-route limits that hold in development would merge in
+ * production.
+ */
+export function noteDefaultPrefix(store: Store, prefix: string, limiter: object): void {
+  let byPrefix = defaultPrefixes.get(store);
+  if (byPrefix === undefined) {
+    byPrefix = new Map();
+    defaultPrefixes.set(store, byPrefix);
+  }
+  const earlier = byPrefix.get(prefix)?.deref();
+  if (earlier === undefined) {
+    byPrefix.set(prefix, new WeakRef(limiter));
+    return;
+  }
+  warnOnce(
+    WarningCode.SHARED_DEFAULT_PREFIX,
+    `Two RateLimiters with the same policy use one ${store.name} store under the default prefix ${JSON.stringify(prefix)} (derived from the policy), so they share counters: a request counted by one is counted by the other. If each should have its own quota (one per route, say), give each its own prefix, e.g. prefix: 'login'; if one quota is meant, share one RateLimiter.`,
+    prefix,
+  );
 }

@@ -12,6 +12,8 @@ import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
 import {
   FAILURE_MODES,
+  RATE_LIMITER_BRAND,
+  noteDefaultPrefix,
   MAX_PRODUCT,
   OPTION_NAMES,
   parseBreaker,
@@ -30,6 +32,19 @@ import {
  * fail-open / fail-closed mode is configured.
  */
 export class RateLimiter {
+  /**
+   * `value instanceof RateLimiter` is also true for a RateLimiter of the
+   * package's other build (ESM or CommonJS, both loaded in one process): both
+   * mark their instances with the same registered symbol, and every method
+   * the middleware calls is on the instance.
+   */
+  static [Symbol.hasInstance](value: unknown): value is RateLimiter {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    return (
+      this === RateLimiter && typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[RATE_LIMITER_BRAND] === true
+    );
+  }
+
   /** The validated policy. */
   readonly policy: Policy;
   /** The store in use. */
@@ -84,6 +99,8 @@ export class RateLimiter {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
     }
     this.prefix = o.prefix ?? `fg:${algorithm}:${o.limit}:${windowMs}:${blockMs}`;
+    // Only a derived prefix can be shared by accident; one written twice is shared on purpose.
+    if (o.prefix === undefined) noteDefaultPrefix(this.store, this.prefix, this);
 
     if (o.clock !== undefined && typeof o.clock !== 'function') {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
@@ -345,6 +362,9 @@ export class RateLimiter {
     };
   }
 }
+
+// On the prototype, so every instance carries it without a per-instance field.
+Object.defineProperty(RateLimiter.prototype, RATE_LIMITER_BRAND, { value: true });
 
 function refused(ms: number): Outcome {
   return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };

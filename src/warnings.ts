@@ -8,6 +8,12 @@
 export const WarningCode = {
   /** Requests carry `X-Forwarded-For` (or `Forwarded`) but `trustProxy` is unset: every client behind the proxy shares the proxy's quota. */
   FORWARDED_HEADER_IGNORED: 'FLOODGATE_FORWARDED_HEADER_IGNORED',
+  /** A middleware factory was mounted itself (`app.use(rateLimit)`) instead of the middleware it returns: every request fails. */
+  FACTORY_USED_AS_MIDDLEWARE: 'FLOODGATE_FACTORY_USED_AS_MIDDLEWARE',
+  /** The Fastify plugin was registered after routes it would cover: those routes are not limited. */
+  PLUGIN_AFTER_ROUTES: 'FLOODGATE_PLUGIN_AFTER_ROUTES',
+  /** Two RateLimiters use one store with the same default prefix (derived from the policy), so they share counters. */
+  SHARED_DEFAULT_PREFIX: 'FLOODGATE_SHARED_DEFAULT_PREFIX',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -3,6 +3,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpOutcome, HttpRateLimitOptions } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
+import { factoryMisused, isRequestLike } from './slips.js';
+
+const OWNER = 'floodgate/express rateLimit';
 
 /**
  * The parts of an Express request the adapter reads. Typed structurally
@@ -31,16 +34,28 @@ export type ExpressRateLimitOptions<Req extends ExpressRequestLike = ExpressRequ
  * on a route for a per-route limit. Errors from callbacks go to `next(err)`;
  * store failures never do (they follow `onStoreError`).
  *
+ * `Req` is the request type the callbacks receive, e.g. `Request & { user: User }`
+ * when an earlier middleware sets `user`. The middleware itself takes any
+ * Express request: typed with `Req`, it would not fit `app.use` under
+ * `strict` (TS2769), since Express's own `Request` has no `user`.
+ *
  * @example
  * app.use(rateLimit({ limiter: new RateLimiter({ limit: 100, window: '1m' }) }));
  *
  * @throws FloodgateError for invalid options
  */
-export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(
-  options: ExpressRateLimitOptions<Req>,
-): ExpressMiddleware<Req> {
-  const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/express rateLimit', frameworkIp: true });
-  const act = (req: Req, res: ServerResponse, next: (error?: unknown) => void, outcome: HttpOutcome): void => {
+export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(options: ExpressRateLimitOptions<Req>): ExpressMiddleware {
+  if (isRequestLike(options)) {
+    // `app.use(rateLimit)`: Express calls the factory with (req, res, next) on every request.
+    // eslint-disable-next-line prefer-rest-params
+    const next: unknown = arguments[2];
+    const error = factoryMisused(OWNER, 'app.use(rateLimit({ … }))');
+    if (typeof next !== 'function') throw error;
+    (next as (error: unknown) => void)(error);
+    return undefined as unknown as ExpressMiddleware;
+  }
+  const limiter = new HttpLimiter<Req>(options, { owner: OWNER, frameworkIp: true });
+  const act = (res: ServerResponse, next: (error?: unknown) => void, outcome: HttpOutcome): void => {
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);
@@ -55,14 +70,16 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(
     }
   };
   return (req, res, next) => {
-    const view = viewOf(req, req, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
+    // The app vouches for `Req` (see above); the callbacks get the request as it comes.
+    const raw = req as Req;
+    const view = viewOf(req, raw, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
     const decided = limiter.decide(view);
     // A refusal the in-memory block already knows is answered in this turn, without a promise.
     if (!(decided instanceof Promise)) {
-      act(req, res, next, decided);
+      act(res, next, decided);
       return;
     }
     // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
-    void decided.then((outcome) => act(req, res, next, outcome)).catch((error: unknown) => limiter.reportError(error, req));
+    void decided.then((outcome) => act(res, next, outcome)).catch((error: unknown) => limiter.reportError(error, raw));
   };
 }

@@ -6,6 +6,9 @@ import { assertKnownOptions } from '../validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
+import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
+import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
+import { warnOnce, WarningCode } from '../warnings.js';
 
 /** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */
 export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>> | false;
@@ -13,8 +16,23 @@ export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>
 /** The hook the limiter runs in. */
 export type FastifyRateLimitHook = 'onRequest' | 'preValidation' | 'preHandler';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** floodgate's options for this route (they override the plugin's), or `false` for no limit here. */
+    rateLimit?: FastifyRouteRateLimit;
+  }
+}
+
+/** The plugin's `validate`: the shared warnings, plus the one only a plugin can give. */
+export interface FastifyValidateOptions extends ValidateOptions {
+  /** Warn once when routes were registered before the plugin (they are not limited). Default true. */
+  readonly routesBeforePlugin?: boolean;
+}
+
 /** Options of the Fastify plugin: the shared options (callbacks receive the Fastify request) plus `global` and `hook`. */
-export interface FastifyRateLimitOptions extends Partial<HttpRateLimitOptions<FastifyRequest>> {
+export interface FastifyRateLimitOptions extends Partial<Omit<HttpRateLimitOptions<FastifyRequest>, 'validate'>> {
+  /** The plugin's one-time warnings: `true` (default), `false` for none, or an object turning single ones off. */
+  validate?: boolean | FastifyValidateOptions;
   /**
    * Limit every route (default `true`; `limiter` is then required here), or
    * only routes with `config.rateLimit` (`false`).
@@ -62,9 +80,30 @@ type Hook = ((request: FastifyRequest, reply: FastifyReply, done: (error?: Error
  */
 export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLimit(instance, options) {
   const owner = 'floodgate/fastify rateLimit';
+  // `app.addHook('onRequest', rateLimit)`: Fastify calls the plugin with (request, reply, done) per request.
+  if (isRequestLike((instance as unknown as { raw?: unknown }).raw)) {
+    throw factoryMisused(owner, 'await app.register(rateLimit, { … })', 'plugin');
+  }
+  checkFastifyVersion(instance.version, owner);
+  assertNotLimiter(options, `${owner}()`, 'app.register(rateLimit, { limiter })');
   assertKnownOptions(options, [...PLUGIN_OPTION_NAMES, ...REGISTER_OPTION_NAMES], owner);
-  const { global = true, hook = 'onRequest', ...rest } = options;
+  const { global = true, hook = 'onRequest', validate, ...rest } = options;
   for (const name of REGISTER_OPTION_NAMES) delete (rest as Record<string, unknown>)[name];
+  let warnRoutesBefore = validate !== false;
+  if (typeof validate === 'object' && validate !== null) {
+    assertKnownOptions(validate, [...VALIDATE_NAMES, 'routesBeforePlugin'], `${owner} validate`);
+    const { routesBeforePlugin, ...shared } = validate;
+    if (routesBeforePlugin !== undefined && typeof routesBeforePlugin !== 'boolean') {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `validate.routesBeforePlugin must be true or false; got ${describe(routesBeforePlugin)}.`,
+      );
+    }
+    warnRoutesBefore = routesBeforePlugin ?? true;
+    (rest as HttpRateLimitOptions<FastifyRequest>).validate = shared;
+  } else if (validate !== undefined) {
+    (rest as HttpRateLimitOptions<FastifyRequest>).validate = validate;
+  }
   if (typeof global !== 'boolean') {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `global must be true or false; got ${describe(global)}.`);
   }
@@ -79,6 +118,19 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
   const shared = global ? new HttpLimiter<FastifyRequest>(base as HttpRateLimitOptions<FastifyRequest>, adapterConfig(owner)) : undefined;
   const sharedHook = shared === undefined ? undefined : makeHook(shared);
 
+  // Fastify tells a plugin only of the routes added after it: earlier ones stay unlimited, silently.
+  if (global && warnRoutesBefore) {
+    const earlier = routesBefore(instance.printRoutes(), instance.prefix);
+    if (earlier.length > 0) {
+      const shown = earlier.slice(0, 5).join(', ') + (earlier.length > 5 ? `, and ${earlier.length - 5} more` : '');
+      warnOnce(
+        WarningCode.PLUGIN_AFTER_ROUTES,
+        `${owner} was registered after ${earlier.length === 1 ? 'a route' : `${earlier.length} routes`} (${shown}), which it does not limit (Fastify tells a plugin only of routes added after it): register floodgate before your routes (await app.register(rateLimit, …)); for a route meant to stay unlimited, give it config: { rateLimit: false } instead, or set validate: { routesBeforePlugin: false }.`,
+        `${owner} ${instance.prefix}`,
+      );
+    }
+  }
+
   instance.addHook('onRoute', (route) => {
     const config = (route.config ?? {}) as { rateLimit?: unknown };
     const own = config.rateLimit;
@@ -89,6 +141,7 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
       routeHook = sharedHook!;
     } else {
       const where = `${owner} (route ${String(route.method)} ${route.url})`;
+      assertNotLimiter(own, `${where} config.rateLimit`, 'config: { rateLimit: { limiter } }');
       assertKnownOptions(own, HTTP_OPTION_NAMES, `${where} config.rateLimit`);
       routeHook = makeHook(
         new HttpLimiter<FastifyRequest>({ ...base, ...(own as object) } as HttpRateLimitOptions<FastifyRequest>, adapterConfig(where)),
@@ -105,7 +158,8 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
 // What fastify-plugin would set: run in the parent's context (so onRoute sees every route), with a readable name.
 Object.defineProperty(rateLimit, Symbol.for('skip-override'), { value: true });
 Object.defineProperty(rateLimit, Symbol.for('fastify.display-name'), { value: 'floodgate' });
-Object.defineProperty(rateLimit, Symbol.for('plugin-meta'), { value: { name: 'floodgate', fastify: '4.x || 5.x' } });
+// No `fastify` range here: Fastify 3 would refuse it with a message about plugin metadata; checkFastifyVersion names the versions.
+Object.defineProperty(rateLimit, Symbol.for('plugin-meta'), { value: { name: 'floodgate' } });
 
 function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
   return { owner, frameworkIp: true };

@@ -22,12 +22,17 @@ export interface Identity {
 /** The identities of one HttpLimiter's requests. */
 export class ClientIdentities<Raw> {
   private readonly memo = new Map<string, Identity>();
+  /** The forwarded-header watch until it has warned; then nothing more is looked at per request. */
+  private watchForwarded: HttpSettings<Raw>['watchForwarded'];
 
   /** @param settings - the resolved options (how the address is found, the IPv6 subnet) */
-  constructor(private readonly settings: HttpSettings<Raw>) {}
+  constructor(private readonly settings: HttpSettings<Raw>) {
+    this.watchForwarded = settings.watchForwarded;
+  }
 
   /** The client's address, its text and its IP key; memoised per input string when proxy headers play no part. */
   identify(view: RequestView<Raw>): Identity {
+    if (this.watchForwarded !== undefined && this.watchForwarded(view.headers)) this.watchForwarded = undefined;
     const input = this.settings.identityInput?.(view);
     if (input !== undefined) {
       const known = this.memo.get(input);

@@ -2,6 +2,9 @@
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions } from './types.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
+import { factoryMisused, isRequestLike } from './slips.js';
+
+const OWNER = 'floodgate/koa rateLimit';
 
 export { grounded, GROUNDED_OPTION_NAMES } from './compat/koa-grounded.js';
 export type { GroundedOptions, GroundedMiddleware } from './compat/koa-grounded.js';
@@ -23,5 +26,7 @@ export type KoaRateLimitOptions<Ctx extends KoaContextLike = KoaContextLike> = H
  * @throws FloodgateError for invalid options
  */
 export function rateLimit<Ctx extends KoaContextLike = KoaContextLike>(options: KoaRateLimitOptions<Ctx>): KoaMiddleware<Ctx> {
-  return koaMiddleware(new HttpLimiter<Ctx>(options, { owner: 'floodgate/koa rateLimit', frameworkIp: true }));
+  // `app.use(rateLimit)`: Koa calls the factory with (ctx, next) on every request; the error goes to Koa's error handling.
+  if (isRequestLike(options)) throw factoryMisused(OWNER, 'app.use(rateLimit({ … }))');
+  return koaMiddleware(new HttpLimiter<Ctx>(options, { owner: OWNER, frameworkIp: true }));
 }

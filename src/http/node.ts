@@ -3,6 +3,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
+import { factoryMisused, isRequestLike } from './slips.js';
+
+const OWNER = 'floodgate/node rateLimit';
+const INTERNAL_ERROR = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
 
 /** Options of the node:http adapter: the shared options; callbacks receive the IncomingMessage. `trustProxy: "framework"` is not available. */
 export type NodeRateLimitOptions<Req extends IncomingMessage = IncomingMessage> = HttpRateLimitOptions<Req>;
@@ -27,7 +31,17 @@ export type NodeRateLimit<Req extends IncomingMessage = IncomingMessage> = (req:
  * @throws FloodgateError for invalid options
  */
 export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options: NodeRateLimitOptions<Req>): NodeRateLimit<Req> {
-  const limiter = new HttpLimiter<Req>(options, { owner: 'floodgate/node rateLimit', frameworkIp: false });
+  if (isRequestLike(options)) {
+    // `await rateLimit(req, res)` or `createServer(rateLimit)`: the factory was handed a request. There is no
+    // framework to take the error, so it is the warning, and a 500 rather than a request left open.
+    const error = factoryMisused(OWNER, 'const limit = rateLimit({ … }) once, then await limit(req, res) per request');
+    // eslint-disable-next-line prefer-rest-params
+    const res: unknown = arguments[1];
+    if (!isResponse(res)) throw error;
+    writeResponse(res, 500, [], 'application/problem+json', INTERNAL_ERROR);
+    return Promise.resolve(false) as unknown as NodeRateLimit<Req>;
+  }
+  const limiter = new HttpLimiter<Req>(options, { owner: OWNER, frameworkIp: false });
   return async (req, res) => {
     const view = viewOf(req, req);
     // Awaited only when it is a promise: a refusal the in-memory block already knows needs no turn of the queue.
@@ -43,14 +57,12 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
       case 'error':
         // No framework to hand the error to: log it and answer 500 rather than leave the request open.
         limiter.reportError(outcome.error, req);
-        writeResponse(
-          res,
-          500,
-          [],
-          'application/problem+json',
-          JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 }),
-        );
+        writeResponse(res, 500, [], 'application/problem+json', INTERNAL_ERROR);
         return false;
     }
   };
+}
+
+function isResponse(value: unknown): value is ServerResponse {
+  return typeof value === 'object' && value !== null && typeof (value as ServerResponse).writeHead === 'function';
 }

@@ -5,6 +5,7 @@ import { RateLimiter } from '../limiter.js';
 import { throttled } from '../throttle.js';
 import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../validate.js';
 import { parseHeaderModes, type HeaderMode } from './headers.js';
+import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
 import { AddressMatcher, NAMED_RANGES, assertIpv6Subnet, createIpResolver, parseCidr, parseIp, type IpAddress } from './client-keys.js';
 import {
   type HttpRateLimitOptions,
@@ -67,6 +68,8 @@ export interface HttpSettings<Raw> {
   readonly timeoutMs: number | undefined;
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
+  /** Called with each request's headers until it returns true, when the forwarded-header warning is on (see {@link forwardedHeaderWatch}). */
+  readonly watchForwarded: ((headers: RequestView<Raw>['headers']) => boolean) | undefined;
 }
 
 /**
@@ -78,10 +81,12 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   let keySource: HttpSettings<Raw>['keySource'];
   let resolveIp: HttpSettings<Raw>['resolveIp'];
   let identityInput: HttpSettings<Raw>['identityInput'];
+  assertNotLimiter(options, `${owner}()`, 'rateLimit({ limiter })');
   assertKnownOptions(options, HTTP_OPTION_NAMES, owner);
   const o = options as HttpRateLimitOptions<Raw>;
 
   const policies = parsePolicies(o.limiter, owner);
+  const validate = parseValidate(o.validate, owner);
 
   const key = o.key ?? 'ip';
   if (key !== 'ip' && typeof key !== 'function') {
@@ -183,7 +188,13 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   const timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
   const sharesRefusals = onLimited === undefined && onDecision === undefined && typeof body !== 'function';
   const legacyHeaders = modes.includes('legacy');
+  // Only an unset trustProxy: `false` says the headers are known to be no proxy's.
+  const watchForwarded =
+    validate.forwardedHeader && keySource === 'ip' && o.trustProxy === undefined
+      ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
+      : undefined;
   return {
+    watchForwarded,
     policies,
     keySource,
     resolveIp,
@@ -265,6 +276,11 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
     policies.push({ limiter, name: policyName });
   }
   return policies;
+}
+
+/** `policy "100-per-1m"` or `policies "burst", "daily"`: which limiter a warning is about. */
+function policyList(policies: readonly NamedPolicy[]): string {
+  return `${policies.length === 1 ? 'policy' : 'policies'} ${policies.map((p) => JSON.stringify(p.name)).join(', ')}`;
 }
 
 function parseStatus(value: unknown, fallback: number, name: string): number {

@@ -4,6 +4,7 @@ import type { Duration } from '../duration.js';
 import type { RateLimiter } from '../limiter.js';
 import type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
 import type { ProxyHeader, TrustProxy } from './client-keys.js';
+import type { ValidateOptions } from './slips.js';
 /** What user callbacks learn about the request, whatever the framework. */
 export interface ClientInfo {
   /** The client address after proxy trust and IPv4-mapped normalisation (not grouped); undefined if unknown. */
@@ -172,6 +173,12 @@ export interface HttpRateLimitOptions<Raw> {
    * `"5s"`; `false` to wait for the store's own timeout.
    */
   timeout?: Duration | false;
+  /**
+   * The middleware's one-time warnings about likely misconfigurations:
+   * `true` (default), `false` to turn them all off, or an object turning
+   * single ones off, e.g. `{ forwardedHeader: false }`.
+   */
+  validate?: boolean | ValidateOptions;
 }
 
 /** The option names of {@link HttpRateLimitOptions}, for strict validation. */
@@ -196,6 +203,7 @@ export const HTTP_OPTION_NAMES = [
   'storeErrorStatus',
   'onError',
   'timeout',
+  'validate',
 ] as const;
 
 /** What an adapter must do with a request. */
