@@ -16,8 +16,6 @@ const NOT_COMPILED = /<!--\s*not compiled\b[^>]*-->\s*$/;
  * around them), matched by a line they contain, for as long as they carry no
  * `<!-- not compiled: fragment -->` marker.
  */
-const README_FRAGMENTS = ['await limiter.consume(userId)'];
-
 /** A ```ts block: where it is, and its code with the list indentation removed. */
 interface Snippet {
   readonly page: string;
@@ -41,7 +39,6 @@ function snippets(page: string): Snippet[] {
     while (before >= 0 && lines[before]!.trim() === '') before -= 1;
     if (before >= 0 && NOT_COMPILED.test(lines[before]!)) continue;
     const code = body.join('\n');
-    if (page === 'README.md' && README_FRAGMENTS.some((f) => code.includes(f))) continue;
     out.push({ page, line: start + 1, code });
   }
   return out;
