@@ -75,6 +75,8 @@ export interface RuleSettings {
   readonly shadow: boolean;
   /** When this enforced rule matches, the rules after it are not tried (by default every matching enforced rule applies). */
   readonly final: boolean;
+  /** The 1-based line where the rule starts in its config file, for messages; undefined for the command line's rule. */
+  readonly line?: number | undefined;
 }
 
 /** What a limiter does while its store fails. */
