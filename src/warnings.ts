@@ -8,6 +8,10 @@
 export const WarningCode = {
   /** Requests carry `X-Forwarded-For` (or `Forwarded`) but `trustProxy` is unset: every client behind the proxy shares the proxy's quota. */
   FORWARDED_HEADER_IGNORED: 'FLOODGATE_FORWARDED_HEADER_IGNORED',
+  /** A gateway config file says `rules: []`: every request is forwarded without limits. */
+  NO_RULES: 'FLOODGATE_NO_RULES',
+  /** A gateway rule comes after a `final` rule that matches every request it matches, so it never applies. */
+  UNREACHABLE_RULE: 'FLOODGATE_UNREACHABLE_RULE',
 } as const;
 
 /** One of {@link WarningCode}'s values. */
