@@ -1,5 +1,6 @@
 // Configs whose rules do not limit what they seem to: no rules key (refused), rules: [] (a warning), and a rule after a final rule that takes all its requests (a warning in serve, an error in check); no false positives.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
@@ -51,6 +52,31 @@ describe('a config without rules', () => {
     assert.equal(await checked.exited, 0);
     assert.equal(checked.stderr(), `floodgate: warning: ${message} [FLOODGATE_NO_RULES]\n`);
     assert.deepEqual(checked.text, [`${file}: valid; 0 rule(s): (none)`]);
+  });
+});
+
+describe('reloads', () => {
+  it('a reload that drops the rules section is refused and the last good rules keep limiting', async () => {
+    const file = writeTemp('reload.yaml', `upstream: ${fixture.upstream.url}\nrules: [{ name: all, policies: ["2/1m"] }]\n`);
+    const cli = await serveCli(['--config', file, '--no-watch']);
+    try {
+      const statuses = [];
+      for (let i = 0; i < 2; i += 1) statuses.push((await get(`${cli.url}/x`)).status);
+      writeFileSync(file, `upstream: ${fixture.upstream.url}\n`);
+      cli.child.kill('SIGHUP');
+      const failed = await cli.waitForLog((l) => l.msg === 'config reload failed; keeping the last good config');
+      assert.equal(failed.code, 'FLOODGATE_INVALID_CONFIG');
+      assert.match(String(failed.error), /rules: is missing, so every request would be forwarded without limits/);
+      statuses.push((await get(`${cli.url}/x`)).status);
+      assert.deepEqual(statuses, [200, 200, 429]);
+      // A reload that makes a rule unreachable applies, and says so.
+      writeFileSync(file, `upstream: ${fixture.upstream.url}\n${UNREACHABLE}`);
+      cli.child.kill('SIGHUP');
+      const line = await cli.waitForLog((l) => l.code === 'FLOODGATE_UNREACHABLE_RULE');
+      assert.match(String(line.msg), /^rule "login" \(.*reload\.yaml:6\) can never match/);
+    } finally {
+      await stopCli(cli);
+    }
   });
 });
 
