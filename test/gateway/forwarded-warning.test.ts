@@ -10,7 +10,8 @@ const start = (yaml: string, logs: Array<Record<string, unknown>>) => fixture.st
 
 const MESSAGE =
   'requests carry X-Forwarded-For but trustProxy is not set, so rule "all" counts every client behind the proxy at 127.0.0.1 against one quota ' +
-  `(the proxy's address). If that proxy is yours, set trustProxy: ["127.0.0.1"] in the config (or --trust-proxy 127.0.0.1), or its network's range, e.g. "10.0.0.0/8".`;
+  `(the proxy's address). If that proxy is yours, set trustProxy: ["127.0.0.1"] in the config (or --trust-proxy 127.0.0.1), or its network's range, e.g. "10.0.0.0/8". ` +
+  'If the header is not from a proxy of yours, write trustProxy: false to silence this.';
 
 /** Collects the process warnings emitted while `run` runs. */
 async function warningsDuring(run: () => Promise<void>): Promise<Array<{ code: string | undefined; message: string }>> {
@@ -58,7 +59,7 @@ describe('X-Forwarded-For without trustProxy', () => {
     assert.equal(logs.filter((l) => l.code === 'FLOODGATE_FORWARDED_HEADER_IGNORED').length, 1);
   });
 
-  it('silent when trustProxy lists the proxy, for API-key rules, and for requests without the header', async () => {
+  it('silent when trustProxy lists the proxy or is written false, for API-key rules, and for requests without the header', async () => {
     const logs: Array<Record<string, unknown>> = [];
     const warnings = await warningsDuring(async () => {
       const trusted = await start('trustProxy: ["127.0.0.1"]\nrules: [{ name: all, policies: ["5/1m"] }]', logs);
@@ -67,6 +68,9 @@ describe('X-Forwarded-For without trustProxy', () => {
       assert.equal((await get(`${keyed.url}/x`, { headers: { 'x-forwarded-for': '203.0.113.1', 'x-api-key': 'k' } })).status, 200);
       const direct = await start('rules: [{ name: all, policies: ["5/1m"] }]', logs);
       assert.equal((await get(`${direct.url}/x`)).status, 200);
+      // Written on purpose: the clients connect directly, and the header is theirs to invent.
+      const off = await start('trustProxy: false\nrules: [{ name: all, policies: ["5/1m"] }]', logs);
+      assert.equal((await get(`${off.url}/x`, { headers: { 'x-forwarded-for': '203.0.113.1' } })).status, 200);
     });
     assert.deepEqual(warnings, []);
     assert.deepEqual(logs, []);

@@ -175,6 +175,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     workers: o.workers ?? 0,
     store: storeSettings,
     trustProxy: o.trustProxy ?? false,
+    trustProxyGiven: o.trustProxy !== undefined,
     headers: o.headers ?? ['ietf'],
     inMemoryBlock: true,
     proxy: DEFAULT_PROXY,

@@ -145,6 +145,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     workers,
     store,
     trustProxy,
+    trustProxyGiven: o.trustProxy !== undefined || top.trustProxy !== undefined,
     headers,
     inMemoryBlock,
     proxy,

@@ -177,6 +177,11 @@ export interface GatewaySettings {
   readonly store: StoreSettings;
   /** Proxies whose X-Forwarded-For to believe. */
   readonly trustProxy: TrustProxy;
+  /**
+   * True when `trustProxy` was written (in the file or as `--trust-proxy`),
+   * `false` included: only an unset one warns of ignored forwarding headers.
+   */
+  readonly trustProxyGiven?: boolean;
   /** RateLimit header families. */
   readonly headers: readonly HeaderMode[] | 'none';
   /** Answer keys known to be over their limit from memory. */

@@ -27,8 +27,8 @@ const MAX_KEY_BYTES = 128;
  */
 export function compileRules(settings: GatewaySettings, context: RuleContext): RuleSet {
   const rules = settings.rules.map((rule) => compileRule(rule, settings, context));
-  // A hop count or a proxy list means forwarding headers are read; only with neither are they ignored.
-  const ignoresForwarding = settings.trustProxy === false || settings.trustProxy === 0;
+  // A hop count or a proxy list reads forwarding headers; a written `trustProxy: false` says they are no proxy's.
+  const ignoresForwarding = (settings.trustProxy === false || settings.trustProxy === 0) && settings.trustProxyGiven !== true;
   return new RuleSet(rules, settings.rules, context.metrics, ignoresForwarding ? context.forwarded : undefined);
 }
 

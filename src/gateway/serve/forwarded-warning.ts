@@ -38,7 +38,8 @@ export function forwardedHeaderMessage(header: string, rule: string, peer: strin
   return (
     `requests carry ${header} but trustProxy is not set, so rule ${JSON.stringify(rule)} counts every client behind the proxy ` +
     `at ${address} against one quota (the proxy's address). If that proxy is yours, set trustProxy: ["${address}"] in the config ` +
-    `(or --trust-proxy ${address}), or its network's range, e.g. "10.0.0.0/8".`
+    `(or --trust-proxy ${address}), or its network's range, e.g. "10.0.0.0/8". If the header is not from a proxy of yours, ` +
+    'write trustProxy: false to silence this.'
   );
 }
 
