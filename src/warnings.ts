@@ -14,6 +14,10 @@ export const WarningCode = {
   PLUGIN_AFTER_ROUTES: 'FLOODGATE_PLUGIN_AFTER_ROUTES',
   /** Two RateLimiters use one store with the same default prefix (derived from the policy), so they share counters. */
   SHARED_DEFAULT_PREFIX: 'FLOODGATE_SHARED_DEFAULT_PREFIX',
+  /** A gateway config file says `rules: []`: every request is forwarded without limits. */
+  NO_RULES: 'FLOODGATE_NO_RULES',
+  /** A gateway rule comes after a `final` rule that matches every request it matches, so it never applies. */
+  UNREACHABLE_RULE: 'FLOODGATE_UNREACHABLE_RULE',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

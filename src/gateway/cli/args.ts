@@ -33,6 +33,7 @@ import {
 /** What the command line asks for. */
 export type Command =
   | { readonly kind: 'help' }
+  | { readonly kind: 'version' }
   | {
       readonly kind: 'serve';
       readonly configFile: string | undefined;
@@ -64,6 +65,7 @@ const OPTIONS = {
   'ready-upstream': { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
 } as const;
 
 /** Flags that define the default rule, which a config file defines instead. */
@@ -103,6 +105,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   }
   const { values: v, positionals } = parsed;
   if (v.help === true || positionals[0] === 'help' || argv.length === 0) return { kind: 'help' };
+  if (v.version === true) return { kind: 'version' };
   const command = positionals[0];
   if (command !== 'serve' && command !== 'check') {
     throw bad(`unknown command ${JSON.stringify(command)}; use "floodgate serve" or "floodgate check".`);
@@ -172,6 +175,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     workers: o.workers ?? 0,
     store: storeSettings,
     trustProxy: o.trustProxy ?? false,
+    trustProxyGiven: o.trustProxy !== undefined,
     headers: o.headers ?? ['ietf'],
     inMemoryBlock: true,
     proxy: DEFAULT_PROXY,

@@ -14,6 +14,10 @@ import { ConfigReloader } from '../config/reload.js';
 import { Gateway } from '../serve/gateway.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { runPrimary } from '../workers/workers.js';
+import { floodgateVersion } from './own-package.js';
+import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from './package-check.js';
+import { ruleWarnings, warnAboutRules } from '../config/rule-warnings.js';
+import { WarningCode } from '../../warnings.js';
 
 // The CommonJS build has no esModuleInterop; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -37,32 +41,58 @@ export async function main(argv: readonly string[]): Promise<number> {
       case 'help':
         process.stdout.write(HELP);
         return 0;
-      case 'check': {
-        const settings = await readSettings(command.configFile, {});
-        process.stdout.write(
-          `${command.configFile}: valid; ${settings.settings.rules.length} rule(s): ${settings.settings.rules.map((r) => r.name).join(', ') || '(none)'}\n`,
-        );
+      case 'version':
+        process.stdout.write(`${floodgateVersion() ?? "unknown (floodgate's package.json was not found)"}\n`);
         return 0;
-      }
+      case 'check':
+        return await check(command.configFile);
       case 'serve': {
         const { settings, text } =
           command.settings !== undefined
             ? { settings: command.settings, text: undefined }
             : await readSettings(command.configFile!, command.overrides);
+        if (command.settings !== undefined) requirePackages(packagesFor({ config: false, redis: settings.store.kind === 'redis' }));
         await serve(settings, command.overrides, text);
         return 0;
       }
     }
   } catch (error) {
-    process.stderr.write(
-      `floodgate: ${isFloodgateError(error) ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error)}\n`,
-    );
+    process.stderr.write(`floodgate: ${describeError(error)}\n`);
     if (isFloodgateError(error) && error.code === ErrorCode.INVALID_ARGUMENT)
       process.stderr.write('Run "floodgate --help" for the options.\n');
     return isFloodgateError(error) && USAGE_CODES.has(error.code) ? 2 : 1;
   }
 }
 
+/** The error line: the message with its code after the first line, so a command on a later line can be copied whole. */
+function describeError(error: unknown): string {
+  if (!isFloodgateError(error)) return error instanceof Error ? error.message : String(error);
+  const [first, ...rest] = error.message.split('\n');
+  return [`${first} [${error.code}]`, ...rest].join('\n');
+}
+
+/** `floodgate check`: the file is valid, serve has its packages, and every rule can match; exit 0, else 1 or 2. */
+async function check(file: string): Promise<number> {
+  const { settings } = await readSettings(file, {});
+  let unreachable = 0;
+  for (const warning of ruleWarnings(settings)) {
+    const isError = warning.code === WarningCode.UNREACHABLE_RULE;
+    if (isError) unreachable += 1;
+    process.stderr.write(`floodgate: ${isError ? '' : 'warning: '}${warning.message} [${warning.code}]\n`);
+  }
+  if (unreachable > 0) return 2;
+  process.stdout.write(`${file}: valid; ${settings.rules.length} rule(s): ${settings.rules.map((r) => r.name).join(', ') || '(none)'}\n`);
+  return 0;
+}
+
+/** A store section that names Redis, for when the file cannot be parsed yet (no yaml package): a hint, not a reading. */
+const REDIS_STORE = /^[^#\n]*\btype\s*:\s*["']?redis\b/m;
+
+/**
+ * Reads the config file and checks every package serve needs with it at
+ * once: a missing yaml package is reported with the others, not alone and
+ * first, so one install fixes every one.
+ */
 async function readSettings(file: string, overrides: SettingsOverrides): Promise<{ settings: GatewaySettings; text: string }> {
   let text: string;
   try {
@@ -70,7 +100,11 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   } catch (error) {
     throw new ConfigError(ErrorCode.CONFIG_UNREADABLE, { file }, `cannot read the config file: ${(error as Error).message}`, error);
   }
-  const settings = await parseConfigText(text, file, overrides);
+  const redisFlag = overrides.storeOverrides?.kind === 'redis';
+  if (packageState(GATEWAY_PACKAGES.yaml).status !== 'ok')
+    requirePackages(packagesFor({ config: true, redis: redisFlag || REDIS_STORE.test(text) }));
+  const settings = await parseConfigText(text, file, overrides, { requireRules: true });
+  requirePackages(packagesFor({ config: true, redis: settings.store.kind === 'redis' }));
   if (settings.upstream === undefined && settings.decisionPath === false) {
     throw new ConfigError(
       ErrorCode.INVALID_CONFIG,
@@ -91,6 +125,7 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
   const clustered = settings.workers > 0 && cluster.isWorker;
   const log = createLogger(deps.pino, settings.logLevel, clustered ? { worker: cluster.worker?.id } : {});
   const gateway = await Gateway.start(settings, deps, log, { clustered });
+  warnAboutRules(settings, log);
   if (clustered) {
     // The primary's AggregatorRegistry asks each worker for this registry over IPC. prom-client adds the
     // worker's listener for those requests only when an AggregatorRegistry is constructed, so one is, here.
@@ -105,7 +140,10 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
       : new ConfigReloader({
           file: settings.configFile,
           overrides,
-          apply: (next) => gateway.apply(next),
+          apply: (next) => {
+            gateway.apply(next);
+            warnAboutRules(next, log);
+          },
           log,
           metrics: gateway.metrics,
           watch: settings.watch,

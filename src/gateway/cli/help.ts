@@ -6,8 +6,10 @@ export const HELP = `floodgate — a rate-limiting reverse proxy (and decision s
 Usage:
   floodgate serve --upstream URL [options]     run the gateway in front of URL
   floodgate serve --config FILE [options]      run it with rules from a YAML file
-  floodgate check --config FILE                validate a config file and exit (0 valid, 2 not)
+  floodgate check --config FILE                validate a config file and exit (0 valid, 2 not, 1 when
+                                               a package serve needs is missing)
   floodgate --help                             this text
+  floodgate --version                          floodgate's version (also -v)
 
 Options of serve (flags win over the config file's values):
   --upstream URL          where admitted requests go; http or https, may carry a base path
@@ -66,6 +68,7 @@ Options of serve (flags win over the config file's values):
   --log-level LEVEL       fatal, error, warn, info (default), debug, trace or silent
                             e.g. --log-level debug
   -h, --help              this text
+  -v, --version           print floodgate's version
 
 Endpoints on the proxy listener:
   /_floodgate/decide      decision endpoint for nginx auth_request: 204 or 429 (?status=403)

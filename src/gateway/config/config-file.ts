@@ -62,11 +62,28 @@ export async function loadConfigFile(file: string, overrides: SettingsOverrides 
   return parseConfigText(text, file, overrides);
 }
 
+/** Options of {@link parseConfigText}. */
+export interface ParseOptions {
+  /**
+   * Refuse a file without a `rules` key (INVALID_CONFIG), as `floodgate
+   * serve`, `check` and reloads do: limiting is a gateway's only job, and
+   * a file that forgot its rules would forward every request unlimited.
+   * An explicit `rules: []` is accepted (with a warning where it runs, see
+   * rule-warnings.ts).
+   */
+  readonly requireRules?: boolean;
+}
+
 /**
  * Validates config text (YAML) as if read from `file`.
  * @throws ConfigError CONFIG_SYNTAX or INVALID_CONFIG
  */
-export async function parseConfigText(text: string, file: string, overrides: SettingsOverrides = {}): Promise<GatewaySettings> {
+export async function parseConfigText(
+  text: string,
+  file: string,
+  overrides: SettingsOverrides = {},
+  options: ParseOptions = {},
+): Promise<GatewaySettings> {
   const yaml = await loadYaml();
   const lines = new yaml.LineCounter();
   const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
@@ -84,10 +101,10 @@ export async function parseConfigText(text: string, file: string, overrides: Set
     throw new ConfigError(ErrorCode.INVALID_CONFIG, { file }, 'the config file is empty (a truncated write?); nothing was applied.');
   }
   const top = mapping(c, [], raw, TOP_FIELDS);
-  return validate(c, top, file, overrides);
+  return validate(c, top, file, overrides, options.requireRules === true);
 }
 
-function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): GatewaySettings {
+function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requireRules: boolean): GatewaySettings {
   const get = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
     top[key] === undefined ? fallback : c.at([key], () => parse(top[key]));
 
@@ -110,6 +127,11 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
+  if (requireRules && o.rules === undefined && top.rules === undefined)
+    c.fail(
+      ['rules'],
+      'is missing, so every request would be forwarded without limits. Add rules, e.g. rules: [{ name: all, policies: ["100/1m"] }]; to forward without limits on purpose, write rules: [].',
+    );
   const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
   const paths = o.paths ?? pathSettings(c, top.paths);
@@ -123,6 +145,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides): Gate
     workers,
     store,
     trustProxy,
+    trustProxyGiven: o.trustProxy !== undefined || top.trustProxy !== undefined,
     headers,
     inMemoryBlock,
     proxy,

@@ -97,7 +97,7 @@ export class ConfigReloader {
     const digest = hash(text);
     if (trigger === 'file change' && digest === this.lastHash) return;
     try {
-      const settings = await parseConfigText(text, file, this.options.overrides);
+      const settings = await parseConfigText(text, file, this.options.overrides, { requireRules: true });
       this.options.apply(settings);
       this.lastHash = digest;
       metrics.reload(true);

@@ -71,7 +71,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
     if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
     seen.add(label);
   });
-  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final };
+  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final, line: c.lineOf(path) };
 }
 
 function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {

@@ -75,6 +75,8 @@ export interface RuleSettings {
   readonly shadow: boolean;
   /** When this enforced rule matches, the rules after it are not tried (by default every matching enforced rule applies). */
   readonly final: boolean;
+  /** The 1-based line where the rule starts in its config file, for messages; undefined for the command line's rule. */
+  readonly line?: number | undefined;
 }
 
 /** What a limiter does while its store fails. */
@@ -175,6 +177,11 @@ export interface GatewaySettings {
   readonly store: StoreSettings;
   /** Proxies whose X-Forwarded-For to believe. */
   readonly trustProxy: TrustProxy;
+  /**
+   * True when `trustProxy` was written (in the file or as `--trust-proxy`),
+   * `false` included: only an unset one warns of ignored forwarding headers.
+   */
+  readonly trustProxyGiven?: boolean;
   /** RateLimit header families. */
   readonly headers: readonly HeaderMode[] | 'none';
   /** Answer keys known to be over their limit from memory. */

@@ -29,6 +29,12 @@ export class Cursor {
     );
   }
 
+  /** The 1-based line where `path` starts in the file (its value, or the nearest part of it that exists). */
+  lineOf(path: Path): number | undefined {
+    const offset = this.offsetOf(path, false);
+    return offset === undefined ? undefined : this.lines.linePos(offset).line;
+  }
+
   /** Runs `parse`; an InvalidValue or FloodgateError it throws is placed at `path`. */
   at<T>(path: Path, parse: () => T): T {
     try {

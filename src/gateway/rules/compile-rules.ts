@@ -27,7 +27,9 @@ const MAX_KEY_BYTES = 128;
  */
 export function compileRules(settings: GatewaySettings, context: RuleContext): RuleSet {
   const rules = settings.rules.map((rule) => compileRule(rule, settings, context));
-  return new RuleSet(rules, settings.rules, context.metrics);
+  // A hop count or a proxy list reads forwarding headers; a written `trustProxy: false` says they are no proxy's.
+  const ignoresForwarding = (settings.trustProxy === false || settings.trustProxy === 0) && settings.trustProxyGiven !== true;
+  return new RuleSet(rules, settings.rules, context.metrics, ignoresForwarding ? context.forwarded : undefined);
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
@@ -82,6 +84,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     name: rule.name,
     shadow: rule.shadow,
     final: rule.final,
+    ipKeyed: keyIsIp,
     checkKey: rule.shadow ? undefined : keyCheck(rule.key),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),

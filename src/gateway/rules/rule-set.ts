@@ -7,6 +7,7 @@ import { RateLimiter } from '../../limiter.js';
 import type { Store } from '../../stores/store.js';
 import type { KeyCheck } from './key-check.js';
 import type { GatewayLogger } from '../serve/log.js';
+import type { ForwardedHeaderWatch } from '../serve/forwarded-warning.js';
 import { enforceInTurn } from './rule-chain.js';
 import { canonicalHost } from './path-match.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../serve/metrics.js';
@@ -21,6 +22,8 @@ export interface Rule {
   readonly shadow: boolean;
   /** An enforced rule after which no other rule is tried when it matches. */
   readonly final: boolean;
+  /** Counts requests by the client address (`key: ip`). */
+  readonly ipKeyed: boolean;
   /** Refuses a repeated or invalid API key before anything is counted; undefined for IP-keyed rules. */
   readonly checkKey: KeyCheck | undefined;
   /** True when the request facts satisfy every condition of the rule's match. */
@@ -59,6 +62,8 @@ export interface RuleContext {
   readonly log: GatewayLogger;
   /** Metrics. */
   readonly metrics: GatewayMetrics;
+  /** Warns once of forwarding headers that IP-keyed rules ignore; the same watch across reloads. */
+  readonly forwarded?: ForwardedHeaderWatch;
 }
 
 /**
@@ -77,11 +82,13 @@ export class RuleSet {
    * @param rules - compiled rules, in order
    * @param settings - the rules' settings, in the same order
    * @param metrics - where decisions are counted
+   * @param forwarded - the watch for ignored forwarding headers, when `trustProxy` is unset
    */
   constructor(
     readonly rules: readonly Rule[],
     settings: readonly RuleSettings[],
     metrics: GatewayMetrics,
+    private readonly forwarded?: ForwardedHeaderWatch,
   ) {
     this.needsHost = settings.some((r) => r.match.hosts !== undefined);
     this.unmatchedCount = metrics.decisionCell('(none)', 'unmatched');
@@ -149,6 +156,7 @@ export class RuleSet {
 
   /** The key check, then the rule's HttpLimiter decides. */
   private enforce(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
+    if (rule.ipKeyed && this.forwarded?.pending === true) this.forwarded.see(rule.name, view.headers, view.socketAddress);
     if (rule.checkKey !== undefined) {
       const refused = rule.checkKey(view);
       if (refused !== undefined) return keyRefusalVerdict(rule, refused);
@@ -159,6 +167,7 @@ export class RuleSet {
 
   /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
   private async shadow(rule: Rule, view: RequestView<IncomingMessage>): Promise<string> {
+    if (rule.ipKeyed && this.forwarded?.pending === true) this.forwarded.see(rule.name, view.headers, view.socketAddress);
     const outcome: HttpOutcome = await rule.limiter.handle(view);
     const limited = outcome.action === 'respond' && outcome.status === 429;
     rule.counts[limited ? 'shadow_limited' : 'shadow_allowed'].count += 1;

@@ -16,6 +16,7 @@ import { UpstreamProxy, writeRaw } from './proxy.js';
 import { checkUpgrade } from './tunnel.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
 import { compileRules } from '../rules/compile-rules.js';
+import { ForwardedHeaderWatch } from './forwarded-warning.js';
 import { answer } from './answer.js';
 import { whenDecided, type Verdict } from '../rules/verdict.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
@@ -96,6 +97,7 @@ export class Gateway implements AdminSource {
       insuranceStore,
       log,
       metrics,
+      forwarded: new ForwardedHeaderWatch(log),
     };
     this.rules = compileRules(settings, this.ruleContext);
     this.proxy = this.makeProxy(settings);

@@ -1,5 +1,6 @@
 /** Lazy loading of the gateway's optional packages, so `import 'floodgate'` never loads them and a missing one fails with the package to install. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
+import { GATEWAY_BUNDLE, GATEWAY_PACKAGES, type GatewayPackageName } from '../cli/package-check.js';
 
 /** The undici module. */
 export type Undici = typeof import('undici');
@@ -12,22 +13,13 @@ export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
 
-/** Every package the gateway may load, with what it is used for (shown in the error). */
-const PURPOSE: Record<string, string> = {
-  undici: 'the upstream connection pool',
-  'prom-client': 'the /metrics endpoint',
-  yaml: 'reading --config files',
-  pino: 'structured logs',
-  ioredis: 'the Redis store (--redis)',
-};
-
 const cache = new Map<string, Promise<unknown>>();
 
 /**
  * Imports `name` once. A missing package rejects with MISSING_DEPENDENCY
  * naming the `npm install` to run; any other failure is passed through.
  */
-function load<T>(name: string, importer: () => Promise<unknown>): Promise<T> {
+function load<T>(name: GatewayPackageName, importer: () => Promise<unknown>): Promise<T> {
   let pending = cache.get(name);
   if (pending === undefined) {
     pending = importer().catch((error: unknown) => {
@@ -36,7 +28,7 @@ function load<T>(name: string, importer: () => Promise<unknown>): Promise<T> {
       if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
         throw new FloodgateError(
           ErrorCode.MISSING_DEPENDENCY,
-          `floodgate serve needs the package "${name}" for ${PURPOSE[name] ?? 'the gateway'}; install it next to floodgate: npm install ${name}`,
+          `floodgate serve needs the package "${name}" for ${GATEWAY_PACKAGES[name].purpose}; install it next to floodgate: npm install ${name} (or npm install ${GATEWAY_BUNDLE} for all the gateway's packages)`,
           error,
         );
       }

@@ -1,0 +1,50 @@
+/** Warnings about a config's rules that start the gateway but probably do not do what was meant: no rules at all, and rules that can never match. */
+import { WarningCode, warnOnce, type WarningCodeValue } from '../../warnings.js';
+import type { GatewayLogger } from '../serve/log.js';
+import { unreachableMessage, unreachableRules } from '../rules/unreachable-rules.js';
+import type { GatewaySettings } from './settings.js';
+
+/** One warning about the rules. */
+export interface RuleWarning {
+  /** Its stable code. */
+  readonly code: WarningCodeValue;
+  /** What is wrong, what was probably meant, and how to fix it. */
+  readonly message: string;
+  /** What it is about (the file, or the rule), so each is warned of once. */
+  readonly subject: string;
+}
+
+/**
+ * The warnings about `settings`' rules: `rules: []` in a config file (the
+ * command line always makes one rule), and each rule after a `final` rule
+ * that takes all its requests.
+ */
+export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
+  const out: RuleWarning[] = [];
+  const file = settings.configFile;
+  if (file !== undefined && settings.rules.length === 0) {
+    out.push({
+      code: WarningCode.NO_RULES,
+      message:
+        `${file} has rules: [], so every request is forwarded without limits (and the decision endpoint admits every request). ` +
+        'Add a rule to limit, e.g. rules: [{ name: all, policies: ["100/1m"] }].',
+      subject: file,
+    });
+  }
+  for (const unreachable of unreachableRules(settings.rules, settings.paths.caseSensitive)) {
+    out.push({
+      code: WarningCode.UNREACHABLE_RULE,
+      message: unreachableMessage(file, unreachable),
+      subject: `${file ?? ''}\u0000${unreachable.rule.name}\u0000${unreachable.by.name}`,
+    });
+  }
+  return out;
+}
+
+/** Logs each of {@link ruleWarnings} at warn level and emits it once per process as a warning with its code. */
+export function warnAboutRules(settings: GatewaySettings, log: GatewayLogger): void {
+  for (const warning of ruleWarnings(settings)) {
+    log.warn({ code: warning.code }, warning.message);
+    warnOnce(warning.code, warning.message, warning.subject);
+  }
+}
