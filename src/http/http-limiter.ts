@@ -1,8 +1,8 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
 import type { Decision } from '../decision.js';
-import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import { checkedKey, isThenable, settle, toReport } from './limiter-parts.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
@@ -58,7 +58,7 @@ export class HttpLimiter<Raw> {
     this.report(error, raw);
   }
 
-  /** The names of this route's policies, in order. */
+  /** The names of this route's policies, in order (none when a function picks them per request). */
   get policyNames(): readonly string[] {
     return this.settings.policies.map((p) => p.name);
   }
@@ -132,10 +132,27 @@ export class HttpLimiter<Raw> {
       return this.refuse(view.raw, info, extra);
     }
     const key = boundKey(rawKey, this.settings.maxKeyLength);
-    if (typeof this.settings.cost === 'number') return this.counted(view.raw, ip, key, this.settings.cost);
+    const select = this.settings.selectPolicies;
+    if (select === undefined) return this.costed(view, identity, known, key, this.settings.policies);
+    const client = known ?? clientInfo(view, identity);
+    const chosen = select(view.raw, client);
+    if (isThenable(chosen)) return Promise.resolve(chosen).then((policies) => this.costed(view, identity, client, key, policies));
+    return this.costed(view, identity, client, key, chosen);
+  }
+
+  /** The request's cost, then its decision by `policies`. */
+  private costed(
+    view: RequestView<Raw>,
+    identity: Identity,
+    known: ClientInfo | undefined,
+    key: string,
+    policies: readonly NamedPolicy[],
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const ip = identity.ip;
+    if (typeof this.settings.cost === 'number') return this.counted(view.raw, ip, key, this.settings.cost, policies);
     const returned = this.settings.cost(view.raw, known ?? clientInfo(view, identity));
-    if (isThenable(returned)) return Promise.resolve(returned).then((cost) => this.counted(view.raw, ip, key, cost));
-    return this.counted(view.raw, ip, key, returned);
+    if (isThenable(returned)) return Promise.resolve(returned).then((cost) => this.counted(view.raw, ip, key, cost, policies));
+    return this.counted(view.raw, ip, key, returned, policies);
   }
 
   /**
@@ -144,17 +161,32 @@ export class HttpLimiter<Raw> {
    * policies always take the store path: a refusal by one gives back what
    * the others took.
    */
-  private counted(raw: Raw, ip: string | undefined, key: string, cost: number): HttpOutcome | Promise<HttpOutcome> {
-    if (this.settings.policies.length === 1) {
-      const now = this.settings.policies[0]!.limiter.consumeNow(key, cost);
-      if (now !== undefined) return now.allowed ? this.admittedOne(raw, key, ip, cost, now) : this.limitedOne(raw, key, ip, cost, now);
+  private counted(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+  ): HttpOutcome | Promise<HttpOutcome> {
+    if (policies.length === 1) {
+      const now = policies[0]!.limiter.consumeNow(key, cost);
+      if (now !== undefined)
+        return now.allowed
+          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now)
+          : this.limitedOne(raw, key, ip, cost, policies[0]!, now);
     }
-    return this.consumed(raw, ip, key, cost);
+    return this.consumed(raw, ip, key, cost, policies);
   }
 
   /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
-  private async consumed(raw: Raw, ip: string | undefined, key: string, cost: number): Promise<HttpOutcome> {
-    const calls = this.settings.policies.map((p) => p.limiter.consume(key, cost));
+  private async consumed(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+  ): Promise<HttpOutcome> {
+    const calls = policies.map((p) => p.limiter.consume(key, cost));
     const settled =
       calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
     const decisions: Array<Decision | undefined> = [];
@@ -175,19 +207,22 @@ export class HttpLimiter<Raw> {
     // One policy that answered: nothing to give back either way.
     if (decisions.length === 1 && decisions[0] !== undefined) {
       const only = decisions[0];
-      return only.allowed ? this.admittedOne(raw, key, ip, cost, only) : this.limitedOne(raw, key, ip, cost, only);
+      return only.allowed
+        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only)
+        : this.limitedOne(raw, key, ip, cost, policies[0]!, only);
     }
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
     if (giveBack) {
-      this.refundLate(calls, settled, key, cost, raw);
-      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await this.refund(decisions, key, cost, raw);
+      this.refundLate(policies, calls, settled, key, cost, raw);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
+        await this.refund(policies, decisions, key, cost, raw);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
     const reports: PolicyReport[] = [];
     decisions.forEach((d, i) => {
-      if (d !== undefined) reports.push(toReport(this.settings.policies[i]!, d));
+      if (d !== undefined) reports.push(toReport(policies[i]!, d));
     });
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
@@ -210,8 +245,8 @@ export class HttpLimiter<Raw> {
   }
 
   /** The admission by a route's only policy. */
-  private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
-    const reports = [toReport(this.settings.policies[0]!, decision)];
+  private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
+    const reports = [toReport(policy, decision)];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
     return { action: 'continue', headers: rateLimitHeaders(this.settings.modes, reports, Date.now()) };
   }
@@ -223,13 +258,13 @@ export class HttpLimiter<Raw> {
    * seconds left (and, for the legacy reset, the second the wait ends), so
    * each distinct one is built once and shared, frozen.
    */
-  private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, decision: Decision): HttpOutcome {
+  private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
     const memoKey = this.refusalMemoKey(decision);
     if (memoKey !== undefined) {
       const known = this.refusals.get(memoKey);
       if (known !== undefined) return known;
     }
-    const reports = [toReport(this.settings.policies[0]!, decision)];
+    const reports = [toReport(policy, decision)];
     const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
     if (memoKey !== undefined) {
       if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
@@ -278,13 +313,19 @@ export class HttpLimiter<Raw> {
   }
 
   /** Gives back what admitting policies took, replacing their decisions with the post-refund state for the headers. */
-  private async refund(decisions: Array<Decision | undefined>, key: string, cost: number, raw: Raw): Promise<void> {
+  private async refund(
+    policies: readonly NamedPolicy[],
+    decisions: Array<Decision | undefined>,
+    key: string,
+    cost: number,
+    raw: Raw,
+  ): Promise<void> {
     await Promise.all(
       decisions.map(async (d, i) => {
         // A fail-open decision spent nothing; a refused one spent nothing either.
         if (d === undefined || !d.allowed || d.source === 'fail-open') return;
         try {
-          const after = await this.guard(this.settings.policies[i]!.limiter.reward(key, cost));
+          const after = await this.guard(policies[i]!.limiter.reward(key, cost));
           // Still reported as admitting: it was not this policy that refused.
           decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
         } catch (error) {
@@ -300,6 +341,7 @@ export class HttpLimiter<Raw> {
    * when (if) it answers. Not awaited: the response does not wait for it.
    */
   private refundLate(
+    policies: readonly NamedPolicy[],
     calls: ReadonlyArray<Promise<Decision>>,
     settled: ReadonlyArray<PromiseSettledResult<Decision>>,
     key: string,
@@ -311,7 +353,7 @@ export class HttpLimiter<Raw> {
       calls[i]!.then(
         (late) => {
           if (!late.allowed || late.source === 'fail-open') return undefined;
-          return this.settings.policies[i]!.limiter.reward(key, cost).then(undefined, (error: unknown) => this.report(error, raw));
+          return policies[i]!.limiter.reward(key, cost).then(undefined, (error: unknown) => this.report(error, raw));
         },
         () => undefined, // already reported as a timeout
       );
@@ -383,39 +425,7 @@ export class HttpLimiter<Raw> {
 /** Distinct shared refusals an HttpLimiter keeps before it starts over. */
 const MAX_MEMOISED_REFUSALS = 256;
 
-function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as PromiseLike<T> | null)?.then === 'function';
-}
-
 /** What a user callback or a misconfiguration that threw becomes. */
 function errorOutcome(error: unknown): HttpOutcome {
   return { action: 'error', error };
-}
-
-/** A key function's answer, which must be a non-empty string. */
-function checkedKey(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0) {
-    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
-  }
-  return value;
-}
-
-/** Promise.allSettled for one promise, without the array and combinator. */
-function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
-  return promise.then(
-    (value) => ({ status: 'fulfilled', value }),
-    (reason: unknown) => ({ status: 'rejected', reason }),
-  );
-}
-
-function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
-  return {
-    name: policy.name,
-    limit: d.limit,
-    windowMs: policy.limiter.policy.windowMs,
-    allowed: d.allowed,
-    remaining: d.remaining,
-    resetMs: d.resetMs,
-    retryAfterMs: d.retryAfterMs,
-  };
 }

@@ -17,7 +17,9 @@ import {
   type BodyOption,
   HTTP_OPTION_NAMES,
   type NamedLimiter,
+  type LimiterSelector,
 } from './types.js';
+import { policySelector, type SelectPolicies } from './policy-selector.js';
 /** A limiter with the name it is reported under. */
 export interface NamedPolicy {
   /** The limiter that decides. */
@@ -36,7 +38,10 @@ export interface ListMatcher {
 
 /** An HttpLimiter's options, checked and with defaults filled in. */
 export interface HttpSettings<Raw> {
+  /** The route's policies; empty when {@link selectPolicies} picks them per request. */
   readonly policies: readonly NamedPolicy[];
+  /** Picks each request's policies, when the `limiter` option is a function. */
+  readonly selectPolicies: SelectPolicies<Raw> | undefined;
   readonly keySource: 'ip' | ApiKeySource | KeyFunction<Raw>;
   readonly resolveIp: (view: RequestView<Raw>) => IpAddress | undefined;
   /**
@@ -85,7 +90,11 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   assertKnownOptions(options, HTTP_OPTION_NAMES, owner);
   const o = options as HttpRateLimitOptions<Raw>;
 
-  const policies = parsePolicies(o.limiter, owner);
+  const selectPolicies =
+    typeof o.limiter === 'function'
+      ? policySelector(o.limiter as LimiterSelector<Raw>, (value) => parsePolicies(value, `${owner} limiter function's answer`))
+      : undefined;
+  const policies = selectPolicies === undefined ? parsePolicies(o.limiter, owner) : [];
   const validate = parseValidate(o.validate, owner);
 
   const key = o.key ?? 'ip';
@@ -186,7 +195,8 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     );
   }
   const timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
-  const sharesRefusals = onLimited === undefined && onDecision === undefined && typeof body !== 'function';
+  // A shared refusal is keyed by what its response depends on, which does not include the policies a selector chose.
+  const sharesRefusals = onLimited === undefined && onDecision === undefined && typeof body !== 'function' && selectPolicies === undefined;
   const legacyHeaders = modes.includes('legacy');
   // Only an unset trustProxy: `false` says the headers are known to be no proxy's.
   const watchForwarded =
@@ -196,6 +206,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   return {
     watchForwarded,
     policies,
+    selectPolicies,
     keySource,
     resolveIp,
     identityInput,
@@ -280,6 +291,7 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
 
 /** `policy "100-per-1m"` or `policies "burst", "daily"`: which limiter a warning is about. */
 function policyList(policies: readonly NamedPolicy[]): string {
+  if (policies.length === 0) return 'policies chosen per request';
   return `${policies.length === 1 ? 'policy' : 'policies'} ${policies.map((p) => JSON.stringify(p.name)).join(', ')}`;
 }
 

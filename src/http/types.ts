@@ -48,6 +48,18 @@ export interface NamedLimiter {
 /** One policy of a route: a limiter, or a limiter with a name. */
 export type LimiterEntry = RateLimiter | NamedLimiter;
 
+/**
+ * Picks a request's policies: e.g. the limiter of the caller's plan, out of
+ * limiters built once up front (`(req) => plans[req.user.plan]`). May answer
+ * through a promise (a plan looked up in a database). Each distinct answer
+ * is checked once; limiters made per request would each start with empty
+ * counters, so build them up front.
+ */
+export type LimiterSelector<Raw> = (
+  req: Raw,
+  client: ClientInfo,
+) => LimiterEntry | readonly LimiterEntry[] | Promise<LimiterEntry | readonly LimiterEntry[]>;
+
 /** Identify clients by an API-key header. */
 export interface ApiKeySource {
   /** Header name, e.g. `"x-api-key"` (case-insensitive). */
@@ -122,9 +134,10 @@ export interface HttpRateLimitOptions<Raw> {
    * The policies of this route: one limiter, or several evaluated together
    * (e.g. 10 per second and 1000 per day). A request passes only if every
    * one admits it; when one refuses, the units the others took are given
-   * back, so a refused request spends nothing. Required.
+   * back, so a refused request spends nothing. Or a function of the request
+   * that picks them (per-plan limits; see {@link LimiterSelector}). Required.
    */
-  limiter: LimiterEntry | readonly LimiterEntry[];
+  limiter: LimiterEntry | readonly LimiterEntry[] | LimiterSelector<Raw>;
   /** Who a request counts against. Default `"ip"`. */
   key?: KeySource<Raw>;
   /** Which proxies to believe about the client address. Default `false`: proxy headers are ignored. */

@@ -1,10 +1,14 @@
 // The behaviour every HTTP adapter must show, run by each framework's test file against real servers on ephemeral ports.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
 import { QUOTA_EXCEEDED_TYPE } from '../../../src/http/refusal.js';
-import type { DecisionInfo } from '../../../src/http/types.js';
+import type { ClientInfo, DecisionInfo } from '../../../src/http/types.js';
+import { RedisStore } from '../../../src/stores/redis/index.js';
+import type { Store } from '../../../src/stores/store.js';
+import { startRedis, type RedisServer } from '../../support/redis-server.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 
 /** A server started by a harness. */
@@ -368,6 +372,77 @@ export function adapterSuite(h: Harness): void {
       };
       await withServer(h, { global: { limiter: limiter(1), key, onError: () => undefined } }, async (url) => {
         const reply = await get(`${url}/x`, { timeoutMs: 3000 });
+        assert.equal(reply.status, 500);
+      });
+    });
+  });
+
+  describe(`${h.name}: per-plan limits (a limiter function of the request)`, () => {
+    /**
+     * Two plans built once; each request's plan comes from a header (an app would read its session), the key from
+     * another. Each user gets their plan's limit and its headers; a user who changes plan counts afresh under the
+     * new plan's prefix.
+     */
+    async function plans(storeFor: () => Store, asynchronous: boolean): Promise<void> {
+      const free = new RateLimiter({ limit: 2, window: '1m', prefix: 'plan-free', store: storeFor() });
+      const pro = new RateLimiter({ limit: 4, window: '1m', prefix: 'plan-pro', store: storeFor() });
+      const pick = (_req: unknown, client: ClientInfo): RateLimiter => (client.headers['x-plan'] === 'pro' ? pro : free);
+      const global = {
+        key: (_req: unknown, client: ClientInfo) => String(client.headers['x-user']),
+        limiter: asynchronous ? async (req: unknown, client: ClientInfo) => pick(req, client) : pick,
+      };
+      await withServer(h, { global }, async (url) => {
+        const as = (user: string, plan: string) => ({ headers: { 'x-user': user, 'x-plan': plan } });
+        const ana = [];
+        for (let i = 0; i < 3; i += 1) ana.push(await get(`${url}/x`, as('ana', 'free')));
+        const bo = [];
+        for (let i = 0; i < 5; i += 1) bo.push(await get(`${url}/x`, as('bo', 'pro')));
+        assert.deepEqual(
+          ana.map((r) => r.status),
+          [200, 200, 429],
+        );
+        assert.deepEqual(
+          bo.map((r) => r.status),
+          [200, 200, 200, 200, 429],
+        );
+        assert.equal(readIetf(ana[0]!.headers).get('2-per-1m')?.r, 1);
+        assert.equal(readIetf(bo[0]!.headers).get('4-per-1m')?.r, 3);
+        assert.equal(readIetf(bo[0]!.headers).has('2-per-1m'), false, 'only the applied policy is listed');
+        assert.match(String(ana[2]!.headers['ratelimit-policy']), /^"2-per-1m";q=2;w=60/);
+        assert.deepEqual((JSON.parse(bo[4]!.body) as Record<string, unknown>)['violated-policies'], ['4-per-1m']);
+        // An upgrade: ana's requests now count against the pro plan's own counter.
+        assert.equal((await get(`${url}/x`, as('ana', 'pro'))).status, 200);
+      });
+    }
+
+    it('memory store: each user gets the limit and headers of their plan', () =>
+      plans(() => new MemoryStore({ sweepIntervalMs: 0 }), false));
+
+    describe('on a real Redis', () => {
+      let redis: RedisServer;
+      let client: Redis;
+      before(async () => {
+        redis = await startRedis();
+        client = new Redis(redis.url);
+      });
+      after(async () => {
+        client?.disconnect();
+        await redis?.stop();
+      });
+
+      it('RedisStore, the plan picked through a promise: each user gets the limit and headers of their plan', async () => {
+        const store = new RedisStore({ client });
+        try {
+          await plans(() => store, true);
+        } finally {
+          await store.close();
+        }
+      });
+    });
+
+    it('a limiter function that answers something else: a 500 through the framework', async () => {
+      await withServer(h, { global: { limiter: () => 'pro' } }, async (url) => {
+        const reply = await get(`${url}/x`);
         assert.equal(reply.status, 500);
       });
     });

@@ -1,0 +1,40 @@
+/** Small pure pieces of the HTTP decision path: promise helpers, a key function's answer checked, a policy's report. */
+import type { Decision } from '../decision.js';
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import type { PolicyReport } from './headers.js';
+import type { NamedPolicy } from './options.js';
+
+/** True for a promise or any other thenable: the stages answer synchronously when they can. */
+export function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as PromiseLike<T> | null)?.then === 'function';
+}
+
+/** A key function's answer, which must be a non-empty string. */
+export function checkedKey(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
+  }
+  return value;
+}
+
+/** Promise.allSettled for one promise, without the array and combinator. */
+export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+  return promise.then(
+    (value) => ({ status: 'fulfilled', value }),
+    (reason: unknown) => ({ status: 'rejected', reason }),
+  );
+}
+
+/** What the headers and hooks get of one policy's decision. */
+export function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
+  return {
+    name: policy.name,
+    limit: d.limit,
+    windowMs: policy.limiter.policy.windowMs,
+    allowed: d.allowed,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: d.retryAfterMs,
+  };
+}
