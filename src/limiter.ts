@@ -10,6 +10,7 @@ import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
+import { WarningCode, warnOnce } from './warnings.js';
 import {
   FAILURE_MODES,
   RATE_LIMITER_BRAND,
@@ -71,6 +72,14 @@ export class RateLimiter {
       throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
     }
     const windowMs = parseDuration(o.window, 'window', ErrorCode.INVALID_WINDOW);
+    if (typeof o.window === 'number' && windowMs < 1000) {
+      // `window: 60` meaning a minute is a likelier slip than a sub-second window written as a bare number.
+      warnOnce(
+        WarningCode.WINDOW_IN_MILLISECONDS,
+        `RateLimiter window: ${windowMs} is ${windowMs} milliseconds (a bare number counts milliseconds). If you meant ${windowMs} seconds, write window: '${windowMs}s'; write window: '${windowMs}ms' to keep milliseconds without this warning.`,
+        String(windowMs),
+      );
+    }
     if (o.limit * windowMs > MAX_PRODUCT) {
       throw new FloodgateError(
         ErrorCode.LIMIT_TOO_LARGE,

@@ -18,6 +18,8 @@ export const WarningCode = {
   NO_RULES: 'FLOODGATE_NO_RULES',
   /** A gateway rule comes after a `final` rule that matches every request it matches, so it never applies. */
   UNREACHABLE_RULE: 'FLOODGATE_UNREACHABLE_RULE',
+  /** A RateLimiter's window is a bare number below 1000: milliseconds, where seconds were likelier meant. */
+  WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -109,7 +109,8 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
   const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
-    window: p.windowMs,
+    // A string with its unit: the config already said what it meant, and a bare number under a second would warn.
+    window: `${p.windowMs}ms`,
     algorithm: p.algorithm,
     prefix,
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),

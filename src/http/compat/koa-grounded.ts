@@ -134,7 +134,7 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
   }
 
   const redis = dbStr === undefined ? undefined : new DeferredRedisStore(dbStr, { leaseMs: timeout, maxKeys: cacheSize });
-  const limiterOptions: RateLimiterOptions = { limit: ratelimit, window: globalEXP / 1000, algorithm: 'fixed-window' };
+  const limiterOptions: RateLimiterOptions = { limit: ratelimit, window: `${globalEXP / 1000}ms`, algorithm: 'fixed-window' };
   if (partitionKey !== undefined) limiterOptions.prefix = partitionKey;
   if (cacheSize !== undefined) limiterOptions.inMemoryBlock = { maxKeys: cacheSize };
   const chosenStore = redis ?? store;
