@@ -1,7 +1,7 @@
 /** Express 4 and 5 adapter (`floodgate/express`): `rateLimit(options)` returns a middleware `(req, res, next)`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
-import type { HttpOutcome, HttpRateLimitOptions } from './types.js';
+import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
@@ -55,10 +55,11 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
     return undefined as unknown as ExpressMiddleware;
   }
   const limiter = new HttpLimiter<Req>(options, { owner: OWNER, frameworkIp: true });
-  const act = (res: ServerResponse, next: (error?: unknown) => void, outcome: HttpOutcome): void => {
+  const act = (req: ExpressRequestLike, res: ServerResponse, next: (error?: unknown) => void, outcome: HttpOutcome): void => {
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);
+        if (outcome.info !== undefined) (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
         next();
         return;
       case 'respond':
@@ -76,10 +77,10 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
     const decided = limiter.decide(view);
     // A refusal the in-memory block already knows is answered in this turn, without a promise.
     if (!(decided instanceof Promise)) {
-      act(res, next, decided);
+      act(req, res, next, decided);
       return;
     }
     // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
-    void decided.then((outcome) => act(res, next, outcome)).catch((error: unknown) => limiter.reportError(error, raw));
+    void decided.then((outcome) => act(req, res, next, outcome)).catch((error: unknown) => limiter.reportError(error, raw));
   };
 }

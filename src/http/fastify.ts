@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { assertKnownOptions } from '../validate.js';
-import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions } from './types.js';
+import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
@@ -17,6 +17,10 @@ export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>
 export type FastifyRateLimitHook = 'onRequest' | 'preValidation' | 'preHandler';
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** The decision floodgate made for this request, when it counted it (see RateLimitInfo). */
+    rateLimit?: RateLimitInfo;
+  }
   interface FastifyContextConfig {
     /** floodgate's options for this route (they override the plugin's), or `false` for no limit here. */
     rateLimit?: FastifyRouteRateLimit;
@@ -166,10 +170,11 @@ function adapterConfig(owner: string): { owner: string; frameworkIp: boolean } {
 }
 
 function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
-  const act = (reply: FastifyReply, done: (error?: Error) => void, outcome: HttpOutcome): void => {
+  const act = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, outcome: HttpOutcome): void => {
     switch (outcome.action) {
       case 'continue':
         setAll(reply, outcome.headers);
+        if (outcome.info !== undefined) request.rateLimit = outcome.info;
         done();
         return;
       case 'respond':
@@ -205,11 +210,11 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
     };
     const decided = limiter.decide(view);
     if (!(decided instanceof Promise)) {
-      act(reply, done, decided);
+      act(request, reply, done, decided);
       return;
     }
     decided.then(
-      (outcome) => act(reply, done, outcome),
+      (outcome) => act(request, reply, done, outcome),
       (error: unknown) => done(error instanceof Error ? error : new Error(String(error))),
     );
   };

@@ -2,7 +2,7 @@
 import type { Decision } from '../decision.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, isThenable, settle, toReport } from './limiter-parts.js';
+import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
@@ -241,14 +241,14 @@ export class HttpLimiter<Raw> {
       return outcome;
     }
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
-    return { action: 'continue', headers: rateHeaders };
+    return continueWith(rateHeaders, key, cost, reports);
   }
 
   /** The admission by a route's only policy. */
   private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
     const reports = [toReport(policy, decision)];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
-    return { action: 'continue', headers: rateLimitHeaders(this.settings.modes, reports, Date.now()) };
+    return continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
   }
 
   /**

@@ -25,6 +25,8 @@ export interface KoaContextLike {
   body: unknown;
   /** Sets a response header. */
   set(field: string, value: string): void;
+  /** Koa's per-request namespace; floodgate puts its decision in `state.rateLimit`. */
+  state?: Record<string, unknown>;
 }
 
 /** A Koa middleware. */
@@ -48,6 +50,7 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
     switch (outcome.action) {
       case 'continue':
         setAll(ctx, outcome.headers);
+        if (outcome.info !== undefined) (ctx.state ??= {}).rateLimit = outcome.info;
         await next();
         return;
       case 'respond':

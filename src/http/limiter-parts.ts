@@ -2,8 +2,9 @@
 import type { Decision } from '../decision.js';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
-import type { PolicyReport } from './headers.js';
+import type { HeaderPair, PolicyReport } from './headers.js';
 import type { NamedPolicy } from './options.js';
+import type { HttpOutcome, RateLimitInfo } from './types.js';
 
 /** True for a promise or any other thenable: the stages answer synchronously when they can. */
 export function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
@@ -37,4 +38,18 @@ export function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
     resetMs: d.resetMs,
     retryAfterMs: d.retryAfterMs,
   };
+}
+
+/** The outcome of an admitted request: its headers, and what the handler may read of the decision. */
+export function continueWith(headers: readonly HeaderPair[], key: string, cost: number, policies: readonly PolicyReport[]): HttpOutcome {
+  let binding: PolicyReport | undefined;
+  for (const p of policies) if (binding === undefined || p.remaining < binding.remaining) binding = p;
+  const info: RateLimitInfo = {
+    key,
+    cost,
+    policies,
+    remaining: binding?.remaining ?? Infinity,
+    resetMs: binding?.resetMs ?? 0,
+  };
+  return { action: 'continue', headers, info };
 }

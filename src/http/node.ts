@@ -1,7 +1,7 @@
 /** node:http adapter (`floodgate/node`): `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
-import type { HttpRateLimitOptions } from './types.js';
+import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
@@ -50,6 +50,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);
+        if (outcome.info !== undefined) (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
         return true;
       case 'respond':
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);

@@ -125,6 +125,32 @@ export interface DecisionInfo {
   readonly errors: readonly unknown[];
 }
 
+/**
+ * The decision a request carries on to its handler: `req.rateLimit`
+ * (Express and node:http), `ctx.state.rateLimit` (Koa), `request.rateLimit`
+ * (Fastify). Undefined when the middleware did not count the request
+ * (`skip`, the allow list).
+ */
+export interface RateLimitInfo {
+  /** The key the request counted against. */
+  readonly key: string;
+  /** Units it cost. */
+  readonly cost: number;
+  /** Each policy that answered, in order: name, limit, window, remaining, reset. */
+  readonly policies: readonly PolicyReport[];
+  /** The fewest units left over those policies: how many more requests of this cost would pass now. */
+  readonly remaining: number;
+  /** ms until the policy with the fewest units left is whole again (may be Infinity). */
+  readonly resetMs: number;
+}
+
+declare module 'http' {
+  interface IncomingMessage {
+    /** floodgate's decision for this request (Express and node:http middleware), when it counted it; see RateLimitInfo. */
+    rateLimit?: RateLimitInfo;
+  }
+}
+
 /** Response body: problem details (RFC 9457 JSON, default), plain text, or built by a function (a string is sent as text, anything else as JSON). */
 export type BodyOption = 'problem' | 'text' | ((info: RefusalInfo) => string | object);
 
@@ -221,8 +247,8 @@ export const HTTP_OPTION_NAMES = [
 
 /** What an adapter must do with a request. */
 export type HttpOutcome =
-  /** Call the next handler, after setting `headers` on the response. */
-  | { readonly action: 'continue'; readonly headers: readonly HeaderPair[] }
+  /** Call the next handler, after setting `headers` on the response; `info` when the limiters decided (not for a skipped or allow-listed request). */
+  | { readonly action: 'continue'; readonly headers: readonly HeaderPair[]; readonly info?: RateLimitInfo }
   /** Send this response and stop. */
   | {
       readonly action: 'respond';

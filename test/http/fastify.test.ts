@@ -1,13 +1,13 @@
 // Fastify 4 and 5: the shared adapter behaviour on real servers, plus the plugin's per-route config, opt-out and hook placement.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import fastify5 from 'fastify';
+import fastify5, { type FastifyReply, type FastifyRequest } from 'fastify';
 import fastify4 from 'fastify4';
 import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { rateLimit, type FastifyRateLimitOptions } from '../../src/http/fastify.js';
 import { get, readIetf, statuses } from './support/http.js';
-import { adapterSuite, type Harness } from './support/suite.js';
+import { adapterSuite, seenRateLimit, type Harness } from './support/suite.js';
 
 type Factory = (options?: Record<string, unknown>) => ReturnType<typeof fastify5>;
 // The plugin is typed against the installed (v5) Fastify; v4 instances accept it at run time.
@@ -31,8 +31,8 @@ function harness(name: string, fastify: Factory): Harness {
       for (const [path, options] of Object.entries(spec.routes ?? {})) {
         app.get(path, { config: { rateLimit: options } }, async () => 'ok');
       }
-      app.get('/*', async (_request: unknown, reply: { type(t: string): { send(b: string): unknown } }) =>
-        reply.type('text/plain').send('ok'),
+      app.get('/*', async (request: FastifyRequest, reply: FastifyReply) =>
+        reply.header('x-seen-rate-limit', seenRateLimit(request.rateLimit)).type('text/plain').send('ok'),
       );
       const url = await listen(app, spec.host);
       return { url, close: () => app.close() };

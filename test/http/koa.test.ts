@@ -12,7 +12,8 @@ import { MemoryStore } from '../../src/stores/memory.js';
 import { grounded, rateLimit, type KoaRateLimitOptions } from '../../src/http/koa.js';
 import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
 import { close, get, listen, readIetf, statuses } from './support/http.js';
-import { adapterSuite, type Harness } from './support/suite.js';
+import type { RateLimitInfo } from '../../src/http/types.js';
+import { adapterSuite, seenRateLimit, type Harness } from './support/suite.js';
 
 /** The shared adapter suite on a real server of one Koa major version (both take the same middleware). */
 function harness(name: string, KoaApp: typeof Koa): Harness {
@@ -30,6 +31,7 @@ function harness(name: string, KoaApp: typeof Koa): Harness {
       }
       app.use(router.routes());
       app.use((ctx) => {
+        ctx.set('x-seen-rate-limit', seenRateLimit((ctx.state as { rateLimit?: RateLimitInfo }).rateLimit));
         ctx.type = 'text/plain';
         ctx.body = 'ok';
       });

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
 import { QUOTA_EXCEEDED_TYPE } from '../../../src/http/refusal.js';
-import type { ClientInfo, DecisionInfo } from '../../../src/http/types.js';
+import type { ClientInfo, DecisionInfo, RateLimitInfo } from '../../../src/http/types.js';
 import { RedisStore } from '../../../src/stores/redis/index.js';
 import type { Store } from '../../../src/stores/store.js';
 import { startRedis, type RedisServer } from '../../support/redis-server.js';
@@ -44,6 +44,18 @@ async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Pro
   } finally {
     await server.close();
   }
+}
+
+/** What a harness's catch-all handler echoes of the decision it was handed, in `x-seen-rate-limit`. */
+export function seenRateLimit(info: RateLimitInfo | undefined): string {
+  if (info === undefined) return 'none';
+  return JSON.stringify({
+    key: info.key,
+    cost: info.cost,
+    remaining: info.remaining,
+    resetInWindow: info.resetMs > 0 && info.resetMs <= 60_000,
+    policies: info.policies.map((p) => `${p.name}:${p.remaining}`),
+  });
 }
 
 /** Registers the shared adapter tests for `h`. */
@@ -444,6 +456,32 @@ export function adapterSuite(h: Harness): void {
       await withServer(h, { global: { limiter: () => 'pro' } }, async (url) => {
         const reply = await get(`${url}/x`);
         assert.equal(reply.status, 500);
+      });
+    });
+  });
+
+  describe(`${h.name}: the decision in the handler`, () => {
+    it('the handler reads the decision (key, cost, remaining, reset, each policy); a skipped request has none', async () => {
+      const minute = { limiter: limiter(3), name: 'minute' };
+      const day = { limiter: limiter(10, '1d'), name: 'day' };
+      const global = {
+        limiter: [minute, day],
+        key: (_req: unknown, client: ClientInfo) => String(client.headers['x-user']),
+        cost: 2,
+        skip: (_req: unknown, client: ClientInfo) => client.headers['x-skip'] === '1',
+      };
+      await withServer(h, { global }, async (url) => {
+        const first = await get(`${url}/x`, { headers: { 'x-user': 'ana' } });
+        assert.equal(first.status, 200);
+        assert.deepEqual(JSON.parse(String(first.headers['x-seen-rate-limit'])), {
+          key: 'ana',
+          cost: 2,
+          remaining: 1,
+          resetInWindow: true,
+          policies: ['minute:1', 'day:8'],
+        });
+        const skipped = await get(`${url}/x`, { headers: { 'x-user': 'ana', 'x-skip': '1' } });
+        assert.equal(skipped.headers['x-seen-rate-limit'], 'none');
       });
     });
   });
