@@ -59,7 +59,10 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);
-        if (outcome.info !== undefined) (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
+        if (outcome.info !== undefined) {
+          (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
+          limiter.watchResponse(req as Req, res, outcome.info);
+        }
         next();
         return;
       case 'respond':

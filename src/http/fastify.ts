@@ -174,7 +174,10 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
     switch (outcome.action) {
       case 'continue':
         setAll(reply, outcome.headers);
-        if (outcome.info !== undefined) request.rateLimit = outcome.info;
+        if (outcome.info !== undefined) {
+          request.rateLimit = outcome.info;
+          limiter.watchResponse(request, reply.raw, outcome.info);
+        }
         done();
         return;
       case 'respond':

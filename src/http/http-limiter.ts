@@ -1,8 +1,11 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
+import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
+import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
+import { refundWhenDone } from './count-by-outcome.js';
+import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
@@ -15,6 +18,7 @@ import type {
   ClientInfo,
   ApiKeySource,
   DecisionInfo,
+  RateLimitInfo,
   RefusalInfo,
 } from './types.js';
 
@@ -38,8 +42,10 @@ export class HttpLimiter<Raw> {
   private readonly settings: HttpSettings<Raw>;
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
-  /** Errors made by {@link guard} when the middleware's own timeout fires (so the late answer can be refunded). */
-  private readonly timeouts = new WeakSet<object>();
+  /** The policies each admitted request was counted by, while its response runs; only with a refund rule. */
+  private readonly applied = new WeakMap<RateLimitInfo, readonly NamedPolicy[]>();
+  /** The middleware's own timeout around each limiter call. */
+  private readonly guard: CallGuard;
 
   /**
    * @param options - see {@link HttpRateLimitOptions}
@@ -51,11 +57,29 @@ export class HttpLimiter<Raw> {
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
     this.bodies = new RefusalBodies(this.settings.body);
     this.identities = new ClientIdentities(this.settings);
+    this.guard = new CallGuard(this.settings.timeoutMs);
   }
 
   /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
   reportError(error: unknown, raw: Raw | undefined): void {
     this.report(error, raw);
+  }
+
+  /**
+   * Called by the adapter with an admitted request's response: with
+   * `skipFailedRequests` or `skipSuccessfulRequests`, the request's units go
+   * back to each policy that counted it once the response ends (see
+   * count-by-outcome.ts). Does nothing without those options.
+   */
+  watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined): void {
+    const rule = this.settings.refundRule;
+    if (rule === undefined || info === undefined) return;
+    const policies = this.applied.get(info);
+    if (policies === undefined) return;
+    const giveBack = (policy: NamedPolicy, key: string, cost: number): void => {
+      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => this.report(error, raw));
+    };
+    refundWhenDone(raw, res, info, policies, rule, giveBack, (error) => this.report(error, raw));
   }
 
   /** The names of this route's policies, in order (none when a function picks them per request). */
@@ -188,7 +212,9 @@ export class HttpLimiter<Raw> {
   ): Promise<HttpOutcome> {
     const calls = policies.map((p) => p.limiter.consume(key, cost));
     const settled =
-      calls.length === 1 ? [await settle(this.guard(calls[0]!))] : await Promise.allSettled(calls.map((call) => this.guard(call)));
+      calls.length === 1
+        ? [await settle(this.guard.wrap(calls[0]!))]
+        : await Promise.allSettled(calls.map((call) => this.guard.wrap(call)));
     const decisions: Array<Decision | undefined> = [];
     const storeErrors: unknown[] = [];
     let badCall: unknown;
@@ -241,14 +267,23 @@ export class HttpLimiter<Raw> {
       return outcome;
     }
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
-    return continueWith(rateHeaders, key, cost, reports);
+    return this.admitted(continueWith(rateHeaders, key, cost, reports), policies);
   }
 
   /** The admission by a route's only policy. */
   private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
     const reports = [toReport(policy, decision)];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
-    return continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
+    const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
+    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy]);
+  }
+
+  /** Remembers which policies counted an admitted request, when a refund rule may give its units back. */
+  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[]): HttpOutcome {
+    if (this.settings.refundRule !== undefined && outcome.action === 'continue' && outcome.info !== undefined) {
+      this.applied.set(outcome.info, policies);
+    }
+    return outcome;
   }
 
   /**
@@ -325,7 +360,7 @@ export class HttpLimiter<Raw> {
         // A fail-open decision spent nothing; a refused one spent nothing either.
         if (d === undefined || !d.allowed || d.source === 'fail-open') return;
         try {
-          const after = await this.guard(policies[i]!.limiter.reward(key, cost));
+          const after = await this.guard.wrap(policies[i]!.limiter.reward(key, cost));
           // Still reported as admitting: it was not this policy that refused.
           decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
         } catch (error) {
@@ -349,7 +384,7 @@ export class HttpLimiter<Raw> {
     raw: Raw,
   ): void {
     settled.forEach((result, i) => {
-      if (result.status !== 'rejected' || !this.timeouts.has(result.reason as object)) return;
+      if (result.status !== 'rejected' || !this.guard.timedOut(result.reason)) return;
       calls[i]!.then(
         (late) => {
           if (!late.allowed || late.source === 'fail-open') return undefined;
@@ -395,30 +430,6 @@ export class HttpLimiter<Raw> {
     } catch {
       // An onError that throws must not turn a handled failure into an unhandled one.
     }
-  }
-
-  /** Bounds a limiter call by `timeout`, so a store that never answers cannot hang the request. */
-  private guard<T>(promise: Promise<T>): Promise<T> {
-    const ms = this.settings.timeoutMs;
-    if (ms === undefined) return promise;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        const error = new FloodgateError(ErrorCode.STORE_TIMEOUT, `the limiter did not answer within ${ms} ms (HTTP middleware timeout).`);
-        this.timeouts.add(error);
-        reject(error);
-      }, ms);
-      timer.unref?.();
-      promise.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
   }
 }
 

@@ -50,7 +50,10 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
     switch (outcome.action) {
       case 'continue':
         setAll(ctx, outcome.headers);
-        if (outcome.info !== undefined) (ctx.state ??= {}).rateLimit = outcome.info;
+        if (outcome.info !== undefined) {
+          (ctx.state ??= {}).rateLimit = outcome.info;
+          limiter.watchResponse(ctx, ctx.res, outcome.info);
+        }
         await next();
         return;
       case 'respond':

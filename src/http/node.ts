@@ -50,7 +50,10 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
     switch (outcome.action) {
       case 'continue':
         setHeaders(res, outcome.headers);
-        if (outcome.info !== undefined) (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
+        if (outcome.info !== undefined) {
+          (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
+          limiter.watchResponse(req, res, outcome.info);
+        }
         return true;
       case 'respond':
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);

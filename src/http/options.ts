@@ -20,6 +20,7 @@ import {
   type LimiterSelector,
 } from './types.js';
 import { policySelector, type SelectPolicies } from './policy-selector.js';
+import { parseRefundRule, type RefundRule } from './count-by-outcome.js';
 /** A limiter with the name it is reported under. */
 export interface NamedPolicy {
   /** The limiter that decides. */
@@ -62,6 +63,8 @@ export interface HttpSettings<Raw> {
   readonly statusCode: number;
   readonly body: BodyOption;
   readonly skip: HttpRateLimitOptions<Raw>['skip'];
+  /** When an admitted request's units are given back after its response (skipFailedRequests / skipSuccessfulRequests). */
+  readonly refundRule: RefundRule<Raw> | undefined;
   readonly allow: ListMatcher | undefined;
   readonly deny: ListMatcher | undefined;
   readonly denyStatus: number;
@@ -179,6 +182,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   }
 
   const skip = optionalFunction(o.skip, 'skip');
+  const refundRule = parseRefundRule<Raw>(o.skipFailedRequests, o.skipSuccessfulRequests, o.requestWasSuccessful, owner);
   const onLimited = optionalFunction(o.onLimited, 'onLimited');
   const onDecision = optionalFunction(o.onDecision, 'onDecision');
   const onError = optionalFunction(o.onError, 'onError') ?? throttledWarning(owner);
@@ -217,6 +221,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     statusCode,
     body,
     skip,
+    refundRule,
     allow,
     deny,
     denyStatus,

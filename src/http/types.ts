@@ -182,6 +182,12 @@ export interface HttpRateLimitOptions<Raw> {
   statusCode?: number;
   /** Body of the middleware's own responses. Default `"problem"`. */
   body?: BodyOption;
+  /** Give an admitted request's units back when its response is an error (status ≥ 400, or per `requestWasSuccessful`) or its connection closed first. Default false. */
+  skipFailedRequests?: boolean;
+  /** Give an admitted request's units back when its response succeeds (status < 400, or per `requestWasSuccessful`): count only failures, e.g. failed logins. Default false. */
+  skipSuccessfulRequests?: boolean;
+  /** Which finished responses are successes, for the two options above. Default: status below 400. */
+  requestWasSuccessful?: (req: Raw, statusCode: number) => boolean;
   /** Return true to let a request through without counting it. */
   skip?: (req: Raw, client: ClientInfo) => boolean | Promise<boolean>;
   /** IPs, CIDRs (or `"loopback"`, `"private"`, `"linklocal"`) and keys that are never limited. */
@@ -233,6 +239,9 @@ export const HTTP_OPTION_NAMES = [
   'statusCode',
   'body',
   'skip',
+  'skipFailedRequests',
+  'skipSuccessfulRequests',
+  'requestWasSuccessful',
   'allowList',
   'denyList',
   'denyStatus',

@@ -7,7 +7,7 @@ import express5 from 'express';
 import { RateLimiter } from '../../src/limiter.js';
 import { rateLimit, type ExpressRateLimitOptions } from '../../src/http/express.js';
 import { close, get, listen, readIetf, statuses } from './support/http.js';
-import { adapterSuite, seenRateLimit, type Harness, type ServerSpec } from './support/suite.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness, type ServerSpec } from './support/suite.js';
 
 // express4 is an npm alias of express@4 without its own types; it has the same call shape for what is used here.
 const express4 = createRequire(import.meta.url)('express4') as typeof express5;
@@ -26,7 +26,7 @@ function harness(name: string, express: typeof express5): Harness {
       }
       app.use((req, res) => {
         res.setHeader('x-seen-rate-limit', seenRateLimit(req.rateLimit));
-        res.type('text/plain').send('ok');
+        res.status(answerStatus(req.headers)).type('text/plain').send('ok');
       });
       const server = createServer(app);
       const url = await listen(server, spec.host);

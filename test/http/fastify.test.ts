@@ -7,7 +7,7 @@ import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { rateLimit, type FastifyRateLimitOptions } from '../../src/http/fastify.js';
 import { get, readIetf, statuses } from './support/http.js';
-import { adapterSuite, seenRateLimit, type Harness } from './support/suite.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
 
 type Factory = (options?: Record<string, unknown>) => ReturnType<typeof fastify5>;
 // The plugin is typed against the installed (v5) Fastify; v4 instances accept it at run time.
@@ -32,7 +32,11 @@ function harness(name: string, fastify: Factory): Harness {
         app.get(path, { config: { rateLimit: options } }, async () => 'ok');
       }
       app.get('/*', async (request: FastifyRequest, reply: FastifyReply) =>
-        reply.header('x-seen-rate-limit', seenRateLimit(request.rateLimit)).type('text/plain').send('ok'),
+        reply
+          .code(answerStatus(request.headers))
+          .header('x-seen-rate-limit', seenRateLimit(request.rateLimit))
+          .type('text/plain')
+          .send('ok'),
       );
       const url = await listen(app, spec.host);
       return { url, close: () => app.close() };

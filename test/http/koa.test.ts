@@ -13,7 +13,7 @@ import { grounded, rateLimit, type KoaRateLimitOptions } from '../../src/http/ko
 import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
 import { close, get, listen, readIetf, statuses } from './support/http.js';
 import type { RateLimitInfo } from '../../src/http/types.js';
-import { adapterSuite, seenRateLimit, type Harness } from './support/suite.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
 
 /** The shared adapter suite on a real server of one Koa major version (both take the same middleware). */
 function harness(name: string, KoaApp: typeof Koa): Harness {
@@ -32,6 +32,7 @@ function harness(name: string, KoaApp: typeof Koa): Harness {
       app.use(router.routes());
       app.use((ctx) => {
         ctx.set('x-seen-rate-limit', seenRateLimit((ctx.state as { rateLimit?: RateLimitInfo }).rateLimit));
+        ctx.status = answerStatus(ctx.headers);
         ctx.type = 'text/plain';
         ctx.body = 'ok';
       });

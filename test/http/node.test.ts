@@ -6,7 +6,7 @@ import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { rateLimit, type NodeRateLimit, type NodeRateLimitOptions } from '../../src/http/node.js';
 import { close, get, listen } from './support/http.js';
-import { adapterSuite, seenRateLimit, type Harness } from './support/suite.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
 
 const harness: Harness = {
   name: 'node:http',
@@ -19,6 +19,7 @@ const harness: Harness = {
       if (global && !(await global(req, res))) return;
       const route = routes.get((req.url ?? '/').split('?')[0]!);
       if (route && !(await route(req, res))) return;
+      res.statusCode = answerStatus(req.headers);
       res.setHeader('x-seen-rate-limit', seenRateLimit(req.rateLimit));
       res.setHeader('content-type', 'text/plain');
       res.end('ok');

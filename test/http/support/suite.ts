@@ -46,6 +46,12 @@ async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Pro
   }
 }
 
+/** The status a harness's catch-all handler answers: `x-answer-status` when the request sets it, else 200. */
+export function answerStatus(headers: Record<string, string | string[] | undefined>): number {
+  const asked = Number(headers['x-answer-status']);
+  return Number.isInteger(asked) && asked >= 200 ? asked : 200;
+}
+
 /** What a harness's catch-all handler echoes of the decision it was handed, in `x-seen-rate-limit`. */
 export function seenRateLimit(info: RateLimitInfo | undefined): string {
   if (info === undefined) return 'none';
@@ -482,6 +488,41 @@ export function adapterSuite(h: Harness): void {
         });
         const skipped = await get(`${url}/x`, { headers: { 'x-user': 'ana', 'x-skip': '1' } });
         assert.equal(skipped.headers['x-seen-rate-limit'], 'none');
+      });
+    });
+  });
+
+  describe(`${h.name}: counting by outcome`, () => {
+    const answering = (status: number) => ({ headers: { 'x-answer-status': String(status) } });
+    const run = async (url: string, status: number, n: number): Promise<number[]> => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i += 1) out.push((await get(`${url}/x`, answering(status))).status);
+      return out;
+    };
+
+    it('skipFailedRequests: failed responses give their units back, successes count', async () => {
+      await withServer(h, { global: { limiter: limiter(2), skipFailedRequests: true } }, async (url) => {
+        assert.deepEqual(await run(url, 500, 3), [500, 500, 500]);
+        assert.deepEqual(await run(url, 200, 3), [200, 200, 429]);
+      });
+    });
+
+    it('skipSuccessfulRequests: only failures count (failed logins)', async () => {
+      await withServer(h, { global: { limiter: limiter(2), skipSuccessfulRequests: true } }, async (url) => {
+        assert.deepEqual(await run(url, 200, 3), [200, 200, 200]);
+        assert.deepEqual(await run(url, 401, 3), [401, 401, 429]);
+      });
+    });
+
+    it('requestWasSuccessful decides what a success is', async () => {
+      const global = {
+        limiter: limiter(2),
+        skipFailedRequests: true,
+        requestWasSuccessful: (_req: unknown, status: number) => status !== 503,
+      };
+      await withServer(h, { global }, async (url) => {
+        assert.deepEqual(await run(url, 503, 3), [503, 503, 503]);
+        assert.deepEqual(await run(url, 404, 3), [404, 404, 429]);
       });
     });
   });

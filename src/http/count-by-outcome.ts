@@ -1,0 +1,80 @@
+/** Counting by outcome: the units of an admitted request given back once its response ends, when it failed (or succeeded) and the options say such requests do not count. */
+import type { ServerResponse } from 'node:http';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import { optionalBoolean, optionalFunction } from '../validate.js';
+import type { NamedPolicy } from './options.js';
+import type { RateLimitInfo } from './types.js';
+
+/** Whether a finished request gives its units back: `status` is undefined when the connection closed before the response ended. */
+export type RefundRule<Raw> = (raw: Raw, status: number | undefined) => boolean;
+
+/**
+ * The refund rule of `skipFailedRequests`, `skipSuccessfulRequests` and
+ * `requestWasSuccessful`, or undefined when every request counts. A request
+ * is successful when `requestWasSuccessful(req, status)` says so (default:
+ * status below 400); one whose connection closed before its response ended
+ * is failed, whatever the predicate (it was not served).
+ *
+ * @throws FloodgateError INVALID_OPTIONS for a non-boolean flag or a non-function predicate; CONFLICTING_OPTIONS for both flags (nothing
+ *   would count) or a predicate without either flag (it would decide nothing)
+ */
+export function parseRefundRule<Raw>(
+  skipFailed: unknown,
+  skipSuccessful: unknown,
+  wasSuccessful: unknown,
+  owner: string,
+): RefundRule<Raw> | undefined {
+  const failed = optionalBoolean(skipFailed, 'skipFailedRequests') ?? false;
+  const successful = optionalBoolean(skipSuccessful, 'skipSuccessfulRequests') ?? false;
+  const predicate = optionalFunction(wasSuccessful, 'requestWasSuccessful') as ((raw: Raw, status: number) => boolean) | undefined;
+  if (failed && successful) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      `${owner}: skipFailedRequests and skipSuccessfulRequests together give every request back, so nothing would be limited; keep one.`,
+    );
+  }
+  if (!failed && !successful) {
+    if (predicate === undefined) return undefined;
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      `${owner}: requestWasSuccessful decides which requests skipFailedRequests or skipSuccessfulRequests give back; set one of them, or remove it.`,
+    );
+  }
+  return (raw, status) => {
+    const ok = status !== undefined && (predicate === undefined ? status < 400 : predicate(raw, status) === true);
+    return ok ? successful : failed;
+  };
+}
+
+/**
+ * Watches `res` until its response ends ('finish') or its connection closes
+ * first ('close'), then, when `rule` says so, gives `info.cost` back to each
+ * of `policies` through `giveBack`. Listens once; never throws.
+ */
+export function refundWhenDone<Raw>(
+  raw: Raw,
+  res: ServerResponse,
+  info: RateLimitInfo,
+  policies: readonly NamedPolicy[],
+  rule: RefundRule<Raw>,
+  giveBack: (policy: NamedPolicy, key: string, cost: number) => void,
+  report: (error: unknown) => void,
+): void {
+  let done = false;
+  const settle = (): void => {
+    if (done) return;
+    done = true;
+    res.off('finish', settle);
+    res.off('close', settle);
+    let refund: boolean;
+    try {
+      refund = rule(raw, res.writableFinished ? res.statusCode : undefined);
+    } catch (error) {
+      report(error);
+      return;
+    }
+    if (refund) for (const policy of policies) giveBack(policy, info.key, info.cost);
+  };
+  res.once('finish', settle);
+  res.once('close', settle);
+}
