@@ -21,6 +21,7 @@ import {
 } from './types.js';
 import { policySelector, type SelectPolicies } from './policy-selector.js';
 import { parseRefundRule, type RefundRule } from './count-by-outcome.js';
+import { limiterOption } from './shorthand.js';
 /** A limiter with the name it is reported under. */
 export interface NamedPolicy {
   /** The limiter that decides. */
@@ -93,11 +94,12 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   assertKnownOptions(options, HTTP_OPTION_NAMES, owner);
   const o = options as HttpRateLimitOptions<Raw>;
 
+  const limiterGiven = limiterOption(o, owner);
   const selectPolicies =
-    typeof o.limiter === 'function'
-      ? policySelector(o.limiter as LimiterSelector<Raw>, (value) => parsePolicies(value, `${owner} limiter function's answer`))
+    typeof limiterGiven === 'function'
+      ? policySelector(limiterGiven as LimiterSelector<Raw>, (value) => parsePolicies(value, `${owner} limiter function's answer`))
       : undefined;
-  const policies = selectPolicies === undefined ? parsePolicies(o.limiter, owner) : [];
+  const policies = selectPolicies === undefined ? parsePolicies(limiterGiven, owner) : [];
   const validate = parseValidate(o.validate, owner);
 
   const key = o.key ?? 'ip';
@@ -241,7 +243,7 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
   if (value === undefined) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${owner} needs a limiter, e.g. { limiter: new RateLimiter({ limit: 100, window: "1m" }) }.`,
+      `${owner} needs a limit, e.g. { limit: 100, window: '15m' } or { limiter: new RateLimiter({ limit: 100, window: '15m' }) }.`,
     );
   }
   const list = Array.isArray(value) ? (value as unknown[]) : [value];

@@ -2,6 +2,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duration } from '../duration.js';
 import type { RateLimiter } from '../limiter.js';
+import type { Store } from '../stores/store.js';
 import type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
 import type { ProxyHeader, TrustProxy } from './client-keys.js';
 import type { ValidateOptions } from './slips.js';
@@ -161,9 +162,21 @@ export interface HttpRateLimitOptions<Raw> {
    * (e.g. 10 per second and 1000 per day). A request passes only if every
    * one admits it; when one refuses, the units the others took are given
    * back, so a refused request spends nothing. Or a function of the request
-   * that picks them (per-plan limits; see {@link LimiterSelector}). Required.
+   * that picks them (per-plan limits; see {@link LimiterSelector}). Required
+   * unless `limit` and `window` are given.
    */
-  limiter: LimiterEntry | readonly LimiterEntry[] | LimiterSelector<Raw>;
+  limiter?: LimiterEntry | readonly LimiterEntry[] | LimiterSelector<Raw>;
+  /**
+   * Shorthand for `limiter`: units per `window`, and the middleware builds the
+   * RateLimiter (fixed window, on `store`, else its own memory store). A
+   * function of the request (sync or async) gives per-plan limits: one
+   * limiter per distinct answer (at most 100), each counting apart.
+   */
+  limit?: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
+  /** The window of `limit`, e.g. `'15m'`. */
+  window?: Duration;
+  /** The store of the limiters `limit` builds (e.g. a RedisStore shared by every process). Default: a memory store each. */
+  store?: Store;
   /** Who a request counts against. Default `"ip"`. */
   key?: KeySource<Raw>;
   /** Which proxies to believe about the client address. Default `false`: proxy headers are ignored. */
@@ -229,6 +242,9 @@ export interface HttpRateLimitOptions<Raw> {
 /** The option names of {@link HttpRateLimitOptions}, for strict validation. */
 export const HTTP_OPTION_NAMES = [
   'limiter',
+  'limit',
+  'window',
+  'store',
   'key',
   'trustProxy',
   'proxyHeader',

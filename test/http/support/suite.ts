@@ -526,4 +526,30 @@ export function adapterSuite(h: Harness): void {
       });
     });
   });
+
+  describe(`${h.name}: the limit / window shorthand`, () => {
+    it('rateLimit({ limit, window }): the middleware builds the limiter', async () => {
+      await withServer(h, { global: { limit: 2, window: '1m' } }, async (url) => {
+        assert.deepEqual(await statuses(`${url}/x`, 3), [200, 200, 429]);
+      });
+    });
+
+    it('limit as a function of the request: each plan its own limit and headers', async () => {
+      const global = {
+        key: (_req: unknown, client: ClientInfo) => String(client.headers['x-user']),
+        limit: (_req: unknown, client: ClientInfo) => (client.headers['x-plan'] === 'pro' ? 4 : 2),
+        window: '1m',
+      };
+      await withServer(h, { global }, async (url) => {
+        const as = (user: string, plan: string) => ({ headers: { 'x-user': user, 'x-plan': plan } });
+        const free: number[] = [];
+        for (let i = 0; i < 3; i += 1) free.push((await get(`${url}/x`, as('ana', 'free'))).status);
+        const pro: number[] = [];
+        for (let i = 0; i < 5; i += 1) pro.push((await get(`${url}/x`, as('bo', 'pro'))).status);
+        assert.deepEqual(free, [200, 200, 429]);
+        assert.deepEqual(pro, [200, 200, 200, 200, 429]);
+        assert.equal(readIetf((await get(`${url}/x`, as('cy', 'pro'))).headers).get('4-per-1m')?.r, 3);
+      });
+    });
+  });
 }
