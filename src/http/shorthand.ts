@@ -1,6 +1,5 @@
 /** The `limit` / `window` / `store` shorthand of the HTTP options: the middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per distinct limit. */
-import type { Duration } from '../duration.js';
-import { describe } from '../duration.js';
+import { describe, type Duration } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { RateLimiter } from '../limiter.js';
 import type { Store } from '../stores/store.js';
