@@ -32,6 +32,12 @@ export const ErrorCode = {
   CONFLICTING_OPTIONS: 'FLOODGATE_CONFLICTING_OPTIONS',
   /** `limit × window` is too large for exact integer arithmetic. Cause and fix: docs/errors.md#floodgate_limit_too_large. */
   LIMIT_TOO_LARGE: 'FLOODGATE_LIMIT_TOO_LARGE',
+  /** A composite decision (`consumeAll`) whose parts cannot be decided together: none, too many, not RateLimiters, on different stores, or two on one store key. Cause and fix: docs/errors.md#floodgate_invalid_composite. */
+  INVALID_COMPOSITE: 'FLOODGATE_INVALID_COMPOSITE',
+  /** The parts' store cannot decide several keys in one atomic step (it has no `consumeAll`). Cause and fix: docs/errors.md#floodgate_composite_unsupported. */
+  COMPOSITE_UNSUPPORTED: 'FLOODGATE_COMPOSITE_UNSUPPORTED',
+  /** On Redis Cluster, a composite's keys hash to different slots, so no one script can touch them all. Cause and fix: docs/errors.md#floodgate_cross_slot. */
+  CROSS_SLOT: 'FLOODGATE_CROSS_SLOT',
   /** The store failed (connection lost, script error, …). `cause` holds the original error. Cause and fix: docs/errors.md#floodgate_store_error. */
   STORE_ERROR: 'FLOODGATE_STORE_ERROR',
   /** The store did not answer within its timeout. Cause and fix: docs/errors.md#floodgate_store_timeout. */

@@ -2,6 +2,8 @@
 export { RateLimiter } from './limiter.js';
 export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode } from './limiter-options.js';
 export type { Decision, DecisionSource } from './decision.js';
+export { consumeAll, consumeAllNow, MAX_PARTS } from './composite.js';
+export type { LimitPart, CompositeDecision } from './composite.js';
 export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';
 export { WarningCode } from './warnings.js';
@@ -17,4 +19,6 @@ export { isStore } from './stores/store.js';
 export { ALGORITHMS, BLOCK_FOREVER, OP_CODE } from './policy.js';
 export type { Algorithm, Policy, Operation, OperationKind, Outcome } from './policy.js';
 export { applyOperation } from './algorithms/index.js';
+export { applyComposite } from './algorithms/composite.js';
+export type { CompositePart, CompositeApplied } from './algorithms/composite.js';
 export type { KeyState, Applied } from './algorithms/index.js';

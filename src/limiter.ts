@@ -11,6 +11,7 @@ import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
 import { WarningCode, warnOnce } from './warnings.js';
+import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import {
   FAILURE_MODES,
   RATE_LIMITER_BRAND,
@@ -59,6 +60,7 @@ export class RateLimiter {
   private readonly breaker: CircuitBreaker | undefined;
   private readonly insurance: RateLimiter | undefined;
   private readonly failureMode: StoreFailureMode;
+  private internals: LimiterInternals | undefined;
 
   /** @param options - see {@link RateLimiterOptions}; invalid ones throw a FloodgateError. */
   constructor(options: RateLimiterOptions) {
@@ -358,6 +360,22 @@ export class RateLimiter {
       default:
         throw failure;
     }
+  }
+
+  /** The pieces of this limiter's pipeline a composite decision drives (src/composite.ts); the symbol is not exported. */
+  [LIMITER_INTERNALS](): LimiterInternals {
+    return (this.internals ??= {
+      clock: this.clock,
+      blockList: this.memoryBlock?.list,
+      breaker: this.breaker,
+      insurance: this.insurance,
+      failureMode: this.failureMode,
+      learn: (key, outcome) => {
+        const list = this.memoryBlock?.list;
+        if (list !== undefined) this.learn(list, 'consume', key, outcome);
+      },
+      decision: (outcome, source) => this.decision(outcome, source),
+    });
   }
 
   private decision(outcome: Outcome, source: DecisionSource): Decision {

@@ -1,6 +1,7 @@
 /** MemoryStore: counters in this process, O(1) per decision, bounded (LRU eviction or an overflow sketch), expired keys reclaimed lazily and by an unref'd sweep. */
 import { performance } from 'node:perf_hooks';
-import { applyOperation, type KeyState } from '../algorithms/index.js';
+import { applyComposite, type CompositePart } from '../algorithms/composite.js';
+import { applyOperation, type Applied, type KeyState } from '../algorithms/index.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ErrorCode } from '../errors.js';
 import type { Operation, Outcome, Policy } from '../policy.js';
@@ -146,7 +147,67 @@ export class MemoryStore implements Store {
       if (sketch !== undefined && sketch.active(now)) current = sketch.seed(key, now);
     }
     const applied = applyOperation(current, operation.kind, operation.amount, operation.policy, now);
-    if (entry) this.entries.delete(key);
+    this.write(key, entry !== undefined, applied);
+    return applied.outcome;
+  }
+
+  /** @inheritDoc */
+  consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
+    return Promise.resolve(this.consumeAllSync(operations, this.clock()));
+  }
+
+  /** @inheritDoc */
+  consumeAllNow(operations: readonly Operation[]): Outcome[] {
+    return this.consumeAllSync(operations, this.clock());
+  }
+
+  /**
+   * Consumes every operation's amount or none, synchronously at time `now`
+   * (`applyComposite`). With `onFull: 'overflow'`, a key that finds the table
+   * full of live keys is refused for a window: the overflow sketch cannot
+   * give units back, so it cannot take part in an all-or-nothing step, and
+   * refusing early is what the sketch may do anyway.
+   */
+  consumeAllSync(operations: readonly Operation[], now: number): Outcome[] {
+    const parts: CompositePart[] = new Array(operations.length);
+    let full: Outcome[] | undefined;
+    let fresh = 0;
+    for (let i = 0; i < operations.length; i++) {
+      const operation = operations[i]!;
+      const entry = this.entries.get(operation.key);
+      let state = entry && entry.expiresAt > now ? entry.state : undefined;
+      if (entry === undefined && this.overflow) {
+        if (this.entries.size + fresh >= this.maxKeys && !this.reclaim(now)) {
+          this.overflowed++;
+          (full ??= [])[i] = refusal(operation.policy);
+        } else {
+          fresh++;
+          const sketch = this.sketchFor(operation.policy);
+          if (sketch !== undefined && sketch.active(now)) state = sketch.seed(operation.key, now);
+        }
+      }
+      parts[i] = { state, amount: operation.amount, policy: operation.policy };
+    }
+    if (full !== undefined) return this.refuseAll(operations, parts, full, now);
+    const { outcomes, writes } = applyComposite(parts, now);
+    for (let i = 0; i < operations.length; i++) {
+      const applied = writes[i];
+      if (applied) this.write(operations[i]!.key, this.entries.has(operations[i]!.key), applied);
+    }
+    return outcomes;
+  }
+
+  /** A composite refused because some of its keys found no room: the others report what they have, unspent. */
+  private refuseAll(operations: readonly Operation[], parts: CompositePart[], full: Outcome[], now: number): Outcome[] {
+    return operations.map((operation, i) => {
+      const part = parts[i]!;
+      return full[i] ?? applyOperation(part.state, 'peek', 0, operation.policy, now).outcome;
+    });
+  }
+
+  /** Stores `applied` under `key` as its most recently written entry, evicting the least recent one past maxKeys. */
+  private write(key: string, had: boolean, applied: Applied): void {
+    if (had) this.entries.delete(key);
     if (applied.state !== undefined) {
       this.entries.set(key, { state: applied.state, expiresAt: applied.expiresAt });
       if (this.entries.size > this.maxKeys) {
@@ -154,7 +215,6 @@ export class MemoryStore implements Store {
         this.entries.delete(this.entries.keys().next().value!);
       }
     }
-    return applied.outcome;
   }
 
   /** Frees one slot without forgetting live state: the oldest key if expired, else (rarely) a full sweep. */

@@ -22,6 +22,23 @@ export interface Store {
    * an outage.
    */
   applyNow?(operation: Operation): Outcome | undefined;
+  /**
+   * Consumes several keys all or nothing, in one atomic step: every
+   * operation (each of kind `consume`, on distinct keys, each with its own
+   * policy) spends its amount only if every one of them fits; otherwise
+   * nothing is spent, except that a refusing key with a `blockMs` is blocked
+   * as a single over-limit consume would block it. Resolves to one outcome
+   * per operation, in order; see `applyComposite` in
+   * `src/algorithms/composite.ts` for the exact numbers. Optional: a store
+   * without it cannot decide composites (`FLOODGATE_COMPOSITE_UNSUPPORTED`).
+   */
+  consumeAll?(operations: readonly Operation[]): Promise<Outcome[]>;
+  /**
+   * {@link consumeAll} answered synchronously when the store can decide
+   * without waiting (as {@link applyNow}); undefined when it cannot, and then
+   * nothing was applied.
+   */
+  consumeAllNow?(operations: readonly Operation[]): Outcome[] | undefined;
   /** Releases timers and connections the store itself opened. Idempotent. */
   close?(): Promise<void>;
 }

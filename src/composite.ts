@@ -1,0 +1,286 @@
+/** consumeAll: one all-or-nothing decision over several (limiter, key, cost) parts, through each limiter's block list, breaker and fallbacks. */
+import type { Decision, DecisionSource } from './decision.js';
+import { describe } from './duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
+import { RateLimiter } from './limiter.js';
+import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
+import type { Operation, Outcome } from './policy.js';
+import type { Store } from './stores/store.js';
+import { assertKey, assertUnits } from './validate.js';
+
+/** One part of a composite decision: a limiter (its policy, prefix and guards), the key it limits, and the cost there. */
+export interface LimitPart {
+  /** The limiter whose policy decides this part. Every part's limiter must use the same store. */
+  readonly limiter: RateLimiter;
+  /** The key, as it would be passed to `limiter.consume`. */
+  readonly key: string;
+  /** Units to spend on this part. Default 1. */
+  readonly cost?: number;
+}
+
+/**
+ * The decision over every part. Its own fields are those of the part that
+ * decides: when refused, the refusing part that frees up last (so
+ * `retryAfterMs` is when a retry could pass every part); when admitted, the
+ * part with the fewest units left.
+ */
+export interface CompositeDecision extends Decision {
+  /**
+   * One decision per part, in order. When the composite was refused, a part
+   * whose `allowed` is true was not the reason, and spent nothing. Undefined
+   * for a part that was not consulted: the in-memory block refused another
+   * part before the store was asked.
+   */
+  readonly parts: readonly (Decision | undefined)[];
+  /** Index of the part whose numbers this decision's own fields carry. */
+  readonly decisive: number;
+}
+
+/** Most parts in one composite: a guard against a request that builds its parts from client input. */
+export const MAX_PARTS = 64;
+
+/** Parts checked once, with what each step needs. */
+interface Plan {
+  readonly store: Store;
+  readonly operations: Operation[];
+  readonly keys: string[];
+  readonly internals: LimiterInternals[];
+  readonly parts: readonly LimitPart[];
+}
+
+/**
+ * Spends every part's cost if every part admits it, and nothing anywhere if
+ * one refuses: the per-second and the per-day limit, the per-user and the
+ * per-organisation limit, decided in one atomic step of the parts' common
+ * store (one script call on Redis). A refusing part with a `blockDuration`
+ * is blocked as a single consume over its limit would be; the other parts
+ * are left exactly as they were.
+ *
+ * Each part's limiter keeps its role: its in-memory block refuses at once
+ * (without a store call) a key it knows is limited, and learns from its
+ * part's outcome; its breaker keeps calls away from a failing store; when the
+ * store fails, the parts' fallbacks decide together (see docs/composite.md).
+ *
+ * @returns the decision; `allowed: false` when any part refused
+ * @throws FloodgateError INVALID_COMPOSITE, INVALID_KEY, INVALID_COST, COST_EXCEEDS_LIMIT or COMPOSITE_UNSUPPORTED (as a rejection)
+ */
+export function consumeAll(parts: readonly LimitPart[]): Promise<CompositeDecision> {
+  let plan: Plan;
+  let now: CompositeDecision | undefined;
+  try {
+    plan = prepare(parts);
+    now = decideNow(plan);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return now === undefined ? ask(plan) : Promise.resolve(now);
+}
+
+/**
+ * {@link consumeAll} decided synchronously when that needs no waiting: a
+ * part's in-memory block refuses, or the store answers at once (the memory
+ * store always, local-first while every part's lease covers it). Otherwise
+ * undefined, and nothing was spent: call `consumeAll`.
+ * @throws FloodgateError as consumeAll would reject for a bad call
+ */
+export function consumeAllNow(parts: readonly LimitPart[]): CompositeDecision | undefined {
+  return decideNow(prepare(parts));
+}
+
+function prepare(parts: readonly LimitPart[]): Plan {
+  if (!Array.isArray(parts) || parts.length === 0 || parts.length > MAX_PARTS) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_COMPOSITE,
+      `consumeAll takes an array of 1 to ${MAX_PARTS} parts ({ limiter, key, cost? }); got ${describe(parts)}${Array.isArray(parts) ? ` of length ${parts.length}` : ''}.`,
+    );
+  }
+  const n = parts.length;
+  const operations: Operation[] = new Array(n);
+  const keys: string[] = new Array(n);
+  const internals: LimiterInternals[] = new Array(n);
+  let store: Store | undefined;
+  for (let i = 0; i < n; i++) {
+    const part = parts[i];
+    const limiter = part?.limiter;
+    if (!(limiter instanceof RateLimiter)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_COMPOSITE,
+        `consumeAll part ${i}: limiter must be a RateLimiter; got ${describe(limiter)}.`,
+      );
+    }
+    const { key } = part!;
+    const cost = part!.cost ?? 1;
+    assertKey(key);
+    assertUnits(cost, 'cost', limiter.policy.limit);
+    if (store === undefined) store = limiter.store;
+    else if (limiter.store !== store) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_COMPOSITE,
+        `consumeAll part ${i}: its limiter uses another store than part 0's; one atomic step needs every part's counters in one store.`,
+      );
+    }
+    const storeKey = `${limiter.prefix}:${key}`;
+    for (let j = 0; j < i; j++) {
+      if (operations[j]!.key === storeKey) {
+        throw new FloodgateError(
+          ErrorCode.INVALID_COMPOSITE,
+          `consumeAll parts ${j} and ${i} name the same counter (${JSON.stringify(storeKey)}); give each part its own limiter or key, or add the costs into one part.`,
+        );
+      }
+    }
+    operations[i] = { kind: 'consume', key: storeKey, amount: cost, policy: limiter.policy };
+    keys[i] = key;
+    internals[i] = limiter[LIMITER_INTERNALS]();
+  }
+  if (store!.consumeAll === undefined) {
+    throw new FloodgateError(
+      ErrorCode.COMPOSITE_UNSUPPORTED,
+      `the ${store!.name} store cannot decide several keys in one atomic step (it has no consumeAll); use a floodgate store (memory, redis, local-first, cluster).`,
+    );
+  }
+  return { store: store!, operations, keys, internals, parts };
+}
+
+/** The memory-block refusal, or the store's synchronous answer, or undefined. */
+function decideNow(plan: Plan): CompositeDecision | undefined {
+  const blocked = memoryBlocked(plan);
+  if (blocked !== undefined) return blocked;
+  const { store } = plan;
+  if (store.consumeAllNow === undefined) return undefined;
+  let outcomes: Outcome[] | undefined;
+  try {
+    outcomes = store.consumeAllNow(plan.operations);
+  } catch (error) {
+    const failure = toStoreError(error, store.name);
+    if (!isStoreFailure(failure)) throw failure;
+    return undefined;
+  }
+  return outcomes === undefined ? undefined : settle(plan, outcomes, 'store');
+}
+
+/** A refusal from the first part whose in-memory block holds its key; the other parts are not consulted. */
+function memoryBlocked(plan: Plan): CompositeDecision | undefined {
+  const { internals, keys } = plan;
+  for (let i = 0; i < internals.length; i++) {
+    const side = internals[i]!;
+    const list = side.blockList;
+    if (list === undefined) continue;
+    const ms = list.blockedFor(keys[i]!, side.clock());
+    if (ms <= 0) continue;
+    const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
+    parts[i] = side.decision({ allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms }, 'memory-block');
+    return combine(parts, false, i);
+  }
+  return undefined;
+}
+
+/** Asks the store through every part's breaker; falls back together when it fails. */
+async function ask(plan: Plan): Promise<CompositeDecision> {
+  const { internals, store } = plan;
+  const now = internals[0]!.clock();
+  for (const side of internals) {
+    const breaker = side.breaker;
+    if (breaker !== undefined && breaker.isOpen(now)) {
+      return fallback(
+        plan,
+        new FloodgateError(
+          ErrorCode.CIRCUIT_OPEN,
+          `${store.name} store failed repeatedly; not calling it for ${breaker.retryInMs(now)} ms.`,
+        ),
+      );
+    }
+  }
+  for (const side of internals) side.breaker?.allow(now);
+  let outcomes: Outcome[];
+  try {
+    outcomes = await store.consumeAll!(plan.operations);
+  } catch (error) {
+    const failure = toStoreError(error, store.name);
+    if (!isStoreFailure(failure)) throw failure;
+    for (const side of internals) side.breaker?.failure(side.clock());
+    return fallback(plan, failure);
+  }
+  for (const side of internals) side.breaker?.success();
+  return settle(plan, outcomes, 'store');
+}
+
+/** Each part's limiter learns from its outcome; the decisions are combined. */
+function settle(plan: Plan, outcomes: Outcome[], source: DecisionSource): CompositeDecision {
+  const { internals, keys } = plan;
+  const parts: Decision[] = new Array(outcomes.length);
+  let allowed = true;
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i]!;
+    internals[i]!.learn(keys[i]!, outcome);
+    parts[i] = internals[i]!.decision(outcome, source);
+    if (!outcome.allowed) allowed = false;
+  }
+  return combine(parts, allowed, decisiveIndex(parts, allowed));
+}
+
+/**
+ * While the store fails, the parts decide by their own fallbacks, still all
+ * or nothing: any part without insurance that rejects makes the call reject;
+ * any that fails closed refuses the whole; the parts with insurance are then
+ * decided together on their insurance limiters' store (one atomic step
+ * there too), and the parts that fail open admit.
+ */
+async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeDecision> {
+  const { internals, parts } = plan;
+  const n = internals.length;
+  const insured: LimitPart[] = [];
+  for (const side of internals) if (side.insurance === undefined && side.failureMode === 'reject') throw failure;
+  const closed = internals.findIndex((side) => side.insurance === undefined && side.failureMode === 'fail-closed');
+  if (closed >= 0) {
+    const side = internals[closed]!;
+    const wait = side.breaker?.retryInMs(side.clock()) || 1000;
+    const decisions: (Decision | undefined)[] = new Array(n).fill(undefined);
+    decisions[closed] = side.decision({ allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait, emptyMs: wait }, 'fail-closed');
+    return combine(decisions, false, closed);
+  }
+  for (let i = 0; i < n; i++) {
+    const insurance = internals[i]!.insurance;
+    if (insurance !== undefined) insured.push({ limiter: insurance, key: parts[i]!.key, cost: parts[i]!.cost ?? 1 });
+  }
+  const covered = insured.length === 0 ? undefined : await consumeAll(insured);
+  const decisions: (Decision | undefined)[] = new Array(n);
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    const side = internals[i]!;
+    if (side.insurance !== undefined) {
+      const decision = covered!.parts[k++];
+      decisions[i] = decision === undefined ? undefined : { ...decision, source: 'insurance' };
+    } else {
+      const limit = plan.operations[i]!.policy.limit;
+      decisions[i] = side.decision({ allowed: true, remaining: limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open');
+    }
+  }
+  const allowed = covered === undefined || covered.allowed;
+  return combine(decisions, allowed, decisiveIndex(decisions, allowed));
+}
+
+/** The refusing part that frees up last, or (admitted) the part with the fewest units left. */
+function decisiveIndex(parts: readonly (Decision | undefined)[], allowed: boolean): number {
+  let best = -1;
+  for (let i = 0; i < parts.length; i++) {
+    const d = parts[i];
+    if (d === undefined || (!allowed && d.allowed)) continue;
+    const b = best < 0 ? undefined : parts[best]!;
+    if (b === undefined || (allowed ? d.remaining < b.remaining : d.retryAfterMs > b.retryAfterMs)) best = i;
+  }
+  return best < 0 ? 0 : best;
+}
+
+function combine(parts: readonly (Decision | undefined)[], allowed: boolean, decisive: number): CompositeDecision {
+  const d = parts[decisive]!;
+  return {
+    allowed,
+    limit: d.limit,
+    remaining: d.remaining,
+    resetMs: d.resetMs,
+    retryAfterMs: allowed ? 0 : d.retryAfterMs,
+    source: d.source,
+    parts,
+    decisive,
+  };
+}

@@ -1,0 +1,29 @@
+/** The internal view of a RateLimiter that composite decisions drive: its clock, guards, fallbacks and decision shaping. */
+import type { Clock } from './clock.js';
+import type { Decision, DecisionSource } from './decision.js';
+import type { BlockList } from './guards/block-list.js';
+import type { CircuitBreaker } from './guards/breaker.js';
+import type { RateLimiter } from './limiter.js';
+import type { StoreFailureMode } from './limiter-options.js';
+import type { Outcome } from './policy.js';
+
+/** Key of the RateLimiter method that returns its {@link LimiterInternals}; not exported from the package, so not API. */
+export const LIMITER_INTERNALS: unique symbol = Symbol('floodgate.limiterInternals');
+
+/** What `consumeAll` needs of each part's limiter beyond its public fields. */
+export interface LimiterInternals {
+  /** The limiter's clock. */
+  readonly clock: Clock;
+  /** Its in-memory block list, when it has one. */
+  readonly blockList: BlockList | undefined;
+  /** Its circuit breaker, unless `breaker: false`. */
+  readonly breaker: CircuitBreaker | undefined;
+  /** Its insurance limiter, when set. */
+  readonly insurance: RateLimiter | undefined;
+  /** What it does when the store fails and no insurance is set. */
+  readonly failureMode: StoreFailureMode;
+  /** Feeds its in-memory block list from a store outcome for `key` (a consume). */
+  learn(key: string, outcome: Outcome): void;
+  /** The Decision for an outcome, with this limiter's limit. */
+  decision(outcome: Outcome, source: DecisionSource): Decision;
+}
