@@ -15,6 +15,8 @@ export interface Pending {
   readonly lease: { readonly entry: Lease; readonly want: number } | undefined;
   /** Whether the store learns known refusals from the answer. */
   readonly remembers: boolean;
+  /** For a part of a composite: its part count on the first part, 0 on the others (which must travel in the same message). */
+  readonly composite: number | undefined;
   /** True while this invalidating call holds its key in the known refusals. */
   held: boolean;
   /** performance.now() after which the call times out. */
