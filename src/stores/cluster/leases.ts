@@ -36,6 +36,11 @@ export class Leases {
     return this.entries.size;
   }
 
+  /** Units held for `key` and not spent (the primary counts them as consumed already). */
+  unitsOf(key: string): number {
+    return this.entries.get(key)?.units ?? 0;
+  }
+
   /**
    * Spends `operation.amount` from the key's lease when it covers the call:
    * the admitted outcome, or undefined (nothing spent) when the primary must
