@@ -7,7 +7,7 @@ import { PROTOCOL_VERSION, invalidates, readOutcome, revokesLeases, type Primary
 import { WorkerMemory, type TopUp } from './worker-memory.js';
 import type { Channel } from './channels.js';
 import { Handshake } from './handshake.js';
-import { type Pending, type Batch, toCode, ignore } from './pending.js';
+import { type Pending, type Batch, toCode, ignore, gather, channelClosed, timedOut } from './pending.js';
 import { KNOWN_REFUSALS } from './worker.js';
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
 const MAX_BATCH = 5000;
@@ -88,9 +88,7 @@ export class Client {
 
   /** `leaseMs` > 0: the call is a lease call (a fixed-window consume of a store with leases). */
   apply(operation: Operation, clock: Clock | undefined, timeoutMs: number, remembers: boolean, leaseMs = 0): Promise<Outcome> {
-    if (this.channel.isClosed()) {
-      return Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.'));
-    }
+    if (this.channel.isClosed()) return Promise.reject(channelClosed());
     const time = clock ? clock() : -1;
     // Its own penalty, block or reset must stop this process spending what it leased before.
     if (revokesLeases(operation.kind)) this.memory.leases.revoke(operation.key);
@@ -112,36 +110,16 @@ export class Client {
     remembers: boolean,
     leaseMs: number,
   ): Promise<Outcome[]> {
-    if (this.channel.isClosed()) {
-      return Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.'));
-    }
+    if (this.channel.isClosed()) return Promise.reject(channelClosed());
     // One time for every part: the primary decides the composite at one instant.
     const time = clock ? clock() : -1;
     const now = performance.now();
     return new Promise<Outcome[]>((resolve, reject) => {
-      const outcomes: Outcome[] = new Array(operations.length);
-      let left = operations.length;
-      let failed = false;
+      const parts = gather(operations.length, resolve, reject);
       operations.forEach((operation, k) => {
         const leases = leaseMs > 0 && operation.policy.algorithm === 'fixed-window';
-        this.enqueue({
-          operation,
-          time,
-          clock,
-          remembers,
-          lease: leases ? this.memory.leases.ask(operation, now, leaseMs) : undefined,
-          timeoutMs,
-          composite: k === 0 ? operations.length : 0,
-          resolve: (outcome) => {
-            outcomes[k] = outcome;
-            if (--left === 0 && !failed) resolve(outcomes);
-          },
-          reject: (error) => {
-            if (failed) return;
-            failed = true;
-            reject(error);
-          },
-        });
+        const lease = leases ? this.memory.leases.ask(operation, now, leaseMs) : undefined;
+        this.enqueue({ operation, time, clock, remembers, lease, timeoutMs, composite: k === 0 ? operations.length : 0, ...parts[k]! });
       });
     });
   }
@@ -370,14 +348,7 @@ export class Client {
     for (const call of calls) {
       if (call.settled) continue;
       if (call.deadline <= now) {
-        this.settle(
-          call,
-          undefined,
-          new FloodgateError(
-            ErrorCode.STORE_TIMEOUT,
-            `cluster store: the primary did not answer within ${call.timeoutMs} ms. Is a ClusterStorePrimary running in the primary process (or attached to this thread, or to PM2)?`,
-          ),
-        );
+        this.settle(call, undefined, timedOut(call.timeoutMs));
       } else if (call.deadline < next) {
         next = call.deadline;
       }

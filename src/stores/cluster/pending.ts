@@ -35,6 +35,45 @@ export interface Batch {
   timer: NodeJS.Timeout | undefined;
 }
 
+/**
+ * The settle callbacks of the `n` parts of one composite: `resolve` gets
+ * every part's outcome, in order, once all are in; `reject` the first
+ * failure of any part (the others are then ignored).
+ */
+export function gather(
+  n: number,
+  resolve: (outcomes: Outcome[]) => void,
+  reject: (error: FloodgateError) => void,
+): { resolve: (outcome: Outcome) => void; reject: (error: FloodgateError) => void }[] {
+  const outcomes: Outcome[] = new Array(n);
+  let left = n;
+  let failed = false;
+  return Array.from({ length: n }, (_, k) => ({
+    resolve: (outcome: Outcome) => {
+      outcomes[k] = outcome;
+      if (--left === 0 && !failed) resolve(outcomes);
+    },
+    reject: (error: FloodgateError) => {
+      if (failed) return;
+      failed = true;
+      reject(error);
+    },
+  }));
+}
+
+/** The failure of a call made while the channel to the primary is closed. */
+export function channelClosed(): FloodgateError {
+  return new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.');
+}
+
+/** The failure of a call the primary did not answer within `timeoutMs`. */
+export function timedOut(timeoutMs: number): FloodgateError {
+  return new FloodgateError(
+    ErrorCode.STORE_TIMEOUT,
+    `cluster store: the primary did not answer within ${timeoutMs} ms. Is a ClusterStorePrimary running in the primary process (or attached to this thread, or to PM2)?`,
+  );
+}
+
 /** A callback that does nothing (for lease top-ups, whose answers only feed the lease). */
 export const ignore = (): void => {};
 
