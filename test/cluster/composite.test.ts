@@ -6,6 +6,7 @@ import { after, test } from 'node:test';
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { consumeAll, ErrorCode, RateLimiter, type Decision, type Operation } from '../../src/index.js';
 import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
+import { PROTOCOL_VERSION } from '../../src/stores/cluster/protocol.js';
 import { code } from './support/in-process.js';
 import { forkWorker, killAll, startThread } from './support/remote.js';
 
@@ -187,6 +188,68 @@ test('a node:cluster primary stuck mid-composite: the composite rejects with STO
   ]);
   await store.close();
   await assert.rejects(pending, code(ErrorCode.CLOSED));
+  detach();
+  port2.close();
+});
+
+test('a malformed composite fails every part and spends nothing; a primary never decides its parts one by one', async () => {
+  const { port1, port2 } = new MessageChannel();
+  const detach = primary.attach(port1);
+  const replies: { data: Record<string, unknown> }[] = [];
+  port2.on('message', (m) => replies.push(m));
+  await delay(10);
+  replies.length = 0; // the greeting sent on attach
+  const [k, x, y, z] = ['k', 'x', 'y', 'z'].map((name) => `m${process.pid}${name}`);
+  port2.postMessage({
+    type: 'process:msg',
+    data: {
+      floodgate: PROTOCOL_VERSION,
+      t: 'batch',
+      id: 9,
+      p: [[0, 5, 60_000, 0]],
+      // A part with no `a` pair; two parts naming one key; a count past the end; a good composite; a peek.
+      o: [65, 0, k, 1, 65, 0, x, 1, 65, 0, x, 1, 65, 0, y, 1, 65, 0, k, 2, 65, 0, z, 1, 2, 0, k, 0],
+      a: [1, 2, 3, 5, 4, 2],
+    },
+  });
+  await delay(50);
+  const result = replies.map((r) => r.data).find((d) => d.t === 'result' && d.id === 9)!;
+  assert.deepEqual(
+    (result.e as unknown[][]).map((e) => [e[0], e[1]]),
+    [0, 1, 2, 3].map((i) => [i, ErrorCode.STORE_ERROR]),
+  );
+  const r = result.r as number[];
+  assert.deepEqual(
+    [r.slice(20, 22), r.slice(25, 27), r.slice(30, 32)],
+    [
+      [1, 3],
+      [1, 4],
+      [1, 3],
+    ],
+  );
+  // A part whose key another policy holds: every part fails with the conflict, and the other key is left as it was.
+  const w = `m${process.pid}w`;
+  port2.postMessage({
+    type: 'process:msg',
+    data: {
+      floodgate: PROTOCOL_VERSION,
+      t: 'batch',
+      id: 10,
+      p: [
+        [0, 5, 60_000, 0],
+        [0, 6, 60_000, 0],
+      ],
+      o: [65, 0, w, 1, 65, 1, k, 1, 2, 0, w, 0],
+      a: [0, 2],
+    },
+  });
+  await delay(50);
+  const conflict = replies.map((reply) => reply.data).find((d) => d.t === 'result' && d.id === 10)!;
+  assert.deepEqual(
+    (conflict.e as unknown[][]).map((e) => [e[0], e[1]]),
+    [0, 1].map((i) => [i, ErrorCode.CONFLICTING_OPTIONS]),
+  );
+  assert.deepEqual((conflict.r as number[]).slice(10, 12), [1, 5]);
   detach();
   port2.close();
 });
