@@ -4,12 +4,15 @@ import type { Decision } from '../decision.js';
 import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
+import { compositeReports, decidableTogether } from './together.js';
+import { refund, refundLate, refundLateComposite, type GiveBack } from './give-back.js';
+import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
-import { RefusalBodies, freezeOutcome, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
+import { RefusalBodies, SharedRefusals, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
 import type {
   HttpRateLimitOptions,
   AdapterConfig,
@@ -33,7 +36,7 @@ const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Objec
  */
 export class HttpLimiter<Raw> {
   /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
-  private readonly refusals = new Map<number | string, HttpOutcome>();
+  private readonly refusals: SharedRefusals;
   /** The refusal bodies, each distinct built-in one rendered once. */
   private readonly bodies: RefusalBodies;
   /** Who each request comes from, memoised per socket or framework address. */
@@ -56,6 +59,7 @@ export class HttpLimiter<Raw> {
     this.settings = resolveHttpOptions(options, adapter);
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
     this.bodies = new RefusalBodies(this.settings.body);
+    this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
     this.identities = new ClientIdentities(this.settings);
     this.guard = new CallGuard(this.settings.timeoutMs);
   }
@@ -198,11 +202,60 @@ export class HttpLimiter<Raw> {
         return now.allowed
           ? this.admittedOne(raw, key, ip, cost, policies[0]!, now)
           : this.limitedOne(raw, key, ip, cost, policies[0]!, now);
+      return this.consumed(raw, ip, key, cost, policies);
     }
-    return this.consumed(raw, ip, key, cost, policies);
+    if (!decidableTogether(policies)) return this.consumed(raw, ip, key, cost, policies);
+    const parts = policies.map((p) => ({ limiter: p.limiter, key, cost }));
+    const now = consumeAllNow(parts);
+    if (now !== undefined) return this.together(raw, ip, key, cost, policies, now);
+    const call = consumeAll(parts);
+    return this.guard.wrap(call).then(
+      (d) => this.together(raw, ip, key, cost, policies, d),
+      (error: unknown) => this.apart(raw, ip, key, cost, policies, call, error),
+    );
   }
 
-  /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
+  /** The decision of several policies on one store, taken in one atomic step: nothing to give back when one refuses. */
+  private together(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    d: CompositeDecision,
+  ): HttpOutcome {
+    const reports = compositeReports(policies, d);
+    const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
+    if (!d.allowed) return this.limited(raw, key, ip, cost, d.parts, reports, rateHeaders, []);
+    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, NO_ERRORS);
+  }
+
+  /**
+   * A composite that failed as a whole: a store failure (or the middleware's
+   * timeout) is answered per `onStoreError`, anything else goes to the
+   * framework. A composite that outlives the timeout and is admitted later
+   * gives its units back, since the request was not served under it.
+   */
+  private apart(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    call: Promise<CompositeDecision>,
+    error: unknown,
+  ): HttpOutcome {
+    if (!isStoreFailure(error)) return { action: 'error', error };
+    this.report(error, raw);
+    if (this.guard.timedOut(error)) refundLateComposite(policies, call, key, cost, this.giveBack(raw));
+    return this.concluded(raw, ip, key, cost, policies, [], [], [error]);
+  }
+
+  /**
+   * Every policy's consume, with refunds when one refuses and the failure
+   * policy when a store fails: the path of a single policy, and of policies
+   * on different stores, which no one step can decide together.
+   */
   private async consumed(
     raw: Raw,
     ip: string | undefined,
@@ -240,9 +293,10 @@ export class HttpLimiter<Raw> {
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
     if (giveBack) {
-      this.refundLate(policies, calls, settled, key, cost, raw);
+      const giveBack = this.giveBack(raw);
+      refundLate(policies, calls, settled, (error) => this.guard.timedOut(error), key, cost, giveBack);
       if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
-        await this.refund(policies, decisions, key, cost, raw);
+        await refund(policies, decisions, key, cost, giveBack);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
@@ -253,20 +307,30 @@ export class HttpLimiter<Raw> {
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
     if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
-    if (storeErrors.length > 0 && !this.settings.passOnStoreError) {
-      const info = {
-        reason: 'store-error',
-        status: this.settings.storeErrorStatus,
-        key,
-        ip,
-        policies: reports,
-        error: storeErrors[0],
-      } as const;
-      const outcome = this.refuse(raw, info, rateHeaders);
-      this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.storeErrorStatus, policies: reports, errors: storeErrors });
+    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, storeErrors);
+  }
+
+  /**
+   * An admission, unless a store failed and `onStoreError` refuses then:
+   * the end of every path on which no policy refused.
+   */
+  private concluded(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    errors: readonly unknown[],
+  ): HttpOutcome {
+    if (errors.length > 0 && !this.settings.passOnStoreError) {
+      const status = this.settings.storeErrorStatus;
+      const outcome = this.refuse(raw, { reason: 'store-error', status, key, ip, policies: reports, error: errors[0] }, rateHeaders);
+      this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors });
       return outcome;
     }
-    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors });
     return this.admitted(continueWith(rateHeaders, key, cost, reports), policies);
   }
 
@@ -287,34 +351,14 @@ export class HttpLimiter<Raw> {
   }
 
   /**
-   * The refusal by a route's only policy. Under a flood the same response is
-   * built again and again; with no hook or body function to see each
-   * request, its fields, Retry-After and body depend only on the whole
-   * seconds left (and, for the legacy reset, the second the wait ends), so
-   * each distinct one is built once and shared, frozen.
+   * The refusal by a route's only policy, shared between requests when
+   * nothing sees each one (see SharedRefusals).
    */
   private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
-    const memoKey = this.refusalMemoKey(decision);
-    if (memoKey !== undefined) {
-      const known = this.refusals.get(memoKey);
-      if (known !== undefined) return known;
-    }
-    const reports = [toReport(policy, decision)];
-    const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
-    if (memoKey !== undefined) {
-      if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
-      this.refusals.set(memoKey, freezeOutcome(outcome));
-    }
-    return outcome;
-  }
-
-  /** What a single-policy refusal's response depends on, or undefined when it may not be shared (see {@link limitedOne}). */
-  private refusalMemoKey(decision: Decision): number | string | undefined {
-    if (!this.settings.sharesRefusals || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
-    const ms = decision.retryAfterMs;
-    if (!Number.isFinite(ms)) return undefined;
-    const seconds = Math.ceil(ms / 1000);
-    return this.settings.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
+    return this.refusals.share(decision, () => {
+      const reports = [toReport(policy, decision)];
+      return this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
+    });
   }
 
   /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
@@ -347,52 +391,13 @@ export class HttpLimiter<Raw> {
     return outcome;
   }
 
-  /** Gives back what admitting policies took, replacing their decisions with the post-refund state for the headers. */
-  private async refund(
-    policies: readonly NamedPolicy[],
-    decisions: Array<Decision | undefined>,
-    key: string,
-    cost: number,
-    raw: Raw,
-  ): Promise<void> {
-    await Promise.all(
-      decisions.map(async (d, i) => {
-        // A fail-open decision spent nothing; a refused one spent nothing either.
-        if (d === undefined || !d.allowed || d.source === 'fail-open') return;
-        try {
-          const after = await this.guard.wrap(policies[i]!.limiter.reward(key, cost));
-          // Still reported as admitting: it was not this policy that refused.
-          decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
-        } catch (error) {
-          this.report(error, raw);
-        }
-      }),
-    );
-  }
-
-  /**
-   * A consume that outlived the middleware's timeout may still be admitted
-   * later; the request was not served under it, so give those units back
-   * when (if) it answers. Not awaited: the response does not wait for it.
-   */
-  private refundLate(
-    policies: readonly NamedPolicy[],
-    calls: ReadonlyArray<Promise<Decision>>,
-    settled: ReadonlyArray<PromiseSettledResult<Decision>>,
-    key: string,
-    cost: number,
-    raw: Raw,
-  ): void {
-    settled.forEach((result, i) => {
-      if (result.status !== 'rejected' || !this.guard.timedOut(result.reason)) return;
-      calls[i]!.then(
-        (late) => {
-          if (!late.allowed || late.source === 'fail-open') return undefined;
-          return policies[i]!.limiter.reward(key, cost).then(undefined, (error: unknown) => this.report(error, raw));
-        },
-        () => undefined, // already reported as a timeout
-      );
-    });
+  /** Gives a policy's units back through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
+  private giveBack(raw: Raw): GiveBack {
+    return (policy, key, cost) =>
+      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => {
+        this.report(error, raw);
+        return undefined;
+      });
   }
 
   /** Builds the middleware's own response and fires `onLimited` for limited ones. */
@@ -432,9 +437,6 @@ export class HttpLimiter<Raw> {
     }
   }
 }
-
-/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
-const MAX_MEMOISED_REFUSALS = 256;
 
 /** What a user callback or a misconfiguration that threw becomes. */
 function errorOutcome(error: unknown): HttpOutcome {

@@ -2,6 +2,7 @@
 import { STATUS_CODES } from 'node:http';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
+import type { Decision } from '../decision.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';
 
 /** The problem type of draft-ietf-httpapi-ratelimit-headers for an exceeded quota. */
@@ -109,4 +110,48 @@ function titleFor(type: string, fallback: string): string {
 export function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
   if (outcome.action === 'respond') Object.freeze(outcome.headers);
   return Object.freeze(outcome);
+}
+
+/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
+const MAX_MEMOISED_REFUSALS = 256;
+
+/**
+ * Single-policy refusals, shared. Under a flood the same response is built
+ * again and again; with no hook or body function to see each request, its
+ * fields, Retry-After and body depend only on the whole seconds left (and,
+ * for the legacy reset, the second the wait ends), so each distinct one is
+ * built once and shared, frozen.
+ */
+export class SharedRefusals {
+  private readonly known = new Map<number | string, HttpOutcome>();
+
+  /**
+   * @param shares - false when a hook or body function must see each refusal
+   * @param legacyHeaders - whether the legacy reset timestamp is sent (it depends on the second the wait ends)
+   */
+  constructor(
+    private readonly shares: boolean,
+    private readonly legacyHeaders: boolean,
+  ) {}
+
+  /** The shared refusal for `decision`, built by `build` the first time; a fresh one when it may not be shared. */
+  share(decision: Decision, build: () => HttpOutcome): HttpOutcome {
+    const key = this.keyOf(decision);
+    if (key === undefined) return build();
+    const known = this.known.get(key);
+    if (known !== undefined) return known;
+    const outcome = build();
+    if (this.known.size >= MAX_MEMOISED_REFUSALS) this.known.clear();
+    this.known.set(key, freezeOutcome(outcome));
+    return outcome;
+  }
+
+  /** What a single-policy refusal's response depends on, or undefined when it may not be shared. */
+  private keyOf(decision: Decision): number | string | undefined {
+    if (!this.shares || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
+    const ms = decision.retryAfterMs;
+    if (!Number.isFinite(ms)) return undefined;
+    const seconds = Math.ceil(ms / 1000);
+    return this.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
+  }
 }
