@@ -195,6 +195,27 @@ describe('RedisStore.consumeAll on a single node', () => {
     client.disconnect();
   });
 
+  test('a paused Redis: STORE_TIMEOUT after timeoutMs, as apply; a closed store: CLOSED', async () => {
+    const client = new Redis({ port: server.port, host: server.host });
+    const store = new RedisStore({ client, timeoutMs: 100 });
+    const ops: Operation[] = [
+      { kind: 'consume', key: `to:${process.pid}`, amount: 1, policy: { algorithm: 'fixed-window', limit: 5, windowMs: 1000, blockMs: 0 } },
+    ];
+    server.pause();
+    try {
+      const error = await store.consumeAll(ops).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof FloodgateError && error.code === ErrorCode.STORE_TIMEOUT && isStoreFailure(error));
+    } finally {
+      server.resume();
+    }
+    await store.close();
+    await assert.rejects(store.consumeAll(ops), (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.CLOSED);
+    client.disconnect();
+  });
+
   test('a key used by two limiters with different options: CONFLICTING_OPTIONS, as apply', async () => {
     const store = new RedisStore({ client: admin });
     const key = `conf:${process.pid}`;

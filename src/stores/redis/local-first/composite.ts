@@ -3,6 +3,7 @@ import { FloodgateError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
 import type { RedisStore } from '../redis-store.js';
 import { lapse } from '../../lease-core.js';
+import { crossSlotError } from '../composite-call.js';
 import { admitted, blocked, exhausted, msUntil, type Entry } from './lease.js';
 
 /** What the composite decisions use of a LocalFirstStore. */
@@ -51,6 +52,7 @@ function look(host: CompositeHost, op: Operation, t: number): Look {
  * a lease's units are already counted in Redis.
  */
 export function decideAllInMemory(host: CompositeHost, operations: readonly Operation[], t: number): Outcome[] | undefined {
+  if (crossSlot(host, operations) !== undefined) return undefined;
   const looks: Look[] = [];
   for (const op of operations) {
     const l = look(host, op, t);
@@ -77,6 +79,8 @@ export function decideAllInMemory(host: CompositeHost, operations: readonly Oper
  * entries then hold no units, so nothing here admits past what Redis said.
  */
 export async function consumeAllLeased(host: CompositeHost, operations: readonly Operation[]): Promise<Outcome[]> {
+  const wrongSlots = crossSlot(host, operations);
+  if (wrongSlots !== undefined) throw wrongSlots;
   const t = host.readTime();
   if (t instanceof FloodgateError) throw t;
   const local = decideAllInMemory(host, operations, t);
@@ -98,4 +102,10 @@ export async function consumeAllLeased(host: CompositeHost, operations: readonly
   }
   if (returned) host.flush();
   return host.inner.consumeAll(operations);
+}
+
+/** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */
+function crossSlot(host: CompositeHost, operations: readonly Operation[]): FloodgateError | undefined {
+  const kind = host.inner.clientKind;
+  return kind === 'ioredis-cluster' || kind === 'node-redis-cluster' ? crossSlotError(operations) : undefined;
 }
