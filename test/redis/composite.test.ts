@@ -33,11 +33,11 @@ after(async () => {
   await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
-/** Mulberry32: a fixed seed gives the same steps on every run. */
-function random(seed: number): () => number {
+/** Mulberry32: the same start gives the same steps on every run. */
+function random(state: number): () => number {
   return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
@@ -110,7 +110,7 @@ describe('the slot rule', () => {
 });
 
 describe('RedisStore.consumeAll on a single node', () => {
-  test('the Lua composite decides as applyComposite over random mixed-algorithm composites (fixed seed, 400 steps)', async () => {
+  test('the Lua composite decides as applyComposite over random mixed-algorithm composites (one fixed random sequence, 400 steps)', async () => {
     const clock = new ManualClock(1_700_000_000_000);
     const redis = new RedisStore({ client: admin, clock: () => clock.now() });
     const memory = new MemoryStore({ clock: () => clock.now() });
