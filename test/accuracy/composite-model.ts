@@ -2,9 +2,9 @@
 
 /** The limits every process and the model share. */
 export const COMPOSITE_LIMITS = {
-  /** Per-user fixed window. */
-  userWindow: { limit: 20, windowMs: 5000, prefix: 'cu' },
-  /** Per-organisation fixed window, shared by the organisation's users: less than its users' sum, so it binds. */
+  /** Per-user fixed window, shorter than the org's, so windows of different lengths overlap. */
+  userWindow: { limit: 10, windowMs: 2000, prefix: 'cu' },
+  /** Per-organisation fixed window, shared by the organisation's users: less than its users' sum (6 × 10 per 2 s), so it binds. */
   orgWindow: { limit: 60, windowMs: 5000, prefix: 'co' },
   /** Per-user token bucket: 8 a second, bursts of 8. */
   userBucket: { limit: 8, windowMs: 1000, prefix: 'cb' },
