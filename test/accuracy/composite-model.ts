@@ -65,11 +65,34 @@ export interface BucketState {
   r: number;
 }
 
-/** What the store holds for every part, as read back after a phase; undefined where the key has no state. */
+/** A bucket as a peek shows it: whole units left and ms until full. */
+export interface BucketView {
+  remaining: number;
+  resetMs: number;
+}
+
+/**
+ * What the store holds for every part, as read back after a phase;
+ * undefined where the key has no state. Redis is read raw (`buckets`); a
+ * store read through peeks gives each bucket's view (`bucketViews`), exact
+ * to the ms rather than to the 1/limit ms.
+ */
 export interface StoredState {
   userWindows: (WindowState | undefined)[];
   orgWindows: (WindowState | undefined)[];
-  buckets: (BucketState | undefined)[];
+  buckets?: (BucketState | undefined)[];
+  bucketViews?: BucketView[];
+}
+
+/** The window a peek's numbers describe (fixed window: remaining = limit − c, resetMs = r − now while c > 0). */
+export function windowFromPeek(remaining: number, resetMs: number, limit: number, now: number): WindowState | undefined {
+  return remaining < limit ? { c: limit - remaining, r: now + resetMs } : undefined;
+}
+
+/** What a peek of a bucket with `debt` shows (src/algorithms/token-bucket.ts). */
+export function bucketView(debt: number): BucketView {
+  const { limit, windowMs } = COMPOSITE_LIMITS.userBucket;
+  return { remaining: Math.max(0, Math.floor((windowMs * limit - debt) / windowMs)), resetMs: Math.ceil(debt / limit) };
 }
 
 /** Debt of a bucket at `now`, in 1/limit ms (src/algorithms/token-bucket.ts): 0 = full. */
@@ -161,9 +184,18 @@ export class CompositeModel {
     this.buckets.forEach((m, u) => {
       this.comparisons++;
       const expected = bucketDebt(m, now);
-      const actual = bucketDebt(stored.buckets[u], now);
-      if (expected !== actual)
-        problems.push(`user bucket ${u} at ${now}: the store's debt is ${actual}, the admitted units make ${expected}`);
+      if (stored.buckets) {
+        const actual = bucketDebt(stored.buckets[u], now);
+        if (expected !== actual)
+          problems.push(`user bucket ${u} at ${now}: the store's debt is ${actual}, the admitted units make ${expected}`);
+      } else {
+        const view = bucketView(expected);
+        const actual = stored.bucketViews?.[u];
+        if (actual?.remaining !== view.remaining || actual.resetMs !== view.resetMs)
+          problems.push(
+            `user bucket ${u} at ${now}: the store shows ${JSON.stringify(actual)}, the admitted units make ${JSON.stringify(view)}`,
+          );
+      }
     });
     return problems;
   }

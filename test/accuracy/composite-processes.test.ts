@@ -1,9 +1,11 @@
-// Accuracy of consumeAll across processes: 8 forked children, each with its own ioredis client to one real redis-server, hammer overlapping composites (per-user window and bucket under a shared per-org window); no part ever goes over its limit and every admitted unit is in Redis, checked exactly after every phase.
+// Accuracy of consumeAll across processes: 8 forked children hammer overlapping composites (per-user window and bucket under a shared per-org window), each with its own ioredis client to one real redis-server, then on the cluster store through one primary; no part ever goes over its limit and every admitted unit is in the store, checked after every phase.
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { RateLimiter, type Policy } from '../../src/index.js';
+import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { redisKeys } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import {
@@ -19,6 +21,7 @@ import {
   type CompositeResult,
   type StoredState,
   type WindowState,
+  windowFromPeek,
 } from './composite-model.js';
 
 const CHILD = fileURLToPath(new URL('../support/composite-hammer.ts', import.meta.url));
@@ -46,21 +49,24 @@ after(async () => {
   await server?.stop();
 });
 
-/** The next message of `child`, or its death as an error. */
+/** The next message of `child` for this test (the cluster store's own messages share the channel), or its death as an error. */
 function next(child: ChildProcess): Promise<ChildMessage> {
   return new Promise((resolve, reject) => {
     const onExit = (code: number | null): void => reject(new Error(`a child exited (code ${code}) mid-run`));
-    child.once('exit', onExit);
-    child.once('message', (message: ChildMessage) => {
+    const onMessage = (message: ChildMessage | undefined): void => {
+      if (message?.type !== 'ready' && message?.type !== 'done' && message?.type !== 'error') return;
       child.off('exit', onExit);
+      child.off('message', onMessage);
       if (message.type === 'error') reject(new Error(`a child failed: ${message.message}`));
       else resolve(message);
-    });
+    };
+    child.once('exit', onExit);
+    child.on('message', onMessage);
   });
 }
 
 /** Every part's state as Redis holds it (the Lua's hash fields: c/r for a window, m/r for a bucket). */
-async function readStored(): Promise<StoredState> {
+async function readRedis(): Promise<StoredState> {
   const { userWindow, orgWindow, userBucket } = COMPOSITE_LIMITS;
   const users = Array.from({ length: USERS }, (_, u) => userKey(u));
   const orgs = Array.from({ length: ORGS }, (_, o) => orgKey(o));
@@ -82,42 +88,93 @@ async function readStored(): Promise<StoredState> {
   };
 }
 
+/** Forks the 8 children with `args` (each then makes its own store), runs every phase, and checks each against `read`. */
+async function hammer(args: string[], onFork: (child: ChildProcess) => void, read: (now: number) => Promise<StoredState>): Promise<void> {
+  const forked: ChildProcess[] = [];
+  for (let i = 0; i < PROCESSES; i++) {
+    const child = fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    children.push(child);
+    forked.push(child);
+    onFork(child);
+  }
+  await Promise.all(forked.map(next));
+
+  const model = new CompositeModel();
+  const refusedBy = [0, 0, 0];
+  let admitted = 0;
+  let total = 0;
+  for (let phase = 0; phase < PHASES; phase++) {
+    const now = START + phase * STEP_MS;
+    const replies = forked.map(next);
+    for (const child of forked) child.send({ type: 'phase', now, count: PER_PHASE });
+    const results: CompositeResult[] = [];
+    for (const reply of await Promise.all(replies)) if (reply.type === 'done') results.push(...reply.results);
+    assert.equal(results.length, PROCESSES * PER_PHASE);
+    // Every child has its answers, so the store is quiet until the next phase: its state is final for this instant.
+    const problems = model.phase(now, results, await read(now));
+    assert.deepEqual(problems, [], `phase ${phase} (clock ${now})`);
+    for (const r of results) {
+      total++;
+      if (r.allowed) admitted++;
+      else refusedBy[r.decisive]!++;
+    }
+  }
+  const exits = forked.map((child) => new Promise((resolve) => child.once('exit', resolve)));
+  for (const child of forked) child.send({ type: 'stop' });
+  await Promise.all(exits);
+
+  // The run must have pressed every part: each was the reason for some refusals.
+  const summary = `${admitted}/${total} admitted; refused by ${PART_NAMES.map((n, i) => `${n} ${refusedBy[i]}`).join(', ')}; ${model.windowsChecked.size} windows, ${model.comparisons} state comparisons`;
+  for (let part = 0; part < PART_NAMES.length; part++)
+    assert.ok(refusedBy[part]! > 0, `no composite was refused by the ${PART_NAMES[part]}: ${summary}`);
+  assert.ok(admitted >= 100, summary);
+  console.log(`composite accuracy (${args[0]}): ${summary}`);
+}
+
 test(
   '8 processes, overlapping composites on one Redis: no part over its limit in any window, every admitted unit in Redis',
   { timeout: 60_000 },
   async () => {
-    for (let i = 0; i < PROCESSES; i++) {
-      children.push(fork(CHILD, [server.url], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
-    }
-    await Promise.all(children.map(next));
+    await hammer(['redis', server.url], () => {}, readRedis);
+  },
+);
 
-    const model = new CompositeModel();
-    const refusedBy = [0, 0, 0];
-    let admitted = 0;
-    let total = 0;
-    for (let phase = 0; phase < PHASES; phase++) {
-      const now = START + phase * STEP_MS;
-      const replies = children.map(next);
-      for (const child of children) child.send({ type: 'phase', now, count: PER_PHASE });
-      const results: CompositeResult[] = [];
-      for (const reply of await Promise.all(replies)) if (reply.type === 'done') results.push(...reply.results);
-      assert.equal(results.length, PROCESSES * PER_PHASE);
-      // Every child has its answers, so Redis is quiet until the next phase: its state is final for this instant.
-      const problems = model.phase(now, results, await readStored());
-      assert.deepEqual(problems, [], `phase ${phase} (clock ${now})`);
-      for (const r of results) {
-        total++;
-        if (r.allowed) admitted++;
-        else refusedBy[r.decisive]!++;
-      }
+test(
+  '8 processes, overlapping composites on the cluster store: no part over its limit in any window, every admitted unit in the primary',
+  { timeout: 60_000 },
+  async () => {
+    const primary = new ClusterStorePrimary();
+    let now = 0;
+    // Peeks at the phase's instant; knownRefusals 0, so every peek asks the primary rather than a remembered refusal.
+    const store = new ClusterStore({ transport: 'local', clock: () => now, knownRefusals: 0 });
+    const { userWindow, orgWindow, userBucket } = COMPOSITE_LIMITS;
+    const policy = (p: { limit: number; windowMs: number; prefix: string }, algorithm?: 'token-bucket') =>
+      new RateLimiter({ store, limit: p.limit, window: p.windowMs, prefix: p.prefix, ...(algorithm ? { algorithm } : {}) }).policy;
+    const policies = { user: policy(userWindow), org: policy(orgWindow), bucket: policy(userBucket, 'token-bucket') };
+    const peek = (prefix: string, key: string, p: Policy) => store.apply({ kind: 'peek', key: `${prefix}:${key}`, amount: 0, policy: p });
+    try {
+      await hammer(
+        ['cluster'],
+        (child) => primary.attach(child),
+        async (at) => {
+          now = at;
+          const users = Array.from({ length: USERS }, (_, u) => userKey(u));
+          const orgs = Array.from({ length: ORGS }, (_, o) => orgKey(o));
+          const [u, o, b] = await Promise.all([
+            Promise.all(users.map((key) => peek(userWindow.prefix, key, policies.user))),
+            Promise.all(orgs.map((key) => peek(orgWindow.prefix, key, policies.org))),
+            Promise.all(users.map((key) => peek(userBucket.prefix, key, policies.bucket))),
+          ]);
+          return {
+            userWindows: u.map((x) => windowFromPeek(x.remaining, x.resetMs, userWindow.limit, at)),
+            orgWindows: o.map((x) => windowFromPeek(x.remaining, x.resetMs, orgWindow.limit, at)),
+            bucketViews: b.map((x) => ({ remaining: x.remaining, resetMs: x.resetMs })),
+          };
+        },
+      );
+    } finally {
+      await store.close();
+      await primary.close();
     }
-    for (const child of children) child.send({ type: 'stop' });
-
-    // The run must have pressed every part: each was the reason for some refusals.
-    const summary = `${admitted}/${total} admitted; refused by ${PART_NAMES.map((n, i) => `${n} ${refusedBy[i]}`).join(', ')}; ${model.windowsChecked.size} windows, ${model.comparisons} state comparisons`;
-    for (let part = 0; part < PART_NAMES.length; part++)
-      assert.ok(refusedBy[part]! > 0, `no composite was refused by the ${PART_NAMES[part]}: ${summary}`);
-    assert.ok(admitted >= 100, summary);
-    console.log(`composite accuracy: ${summary}`);
   },
 );

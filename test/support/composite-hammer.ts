@@ -1,6 +1,7 @@
-// Child process of the composite accuracy test: on each phase, sets its store's clock to the phase's time and fires many consumeAll composites at once (per-user window, per-org window, per-user token bucket), then reports every decision.
+// Child process of the composite accuracy test, on Redis or on the cluster store: on each phase, sets its store's clock to the phase's time and fires many consumeAll composites at once (per-user window, per-org window, per-user token bucket), then reports every decision.
 import { Redis } from 'ioredis';
 import { consumeAll, RateLimiter } from '../../src/index.js';
+import { ClusterStore } from '../../src/stores/cluster/index.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import {
   COMPOSITE_LIMITS,
@@ -14,13 +15,15 @@ import {
   type PhaseMessage,
 } from '../accuracy/composite-model.js';
 
-const url = process.argv[2];
-if (url === undefined) throw new Error('usage: composite-hammer.ts <redis url>');
+/** `redis <url>`: its own ioredis client to that server; `cluster`: a ClusterStore over this process's IPC channel to the parent's primary. */
+const [mode, url] = process.argv.slice(2);
+if (mode !== 'cluster' && (mode !== 'redis' || url === undefined)) throw new Error('usage: composite-hammer.ts redis <url> | cluster');
 
 let now = 0;
-const client = new Redis(url);
 // The parent's clock for every part: one instant per phase, so each part's state after a phase follows from the admitted units alone.
-const store = new RedisStore({ client, clock: () => now });
+const clock = (): number => now;
+const client = mode === 'redis' ? new Redis(url!) : undefined;
+const store = client ? new RedisStore({ client, clock }) : new ClusterStore({ clock });
 const { userWindow, orgWindow, userBucket } = COMPOSITE_LIMITS;
 const perUser = new RateLimiter({ store, limit: userWindow.limit, window: userWindow.windowMs, prefix: userWindow.prefix });
 const perOrg = new RateLimiter({ store, limit: orgWindow.limit, window: orgWindow.windowMs, prefix: orgWindow.prefix });
@@ -47,9 +50,11 @@ async function one(): Promise<CompositeResult> {
 
 const send = (message: ChildMessage): void => void process.send?.(message);
 
-process.on('message', (message: PhaseMessage | { type: 'stop' }) => {
+process.on('message', (message: PhaseMessage | { type: 'stop' } | undefined) => {
+  // The cluster store's own replies come over the same channel; they are not for this handler.
+  if (message?.type !== 'phase' && message?.type !== 'stop') return;
   if (message.type === 'stop') {
-    client.quit().finally(() => process.exit(0));
+    Promise.resolve(client?.quit()).finally(() => process.exit(0));
     return;
   }
   now = message.now;
@@ -59,4 +64,5 @@ process.on('message', (message: PhaseMessage | { type: 'stop' }) => {
   );
 });
 
-client.once('ready', () => send({ type: 'ready' }));
+if (client) client.once('ready', () => send({ type: 'ready' }));
+else send({ type: 'ready' });
