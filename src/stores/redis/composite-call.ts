@@ -26,10 +26,19 @@ export function compositeCall(operations: readonly Operation[], now: number | un
 
 /**
  * Why RedisStore cannot send these operations as one script, or undefined:
- * every one must be a consume of an algorithm the script knows.
+ * every one must be a consume of an algorithm the script knows, on its own key.
  */
 export function unsupportedOperation(operations: readonly Operation[]): FloodgateError | undefined {
+  const keys = new Set<string>();
   for (const operation of operations) {
+    // One script reads each key once: a key twice would be decided against a state that is not its own.
+    if (keys.has(operation.key)) {
+      return new FloodgateError(
+        ErrorCode.INVALID_COMPOSITE,
+        `RedisStore consumeAll takes each key once, but ${JSON.stringify(operation.key)} appears twice; add the costs into one part.`,
+      );
+    }
+    keys.add(operation.key);
     if (operation.kind !== 'consume') {
       return new FloodgateError(
         ErrorCode.INVALID_COMPOSITE,

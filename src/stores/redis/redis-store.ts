@@ -63,6 +63,8 @@ interface Batch extends PipelineCall {
  * step in the same integer arithmetic, so Redis decides exactly as the
  * memory store would. A key's state lives in the hash `{key}` (the sliding
  * log adds the list `{key}:l`); the hash tag keeps both in one Cluster slot.
+ * A store key holding a `{tag}` of its own hashes by that tag instead, so
+ * the keys of one composite can share a slot (see {@link redisKeys}).
  * Each key's TTL is the moment its state stops mattering; a forever block
  * has none.
  *
