@@ -49,6 +49,8 @@ class TimedStore implements Store {
   readonly name: string;
   // Declared, not a field: an own property holding undefined would still be a property, and absent is what says "no applyNow".
   declare applyNow?: (operation: Operation) => Outcome | undefined;
+  declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
+  declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   private readonly ok: LatencyChild;
   private readonly failed: LatencyChild;
 
@@ -71,14 +73,29 @@ class TimedStore implements Store {
         return outcome;
       };
     }
+    // A rule's several policies are one composite: timed and reported as one store call.
+    if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
+    if (inner.consumeAllNow !== undefined) {
+      const sync = metrics.storeSyncCell(this.name);
+      this.consumeAllNow = (operations) => {
+        const outcomes = inner.consumeAllNow!(operations);
+        if (outcomes !== undefined) sync.count += 1;
+        return outcomes;
+      };
+    }
   }
 
   apply(operation: Operation): Promise<Outcome> {
+    return this.timed(() => this.inner.apply(operation));
+  }
+
+  /** `call`'s latency into the histogram, its failure to the log. */
+  private timed<T>(call: () => Promise<T>): Promise<T> {
     const started = performance.now();
-    return this.inner.apply(operation).then(
-      (outcome) => {
+    return call().then(
+      (result) => {
         this.ok.observe((performance.now() - started) / 1000);
-        return outcome;
+        return result;
       },
       (error: unknown) => {
         this.failed.observe((performance.now() - started) / 1000);
