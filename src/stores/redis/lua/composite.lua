@@ -37,8 +37,12 @@ local function load_part(p)
   local fields = p.impl.fields
   local v = redis.call('HMGET', p.state, 'b', unpack(fields))
   p.had_hash = false
+  p.present = {}
   for i = 1, #fields + 1 do
-    if v[i] then p.had_hash = true end
+    if v[i] then
+      p.had_hash = true
+      p.present[#p.present + 1] = (i == 1) and 'b' or fields[i - 1]
+    end
   end
   local b = tonumber(v[1]) or 0
   table.remove(v, 1)
@@ -108,10 +112,16 @@ local function persist(p)
       fields[#fields + 1] = 'b'
       fields[#fields + 1] = int(b)
     end
-    if p.had_hash then redis.call('DEL', p.state) end
-    if #fields > 0 then
+    if #fields == 0 then
+      if p.had_hash then redis.call('DEL', p.state) end
+    else
       redis.call('HSET', p.state, unpack(fields))
-      if b ~= BLOCK_FOREVER then
+      local gone = stale_fields(p.present, fields)
+      if #gone > 0 then redis.call('HDEL', p.state, unpack(gone)) end
+      -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
+      if b == BLOCK_FOREVER then
+        if p.had_hash then redis.call('PERSIST', p.state) end
+      else
         local expires_at = b
         if a ~= nil and p.impl.in_hash then expires_at = math.max(p.impl.expires_at(a), b) end
         expire(p.state, expires_at - now)
