@@ -59,7 +59,9 @@ local function fits(p)
   use(p)
   if p.b ~= 0 then return false end
   if p.sliding_log then return ((p.a and p.a.n) or 0) + p.cost <= L end
-  return p.impl.try_consume(p.a, p.cost, now) ~= nil
+  -- Kept for the second phase, which would compute the same state again.
+  p.next = p.impl.try_consume(p.a, p.cost, now)
+  return p.next ~= nil
 end
 
 -- applyOperation's consume or peek on an already loaded part; appends the outcome's five integers to out.
@@ -71,7 +73,8 @@ local function step(p, consume, out)
   if consume then
     cost = p.cost
     if b == 0 then
-      local nxt = p.impl.try_consume(a, cost, now)
+      local nxt = p.next
+      if p.sliding_log then nxt = p.impl.try_consume(a, cost, now) end
       if nxt == nil then
         allowed = false
         if BLOCK_MS > 0 then b = now + BLOCK_MS end
@@ -132,6 +135,7 @@ local function persist(p)
 end
 
 local parts = {}
+local shared = {}
 local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
 for i = 1, count do
   local j = FIRST_PART + (i - 1) * PART_WIDTH
@@ -145,8 +149,14 @@ for i = 1, count do
     cost = tonumber(ARGV[j + 4]),
     sliding_log = ARGV[j] == 'sliding-log',
   }
-  -- Each part gets its own instance: the sliding log keeps its list's name and a read cache per key.
-  p.impl = make({ KEYS[2 * i - 1], KEYS[2 * i] })
+  -- The sliding log gets an instance per part (it keeps its list's name and a read cache per key); the
+  -- other algorithms read only the policy locals, so one instance per algorithm serves every part.
+  if p.sliding_log then
+    p.impl = make({ KEYS[2 * i - 1], KEYS[2 * i] })
+  else
+    shared[ARGV[j]] = shared[ARGV[j]] or make({})
+    p.impl = shared[ARGV[j]]
+  end
   parts[i] = p
 end
 
