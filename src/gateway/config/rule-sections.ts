@@ -68,7 +68,8 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   const seen = new Set<string>();
   policies.forEach((p, i) => {
     const label = p.name ?? `${p.limit}/${p.windowMs}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
-    if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
+    if (seen.has(label))
+      c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
     seen.add(label);
   });
   return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final, line: c.lineOf(path) };
