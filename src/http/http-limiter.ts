@@ -2,7 +2,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
 import { isStoreFailure } from '../errors.js';
-import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
 import { refund, refundLate, refundLateComposite } from './give-back.js';
@@ -11,18 +11,10 @@ import { refundWhenDone } from './count-by-outcome.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type NamedPolicy } from './options.js';
-import { SharedRefusals, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
+import { SharedRefusals } from './refusal.js';
 import { LimiterHooks } from './limiter-hooks.js';
 import { hasOwnKeys, keyAt, policyKeys, type PolicyKeys } from './policy-keys.js';
-import type {
-  HttpRateLimitOptions,
-  AdapterConfig,
-  HttpOutcome,
-  RequestView,
-  ClientInfo,
-  ApiKeySource,
-  RateLimitInfo,
-} from './types.js';
+import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource, RateLimitInfo } from './types.js';
 
 /** The policies an admitted request counted against, and their own keys when some have one. */
 interface Counted {
@@ -46,6 +38,8 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
   private readonly identities: ClientIdentities<Raw>;
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
+  /** The route's fixed policies when none has a key of its own (the usual route), else undefined. */
+  private readonly plainPolicies: readonly NamedPolicy[] | undefined;
   /** The policies each admitted request was counted by, and their own keys, while its response runs; only with a refund rule. */
   private readonly applied = new WeakMap<RateLimitInfo, Counted>();
 
@@ -57,6 +51,7 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
   constructor(options: HttpRateLimitOptions<Raw>, adapter: AdapterConfig) {
     super(resolveHttpOptions(options, adapter));
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
+    this.plainPolicies = hasOwnKeys(this.settings.policies) ? undefined : this.settings.policies;
     this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
     this.identities = new ClientIdentities(this.settings);
   }
@@ -170,8 +165,13 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     key: string,
     policies: readonly NamedPolicy[],
   ): HttpOutcome | Promise<HttpOutcome> {
-    if (typeof this.settings.cost === 'number') return this.keyedEach(view, identity, known, key, this.settings.cost, policies);
-    const returned = this.settings.cost(view.raw, known ?? clientInfo(view, identity));
+    const cost = this.settings.cost;
+    if (typeof cost === 'number') {
+      // The route's own policies without keys of their own: straight to the decision, as before per-policy keys.
+      if (policies === this.plainPolicies) return this.counted(view.raw, identity.ip, key, cost, policies, undefined);
+      return this.keyedEach(view, identity, known, key, cost, policies);
+    }
+    const returned = cost(view.raw, known ?? clientInfo(view, identity));
     if (isThenable(returned)) return Promise.resolve(returned).then((c) => this.keyedEach(view, identity, known, key, c, policies));
     return this.keyedEach(view, identity, known, key, returned, policies);
   }
@@ -391,36 +391,6 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
       const reports = [toReport(policy, decision, keys?.[0])];
       return this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
     });
-  }
-
-  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
-  private limited(
-    raw: Raw,
-    key: string,
-    ip: string | undefined,
-    cost: number,
-    decisions: ReadonlyArray<Decision | undefined>,
-    reports: PolicyReport[],
-    rateHeaders: readonly HeaderPair[],
-    storeErrors: unknown[],
-  ): HttpOutcome {
-    const violated = reports.filter((r) => !r.allowed);
-    const retryAfter = retryAfterSeconds(reports);
-    const headers: HeaderPair[] = [...rateHeaders];
-    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
-    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
-    const info = {
-      reason: 'limited',
-      status: this.settings.statusCode,
-      key,
-      ip,
-      policies: reports,
-      violatedPolicies: violated.map((r) => r.name),
-      retryAfterSeconds: retryAfter,
-    } as const;
-    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
-    this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
-    return outcome;
   }
 }
 

@@ -1,9 +1,10 @@
 /** The HTTP middleware's own answers and user hooks: refusal responses, onLimited, onDecision, onError, and units given back through the timeout. */
 import { CallGuard } from './call-guard.js';
 import type { GiveBack } from './give-back.js';
-import type { HeaderPair } from './headers.js';
+import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import type { Decision } from '../decision.js';
 import type { HttpSettings } from './options.js';
-import { QUOTA_EXCEEDED_TYPE, RefusalBodies } from './refusal.js';
+import { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, RefusalBodies } from './refusal.js';
 import type { DecisionInfo, HttpOutcome, RefusalInfo } from './types.js';
 
 /**
@@ -48,6 +49,36 @@ export class LimiterHooks<Raw> {
     const { contentType, body } = this.bodies.render(info, problemType);
     if (info.reason === 'limited' && this.settings.onLimited !== undefined) this.safely(() => this.settings.onLimited!(raw, info), raw);
     return { action: 'respond', status: info.status, headers, contentType, body };
+  }
+
+  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
+  protected limited(
+    raw: Raw,
+    key: string,
+    ip: string | undefined,
+    cost: number,
+    decisions: ReadonlyArray<Decision | undefined>,
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    storeErrors: unknown[],
+  ): HttpOutcome {
+    const violated = reports.filter((r) => !r.allowed);
+    const retryAfter = retryAfterSeconds(reports);
+    const headers: HeaderPair[] = [...rateHeaders];
+    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
+    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
+    const info = {
+      reason: 'limited',
+      status: this.settings.statusCode,
+      key,
+      ip,
+      policies: reports,
+      violatedPolicies: violated.map((r) => r.name),
+      retryAfterSeconds: retryAfter,
+    } as const;
+    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
+    this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
+    return outcome;
   }
 
   /** Fires `onDecision`, when set. */
