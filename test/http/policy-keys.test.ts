@@ -5,6 +5,8 @@ import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { HttpLimiter } from '../../src/http/http-limiter.js';
+import type { Operation, Outcome } from '../../src/policy.js';
+import type { Store } from '../../src/stores/store.js';
 import type { HttpOutcome, HttpRateLimitOptions, RequestView } from '../../src/http/types.js';
 
 const adapter = { owner: 'test', frameworkIp: false };
@@ -121,5 +123,28 @@ describe('a policy key option', () => {
     assert.equal((await a.user.peek('ana')).remaining, 1);
     assert.equal((await a.all.peek('all')).remaining, 98);
     assert.equal((await b.org.peek('acme')).remaining, 0);
+  });
+
+  it('a composite admitted after the middleware timed out gives each policy its units back under its own key', async () => {
+    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    const later = <T>(value: () => T): Promise<T> => new Promise((resolve) => setTimeout(() => resolve(value()), 150));
+    const slow: Store = {
+      name: 'slow',
+      apply: (op: Operation): Promise<Outcome> => later(() => memory.applyNow(op)!),
+      consumeAll: (ops: readonly Operation[]): Promise<Outcome[]> => later(() => memory.consumeAllSync(ops, Date.now())),
+    };
+    const user = new RateLimiter({ limit: 3, window: '1m', prefix: 'user', store: slow, breaker: false });
+    const org = new RateLimiter({ limit: 4, window: '1m', prefix: 'org', store: slow, breaker: false });
+    const limiter = build({
+      key: () => 'ana',
+      timeout: 30,
+      onError: () => undefined,
+      limiter: [{ limiter: user }, { limiter: org, key: () => 'acme' }],
+    });
+    const outcome = (await limiter.handle(view())) as Extract<HttpOutcome, { action: 'respond' }>;
+    assert.equal(outcome.status, 503);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(memory.applyNow({ kind: 'peek', key: 'user:ana', amount: 0, policy: user.policy })!.remaining, 3);
+    assert.equal(memory.applyNow({ kind: 'peek', key: 'org:acme', amount: 0, policy: org.policy })!.remaining, 4);
   });
 });
