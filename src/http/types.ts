@@ -120,7 +120,7 @@ export interface RefusalInfo {
 
 /** What `onDecision` receives for every request that reached the limiters. */
 export interface DecisionInfo {
-  /** The key the request was counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** The client address, when known. */
   readonly ip: string | undefined;
@@ -143,7 +143,7 @@ export interface DecisionInfo {
  * (`skip`, the allow list).
  */
 export interface RateLimitInfo {
-  /** The key the request counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** Units it cost. */
   readonly cost: number;

@@ -6,6 +6,7 @@ import { ErrorCode } from '../../src/errors.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import { ConfigError } from '../../src/gateway/config/config-error.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import { forgetWarnings } from '../../src/warnings.js';
 import { get, readIetf } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
@@ -148,6 +149,21 @@ describe('gateway: per key + per address + global in one rule', () => {
     assert.equal(third.status, 200);
     assert.equal(readIetf(third.headers).get('everyone')!.r, 0);
     assert.equal((await get(`${g.url}/x`, { headers: { 'x-org': 'd', 'x-forwarded-for': '203.0.113.11' } })).status, 429);
+  });
+
+  it('a key rule with a per-address policy behind an untrusted proxy: the forwarded-header warning names it', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    forgetWarnings();
+    const g = await startGateway(
+      `upstream: ${upstream.url}\nrules:\n  - { name: mixed, key: "header:x-api-key", policies: ["5/1m", { limit: 9, window: 1m, key: ip }] }\n`,
+      {},
+      logs,
+    );
+    gateways.push(g);
+    assert.equal((await get(`${g.url}/x`, { headers: { 'x-api-key': 'k', 'x-forwarded-for': '203.0.113.1' } })).status, 200);
+    const lines = logs.filter((l) => l.code === 'FLOODGATE_FORWARDED_HEADER_IGNORED');
+    assert.equal(lines.length, 1, JSON.stringify(logs));
+    assert.match(String(lines[0]!.msg), /so rule "mixed" counts every client behind the proxy/);
   });
 
   describe('on a real Redis', () => {

@@ -85,7 +85,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     name: rule.name,
     shadow: rule.shadow,
     final: rule.final,
-    ipKeyed: keyIsIp,
+    // A policy keyed by address is as exposed to an unseen proxy as a rule keyed by address.
+    ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
     checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
