@@ -194,7 +194,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   const legacyHeaders = modes.includes('legacy');
   // Only an unset trustProxy: `false` says the headers are known to be no proxy's.
   const watchForwarded =
-    validate.forwardedHeader && keySource === 'ip' && o.trustProxy === undefined
+    validate.forwardedHeader && (keySource === 'ip' || policies.some((p) => p.key === 'ip')) && o.trustProxy === undefined
       ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
       : undefined;
   return {
