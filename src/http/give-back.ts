@@ -2,6 +2,7 @@
 import type { CompositeDecision } from '../composite.js';
 import type { Decision } from '../decision.js';
 import type { NamedPolicy } from './options.js';
+import { keyAt, type PolicyKeys } from './policy-keys.js';
 
 /** Rewards `cost` units of `key` to one policy; resolves to its state after, or undefined when that failed (the caller reports it). */
 export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;
@@ -15,6 +16,7 @@ export async function refund(
   policies: readonly NamedPolicy[],
   decisions: Array<Decision | undefined>,
   key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): Promise<void> {
@@ -22,7 +24,7 @@ export async function refund(
     decisions.map(async (d, i) => {
       // A fail-open decision spent nothing; a refused one spent nothing either.
       if (d === undefined || !d.allowed || d.source === 'fail-open') return;
-      const after = await giveBack(policies[i]!, key, cost);
+      const after = await giveBack(policies[i]!, keyAt(key, keys, i), cost);
       // Still reported as admitting: it was not this policy that refused.
       if (after !== undefined) decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
     }),
@@ -40,13 +42,14 @@ export function refundLate(
   settled: ReadonlyArray<PromiseSettledResult<Decision>>,
   timedOut: (error: unknown) => boolean,
   key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): void {
   settled.forEach((result, i) => {
     if (result.status !== 'rejected' || !timedOut(result.reason)) return;
     calls[i]!.then(
-      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : giveBack(policies[i]!, key, cost)),
+      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : giveBack(policies[i]!, keyAt(key, keys, i), cost)),
       () => undefined, // already reported as a timeout
     );
   });
@@ -57,6 +60,7 @@ export function refundLateComposite(
   policies: readonly NamedPolicy[],
   call: Promise<CompositeDecision>,
   key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): void {
@@ -64,7 +68,7 @@ export function refundLateComposite(
     (late) => {
       if (!late.allowed) return;
       late.parts.forEach((part, i) => {
-        if (part !== undefined && part.source !== 'fail-open') void giveBack(policies[i]!, key, cost);
+        if (part !== undefined && part.source !== 'fail-open') void giveBack(policies[i]!, keyAt(key, keys, i), cost);
       });
     },
     () => undefined, // already reported as a timeout

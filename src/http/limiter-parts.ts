@@ -27,9 +27,9 @@ export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>>
   );
 }
 
-/** What the headers and hooks get of one policy's decision. */
-export function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
-  return {
+/** What the headers and hooks get of one policy's decision; `key` is the policy's own key, reported only when it has one. */
+export function toReport(policy: NamedPolicy, d: Decision, key?: string): PolicyReport {
+  const report: PolicyReport = {
     name: policy.name,
     limit: d.limit,
     windowMs: policy.limiter.policy.windowMs,
@@ -38,6 +38,7 @@ export function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
     resetMs: d.resetMs,
     retryAfterMs: d.retryAfterMs,
   };
+  return policy.key === undefined || key === undefined ? report : { ...report, key };
 }
 
 /** The outcome of an admitted request: its headers, and what the handler may read of the decision. */

@@ -34,10 +34,19 @@ export interface RequestView<Raw> {
   readonly path: string;
 }
 
-/** A limiter with the name it is reported under. */
-export interface NamedLimiter {
+/** A limiter with the name it is reported under, and the key it counts under when not the route's. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a policy written without a request type fits any adapter's
+export interface NamedLimiter<Raw = any> {
   /** The limiter. */
   readonly limiter: RateLimiter;
+  /**
+   * Who this policy counts a request against, when not the route's `key`:
+   * `"ip"`, an API-key header, or a function of the request (sync or async),
+   * e.g. `(req) => orgOf(req)` for a per-organisation limit beside per-user
+   * ones, or `() => 'all'` for one counter shared by every client. The
+   * route's policies are still decided all or nothing.
+   */
+  readonly key?: KeySource<Raw>;
   /**
    * The policy name in the `RateLimit` / `RateLimit-Policy` fields and in
    * `violated-policies`; printable ASCII. Default: `"<limit>-per-<window>"`,
@@ -46,8 +55,9 @@ export interface NamedLimiter {
   readonly name?: string;
 }
 
-/** One policy of a route: a limiter, or a limiter with a name. */
-export type LimiterEntry = RateLimiter | NamedLimiter;
+/** One policy of a route: a limiter, or a limiter with a name and maybe its own key. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see NamedLimiter
+export type LimiterEntry<Raw = any> = RateLimiter | NamedLimiter<Raw>;
 
 /**
  * Picks a request's policies: e.g. the limiter of the caller's plan, out of
@@ -59,7 +69,7 @@ export type LimiterEntry = RateLimiter | NamedLimiter;
 export type LimiterSelector<Raw> = (
   req: Raw,
   client: ClientInfo,
-) => LimiterEntry | readonly LimiterEntry[] | Promise<LimiterEntry | readonly LimiterEntry[]>;
+) => LimiterEntry<Raw> | readonly LimiterEntry<Raw>[] | Promise<LimiterEntry<Raw> | readonly LimiterEntry<Raw>[]>;
 
 /** Identify clients by an API-key header. */
 export interface ApiKeySource {
@@ -110,7 +120,7 @@ export interface RefusalInfo {
 
 /** What `onDecision` receives for every request that reached the limiters. */
 export interface DecisionInfo {
-  /** The key the request was counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** The client address, when known. */
   readonly ip: string | undefined;
@@ -133,7 +143,7 @@ export interface DecisionInfo {
  * (`skip`, the allow list).
  */
 export interface RateLimitInfo {
-  /** The key the request counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** Units it cost. */
   readonly cost: number;
@@ -160,12 +170,13 @@ export interface HttpRateLimitOptions<Raw> {
   /**
    * The policies of this route: one limiter, or several evaluated together
    * (e.g. 10 per second and 1000 per day). A request passes only if every
-   * one admits it; when one refuses, the units the others took are given
-   * back, so a refused request spends nothing. Or a function of the request
+   * one admits it; when one refuses, nothing is spent (one atomic step when
+   * the limiters share a store). A policy may count under its own `key`
+   * (per user + per organisation + global in one decision). Or a function of the request
    * that picks them (per-plan limits; see {@link LimiterSelector}). Required
    * unless `limit` and `window` are given.
    */
-  limiter?: LimiterEntry | readonly LimiterEntry[] | LimiterSelector<Raw>;
+  limiter?: LimiterEntry<Raw> | readonly LimiterEntry<Raw>[] | LimiterSelector<Raw>;
   /**
    * Shorthand for `limiter`: units per `window`, and the middleware builds the
    * RateLimiter (fixed window, on `store`, else its own memory store). A

@@ -20,7 +20,7 @@ import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
-const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration'] as const;
+const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration', 'key'] as const;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHOD = /^[A-Z]+$/;
 
@@ -67,8 +67,9 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
   const seen = new Set<string>();
   policies.forEach((p, i) => {
-    const label = p.name ?? `${p.limit}/${p.windowMs}`;
-    if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
+    const label = p.name ?? `${p.limit}/${p.windowMs}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
+    if (seen.has(label))
+      c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
     seen.add(label);
   });
   return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final, line: c.lineOf(path) };
@@ -93,7 +94,30 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
           if (typeof p.name !== 'string' || p.name === '') throw new InvalidValue(`must be a non-empty string; got ${describe(p.name)}.`);
           return p.name;
         });
-  return c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
+  const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
+  const policy = c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
+  return key === undefined ? policy : { ...policy, key };
+}
+
+/**
+ * A policy's own key: the string forms only. Validation (maxLength,
+ * pattern, allowList) is the rule key's; a policy keyed by a header still
+ * gets the header checks every header key gets (sent once, else 400;
+ * missing, 401).
+ */
+function policyKey(c: Cursor, path: Path, value: unknown): KeySettings {
+  if (isObject(value)) {
+    c.fail(
+      path,
+      'a policy key is one of ip, header:NAME, header:NAME,ip or global; checks on the key (maxLength, pattern, allowList) go in the rule key mapping.',
+    );
+  }
+  return c.at(path, () => parseKeySpec(value));
+}
+
+/** How a key source reads in messages and labels: `ip`, `header:x-api-key`, `global`. */
+function keyLabel(key: KeySettings): string {
+  return key.kind === 'header' ? `header:${key.header}${key.fallbackToIp ? ',ip' : ''}` : key.kind;
 }
 
 function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {

@@ -23,12 +23,16 @@ export interface PolicySettings {
   readonly algorithm: Algorithm;
   /** Block after going over the limit, in ms; 0 for none. */
   readonly blockMs: number;
+  /** Who this policy counts against when not the rule's key (the string forms only); undefined for the rule's key. */
+  readonly key?: KeySettings | undefined;
 }
 
 /** Who a request counts against. */
 export type KeySettings =
   /** The client address (after `trustProxy`). */
   | { readonly kind: 'ip' }
+  /** One counter for every client (`global`): the rule's limit is the whole gateway's. */
+  | { readonly kind: 'global' }
   /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
   | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation };
 

@@ -10,7 +10,7 @@ import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
-import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
+import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
 /**
@@ -33,15 +33,16 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: NamedLimiter[] = rule.policies.map((p) => ({
+  const policies: Array<NamedLimiter<IncomingMessage>> = rule.policies.map((p) => ({
     limiter: limiterFor(rule, p, settings, context),
     ...(p.name === undefined ? {} : { name: p.name }),
+    ...(p.key === undefined ? {} : { key: keySource(p.key) }),
   }));
   const log = context.log.child({ rule: rule.name });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
-    key: keySource(rule),
+    key: keySource(rule.key),
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
     onStoreError: 'respond',
@@ -84,8 +85,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     name: rule.name,
     shadow: rule.shadow,
     final: rule.final,
-    ipKeyed: keyIsIp,
-    checkKey: rule.shadow ? undefined : keyCheck(rule.key),
+    // A policy keyed by address is as exposed to an unseen proxy as a rule keyed by address.
+    ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
+    checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
     limiters: policies.map((p) => p.limiter),
@@ -93,9 +95,13 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   };
 }
 
-function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
-  const key = rule.key;
+/** The one key of a `global` rule or policy: the same for every request, whatever it carries. */
+const globalKey = (): string => 'global';
+
+/** The middleware's key source for a rule's or a policy's key. */
+function keySource(key: KeySettings): KeySource<IncomingMessage> {
   if (key.kind === 'ip') return 'ip';
+  if (key.kind === 'global') return globalKey;
   if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
   const header = key.header;
   // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.
