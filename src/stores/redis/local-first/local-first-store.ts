@@ -304,7 +304,7 @@ export class LocalFirstStore implements Store {
       late: (reply) => {
         const parsed = parseLease(reply);
         if (parsed instanceof FloodgateError || this.closed) return;
-        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters)) this.giveBack(key, e);
+        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters) || !this.live) this.giveBack(key, e);
       },
       prepare: () => {
         need = sizeLease(e, this.sizing(sentAt), call.args);
@@ -342,6 +342,10 @@ export class LocalFirstStore implements Store {
       // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
       this.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
     }
+    // A lease granted before the subscription went down and answered after it: the waiting consumes it
+    // was asked for are served (Redis counted them before anything later), the surplus goes back, since
+    // a revocation broadcast meanwhile would not be heard.
+    if (!this.live && e.units > 0) this.giveBack(key, e);
     if (e.waiters.length > 0) this.lease(key, e);
   }
 
