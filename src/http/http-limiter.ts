@@ -1,9 +1,9 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
-import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
+import { checkedKey, continueWith, isThenable, toReport } from './limiter-parts.js';
+import { decideEach, decideTogether, decideTogetherNow, decidedTogether, type PoliciesDecided } from './several-policies.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
@@ -43,7 +43,7 @@ export class HttpLimiter<Raw> {
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
   /** The policies each admitted request was counted by, while its response runs; only with a refund rule. */
-  private readonly applied = new WeakMap<RateLimitInfo, readonly NamedPolicy[]>();
+  private readonly applied = new WeakMap<RateLimitInfo, { readonly policies: readonly NamedPolicy[]; readonly keys: readonly string[] }>();
   /** The middleware's own timeout around each limiter call. */
   private readonly guard: CallGuard;
 
@@ -74,9 +74,11 @@ export class HttpLimiter<Raw> {
   watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined): void {
     const rule = this.settings.refundRule;
     if (rule === undefined || info === undefined) return;
-    const policies = this.applied.get(info);
-    if (policies === undefined) return;
-    const giveBack = (policy: NamedPolicy, key: string, cost: number): void => {
+    const counted = this.applied.get(info);
+    if (counted === undefined) return;
+    const { policies, keys } = counted;
+    const giveBack = (policy: NamedPolicy, _routeKey: string, cost: number): void => {
+      const key = keys[policies.indexOf(policy)]!;
       this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => this.report(error, raw));
     };
     refundWhenDone(raw, res, info, policies, rule, giveBack, (error) => this.report(error, raw));
@@ -164,7 +166,7 @@ export class HttpLimiter<Raw> {
     return this.costed(view, identity, client, key, chosen);
   }
 
-  /** The request's cost, then its decision by `policies`. */
+  /** The request's cost, then each policy's key. */
   private costed(
     view: RequestView<Raw>,
     identity: Identity,
@@ -172,17 +174,40 @@ export class HttpLimiter<Raw> {
     key: string,
     policies: readonly NamedPolicy[],
   ): HttpOutcome | Promise<HttpOutcome> {
+    if (typeof this.settings.cost === 'number') return this.keyedPolicies(view, identity, known, key, this.settings.cost, policies);
+    const client = known ?? clientInfo(view, identity);
+    const returned = this.settings.cost(view.raw, client);
+    if (isThenable(returned))
+      return Promise.resolve(returned).then((cost) => this.keyedPolicies(view, identity, client, key, cost, policies));
+    return this.keyedPolicies(view, identity, client, key, returned, policies);
+  }
+
+  /** Each policy's key: the route's, or the policy's own key function's answer, checked and bounded as the route key is. */
+  private keyedPolicies(
+    view: RequestView<Raw>,
+    identity: Identity,
+    known: ClientInfo | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+  ): HttpOutcome | Promise<HttpOutcome> {
     const ip = identity.ip;
-    if (typeof this.settings.cost === 'number') return this.counted(view.raw, ip, key, this.settings.cost, policies);
-    const returned = this.settings.cost(view.raw, known ?? clientInfo(view, identity));
-    if (isThenable(returned)) return Promise.resolve(returned).then((cost) => this.counted(view.raw, ip, key, cost, policies));
-    return this.counted(view.raw, ip, key, returned, policies);
+    if (!policies.some((p) => p.key !== undefined)) return this.counted(view.raw, ip, key, cost, policies, undefined);
+    const client = known ?? clientInfo(view, identity);
+    const answers = policies.map((p) => (p.key === undefined ? key : p.key(view.raw, client)));
+    const keysOf = (values: readonly unknown[]): string[] =>
+      values.map((v, i) => (policies[i]!.key === undefined ? key : boundKey(checkedKey(v), this.settings.maxKeyLength)));
+    if (answers.some((a) => isThenable(a))) {
+      return Promise.all(answers).then((values) => this.counted(view.raw, ip, key, cost, policies, keysOf(values)));
+    }
+    return this.counted(view.raw, ip, key, cost, policies, keysOf(answers));
   }
 
   /**
-   * The only policy's decision when it needs no waiting (the in-memory block
-   * refuses, or the store is in process), else the store path. Several
-   * policies always take the store path: a refusal by one gives back what
+   * The decision by `policies`: synchronously when it needs no waiting (the
+   * in-memory block refuses, or the store is in process), else through the
+   * store. Several policies on one store are decided in one all-or-nothing
+   * step; on different stores, each consumes and a refusal gives back what
    * the others took.
    */
   private counted(
@@ -191,97 +216,98 @@ export class HttpLimiter<Raw> {
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
+    keys: readonly string[] | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
     if (policies.length === 1) {
-      const now = policies[0]!.limiter.consumeNow(key, cost);
+      const only = policies[0]!;
+      const own = keys === undefined ? key : keys[0]!;
+      const now = only.limiter.consumeNow(own, cost);
       if (now !== undefined)
-        return now.allowed
-          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now)
-          : this.limitedOne(raw, key, ip, cost, policies[0]!, now);
+        return now.allowed ? this.admittedOne(raw, key, own, ip, cost, only, now) : this.limitedOne(raw, key, own, ip, cost, only, now);
+      return this.consumedOne(raw, ip, key, own, cost, only);
     }
-    return this.consumed(raw, ip, key, cost, policies);
+    const all = keys ?? policies.map(() => key);
+    const report = (error: unknown): void => this.report(error, raw);
+    if (decidedTogether(policies)) {
+      const now = decideTogetherNow(policies, all, cost);
+      if (now !== undefined) return this.answered(raw, ip, key, cost, policies, all, now);
+      return decideTogether(policies, all, cost, this.guard, report).then((d) => this.answered(raw, ip, key, cost, policies, all, d));
+    }
+    const passOnStoreError = this.settings.passOnStoreError;
+    return decideEach(policies, all, cost, passOnStoreError, this.guard, report).then((d) =>
+      this.answered(raw, ip, key, cost, policies, all, d),
+    );
   }
 
-  /** Every policy's consume, with refunds when one refuses and the failure policy when a store fails. */
-  private async consumed(
+  /** A route's only policy through the store. */
+  private async consumedOne(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    own: string,
+    cost: number,
+    only: NamedPolicy,
+  ): Promise<HttpOutcome> {
+    const report = (error: unknown): void => this.report(error, raw);
+    const decided = await decideEach([only], [own], cost, this.settings.passOnStoreError, this.guard, report);
+    const d = decided.decisions[0];
+    if (d === undefined) return this.answered(raw, ip, key, cost, [only], [own], decided);
+    return d.allowed ? this.admittedOne(raw, key, own, ip, cost, only, d) : this.limitedOne(raw, key, own, ip, cost, only, d);
+  }
+
+  /** The response to what the policies decided: an error, a refusal (limited or store failure), or the request passed on. */
+  private answered(
     raw: Raw,
     ip: string | undefined,
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
-  ): Promise<HttpOutcome> {
-    const calls = policies.map((p) => p.limiter.consume(key, cost));
-    const settled =
-      calls.length === 1
-        ? [await settle(this.guard.wrap(calls[0]!))]
-        : await Promise.allSettled(calls.map((call) => this.guard.wrap(call)));
-    const decisions: Array<Decision | undefined> = [];
-    const storeErrors: unknown[] = [];
-    let badCall: unknown;
-    let refused = false;
-    for (const result of settled) {
-      if (result.status === 'fulfilled') {
-        decisions.push(result.value);
-        if (!result.value.allowed) refused = true;
-      } else {
-        decisions.push(undefined);
-        if (isStoreFailure(result.reason)) storeErrors.push(result.reason);
-        else badCall ??= result.reason;
-      }
-    }
+    keys: readonly string[],
+    decided: PoliciesDecided,
+  ): HttpOutcome {
+    const { decisions, storeErrors, badCall, refused } = decided;
     for (const error of storeErrors) this.report(error, raw);
-    // One policy that answered: nothing to give back either way.
-    if (decisions.length === 1 && decisions[0] !== undefined) {
-      const only = decisions[0];
-      return only.allowed
-        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only)
-        : this.limitedOne(raw, key, ip, cost, policies[0]!, only);
-    }
-
-    const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
-    if (giveBack) {
-      this.refundLate(policies, calls, settled, key, cost, raw);
-      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
-        await this.refund(policies, decisions, key, cost, raw);
-    }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
+    // A policy not consulted (another's in-memory block refused first) is left out rather than reported with made-up numbers.
     const reports: PolicyReport[] = [];
     decisions.forEach((d, i) => {
-      if (d !== undefined) reports.push(toReport(policies[i]!, d));
+      if (d !== undefined) reports.push(toReport(policies[i]!, d, keys[i]!));
     });
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
     if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
     if (storeErrors.length > 0 && !this.settings.passOnStoreError) {
-      const info = {
-        reason: 'store-error',
-        status: this.settings.storeErrorStatus,
-        key,
-        ip,
-        policies: reports,
-        error: storeErrors[0],
-      } as const;
+      const status = this.settings.storeErrorStatus;
+      const info = { reason: 'store-error', status, key, ip, policies: reports, error: storeErrors[0] } as const;
       const outcome = this.refuse(raw, info, rateHeaders);
-      this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.storeErrorStatus, policies: reports, errors: storeErrors });
+      this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors: storeErrors });
       return outcome;
     }
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
-    return this.admitted(continueWith(rateHeaders, key, cost, reports), policies);
+    return this.admitted(continueWith(rateHeaders, key, cost, reports), policies, keys);
   }
 
   /** The admission by a route's only policy. */
-  private admittedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
-    const reports = [toReport(policy, decision)];
+  private admittedOne(
+    raw: Raw,
+    key: string,
+    own: string,
+    ip: string | undefined,
+    cost: number,
+    policy: NamedPolicy,
+    decision: Decision,
+  ): HttpOutcome {
+    const reports = [toReport(policy, decision, own)];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy]);
+    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], [own]);
   }
 
   /** Remembers which policies counted an admitted request, when a refund rule may give its units back. */
-  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[]): HttpOutcome {
+  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: readonly string[]): HttpOutcome {
     if (this.settings.refundRule !== undefined && outcome.action === 'continue' && outcome.info !== undefined) {
-      this.applied.set(outcome.info, policies);
+      this.applied.set(outcome.info, { policies, keys });
     }
     return outcome;
   }
@@ -293,13 +319,21 @@ export class HttpLimiter<Raw> {
    * seconds left (and, for the legacy reset, the second the wait ends), so
    * each distinct one is built once and shared, frozen.
    */
-  private limitedOne(raw: Raw, key: string, ip: string | undefined, cost: number, policy: NamedPolicy, decision: Decision): HttpOutcome {
+  private limitedOne(
+    raw: Raw,
+    key: string,
+    own: string,
+    ip: string | undefined,
+    cost: number,
+    policy: NamedPolicy,
+    decision: Decision,
+  ): HttpOutcome {
     const memoKey = this.refusalMemoKey(decision);
     if (memoKey !== undefined) {
       const known = this.refusals.get(memoKey);
       if (known !== undefined) return known;
     }
-    const reports = [toReport(policy, decision)];
+    const reports = [toReport(policy, decision, own)];
     const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
     if (memoKey !== undefined) {
       if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
@@ -345,54 +379,6 @@ export class HttpLimiter<Raw> {
     const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
     this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
     return outcome;
-  }
-
-  /** Gives back what admitting policies took, replacing their decisions with the post-refund state for the headers. */
-  private async refund(
-    policies: readonly NamedPolicy[],
-    decisions: Array<Decision | undefined>,
-    key: string,
-    cost: number,
-    raw: Raw,
-  ): Promise<void> {
-    await Promise.all(
-      decisions.map(async (d, i) => {
-        // A fail-open decision spent nothing; a refused one spent nothing either.
-        if (d === undefined || !d.allowed || d.source === 'fail-open') return;
-        try {
-          const after = await this.guard.wrap(policies[i]!.limiter.reward(key, cost));
-          // Still reported as admitting: it was not this policy that refused.
-          decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
-        } catch (error) {
-          this.report(error, raw);
-        }
-      }),
-    );
-  }
-
-  /**
-   * A consume that outlived the middleware's timeout may still be admitted
-   * later; the request was not served under it, so give those units back
-   * when (if) it answers. Not awaited: the response does not wait for it.
-   */
-  private refundLate(
-    policies: readonly NamedPolicy[],
-    calls: ReadonlyArray<Promise<Decision>>,
-    settled: ReadonlyArray<PromiseSettledResult<Decision>>,
-    key: string,
-    cost: number,
-    raw: Raw,
-  ): void {
-    settled.forEach((result, i) => {
-      if (result.status !== 'rejected' || !this.guard.timedOut(result.reason)) return;
-      calls[i]!.then(
-        (late) => {
-          if (!late.allowed || late.source === 'fail-open') return undefined;
-          return policies[i]!.limiter.reward(key, cost).then(undefined, (error: unknown) => this.report(error, raw));
-        },
-        () => undefined, // already reported as a timeout
-      );
-    });
   }
 
   /** Builds the middleware's own response and fires `onLimited` for limited ones. */

@@ -28,9 +28,10 @@ export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>>
 }
 
 /** What the headers and hooks get of one policy's decision. */
-export function toReport(policy: NamedPolicy, d: Decision): PolicyReport {
+export function toReport(policy: NamedPolicy, d: Decision, key: string): PolicyReport {
   return {
     name: policy.name,
+    key,
     limit: d.limit,
     windowMs: policy.limiter.policy.windowMs,
     allowed: d.allowed,

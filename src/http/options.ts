@@ -28,6 +28,8 @@ export interface NamedPolicy {
   readonly limiter: RateLimiter;
   /** The name in headers, bodies and reports. */
   readonly name: string;
+  /** This policy's own key function, when it does not count by the route's key. */
+  key?(req: unknown, client: ClientInfo): string | Promise<string>;
 }
 
 /** An allow or deny list: addresses and ranges match the client IP, anything else the key. */
@@ -254,12 +256,14 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
   for (const entry of list) {
     let limiter: unknown;
     let name: unknown;
+    let key: NamedPolicy['key'];
     if (entry instanceof RateLimiter) {
       limiter = entry;
     } else {
-      assertKnownOptions(entry, ['limiter', 'name'], `${owner} limiter entry`);
+      assertKnownOptions(entry, ['limiter', 'name', 'key'], `${owner} limiter entry`);
       limiter = (entry as NamedLimiter).limiter;
       name = (entry as NamedLimiter).name;
+      key = optionalFunction((entry as NamedLimiter).key, `${owner} limiter entry's key`) as NamedPolicy['key'];
     }
     if (!(limiter instanceof RateLimiter)) {
       throw new FloodgateError(
@@ -291,7 +295,7 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
         );
       }
     }
-    policies.push({ limiter, name: policyName });
+    policies.push(key === undefined ? { limiter, name: policyName } : { limiter, name: policyName, key });
   }
   return policies;
 }

@@ -34,8 +34,8 @@ export interface RequestView<Raw> {
   readonly path: string;
 }
 
-/** A limiter with the name it is reported under. */
-export interface NamedLimiter {
+/** A limiter with the name it is reported under, and optionally its own key. */
+export interface NamedLimiter<Raw = unknown> {
   /** The limiter. */
   readonly limiter: RateLimiter;
   /**
@@ -44,10 +44,19 @@ export interface NamedLimiter {
    * e.g. `"100-per-1m"`.
    */
   readonly name?: string;
+  /**
+   * This policy's own key, where the route's `key` is not the one to count
+   * by: e.g. the caller's organisation (`(req) => req.user.orgId`) beside a
+   * per-user route key, or `() => 'all'` for one counter shared by everyone.
+   * Its answer is checked as the route's key function's is. Default: the
+   * route's key. Every policy of the route is still decided in one
+   * all-or-nothing step.
+   */
+  readonly key?: KeyFunction<Raw>;
 }
 
-/** One policy of a route: a limiter, or a limiter with a name. */
-export type LimiterEntry = RateLimiter | NamedLimiter;
+/** One policy of a route: a limiter, or a limiter with a name (and its own key). */
+export type LimiterEntry<Raw = unknown> = RateLimiter | NamedLimiter<Raw>;
 
 /**
  * Picks a request's policies: e.g. the limiter of the caller's plan, out of
@@ -59,7 +68,7 @@ export type LimiterEntry = RateLimiter | NamedLimiter;
 export type LimiterSelector<Raw> = (
   req: Raw,
   client: ClientInfo,
-) => LimiterEntry | readonly LimiterEntry[] | Promise<LimiterEntry | readonly LimiterEntry[]>;
+) => LimiterEntry<Raw> | readonly LimiterEntry<Raw>[] | Promise<LimiterEntry<Raw> | readonly LimiterEntry<Raw>[]>;
 
 /** Identify clients by an API-key header. */
 export interface ApiKeySource {
@@ -159,13 +168,15 @@ export type BodyOption = 'problem' | 'text' | ((info: RefusalInfo) => string | o
 export interface HttpRateLimitOptions<Raw> {
   /**
    * The policies of this route: one limiter, or several evaluated together
-   * (e.g. 10 per second and 1000 per day). A request passes only if every
-   * one admits it; when one refuses, the units the others took are given
-   * back, so a refused request spends nothing. Or a function of the request
+   * (e.g. 10 per second and 1000 per day) in one all-or-nothing step: a
+   * request passes only if every one admits it, and a refused request
+   * spends nothing anywhere. That step needs the limiters on one store;
+   * on different stores, a refusal gives back what the others took (and a
+   * POLICIES_NOT_ATOMIC warning says so). Or a function of the request
    * that picks them (per-plan limits; see {@link LimiterSelector}). Required
    * unless `limit` and `window` are given.
    */
-  limiter?: LimiterEntry | readonly LimiterEntry[] | LimiterSelector<Raw>;
+  limiter?: LimiterEntry<Raw> | readonly LimiterEntry<Raw>[] | LimiterSelector<Raw>;
   /**
    * Shorthand for `limiter`: units per `window`, and the middleware builds the
    * RateLimiter (fixed window, on `store`, else its own memory store). A
