@@ -263,7 +263,13 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
       assertKnownOptions(entry, ['limiter', 'name', 'key'], `${owner} limiter entry`);
       limiter = (entry as NamedLimiter).limiter;
       name = (entry as NamedLimiter).name;
-      key = optionalFunction((entry as NamedLimiter).key, `${owner} limiter entry's key`) as NamedPolicy['key'];
+      key = (entry as NamedLimiter).key as NamedPolicy['key'];
+      if (key !== undefined && typeof key !== 'function') {
+        throw new FloodgateError(
+          ErrorCode.INVALID_OPTIONS,
+          `${owner} limiter entry's key must be a function of the request, e.g. { limiter, key: (req) => req.user.orgId } (or () => 'all' for one counter shared by everyone); leave it out to count by the route's key. Got ${describe(key)}.`,
+        );
+      }
     }
     if (!(limiter instanceof RateLimiter)) {
       throw new FloodgateError(

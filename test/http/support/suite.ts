@@ -10,6 +10,7 @@ import { RedisStore } from '../../../src/stores/redis/index.js';
 import type { Store } from '../../../src/stores/store.js';
 import { startRedis, type RedisServer } from '../../support/redis-server.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
+import { atomicPoliciesSuite } from './atomic-suite.js';
 
 /** A server started by a harness. */
 export interface RunningServer {
@@ -66,6 +67,7 @@ export function seenRateLimit(info: RateLimitInfo | undefined): string {
 
 /** Registers the shared adapter tests for `h`. */
 export function adapterSuite(h: Harness): void {
+  atomicPoliciesSuite(h);
   describe(`${h.name}: shared behaviour`, () => {
     it('admits up to the limit, then answers 429 with Retry-After and a problem body', async () => {
       const limited: unknown[] = [];
