@@ -228,7 +228,7 @@ export class HttpLimiter<Raw> {
     }
     const all = keys ?? policies.map(() => key);
     const report = (error: unknown): void => this.report(error, raw);
-    if (decidedTogether(policies)) {
+    if (decidedTogether(policies, this.settings.warnsNotAtomic)) {
       const now = decideTogetherNow(policies, all, cost);
       if (now !== undefined) return this.answered(raw, ip, key, cost, policies, all, now);
       return decideTogether(policies, all, cost, this.guard, report).then((d) => this.answered(raw, ip, key, cost, policies, all, d));

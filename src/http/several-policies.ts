@@ -27,23 +27,24 @@ const together = new WeakMap<readonly NamedPolicy[], boolean>();
  * True when `policies` can be decided in one atomic step: their limiters
  * share one store that has `consumeAll`, under distinct prefixes. Otherwise
  * warns once: a refusal by one policy then gives back what the others took,
- * which a crash in between (or a concurrent request) can see half done.
+ * which a concurrent request can see half done. The answer is remembered
+ * per policy list (a selector's answers are parsed once each).
  */
-export function decidedTogether(policies: readonly NamedPolicy[]): boolean {
+export function decidedTogether(policies: readonly NamedPolicy[], warn: boolean): boolean {
   const known = together.get(policies);
   if (known !== undefined) return known;
   const store = policies[0]!.limiter.store;
   const prefixes = new Set(policies.map((p) => p.limiter.prefix));
   const oneStore = policies.every((p) => p.limiter.store === store);
   const atomic = oneStore && store.consumeAll !== undefined && prefixes.size === policies.length;
-  if (!atomic && prefixes.size === policies.length) {
+  if (!atomic && warn && prefixes.size === policies.length) {
     const names = policies.map((p) => JSON.stringify(p.name)).join(', ');
     const why = oneStore
       ? `their store (${store.name}) has no consumeAll`
       : 'their RateLimiters use different store instances (a RateLimiter without a store option gets a memory store of its own)';
     warnOnce(
       WarningCode.POLICIES_NOT_ATOMIC,
-      `policies ${names} of one route were meant to be decided all or nothing, but ${why}: a refusal by one gives back what the others took, so concurrent requests can see a half-spent state. Give their RateLimiters one shared floodgate store, e.g. const store = new MemoryStore(); new RateLimiter({ limit: 10, window: '1s', store }).`,
+      `policies ${names} of one route were meant to be decided all or nothing, but ${why}: a refusal by one gives back what the others took, so concurrent requests can see a half-spent state. Give their RateLimiters one shared floodgate store, e.g. const store = new MemoryStore(); new RateLimiter({ limit: 10, window: '1s', store }). If the stores must differ, validate: false on the middleware silences this warning.`,
       names,
     );
   }

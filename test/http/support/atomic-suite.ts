@@ -173,7 +173,7 @@ export function atomicPoliciesSuite(h: Harness): void {
       assert.equal(seen.length, 1);
       assert.equal(
         seen[0]!.message,
-        `policies ${names.map((n) => JSON.stringify(n)).join(', ')} of one route were meant to be decided all or nothing, but their RateLimiters use different store instances (a RateLimiter without a store option gets a memory store of its own): a refusal by one gives back what the others took, so concurrent requests can see a half-spent state. Give their RateLimiters one shared floodgate store, e.g. const store = new MemoryStore(); new RateLimiter({ limit: 10, window: '1s', store }).`,
+        `policies ${names.map((n) => JSON.stringify(n)).join(', ')} of one route were meant to be decided all or nothing, but their RateLimiters use different store instances (a RateLimiter without a store option gets a memory store of its own): a refusal by one gives back what the others took, so concurrent requests can see a half-spent state. Give their RateLimiters one shared floodgate store, e.g. const store = new MemoryStore(); new RateLimiter({ limit: 10, window: '1s', store }). If the stores must differ, validate: false on the middleware silences this warning.`,
       );
     });
 
