@@ -23,7 +23,12 @@ export interface PolicySettings {
   readonly algorithm: Algorithm;
   /** Block after going over the limit, in ms; 0 for none. */
   readonly blockMs: number;
+  /** This policy's own key, when it does not count by the rule's: the client address, or one counter for everyone. */
+  readonly key?: PolicyKey;
 }
+
+/** A policy's own key: `ip` (the client address) or `global` (one counter shared by every request the rule matches). */
+export type PolicyKey = 'ip' | 'global';
 
 /** Who a request counts against. */
 export type KeySettings =

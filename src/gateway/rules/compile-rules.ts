@@ -2,15 +2,16 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { isStoreFailure } from '../../errors.js';
 import { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
-import { headerValue } from '../../http/client-keys.js';
+import type { HttpRateLimitOptions, KeyFunction, KeySource, NamedLimiter } from '../../http/types.js';
+import { headerValue, ipKey, parseIp } from '../../http/client-keys.js';
+import { UNKNOWN_CLIENT_KEY } from '../../http/identity.js';
 import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
-import type { GatewaySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
+import type { GatewaySettings, MatchSettings, PolicyKey, PolicySettings, RuleSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
 /**
@@ -33,9 +34,10 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: NamedLimiter[] = rule.policies.map((p) => ({
+  const policies: NamedLimiter<IncomingMessage>[] = rule.policies.map((p) => ({
     limiter: limiterFor(rule, p, settings, context),
     ...(p.name === undefined ? {} : { name: p.name }),
+    ...(p.key === undefined ? {} : { key: policyKey(p.key) }),
   }));
   const log = context.log.child({ rule: rule.name });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
@@ -45,6 +47,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
     onStoreError: 'respond',
+    // The gateway picks the store of a rule's policies itself; a store without consumeAll is its to fix, not the config's.
+    validate: false,
     maxKeyLength: MAX_KEY_BYTES,
     // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
     timeout: false,
@@ -105,8 +109,22 @@ function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
   };
 }
 
+/** A policy's own key: the client address (grouped as the rule's `ip` key groups IPv6), or one counter for everyone. */
+function policyKey(key: PolicyKey): KeyFunction<IncomingMessage> {
+  if (key === 'global') return () => 'global';
+  return (_req, client) => {
+    const ip = client.ip === undefined ? undefined : parseIp(client.ip);
+    return ip === undefined ? UNKNOWN_CLIENT_KEY : ipKey(ip);
+  };
+}
+
 function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
-  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
+  // A rule whose policies count by different keys decides them in one step; on Redis their keys must share a slot,
+  // so the rule's name is the hash tag (all of that rule's traffic on one node of a cluster). Others keep their prefix.
+  const mixed = rule.policies.some((q) => q.key !== undefined);
+  const ruleTag = mixed && settings.store.kind === 'redis' ? `{${rule.name}}` : rule.name;
+  const keyTag = p.key === undefined ? '' : `:${p.key}`;
+  const prefix = `${settings.store.prefix}:${ruleTag}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}${keyTag}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.

@@ -49,6 +49,9 @@ class TimedStore implements Store {
   readonly name: string;
   // Declared, not a field: an own property holding undefined would still be a property, and absent is what says "no applyNow".
   declare applyNow?: (operation: Operation) => Outcome | undefined;
+  // Present exactly when the inner store has them: a rule's several policies are then decided all or nothing.
+  declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
+  declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   private readonly ok: LatencyChild;
   private readonly failed: LatencyChild;
 
@@ -71,11 +74,29 @@ class TimedStore implements Store {
         return outcome;
       };
     }
+    if (inner.consumeAll !== undefined) {
+      const all = inner.consumeAll.bind(inner);
+      this.consumeAll = (operations) => this.timed(() => all(operations));
+    }
+    if (inner.consumeAllNow !== undefined) {
+      const sync = metrics.storeSyncCell(this.name);
+      const now = inner.consumeAllNow.bind(inner);
+      this.consumeAllNow = (operations) => {
+        const outcomes = now(operations);
+        if (outcomes !== undefined) sync.count += 1;
+        return outcomes;
+      };
+    }
   }
 
   apply(operation: Operation): Promise<Outcome> {
+    return this.timed(() => this.inner.apply(operation));
+  }
+
+  /** Times one store call and reports its failure. */
+  private timed<T>(call: () => Promise<T>): Promise<T> {
     const started = performance.now();
-    return this.inner.apply(operation).then(
+    return call().then(
       (outcome) => {
         this.ok.observe((performance.now() - started) / 1000);
         return outcome;
