@@ -89,6 +89,17 @@ describe('gateway: one rule combines keys in one decision', () => {
   });
 });
 
+describe('gateway: key: global on a rule', () => {
+  it('one counter for every client, whatever address or headers they send', async () => {
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\ntrustProxy: [loopback]\nrules:\n  - name: all\n    key: global\n    policies: ["2/1m"]\n`,
+    );
+    assert.equal((await get(`${g.url}/x`, from('10.0.1.1', 'a'))).status, 200);
+    assert.equal((await get(`${g.url}/x`, from('10.0.1.2', 'b', { 'x-global': 'other' }))).status, 200);
+    assert.equal((await get(`${g.url}/x`, from('10.0.1.3', 'c'))).status, 429);
+  });
+});
+
 describe('gateway config: a policy key', () => {
   const rule = (policy: string, key = 'header:x-api-key'): string =>
     `rules:\n  - name: r\n    key: ${key}\n    policies:\n      - "1/1m"\n      - ${policy}\n`;

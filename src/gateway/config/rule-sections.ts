@@ -106,7 +106,7 @@ function policySettings(c: Cursor, path: Path, value: unknown, ruleKey: KeySetti
  * header, and a second client-chosen key would let a client pick its counter.
  */
 function policyKey(value: unknown, ruleKey: KeySettings): PolicySettings['key'] {
-  if (value === 'ip' || value === 'global') return ruleKey.kind === 'ip' && value === 'ip' ? undefined : value;
+  if (value === 'ip' || value === 'global') return ruleKey.kind === value ? undefined : value;
   if (typeof value === 'string' && value.startsWith('header:')) {
     const asked = parseKeySpec(value);
     if (

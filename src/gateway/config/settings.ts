@@ -35,7 +35,9 @@ export type KeySettings =
   /** The client address (after `trustProxy`). */
   | { readonly kind: 'ip' }
   /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
-  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation };
+  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation }
+  /** One counter for every request the rule matches: no client input chooses it. */
+  | { readonly kind: 'global' };
 
 /**
  * Checks an API key must pass before it is counted; a key that fails is

@@ -127,10 +127,11 @@ export function parseHeaderName(value: unknown): string {
 /** Parses `ip`, `header:NAME` or `header:NAME,ip` (the header, else the client address). */
 export function parseKeySpec(value: unknown): KeySettings {
   if (value === 'ip') return { kind: 'ip' };
+  if (value === 'global') return { kind: 'global' };
   const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
   if (!match) {
     throw new InvalidValue(
-      `must be "ip", "header:NAME" (e.g. "header:x-api-key") or "header:NAME,ip" (the header, else the client address); got ${describe(value)}.`,
+      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for everyone); got ${describe(value)}.`,
     );
   }
   return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };

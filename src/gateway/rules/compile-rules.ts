@@ -100,6 +100,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
 function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
   const key = rule.key;
   if (key.kind === 'ip') return 'ip';
+  if (key.kind === 'global') return () => 'global';
   if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
   const header = key.header;
   // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.
