@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
+import type { Store } from '../../../src/stores/store.js';
+import type { Operation, Outcome } from '../../../src/policy.js';
 import type { DecisionInfo } from '../../../src/http/types.js';
 import { forgetWarnings, WarningCode } from '../../../src/warnings.js';
 import { get, readIetf } from './http.js';
@@ -15,6 +17,18 @@ async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Pro
     await fn(server.url);
   } finally {
     await server.close();
+  }
+}
+
+/** A store whose single operations work but whose all-or-nothing step fails, as one that lost its connection would. */
+class BrokenComposites implements Store {
+  readonly name = 'broken-composites';
+  private readonly inner = new MemoryStore({ sweepIntervalMs: 0 });
+  apply(operation: Operation): Promise<Outcome> {
+    return this.inner.apply(operation);
+  }
+  consumeAll(): Promise<Outcome[]> {
+    return Promise.reject(new Error('connection lost'));
   }
 }
 
@@ -175,6 +189,25 @@ export function atomicPoliciesSuite(h: Harness): void {
         seen[0]!.message,
         `policies ${names.map((n) => JSON.stringify(n)).join(', ')} of one route were meant to be decided all or nothing, but their RateLimiters use different store instances (a RateLimiter without a store option gets a memory store of its own): a refusal by one gives back what the others took, so concurrent requests can see a half-spent state. Give their RateLimiters one shared floodgate store, e.g. const store = new MemoryStore(); new RateLimiter({ limit: 10, window: '1s', store }). If the stores must differ, validate: false on the middleware silences this warning.`,
       );
+    });
+
+    it('a store that fails the combined step fails it as one: 503 by default, passed with onStoreError: "pass", nothing spent', async () => {
+      const store = new BrokenComposites();
+      const a = new RateLimiter({ limit: 5, window: '1m', store, prefix: 'a', breaker: false });
+      const b = new RateLimiter({ limit: 6, window: '1m', store, prefix: 'b', breaker: false });
+      const errors: unknown[] = [];
+      const onError = (error: unknown): void => void errors.push(error);
+      await withServer(h, { global: { limiter: [a, b], onError } }, async (url) => {
+        const reply = await get(`${url}/x`);
+        assert.equal(reply.status, 503);
+        assert.equal(reply.headers['ratelimit'], undefined, 'no policy answered, so none is reported');
+      });
+      await withServer(h, { global: { limiter: [a, b], onError, onStoreError: 'pass' } }, async (url) => {
+        assert.equal((await get(`${url}/x`)).status, 200);
+      });
+      assert.equal(errors.length, 2, 'onError is told once per request, not once per policy');
+      assert.equal((await a.peek('127.0.0.1')).remaining, 5);
+      assert.equal((await b.peek('127.0.0.1')).remaining, 6);
     });
 
     it("a policy key function's bad answer is handled as the route key's is", async () => {
