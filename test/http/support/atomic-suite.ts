@@ -210,6 +210,27 @@ export function atomicPoliciesSuite(h: Harness): void {
       assert.equal((await b.peek('127.0.0.1')).remaining, 6);
     });
 
+    it('skipFailedRequests gives each policy its units back under its own key', async () => {
+      const store = new MemoryStore({ sweepIntervalMs: 0 });
+      const perUser = new RateLimiter({ limit: 5, window: '1m', store, prefix: 'u' });
+      const perOrg = new RateLimiter({ limit: 9, window: '1m', store, prefix: 'o' });
+      const spec = {
+        global: {
+          key: () => 'user-1',
+          limiter: [perUser, { limiter: perOrg, key: () => 'org-1' }],
+          skipFailedRequests: true,
+        },
+      };
+      await withServer(h, spec, async (url) => {
+        assert.equal((await get(`${url}/x`)).status, 200);
+        assert.equal((await get(`${url}/x`, { headers: { 'x-answer-status': '500' } })).status, 500);
+        // The give-back runs once the response ends; let it land.
+        for (let i = 0; i < 50 && (await perOrg.peek('org-1')).remaining !== 8; i++) await new Promise((r) => setTimeout(r, 10));
+        assert.equal((await perUser.peek('user-1')).remaining, 4);
+        assert.equal((await perOrg.peek('org-1')).remaining, 8);
+      });
+    });
+
     it("a policy key function's bad answer is handled as the route key's is", async () => {
       const store = new MemoryStore({ sweepIntervalMs: 0 });
       const a = new RateLimiter({ limit: 5, window: '1m', store, prefix: 'a' });
