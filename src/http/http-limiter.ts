@@ -3,13 +3,20 @@ import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, toReport } from './limiter-parts.js';
-import { decideEach, decideTogether, decideTogetherNow, decidedTogether, type PoliciesDecided } from './several-policies.js';
+import { decideEach, decideTogether, decideTogetherNow, decidedTogether, policyKeys, type PoliciesDecided } from './several-policies.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
-import { RefusalBodies, freezeOutcome, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
+import {
+  RefusalBodies,
+  freezeOutcome,
+  refusalMemoKey,
+  MAX_MEMOISED_REFUSALS,
+  QUOTA_EXCEEDED_TYPE,
+  REDUCED_CAPACITY_TYPE,
+} from './refusal.js';
 import type {
   HttpRateLimitOptions,
   AdapterConfig,
@@ -182,7 +189,7 @@ export class HttpLimiter<Raw> {
     return this.keyedPolicies(view, identity, client, key, returned, policies);
   }
 
-  /** Each policy's key: the route's, or the policy's own key function's answer, checked and bounded as the route key is. */
+  /** Each policy's key (see {@link policyKeys}), then the decision. */
   private keyedPolicies(
     view: RequestView<Raw>,
     identity: Identity,
@@ -193,14 +200,9 @@ export class HttpLimiter<Raw> {
   ): HttpOutcome | Promise<HttpOutcome> {
     const ip = identity.ip;
     if (!policies.some((p) => p.key !== undefined)) return this.counted(view.raw, ip, key, cost, policies, undefined);
-    const client = known ?? clientInfo(view, identity);
-    const answers = policies.map((p) => (p.key === undefined ? key : p.key(view.raw, client)));
-    const keysOf = (values: readonly unknown[]): string[] =>
-      values.map((v, i) => (policies[i]!.key === undefined ? key : boundKey(checkedKey(v), this.settings.maxKeyLength)));
-    if (answers.some((a) => isThenable(a))) {
-      return Promise.all(answers).then((values) => this.counted(view.raw, ip, key, cost, policies, keysOf(values)));
-    }
-    return this.counted(view.raw, ip, key, cost, policies, keysOf(answers));
+    const keys = policyKeys(policies, key, view.raw, known ?? clientInfo(view, identity), this.settings.maxKeyLength);
+    if (isThenable(keys)) return Promise.resolve(keys).then((all) => this.counted(view.raw, ip, key, cost, policies, all));
+    return this.counted(view.raw, ip, key, cost, policies, keys);
   }
 
   /**
@@ -328,7 +330,7 @@ export class HttpLimiter<Raw> {
     policy: NamedPolicy,
     decision: Decision,
   ): HttpOutcome {
-    const memoKey = this.refusalMemoKey(decision);
+    const memoKey = this.settings.sharesRefusals ? refusalMemoKey(decision, this.settings.legacyHeaders) : undefined;
     if (memoKey !== undefined) {
       const known = this.refusals.get(memoKey);
       if (known !== undefined) return known;
@@ -340,15 +342,6 @@ export class HttpLimiter<Raw> {
       this.refusals.set(memoKey, freezeOutcome(outcome));
     }
     return outcome;
-  }
-
-  /** What a single-policy refusal's response depends on, or undefined when it may not be shared (see {@link limitedOne}). */
-  private refusalMemoKey(decision: Decision): number | string | undefined {
-    if (!this.settings.sharesRefusals || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
-    const ms = decision.retryAfterMs;
-    if (!Number.isFinite(ms)) return undefined;
-    const seconds = Math.ceil(ms / 1000);
-    return this.settings.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
   }
 
   /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
@@ -418,9 +411,6 @@ export class HttpLimiter<Raw> {
     }
   }
 }
-
-/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
-const MAX_MEMOISED_REFUSALS = 256;
 
 /** What a user callback or a misconfiguration that threw becomes. */
 function errorOutcome(error: unknown): HttpOutcome {

@@ -1,5 +1,6 @@
 /** Refusal responses: the problem types, the bodies (problem details, text or the caller's function) rendered once per distinct shape, and frozen shared outcomes. */
 import { STATUS_CODES } from 'node:http';
+import type { Decision } from '../decision.js';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';
@@ -109,4 +110,20 @@ function titleFor(type: string, fallback: string): string {
 export function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
   if (outcome.action === 'respond') Object.freeze(outcome.headers);
   return Object.freeze(outcome);
+}
+
+/** Distinct shared refusals an HttpLimiter keeps before it starts over. */
+export const MAX_MEMOISED_REFUSALS = 256;
+
+/**
+ * What a single-policy refusal's response depends on (the whole seconds
+ * left, and with legacy headers the second the wait ends), or undefined when
+ * it may not be shared: units left, a fail-closed refusal, an unbounded wait.
+ */
+export function refusalMemoKey(decision: Decision, legacyHeaders: boolean): number | string | undefined {
+  if (decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
+  const ms = decision.retryAfterMs;
+  if (!Number.isFinite(ms)) return undefined;
+  const seconds = Math.ceil(ms / 1000);
+  return legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
 }

@@ -5,6 +5,9 @@ import { isStoreFailure } from '../errors.js';
 import { WarningCode, warnOnce } from '../warnings.js';
 import type { CallGuard } from './call-guard.js';
 import type { NamedPolicy } from './options.js';
+import { boundKey } from './client-keys.js';
+import { checkedKey, isThenable } from './limiter-parts.js';
+import type { ClientInfo } from './types.js';
 
 /** What a request's policies decided. */
 export interface PoliciesDecided {
@@ -50,6 +53,25 @@ export function decidedTogether(policies: readonly NamedPolicy[], warn: boolean)
   }
   together.set(policies, atomic);
   return atomic;
+}
+
+/**
+ * Each policy's key: the route's `key`, or the policy's own key function's
+ * answer, checked and bounded as the route key function's is. Through a
+ * promise only when a key function answers with one.
+ * @throws FloodgateError INVALID_KEY for an answer that is not a non-empty string
+ */
+export function policyKeys(
+  policies: readonly NamedPolicy[],
+  key: string,
+  raw: unknown,
+  client: ClientInfo,
+  maxKeyLength: number,
+): string[] | Promise<string[]> {
+  const answers = policies.map((p) => (p.key === undefined ? key : p.key(raw, client)));
+  const keysOf = (values: readonly unknown[]): string[] =>
+    values.map((v, i) => (policies[i]!.key === undefined ? key : boundKey(checkedKey(v), maxKeyLength)));
+  return answers.some((a) => isThenable(a)) ? Promise.all(answers).then(keysOf) : keysOf(answers);
 }
 
 function partsOf(policies: readonly NamedPolicy[], keys: readonly string[], cost: number): LimitPart[] {
