@@ -1,4 +1,4 @@
-// Generates src/stores/redis/lua/scripts.generated.ts (one Lua script per algorithm: prelude + algorithm + apply, and its SHA-1) and local-first.generated.ts (the local-first lease scripts); `--check` only verifies both are current.
+// Generates src/stores/redis/lua/scripts.generated.ts (one Lua script per algorithm: prelude + algorithm + apply, and the composite script, with their SHA-1s) and local-first.generated.ts (the local-first lease scripts); `--check` only verifies both are current.
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +36,16 @@ for (const algorithm of ALGORITHMS) {
   const sha = createHash('sha1').update(text).digest('hex');
   out += `  '${algorithm}': {\n    sha: '${sha}',\n    text: ${JSON.stringify(text)},\n  },\n`;
 }
-out += '};\n';
+out += '};\n\n';
+
+// The composite script: every algorithm wrapped in a function returning its impl (the
+// algorithm files' chunk locals become per-call locals, and KEYS the part's own keys), then composite.lua.
+const makers = ALGORITHMS.map(
+  (algorithm) => `local function make_${algorithm.replace('-', '_')}(KEYS)\n${read(algorithm)}\nreturn impl\nend`,
+);
+const compositeText = ['-- floodgate composite', prelude, ...makers, read('composite')].join('\n') + '\n';
+out += '/** The composite script: prelude.lua + each algorithm wrapped as a function + composite.lua. */\n';
+out += `export const COMPOSITE_SCRIPT: LuaScript = {\n  sha: '${createHash('sha1').update(compositeText).digest('hex')}',\n  text: ${JSON.stringify(compositeText)},\n};\n`;
 
 // The local-first mode's scripts (src/stores/redis/local-first/): a separate file, so the
 // algorithm scripts above stay exactly as they were.

@@ -158,9 +158,14 @@ function decideNow(plan: Plan): CompositeDecision | undefined {
   return outcomes === undefined ? undefined : settle(plan, outcomes, 'store');
 }
 
-/** A refusal from the first part whose in-memory block holds its key; the other parts are not consulted. */
+/**
+ * A refusal from the first part whose in-memory block holds its key. The
+ * other parts report their state when the store can read it at once (a peek
+ * through `applyNow`: the memory store, in this process); otherwise they are
+ * not consulted, since sparing the store is the block's purpose.
+ */
 function memoryBlocked(plan: Plan): CompositeDecision | undefined {
-  const { internals, keys } = plan;
+  const { internals, keys, operations, store } = plan;
   for (let i = 0; i < internals.length; i++) {
     const side = internals[i]!;
     const list = side.blockList;
@@ -169,9 +174,24 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
     parts[i] = side.decision({ allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms }, 'memory-block');
+    if (store.applyNow !== undefined) {
+      for (let j = 0; j < internals.length; j++) {
+        if (j !== i) parts[j] = peekNow(store, operations[j]!, internals[j]!);
+      }
+    }
     return combine(parts, false, i);
   }
   return undefined;
+}
+
+/** A part's state read synchronously, or undefined when the store cannot answer now (or fails: nothing to report then). */
+function peekNow(store: Store, operation: Operation, side: LimiterInternals): Decision | undefined {
+  try {
+    const outcome = store.applyNow!({ kind: 'peek', key: operation.key, amount: 0, policy: operation.policy });
+    return outcome === undefined ? undefined : side.decision(outcome, 'store');
+  } catch {
+    return undefined;
+  }
 }
 
 /** Asks the store through every part's breaker; falls back together when it fails. */

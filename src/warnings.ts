@@ -20,7 +20,7 @@ export const WarningCode = {
   UNREACHABLE_RULE: 'FLOODGATE_UNREACHABLE_RULE',
   /** A RateLimiter's window is a bare number below 1000: milliseconds, where seconds were likelier meant. */
   WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
-  /** A route's several policies use limiters on different stores (or a store without consumeAll), so they cannot be decided all or nothing. */
+  /** A route's policies are on different stores, so they cannot be decided all or nothing. Cause and fix: docs/errors.md#floodgate_policies_not_atomic. */
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
 } as const;
 

@@ -1,22 +1,19 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
+import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, continueWith, isThenable, toReport } from './limiter-parts.js';
-import { decideEach, decideTogether, decideTogetherNow, decidedTogether, policyKeys, type PoliciesDecided } from './several-policies.js';
+import { checkedKey, continueWith, isThenable, keyAt, toReport, type Keys } from './limiter-parts.js';
+import { compositeReports, decidableTogether } from './together.js';
+import { costAndKeys } from './cost-and-keys.js';
+import { consumeEach, refund, refundLate, refundLateComposite, type GiveBack } from './give-back.js';
+import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
-import {
-  RefusalBodies,
-  freezeOutcome,
-  refusalMemoKey,
-  MAX_MEMOISED_REFUSALS,
-  QUOTA_EXCEEDED_TYPE,
-  REDUCED_CAPACITY_TYPE,
-} from './refusal.js';
+import { RefusalBodies, SharedRefusals, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
 import type {
   HttpRateLimitOptions,
   AdapterConfig,
@@ -40,7 +37,7 @@ const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Objec
  */
 export class HttpLimiter<Raw> {
   /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
-  private readonly refusals = new Map<number | string, HttpOutcome>();
+  private readonly refusals: SharedRefusals;
   /** The refusal bodies, each distinct built-in one rendered once. */
   private readonly bodies: RefusalBodies;
   /** Who each request comes from, memoised per socket or framework address. */
@@ -50,7 +47,7 @@ export class HttpLimiter<Raw> {
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
   /** The policies each admitted request was counted by, while its response runs; only with a refund rule. */
-  private readonly applied = new WeakMap<RateLimitInfo, { readonly policies: readonly NamedPolicy[]; readonly keys: readonly string[] }>();
+  private readonly applied = new WeakMap<RateLimitInfo, { readonly policies: readonly NamedPolicy[]; readonly keys: Keys }>();
   /** The middleware's own timeout around each limiter call. */
   private readonly guard: CallGuard;
 
@@ -63,6 +60,7 @@ export class HttpLimiter<Raw> {
     this.settings = resolveHttpOptions(options, adapter);
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
     this.bodies = new RefusalBodies(this.settings.body);
+    this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
     this.identities = new ClientIdentities(this.settings);
     this.guard = new CallGuard(this.settings.timeoutMs);
   }
@@ -84,9 +82,11 @@ export class HttpLimiter<Raw> {
     const counted = this.applied.get(info);
     if (counted === undefined) return;
     const { policies, keys } = counted;
+    // Each policy's units go back under the key it counted them by.
     const giveBack = (policy: NamedPolicy, _routeKey: string, cost: number): void => {
-      const key = keys[policies.indexOf(policy)]!;
-      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => this.report(error, raw));
+      this.guard
+        .wrap(policy.limiter.reward(keyAt(keys, policies.indexOf(policy)), cost))
+        .then(undefined, (error: unknown) => this.report(error, raw));
     };
     refundWhenDone(raw, res, info, policies, rule, giveBack, (error) => this.report(error, raw));
   }
@@ -173,7 +173,7 @@ export class HttpLimiter<Raw> {
     return this.costed(view, identity, client, key, chosen);
   }
 
-  /** The request's cost, then each policy's key. */
+  /** The request's cost and each policy's key (see cost-and-keys.ts), then the decision by `policies`. */
   private costed(
     view: RequestView<Raw>,
     identity: Identity,
@@ -181,112 +181,144 @@ export class HttpLimiter<Raw> {
     key: string,
     policies: readonly NamedPolicy[],
   ): HttpOutcome | Promise<HttpOutcome> {
-    if (typeof this.settings.cost === 'number') return this.keyedPolicies(view, identity, known, key, this.settings.cost, policies);
-    const client = known ?? clientInfo(view, identity);
-    const returned = this.settings.cost(view.raw, client);
-    if (isThenable(returned))
-      return Promise.resolve(returned).then((cost) => this.keyedPolicies(view, identity, client, key, cost, policies));
-    return this.keyedPolicies(view, identity, client, key, returned, policies);
+    let client = known;
+    const decide = (cost: number, keys: Keys): HttpOutcome | Promise<HttpOutcome> =>
+      this.counted(view.raw, identity.ip, key, cost, policies, keys);
+    return costAndKeys(this.settings, view, () => (client ??= clientInfo(view, identity)), key, policies, decide);
   }
 
-  /** Each policy's key (see {@link policyKeys}), then the decision. */
-  private keyedPolicies(
-    view: RequestView<Raw>,
-    identity: Identity,
-    known: ClientInfo | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const ip = identity.ip;
-    if (!policies.some((p) => p.key !== undefined)) return this.counted(view.raw, ip, key, cost, policies, undefined);
-    const keys = policyKeys(policies, key, view.raw, known ?? clientInfo(view, identity), this.settings.maxKeyLength);
-    if (isThenable(keys)) return Promise.resolve(keys).then((all) => this.counted(view.raw, ip, key, cost, policies, all));
-    return this.counted(view.raw, ip, key, cost, policies, keys);
-  }
-
-  /**
-   * The decision by `policies`: synchronously when it needs no waiting (the
-   * in-memory block refuses, or the store is in process), else through the
-   * store. Several policies on one store are decided in one all-or-nothing
-   * step; on different stores, each consumes and a refusal gives back what
-   * the others took.
-   */
+  /** The decision, synchronous when the in-memory block or an in-process store answers; several policies on one store in one step. */
   private counted(
     raw: Raw,
     ip: string | undefined,
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
-    keys: readonly string[] | undefined,
+    keys: Keys,
   ): HttpOutcome | Promise<HttpOutcome> {
     if (policies.length === 1) {
-      const only = policies[0]!;
-      const own = keys === undefined ? key : keys[0]!;
-      const now = only.limiter.consumeNow(own, cost);
+      const own = keyAt(keys, 0);
+      const now = policies[0]!.limiter.consumeNow(own, cost);
       if (now !== undefined)
-        return now.allowed ? this.admittedOne(raw, key, own, ip, cost, only, now) : this.limitedOne(raw, key, own, ip, cost, only, now);
-      return this.consumedOne(raw, ip, key, own, cost, only);
+        return now.allowed
+          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now, own)
+          : this.limitedOne(raw, key, ip, cost, policies[0]!, now, own);
+      return this.consumed(raw, ip, key, cost, policies, keys);
     }
-    const all = keys ?? policies.map(() => key);
-    const report = (error: unknown): void => this.report(error, raw);
-    if (decidedTogether(policies, this.settings.warnsNotAtomic)) {
-      const now = decideTogetherNow(policies, all, cost);
-      if (now !== undefined) return this.answered(raw, ip, key, cost, policies, all, now);
-      return decideTogether(policies, all, cost, this.guard, report).then((d) => this.answered(raw, ip, key, cost, policies, all, d));
-    }
-    const passOnStoreError = this.settings.passOnStoreError;
-    return decideEach(policies, all, cost, passOnStoreError, this.guard, report).then((d) =>
-      this.answered(raw, ip, key, cost, policies, all, d),
+    if (!decidableTogether(policies)) return this.consumed(raw, ip, key, cost, policies, keys);
+    const parts = policies.map((p, i) => ({ limiter: p.limiter, key: keyAt(keys, i), cost }));
+    const now = consumeAllNow(parts);
+    if (now !== undefined) return this.together(raw, ip, key, cost, policies, now, keys);
+    const call = consumeAll(parts);
+    return this.guard.wrap(call).then(
+      (d) => this.together(raw, ip, key, cost, policies, d, keys),
+      (error: unknown) => this.apart(raw, ip, key, cost, policies, call, error, keys),
     );
   }
 
-  /** A route's only policy through the store. */
-  private async consumedOne(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    own: string,
-    cost: number,
-    only: NamedPolicy,
-  ): Promise<HttpOutcome> {
-    const report = (error: unknown): void => this.report(error, raw);
-    const decided = await decideEach([only], [own], cost, this.settings.passOnStoreError, this.guard, report);
-    const d = decided.decisions[0];
-    if (d === undefined) return this.answered(raw, ip, key, cost, [only], [own], decided);
-    return d.allowed ? this.admittedOne(raw, key, own, ip, cost, only, d) : this.limitedOne(raw, key, own, ip, cost, only, d);
-  }
-
-  /** The response to what the policies decided: an error, a refusal (limited or store failure), or the request passed on. */
-  private answered(
+  /** The decision of several policies on one store, taken in one atomic step: nothing to give back when one refuses. */
+  private together(
     raw: Raw,
     ip: string | undefined,
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
-    keys: readonly string[],
-    decided: PoliciesDecided,
+    d: CompositeDecision,
+    keys: Keys,
   ): HttpOutcome {
-    const { decisions, storeErrors, badCall, refused } = decided;
+    const reports = compositeReports(policies, d, keys);
+    const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
+    if (!d.allowed) return this.limited(raw, key, ip, cost, d.parts, reports, rateHeaders, []);
+    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, NO_ERRORS, keys);
+  }
+
+  /**
+   * A composite that failed as a whole: a store failure (or the middleware's
+   * timeout) is answered per `onStoreError`, anything else goes to the
+   * framework. A composite that outlives the timeout and is admitted later
+   * gives its units back, since the request was not served under it.
+   */
+  private apart(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    call: Promise<CompositeDecision>,
+    error: unknown,
+    keys: Keys,
+  ): HttpOutcome {
+    if (!isStoreFailure(error)) return { action: 'error', error };
+    this.report(error, raw);
+    if (this.guard.timedOut(error)) refundLateComposite(policies, call, keys, cost, this.giveBack(raw));
+    return this.concluded(raw, ip, key, cost, policies, [], [], [error], keys);
+  }
+
+  /**
+   * Every policy's consume, with refunds when one refuses and the failure
+   * policy when a store fails: the path of a single policy, and of policies
+   * on different stores, which no one step can decide together.
+   */
+  private async consumed(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    keys: Keys,
+  ): Promise<HttpOutcome> {
+    const { calls, settled, decisions, storeErrors, badCall, refused } = await consumeEach(policies, keys, cost, this.guard);
     for (const error of storeErrors) this.report(error, raw);
+    // One policy that answered: nothing to give back either way.
+    if (decisions.length === 1 && decisions[0] !== undefined) {
+      const only = decisions[0];
+      const own = keyAt(keys, 0);
+      return only.allowed
+        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only, own)
+        : this.limitedOne(raw, key, ip, cost, policies[0]!, only, own);
+    }
+
+    const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
+    if (giveBack) {
+      const giveBack = this.giveBack(raw);
+      refundLate(policies, calls, settled, (error) => this.guard.timedOut(error), keys, cost, giveBack);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
+        await refund(policies, decisions, keys, cost, giveBack);
+    }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
-    // A policy not consulted (another's in-memory block refused first) is left out rather than reported with made-up numbers.
     const reports: PolicyReport[] = [];
     decisions.forEach((d, i) => {
-      if (d !== undefined) reports.push(toReport(policies[i]!, d, keys[i]!));
+      if (d !== undefined) reports.push(toReport(policies[i]!, d, keyAt(keys, i)));
     });
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
     if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
-    if (storeErrors.length > 0 && !this.settings.passOnStoreError) {
+    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, storeErrors, keys);
+  }
+
+  /**
+   * An admission, unless a store failed and `onStoreError` refuses then:
+   * the end of every path on which no policy refused.
+   */
+  private concluded(
+    raw: Raw,
+    ip: string | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    errors: readonly unknown[],
+    keys: Keys,
+  ): HttpOutcome {
+    if (errors.length > 0 && !this.settings.passOnStoreError) {
       const status = this.settings.storeErrorStatus;
-      const info = { reason: 'store-error', status, key, ip, policies: reports, error: storeErrors[0] } as const;
-      const outcome = this.refuse(raw, info, rateHeaders);
-      this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors: storeErrors });
+      const outcome = this.refuse(raw, { reason: 'store-error', status, key, ip, policies: reports, error: errors[0] }, rateHeaders);
+      this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors });
       return outcome;
     }
-    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: storeErrors });
+    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors });
     return this.admitted(continueWith(rateHeaders, key, cost, reports), policies, keys);
   }
 
@@ -294,20 +326,20 @@ export class HttpLimiter<Raw> {
   private admittedOne(
     raw: Raw,
     key: string,
-    own: string,
     ip: string | undefined,
     cost: number,
     policy: NamedPolicy,
     decision: Decision,
+    own: string,
   ): HttpOutcome {
     const reports = [toReport(policy, decision, own)];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], [own]);
+    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], own);
   }
 
   /** Remembers which policies counted an admitted request, when a refund rule may give its units back. */
-  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: readonly string[]): HttpOutcome {
+  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: Keys): HttpOutcome {
     if (this.settings.refundRule !== undefined && outcome.action === 'continue' && outcome.info !== undefined) {
       this.applied.set(outcome.info, { policies, keys });
     }
@@ -315,33 +347,22 @@ export class HttpLimiter<Raw> {
   }
 
   /**
-   * The refusal by a route's only policy. Under a flood the same response is
-   * built again and again; with no hook or body function to see each
-   * request, its fields, Retry-After and body depend only on the whole
-   * seconds left (and, for the legacy reset, the second the wait ends), so
-   * each distinct one is built once and shared, frozen.
+   * The refusal by a route's only policy, shared between requests when
+   * nothing sees each one (see SharedRefusals).
    */
   private limitedOne(
     raw: Raw,
     key: string,
-    own: string,
     ip: string | undefined,
     cost: number,
     policy: NamedPolicy,
     decision: Decision,
+    own: string,
   ): HttpOutcome {
-    const memoKey = this.settings.sharesRefusals ? refusalMemoKey(decision, this.settings.legacyHeaders) : undefined;
-    if (memoKey !== undefined) {
-      const known = this.refusals.get(memoKey);
-      if (known !== undefined) return known;
-    }
-    const reports = [toReport(policy, decision, own)];
-    const outcome = this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
-    if (memoKey !== undefined) {
-      if (this.refusals.size >= MAX_MEMOISED_REFUSALS) this.refusals.clear();
-      this.refusals.set(memoKey, freezeOutcome(outcome));
-    }
-    return outcome;
+    return this.refusals.share(decision, () => {
+      const reports = [toReport(policy, decision, own)];
+      return this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
+    });
   }
 
   /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
@@ -372,6 +393,15 @@ export class HttpLimiter<Raw> {
     const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
     this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
     return outcome;
+  }
+
+  /** Gives a policy's units back through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
+  private giveBack(raw: Raw): GiveBack {
+    return (policy, key, cost) =>
+      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => {
+        this.report(error, raw);
+        return undefined;
+      });
   }
 
   /** Builds the middleware's own response and fires `onLimited` for limited ones. */

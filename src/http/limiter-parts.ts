@@ -27,6 +27,14 @@ export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>>
   );
 }
 
+/** A request's keys: the route's for every policy, or one per policy (policies with a key of their own). */
+export type Keys = string | readonly string[];
+
+/** Policy `i`'s key of `keys`. */
+export function keyAt(keys: Keys, i: number): string {
+  return typeof keys === 'string' ? keys : keys[i]!;
+}
+
 /** What the headers and hooks get of one policy's decision. */
 export function toReport(policy: NamedPolicy, d: Decision, key: string): PolicyReport {
   return {

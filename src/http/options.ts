@@ -79,8 +79,6 @@ export interface HttpSettings<Raw> {
   readonly timeoutMs: number | undefined;
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
-  /** False with `validate: false`: several policies on different stores are then not warned of. */
-  readonly warnsNotAtomic: boolean;
   /** Called with each request's headers until it returns true, when the forwarded-header warning is on (see {@link forwardedHeaderWatch}). */
   readonly watchForwarded: ((headers: RequestView<Raw>['headers']) => boolean) | undefined;
 }
@@ -240,7 +238,6 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     sharesRefusals,
     legacyHeaders,
     usesFrameworkIp,
-    warnsNotAtomic: o.validate !== false,
   };
 }
 

@@ -1,8 +1,8 @@
 /** Refusal responses: the problem types, the bodies (problem details, text or the caller's function) rendered once per distinct shape, and frozen shared outcomes. */
 import { STATUS_CODES } from 'node:http';
-import type { Decision } from '../decision.js';
 import { describe } from '../duration.js';
 import { ErrorCode, FloodgateError } from '../errors.js';
+import type { Decision } from '../decision.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';
 
 /** The problem type of draft-ietf-httpapi-ratelimit-headers for an exceeded quota. */
@@ -113,17 +113,45 @@ export function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
 }
 
 /** Distinct shared refusals an HttpLimiter keeps before it starts over. */
-export const MAX_MEMOISED_REFUSALS = 256;
+const MAX_MEMOISED_REFUSALS = 256;
 
 /**
- * What a single-policy refusal's response depends on (the whole seconds
- * left, and with legacy headers the second the wait ends), or undefined when
- * it may not be shared: units left, a fail-closed refusal, an unbounded wait.
+ * Single-policy refusals, shared. Under a flood the same response is built
+ * again and again; with no hook or body function to see each request, its
+ * fields, Retry-After and body depend only on the whole seconds left (and,
+ * for the legacy reset, the second the wait ends), so each distinct one is
+ * built once and shared, frozen.
  */
-export function refusalMemoKey(decision: Decision, legacyHeaders: boolean): number | string | undefined {
-  if (decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
-  const ms = decision.retryAfterMs;
-  if (!Number.isFinite(ms)) return undefined;
-  const seconds = Math.ceil(ms / 1000);
-  return legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
+export class SharedRefusals {
+  private readonly known = new Map<number | string, HttpOutcome>();
+
+  /**
+   * @param shares - false when a hook or body function must see each refusal
+   * @param legacyHeaders - whether the legacy reset timestamp is sent (it depends on the second the wait ends)
+   */
+  constructor(
+    private readonly shares: boolean,
+    private readonly legacyHeaders: boolean,
+  ) {}
+
+  /** The shared refusal for `decision`, built by `build` the first time; a fresh one when it may not be shared. */
+  share(decision: Decision, build: () => HttpOutcome): HttpOutcome {
+    const key = this.keyOf(decision);
+    if (key === undefined) return build();
+    const known = this.known.get(key);
+    if (known !== undefined) return known;
+    const outcome = build();
+    if (this.known.size >= MAX_MEMOISED_REFUSALS) this.known.clear();
+    this.known.set(key, freezeOutcome(outcome));
+    return outcome;
+  }
+
+  /** What a single-policy refusal's response depends on, or undefined when it may not be shared. */
+  private keyOf(decision: Decision): number | string | undefined {
+    if (!this.shares || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
+    const ms = decision.retryAfterMs;
+    if (!Number.isFinite(ms)) return undefined;
+    const seconds = Math.ceil(ms / 1000);
+    return this.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
+  }
 }

@@ -164,45 +164,84 @@ export class MemoryStore implements Store {
   /**
    * Consumes every operation's amount or none, synchronously at time `now`
    * (`applyComposite`). With `onFull: 'overflow'`, a key that finds the table
-   * full of live keys is refused for a window: the overflow sketch cannot
-   * give units back, so it cannot take part in an all-or-nothing step, and
-   * refusing early is what the sketch may do anyway.
+   * full of live keys takes part through the overflow sketch: it is asked
+   * first whether it admits (without spending), and spends only when every
+   * part does; a refusing sketch part is refused there as a single consume is.
    */
   consumeAllSync(operations: readonly Operation[], now: number): Outcome[] {
-    const parts: CompositePart[] = new Array(operations.length);
-    let full: Outcome[] | undefined;
+    const n = operations.length;
+    const parts: CompositePart[] = [];
+    const inTable: number[] = [];
+    let sketched: (OverflowSketch | undefined)[] | undefined;
+    let sketchesFit = true;
     let fresh = 0;
-    for (let i = 0; i < operations.length; i++) {
+    for (let i = 0; i < n; i++) {
       const operation = operations[i]!;
       const entry = this.entries.get(operation.key);
       let state = entry && entry.expiresAt > now ? entry.state : undefined;
       if (entry === undefined && this.overflow) {
+        const sketch = this.sketchFor(operation.policy);
         if (this.entries.size + fresh >= this.maxKeys && !this.reclaim(now)) {
           this.overflowed++;
-          (full ??= [])[i] = refusal(operation.policy);
-        } else {
-          fresh++;
-          const sketch = this.sketchFor(operation.policy);
-          if (sketch !== undefined && sketch.active(now)) state = sketch.seed(operation.key, now);
+          (sketched ??= new Array<OverflowSketch | undefined>(n))[i] = sketch;
+          // No sketch left for the policy: refused, as a single consume would be.
+          if (sketch === undefined || !sketch.fits(operation, now)) sketchesFit = false;
+          continue;
         }
+        fresh++;
+        // A key the sketch may have counted enters with its cell's usage, never afresh.
+        if (sketch !== undefined && sketch.active(now)) state = sketch.seed(operation.key, now);
       }
-      parts[i] = { state, amount: operation.amount, policy: operation.policy };
+      inTable.push(i);
+      parts.push({ state, amount: operation.amount, policy: operation.policy });
     }
-    if (full !== undefined) return this.refuseAll(operations, parts, full, now);
-    const { outcomes, writes } = applyComposite(parts, now);
+    if (sketched === undefined) {
+      const { outcomes, writes } = applyComposite(parts, now);
+      for (let i = 0; i < n; i++) this.writeApplied(operations[i]!.key, writes[i]!);
+      return outcomes;
+    }
+    return this.consumeWithSketches(operations, now, parts, inTable, sketched, sketchesFit);
+  }
+
+  /** {@link consumeAllSync} when some parts are decided in the overflow sketch. */
+  private consumeWithSketches(
+    operations: readonly Operation[],
+    now: number,
+    parts: CompositePart[],
+    inTable: number[],
+    sketched: (OverflowSketch | undefined)[],
+    sketchesFit: boolean,
+  ): Outcome[] {
+    const table = applyComposite(parts, now);
+    const allowed = table.allowed && sketchesFit;
+    const outcomes: Outcome[] = new Array(operations.length);
+    inTable.forEach((i, j) => {
+      const operation = operations[i]!;
+      if (allowed || !table.outcomes[j]!.allowed) {
+        outcomes[i] = table.outcomes[j]!;
+        this.writeApplied(operation.key, table.writes[j]!);
+      } else {
+        // The table parts admitted but a sketch part refused: unspent.
+        outcomes[i] = applyOperation(parts[j]!.state, 'peek', 0, operation.policy, now).outcome;
+      }
+    });
     for (let i = 0; i < operations.length; i++) {
-      const applied = writes[i];
-      if (applied) this.write(operations[i]!.key, this.entries.has(operations[i]!.key), applied);
+      if (!(i in sketched)) continue;
+      const operation = operations[i]!;
+      const sketch = sketched[i];
+      if (sketch === undefined) outcomes[i] = refusal(operation.policy);
+      else if (allowed) {
+        // Spent unconditionally: two parts' keys may share cells, and the first one's units must not refuse the second now.
+        outcomes[i] = { ...sketch.apply({ ...operation, kind: 'penalty' }, now), allowed: true, retryAfterMs: 0 };
+      } else if (!sketch.fits(operation, now)) outcomes[i] = sketch.apply(operation, now);
+      else outcomes[i] = sketch.apply({ ...operation, kind: 'peek' }, now);
     }
     return outcomes;
   }
 
-  /** A composite refused because some of its keys found no room: the others report what they have, unspent. */
-  private refuseAll(operations: readonly Operation[], parts: CompositePart[], full: Outcome[], now: number): Outcome[] {
-    return operations.map((operation, i) => {
-      const part = parts[i]!;
-      return full[i] ?? applyOperation(part.state, 'peek', 0, operation.policy, now).outcome;
-    });
+  /** Writes a composite part's new state, or leaves the key as it is for null. */
+  private writeApplied(key: string, applied: Applied | null): void {
+    if (applied !== null) this.write(key, this.entries.has(key), applied);
   }
 
   /** Stores `applied` under `key` as its most recently written entry, evicting the least recent one past maxKeys. */

@@ -98,6 +98,13 @@ export class OverflowSketch {
     this.seed2 = seeds.readUInt32LE(4);
   }
 
+  /** Whether a consume of `operation` would be admitted here, without spending: a composite's first phase. */
+  fits(operation: Operation, now: number): boolean {
+    const { amount, policy } = operation;
+    const states = this.slots(operation.key, now).map((slot) => this.read(slot, now));
+    return states.some((state) => applyOperation(state, 'consume', amount, policy, now, this.impl).outcome.allowed);
+  }
+
   /** Decides `operation` (under this sketch's policy) for a key the table has no room for. */
   apply(operation: Operation, now: number): Outcome {
     const { kind, amount, policy } = operation;

@@ -11,6 +11,7 @@ import {
   type RateLimiterOptions,
   type Store,
 } from '../../src/index.js';
+import { compositeCases } from './composite.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
@@ -34,12 +35,26 @@ class CountingStore implements Store {
   }
   /** Present exactly when the inner store has it, so limiters see the store's real shape. */
   declare applyNow?: (operation: Operation) => Outcome | undefined;
+  declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
+  declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   static wrap(inner: Store): CountingStore {
     const counting = new CountingStore(inner);
     if (inner.applyNow !== undefined) {
       counting.applyNow = (operation) => {
         counting.calls++;
         return inner.applyNow!(operation);
+      };
+    }
+    if (inner.consumeAll !== undefined) {
+      counting.consumeAll = (operations) => {
+        counting.calls++;
+        return inner.consumeAll!(operations);
+      };
+    }
+    if (inner.consumeAllNow !== undefined) {
+      counting.consumeAllNow = (operations) => {
+        counting.calls++;
+        return inner.consumeAllNow!(operations);
       };
     }
     return counting;
@@ -70,6 +85,8 @@ export function runConformance(label: string, factory: ConformanceFactory): void
 
     const limiter = (options: Omit<RateLimiterOptions, 'store'>) =>
       new RateLimiter({ prefix: `c${++unique}:${process.pid}`, clock: clock.now, ...options, store: counting });
+
+    compositeCases({ clock, limiter, calls: () => counting.calls });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
       const l = limiter({ limit: 3, window: 1000 });

@@ -114,3 +114,33 @@ test('MemoryStore refuses bad onFull and overflowCells with INVALID_OPTIONS', ()
     );
   }
 });
+
+test('a composite with a key the full table has no room for: the sketch takes part, all or nothing', () => {
+  const now = START;
+  const perUser = policy('fixed-window', 3, 60_000);
+  const perOrg = policy('sliding-window', 5, 60_000);
+  const store = new MemoryStore({ maxKeys: 4, onFull: 'overflow', overflowCells: 64, clock: () => now, sweepIntervalMs: 0 });
+  for (let i = 0; i < 3; i++) assert.equal(store.applySync(consume(`live${i}`, perUser), now).allowed, true);
+  assert.equal(store.applySync(consume('org', perOrg), now).allowed, true);
+  assert.equal(store.size, 4);
+  // 'newcomer' finds the table full: decided in the sketch, together with the org in the table.
+  const both = (cost = 1) => store.consumeAllSync([consume('newcomer', perUser, cost), consume('org', perOrg)], now);
+  const first = both();
+  assert.deepEqual(
+    first.map((o) => o.allowed),
+    [true, true],
+  );
+  assert.equal(store.overflows, 1);
+  // The sketch part refuses (1 + 3 > 3): the org part, which would admit, spends nothing.
+  const refused = both(3);
+  assert.deepEqual(
+    refused.map((o) => o.allowed),
+    [false, true],
+  );
+  assert.equal(store.applySync({ kind: 'peek', key: 'org', amount: 0, policy: perOrg }, now).remaining, 3);
+  // Then the org refuses: the sketch part spends nothing either, so the newcomer still has two.
+  store.applySync({ kind: 'penalty', key: 'org', amount: 3, policy: perOrg }, now);
+  assert.equal(both()[1]!.allowed, false);
+  assert.equal(store.consumeAllSync([consume('newcomer', perUser, 2)], now)[0]!.allowed, true);
+  assert.equal(store.size, 4, 'no live key was forgotten');
+});

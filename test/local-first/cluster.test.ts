@@ -55,3 +55,12 @@ test('node-redis clusters are refused with INVALID_CLIENT', async () => {
     (e) => isFloodgateError(e, ErrorCode.INVALID_CLIENT),
   );
 });
+
+test('ioredis Cluster: a composite over keys in different slots rejects with CROSS_SLOT even when both leases cover it', async () => {
+  const store = await clusterStore();
+  const policy = Object.freeze({ algorithm: 'fixed-window' as const, limit: 100, windowMs: 60_000, blockMs: 0 });
+  const ops = ['cs:alice', 'cs:acme'].map((key) => ({ kind: 'consume' as const, key, amount: 1, policy }));
+  for (let i = 0; i < 5; i++) await Promise.all(ops.map((op) => store.apply(op)));
+  assert.equal(store.consumeAllNow(ops), undefined);
+  await assert.rejects(store.consumeAll(ops), (e: unknown) => isFloodgateError(e) && e.code === ErrorCode.CROSS_SLOT);
+});

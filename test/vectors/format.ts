@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock, RateLimiter, type Algorithm, type Decision } from '../../src/index.js';
 import type { ConformanceFactory, ConformanceTarget } from '../conformance/suite.js';
+import { compositeVectorTests } from './composite-format.js';
 
 /** Absolute time of t = 0 in every case: a whole day, so epoch-aligned windows are predictable. */
 export const T0 = 1_700_006_400_000;
@@ -65,6 +66,7 @@ export function runVectors(label: string, factory: ConformanceFactory): void {
       target = await factory(clock.now);
     });
     after(() => target.teardown());
+    compositeVectorTests(() => target.store, clock, t0);
     let n = 0;
     for (const vc of cases) {
       test(vc.name, async () => {

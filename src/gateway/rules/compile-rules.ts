@@ -47,8 +47,6 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
     onStoreError: 'respond',
-    // The gateway picks the store of a rule's policies itself; a store without consumeAll is its to fix, not the config's.
-    validate: false,
     maxKeyLength: MAX_KEY_BYTES,
     // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
     timeout: false,

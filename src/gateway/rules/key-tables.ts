@@ -49,7 +49,6 @@ class TimedStore implements Store {
   readonly name: string;
   // Declared, not a field: an own property holding undefined would still be a property, and absent is what says "no applyNow".
   declare applyNow?: (operation: Operation) => Outcome | undefined;
-  // Present exactly when the inner store has them: a rule's several policies are then decided all or nothing.
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   private readonly ok: LatencyChild;
@@ -74,15 +73,12 @@ class TimedStore implements Store {
         return outcome;
       };
     }
-    if (inner.consumeAll !== undefined) {
-      const all = inner.consumeAll.bind(inner);
-      this.consumeAll = (operations) => this.timed(() => all(operations));
-    }
+    // A rule's several policies are one composite: timed and reported as one store call.
+    if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
     if (inner.consumeAllNow !== undefined) {
       const sync = metrics.storeSyncCell(this.name);
-      const now = inner.consumeAllNow.bind(inner);
       this.consumeAllNow = (operations) => {
-        const outcomes = now(operations);
+        const outcomes = inner.consumeAllNow!(operations);
         if (outcomes !== undefined) sync.count += 1;
         return outcomes;
       };
@@ -93,13 +89,13 @@ class TimedStore implements Store {
     return this.timed(() => this.inner.apply(operation));
   }
 
-  /** Times one store call and reports its failure. */
+  /** `call`'s latency into the histogram, its failure to the log. */
   private timed<T>(call: () => Promise<T>): Promise<T> {
     const started = performance.now();
     return call().then(
-      (outcome) => {
+      (result) => {
         this.ok.observe((performance.now() - started) / 1000);
-        return outcome;
+        return result;
       },
       (error: unknown) => {
         this.failed.observe((performance.now() - started) / 1000);

@@ -2,24 +2,12 @@
 import type { Clock } from '../../clock.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { Operation, Outcome } from '../../policy.js';
-import { Leases } from './leases.js';
-import {
-  readInvalidation,
-  readResult,
-  PROTOCOL_VERSION,
-  invalidates,
-  readOutcome,
-  refusalMs,
-  revokesLeases,
-  type InvalidateMessage,
-  type PrimaryMessage,
-  type ResultMessage,
-  encodeBatch,
-} from './protocol.js';
-import { KnownRefusals } from './refusals.js';
+import { encodeBatch, readResult } from './codec.js';
+import { PROTOCOL_VERSION, invalidates, readOutcome, revokesLeases, type PrimaryMessage, type ResultMessage } from './protocol.js';
+import { WorkerMemory, type TopUp } from './worker-memory.js';
 import type { Channel } from './channels.js';
 import { Handshake } from './handshake.js';
-import { type Pending, type Batch, toCode, ignore } from './pending.js';
+import { type Pending, type Batch, toCode, ignore, gather, channelClosed, timedOut } from './pending.js';
 import { KNOWN_REFUSALS } from './worker.js';
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
 const MAX_BATCH = 5000;
@@ -33,10 +21,8 @@ const IDLE_LINGER_MS = 1000;
 export class Client {
   /** ClusterStores using this client. */
   refs = 0;
-  /** Keys known to be refused, shared by the stores on this transport. */
-  readonly refusals = new KnownRefusals(0);
-  /** Leases held, shared by the stores on this transport. */
-  private readonly leases = new Leases(KNOWN_REFUSALS);
+  /** Known refusals and leases, shared by the stores on this transport. */
+  readonly memory = new WorkerMemory(KNOWN_REFUSALS);
   private ready = false;
   private closed = false;
   /** Calls not sent yet: waiting for this turn's flush, or for the handshake. */
@@ -61,77 +47,96 @@ export class Client {
     this.handshake = new Handshake(channel, () => !this.ready && this.queue.length > 0 && !this.closed);
   }
 
-  /** The answer to a consume or peek of a key known to be refused; undefined when the primary must decide. */
-  known(operation: Operation, clock: Clock | undefined): Outcome | undefined {
-    if (operation.kind !== 'consume' && operation.kind !== 'peek') return undefined;
-    return this.refusals.answer(operation, clock);
-  }
-
   /**
    * Spends from the key's lease when it covers the consume (and tops a
    * running-low lease up in the background); undefined when the primary
    * must be asked.
    */
   spendLease(operation: Operation, leaseMs: number, timeoutMs: number, remembers: boolean): Outcome | undefined {
-    const admitted = this.leases.spend(operation);
-    if (admitted === undefined) return undefined;
-    const now = this.leases.lastSpendAt;
-    const topUp = this.channel.isClosed() ? undefined : this.leases.topUp(operation.key, now, leaseMs);
-    if (topUp !== undefined) {
-      // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
-      this.enqueue(
-        { kind: 'consume', key: operation.key, amount: 0, policy: operation.policy },
-        -1,
-        undefined,
-        remembers,
-        topUp,
-        timeoutMs,
-        ignore,
-        ignore,
-      );
-    }
+    const admitted = this.memory.leases.spend(operation);
+    if (admitted !== undefined) this.topUp(operation, leaseMs, timeoutMs, remembers);
     return admitted;
+  }
+
+  /**
+   * A composite decided here, from leases and known refusals (see
+   * WorkerMemory.decideAll), topping up the leases it spent from; undefined
+   * when the primary must decide.
+   */
+  decideAll(
+    operations: readonly Operation[],
+    clock: Clock | undefined,
+    leaseMs: number,
+    timeoutMs: number,
+    remembers: boolean,
+  ): Outcome[] | undefined {
+    const outcomes = this.memory.decideAll(operations, clock, leaseMs, remembers);
+    if (outcomes !== undefined && outcomes.every((outcome) => outcome.allowed)) {
+      for (const operation of operations) this.topUp(operation, leaseMs, timeoutMs, remembers);
+    }
+    return outcomes;
+  }
+
+  /** Asks for more units in the background when the key's lease runs low. */
+  private topUp(operation: Operation, leaseMs: number, timeoutMs: number, remembers: boolean): void {
+    const lease: TopUp | undefined = this.channel.isClosed() ? undefined : this.memory.topUp(operation.key, leaseMs);
+    if (lease === undefined) return;
+    // Nobody waits for it: its outcome only feeds the lease, and a failure leaves the next consume to ask.
+    const topUp = { kind: 'consume' as const, key: operation.key, amount: 0, policy: operation.policy };
+    this.enqueue({ operation: topUp, time: -1, clock: undefined, remembers, lease, timeoutMs, resolve: ignore, reject: ignore });
   }
 
   /** `leaseMs` > 0: the call is a lease call (a fixed-window consume of a store with leases). */
   apply(operation: Operation, clock: Clock | undefined, timeoutMs: number, remembers: boolean, leaseMs = 0): Promise<Outcome> {
-    if (this.channel.isClosed()) {
-      return Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.'));
-    }
+    if (this.channel.isClosed()) return Promise.reject(channelClosed());
     const time = clock ? clock() : -1;
     // Its own penalty, block or reset must stop this process spending what it leased before.
-    if (revokesLeases(operation.kind)) this.leases.revoke(operation.key);
-    const lease = leaseMs > 0 ? this.leases.ask(operation, performance.now(), leaseMs) : undefined;
-    return new Promise<Outcome>((resolve, reject) => this.enqueue(operation, time, clock, remembers, lease, timeoutMs, resolve, reject));
+    if (revokesLeases(operation.kind)) this.memory.leases.revoke(operation.key);
+    const lease = leaseMs > 0 ? this.memory.leases.ask(operation, performance.now(), leaseMs) : undefined;
+    return new Promise<Outcome>((resolve, reject) =>
+      this.enqueue({ operation, time, clock, remembers, lease, timeoutMs, resolve, reject }),
+    );
   }
 
-  private enqueue(
-    operation: Operation,
-    time: number,
+  /**
+   * Sends a composite: its parts travel consecutively in one message, each
+   * fixed-window part as a lease call when `leaseMs` > 0, and the promise
+   * settles with every part's outcome, or with the first failure of any part.
+   */
+  applyAll(
+    operations: readonly Operation[],
     clock: Clock | undefined,
-    remembers: boolean,
-    lease: Pending['lease'],
     timeoutMs: number,
-    resolve: (outcome: Outcome) => void,
-    reject: (error: FloodgateError) => void,
-  ): void {
+    remembers: boolean,
+    leaseMs: number,
+  ): Promise<Outcome[]> {
+    if (this.channel.isClosed()) return Promise.reject(channelClosed());
+    // One time for every part: the primary decides the composite at one instant.
+    const time = clock ? clock() : -1;
+    const now = performance.now();
+    return new Promise<Outcome[]>((resolve, reject) => {
+      const parts = gather(operations.length, resolve, reject);
+      operations.forEach((operation, k) => {
+        const leases = leaseMs > 0 && operation.policy.algorithm === 'fixed-window';
+        const lease = leases ? this.memory.leases.ask(operation, now, leaseMs) : undefined;
+        this.enqueue({ operation, time, clock, remembers, lease, timeoutMs, composite: k === 0 ? operations.length : 0, ...parts[k]! });
+      });
+    });
+  }
+
+  private enqueue(fields: Omit<Pending, 'held' | 'deadline' | 'settled' | 'composite'> & { composite?: number }): void {
+    const { operation } = fields;
     const call: Pending = {
-      operation,
-      time,
-      clock,
-      lease,
-      remembers,
+      ...fields,
+      composite: fields.composite,
       held: false,
-      deadline: performance.now() + timeoutMs,
-      timeoutMs,
-      resolve,
-      reject,
+      deadline: performance.now() + fields.timeoutMs,
       settled: false,
     };
     // From now on this process's own calls must not be refused from what
     // the primary said before this operation (see KnownRefusals.hold).
     if (invalidates(operation.kind)) {
-      this.refusals.hold(operation.key);
+      this.memory.refusals.hold(operation.key);
       call.held = true;
     }
     this.active++;
@@ -158,7 +163,7 @@ export class Client {
     this.idleTimer = undefined;
     this.stopListening?.();
     this.stopListening = undefined;
-    this.forgetAll();
+    this.memory.forgetAll();
   }
 
   /** Sends every queued call: one message per turn (split only past MAX_BATCH). */
@@ -168,8 +173,12 @@ export class Client {
     const calls = this.queue;
     this.queue = [];
     this.clearQueueTimer();
-    for (let start = 0; start < calls.length; start += MAX_BATCH) {
-      this.sendBatch(start === 0 && calls.length <= MAX_BATCH ? calls : calls.slice(start, start + MAX_BATCH));
+    for (let start = 0; start < calls.length;) {
+      let end = Math.min(start + MAX_BATCH, calls.length);
+      // A composite's parts travel in one message.
+      while (end < calls.length && calls[end]!.composite === 0) end++;
+      this.sendBatch(start === 0 && end === calls.length ? calls : calls.slice(start, end));
+      start = end;
     }
   };
 
@@ -204,7 +213,7 @@ export class Client {
         this.settleBatch(message);
         return;
       case 'inv':
-        this.invalidate(message);
+        this.memory.invalidate(message);
         return;
       case 'error': {
         const error = new FloodgateError(toCode(message.code), String(message.message));
@@ -240,54 +249,30 @@ export class Client {
       } else {
         const outcome = readOutcome(r, index);
         while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
-        if (hints !== undefined && hints[nextHint] === index && call.remembers) this.learn(call, outcome, batch.sentAt);
+        if (hints !== undefined && hints[nextHint] === index && call.remembers) this.memory.learn(call, outcome, batch.sentAt);
         const lease = call.lease?.entry;
         this.settle(
           call,
           lease === undefined
             ? outcome
-            : this.leases.settle(call.operation.key, lease, call.operation.amount, outcome, grants?.get(index), batch.sentAt, receivedAt),
+            : this.memory.leases.settle(
+                call.operation.key,
+                lease,
+                call.operation.amount,
+                outcome,
+                grants?.get(index),
+                batch.sentAt,
+                receivedAt,
+              ),
         );
       }
     });
   }
 
-  /** Keeps a hinted outcome as a known refusal, on the clock the call was decided at. */
-  private learn(call: Pending, outcome: Outcome, sentAt: number): void {
-    // The worker applies the primary's rule itself too: a hint it cannot
-    // honour exactly (a primary of another release) is not kept.
-    // A top-up (need 0) decided nothing about a consume: it reads like a peek.
-    const kind = call.lease !== undefined && call.operation.amount === 0 ? 'peek' : call.operation.kind;
-    const ms = refusalMs(kind, call.operation.policy, outcome);
-    if (ms <= 0) return;
-    if (call.time >= 0) this.refusals.learn(call.operation, outcome, ms, call.time, call.clock);
-    else this.refusals.learn(call.operation, outcome, ms, sentAt, undefined);
-  }
-
   private release(call: Pending): void {
     if (!call.held) return;
     call.held = false;
-    this.refusals.release(call.operation.key);
-  }
-
-  /** The primary says keys may be admissible earlier than it said: forget them. */
-  private invalidate(message: InvalidateMessage): void {
-    const { all, refusals, leases } = readInvalidation(message);
-    if (all) {
-      this.forgetAll();
-      return;
-    }
-    for (const key of refusals) this.refusals.forget(key);
-    for (const key of leases) {
-      this.leases.revoke(key);
-      this.refusals.forget(key);
-    }
-  }
-
-  /** Forgets every known refusal and drops every lease: what the primary said is no longer vouched for, or would not be heard revoked. */
-  private forgetAll(): void {
-    this.refusals.clear();
-    this.leases.clear();
+    this.memory.refusals.release(call.operation.key);
   }
 
   private failBatch(id: number, error: FloodgateError): void {
@@ -302,7 +287,7 @@ export class Client {
     if (call.settled) return;
     call.settled = true;
     this.release(call);
-    if (call.lease !== undefined) this.leases.finished(call.lease.entry);
+    if (call.lease !== undefined) this.memory.leases.finished(call.lease.entry);
     if (error) call.reject(error);
     else call.resolve(outcome!);
     if (--this.active === 0) this.idle();
@@ -324,7 +309,7 @@ export class Client {
         // it, and would invalidate none of it).
         this.ready = false;
         this.primaryId = undefined;
-        this.forgetAll();
+        this.memory.forgetAll();
         if (this.queue.length > 0) {
           this.handshake.start();
           this.armQueueTimer();
@@ -363,14 +348,7 @@ export class Client {
     for (const call of calls) {
       if (call.settled) continue;
       if (call.deadline <= now) {
-        this.settle(
-          call,
-          undefined,
-          new FloodgateError(
-            ErrorCode.STORE_TIMEOUT,
-            `cluster store: the primary did not answer within ${call.timeoutMs} ms. Is a ClusterStorePrimary running in the primary process (or attached to this thread, or to PM2)?`,
-          ),
-        );
+        this.settle(call, undefined, timedOut(call.timeoutMs));
       } else if (call.deadline < next) {
         next = call.deadline;
       }
@@ -394,7 +372,7 @@ export class Client {
       this.idleTimer = undefined;
       if (this.active > 0) return;
       // Still answering from a lease: keep listening (and the lease) until a second after the last local answer.
-      const quiet = performance.now() - this.leases.lastSpendAt;
+      const quiet = performance.now() - this.memory.leases.lastSpendAt;
       if (quiet < IDLE_LINGER_MS) {
         this.idle(IDLE_LINGER_MS - quiet);
         return;
@@ -402,7 +380,7 @@ export class Client {
       this.stopListening?.();
       this.stopListening = undefined;
       // Not listening, this process would miss invalidations: keep nothing it could not hear about.
-      this.forgetAll();
+      this.memory.forgetAll();
     }, delayMs);
     this.idleTimer.unref();
   }
@@ -410,7 +388,7 @@ export class Client {
   private readonly onChannelClose = (): void => {
     this.ready = false;
     this.primaryId = undefined;
-    this.forgetAll();
+    this.memory.forgetAll();
     this.handshake.stop();
     this.failAll(new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary closed.'));
   };

@@ -36,21 +36,60 @@ export class Leases {
     return this.entries.size;
   }
 
+  /** Units held for `key` and not spent (the primary counts them as consumed already). */
+  unitsOf(key: string): number {
+    return this.entries.get(key)?.units ?? 0;
+  }
+
   /**
    * Spends `operation.amount` from the key's lease when it covers the call:
    * the admitted outcome, or undefined (nothing spent) when the primary must
    * be asked. Counts what it spends as demand; ask() counts the rest.
    */
   spend(operation: Operation): Outcome | undefined {
+    // The clock is read only past the first checks: under load most calls find no units (a refused key).
+    const e = this.holding(operation);
+    if (e === undefined) return undefined;
+    const now = performance.now();
+    return now >= e.spendUntil ? undefined : this.take(e, operation.amount, now);
+  }
+
+  /**
+   * What the key's lease holds, as a peek would report it, when it covers
+   * `operation` at `now`; undefined (the primary must be asked) otherwise.
+   * Spends nothing.
+   */
+  covered(operation: Operation, now: number): Outcome | undefined {
+    const e = this.holding(operation);
+    return e === undefined || now >= e.spendUntil ? undefined : leaseAdmitted(e, now);
+  }
+
+  /**
+   * Spends every operation's amount from its key's lease when every lease
+   * covers its operation at `now`: the admitted outcomes, in order; otherwise
+   * undefined, and nothing is spent.
+   */
+  spendAll(operations: readonly Operation[], now: number): Outcome[] | undefined {
+    const held: Lease[] = [];
+    for (const operation of operations) {
+      const e = this.holding(operation);
+      if (e === undefined || now >= e.spendUntil) return undefined;
+      held.push(e);
+    }
+    return held.map((e, i) => this.take(e, operations[i]!.amount, now));
+  }
+
+  /** The key's lease when it holds enough units under the operation's policy. */
+  private holding(operation: Operation): Lease | undefined {
     // Entries are made by ask() only, so keys that never lease take no room here.
     const e = this.entries.get(operation.key);
-    // The clock is read only past these checks: under load most calls find no units (a refused key).
-    if (e === undefined || e.units < operation.amount || !samePolicy(e.policy, operation.policy)) return undefined;
-    const now = performance.now();
-    if (now >= e.spendUntil) return undefined;
+    return e === undefined || e.units < operation.amount || !samePolicy(e.policy, operation.policy) ? undefined : e;
+  }
+
+  private take(e: Lease, amount: number, now: number): Outcome {
     this.lastSpendAt = now;
-    e.demand += operation.amount;
-    e.units -= operation.amount;
+    e.demand += amount;
+    e.units -= amount;
     return leaseAdmitted(e, now);
   }
 

@@ -15,6 +15,8 @@ export interface Pending {
   readonly lease: { readonly entry: Lease; readonly want: number } | undefined;
   /** Whether the store learns known refusals from the answer. */
   readonly remembers: boolean;
+  /** For a part of a composite: its part count on the first part, 0 on the others (which must travel in the same message). */
+  readonly composite: number | undefined;
   /** True while this invalidating call holds its key in the known refusals. */
   held: boolean;
   /** performance.now() after which the call times out. */
@@ -31,6 +33,45 @@ export interface Batch {
   /** performance.now() when sent: no later than the primary's decision, so refusals learned from it never outlast the primary's. */
   readonly sentAt: number;
   timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * The settle callbacks of the `n` parts of one composite: `resolve` gets
+ * every part's outcome, in order, once all are in; `reject` the first
+ * failure of any part (the others are then ignored).
+ */
+export function gather(
+  n: number,
+  resolve: (outcomes: Outcome[]) => void,
+  reject: (error: FloodgateError) => void,
+): { resolve: (outcome: Outcome) => void; reject: (error: FloodgateError) => void }[] {
+  const outcomes: Outcome[] = new Array(n);
+  let left = n;
+  let failed = false;
+  return Array.from({ length: n }, (_, k) => ({
+    resolve: (outcome: Outcome) => {
+      outcomes[k] = outcome;
+      if (--left === 0 && !failed) resolve(outcomes);
+    },
+    reject: (error: FloodgateError) => {
+      if (failed) return;
+      failed = true;
+      reject(error);
+    },
+  }));
+}
+
+/** The failure of a call made while the channel to the primary is closed. */
+export function channelClosed(): FloodgateError {
+  return new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the IPC channel to the primary is closed.');
+}
+
+/** The failure of a call the primary did not answer within `timeoutMs`. */
+export function timedOut(timeoutMs: number): FloodgateError {
+  return new FloodgateError(
+    ErrorCode.STORE_TIMEOUT,
+    `cluster store: the primary did not answer within ${timeoutMs} ms. Is a ClusterStorePrimary running in the primary process (or attached to this thread, or to PM2)?`,
+  );
 }
 
 /** A callback that does nothing (for lease top-ups, whose answers only feed the lease). */

@@ -189,12 +189,43 @@ export class ClusterStore implements Store {
     return client === undefined ? undefined : this.answerHere(client, operation);
   }
 
+  /**
+   * Consumes every operation's amount if every key admits it, else spends
+   * nothing (all or nothing; one outcome per part, in order). Decided here
+   * when the leases in hand cover every part, or a part is known refused and
+   * the others are leased (see {@link consumeAllNow}); otherwise the parts
+   * travel to the primary in one message and it decides them in one
+   * synchronous step, so no other operation runs in between. Fixed-window
+   * parts take leases there as single consumes do.
+   */
+  consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
+    const client = this.client;
+    if (client === undefined) {
+      return Promise.reject(new FloodgateError(ErrorCode.CLOSED, 'This ClusterStore was closed; create a new one.'));
+    }
+    const now = client.decideAll(operations, this.clock, this.leaseMs, this.timeoutMs, this.remembers);
+    if (now !== undefined) return Promise.resolve(now);
+    return client.applyAll(operations, this.clock, this.timeoutMs, this.remembers, this.leaseMs);
+  }
+
+  /**
+   * {@link consumeAll} answered synchronously, without IPC, when every part
+   * is answered here: every part's lease covers it (then every lease is
+   * spent from), or some part is known refused and every other part is
+   * leased with room (then nothing is spent). Undefined otherwise, and
+   * nothing was applied.
+   */
+  consumeAllNow(operations: readonly Operation[]): Outcome[] | undefined {
+    const client = this.client;
+    return client === undefined ? undefined : client.decideAll(operations, this.clock, this.leaseMs, this.timeoutMs, this.remembers);
+  }
+
   private answerHere(client: Client, operation: Operation): Outcome | undefined {
     if (this.leases(operation)) {
       const admitted = client.spendLease(operation, this.leaseMs, this.timeoutMs, this.remembers);
       if (admitted !== undefined) return admitted;
     }
-    return this.remembers ? client.known(operation, this.clock) : undefined;
+    return this.remembers ? client.memory.known(operation, this.clock) : undefined;
   }
 
   /** Whether this operation is served by leases. */
@@ -258,7 +289,7 @@ function acquireClient(transport: ClusterTransport, knownRefusals: number): Clie
     clients.set(key, client);
   }
   client.refs++;
-  client.refusals.maxKeys = Math.max(client.refusals.maxKeys, knownRefusals);
+  client.memory.refusals.maxKeys = Math.max(client.memory.refusals.maxKeys, knownRefusals);
   return client;
 }
 

@@ -46,9 +46,18 @@ export class PolicyBindings {
   /** Records that `policy` used `key` at `now`, with usage that matters for `resetMs` more. */
   bind(key: string, policy: Policy, now: number, resetMs: number): void {
     const bound = this.bindings.get(key);
-    // Re-inserted, so the Map stays in least-recently-used order.
+    if (!(resetMs > 0)) {
+      if (bound !== undefined) this.bindings.delete(key);
+      return;
+    }
+    // The same policy again (every later call of a key): extended in place. The table keeps the order
+    // keys were first bound in rather than of last use, which spares a delete and a set per call; a busy
+    // key that ages out is bound again by its next call.
+    if (bound !== undefined && bound.policy === policy) {
+      bound.until = now + resetMs;
+      return;
+    }
     if (bound !== undefined) this.bindings.delete(key);
-    if (!(resetMs > 0)) return;
     this.bindings.set(key, { policy, until: now + resetMs });
   }
 }

@@ -1,4 +1,5 @@
 /** Redis key layout: every key of one limiter key shares one hash tag, so one slot, so one script can touch them all. */
+import { clusterHashTag } from './key-slot.js';
 
 // A lone surrogate has no UTF-8 form: clients send U+FFFD, so two such keys would collide.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -28,12 +29,30 @@ export interface RedisKeys {
 }
 
 /**
- * The Redis keys of a store key (`operation.key`, prefix included), e.g.
- * `{fg:fixed-window:10:1000:0:alice}` and `{fg:…:alice}:l`. Useful to inspect
- * or delete a key's state by hand; a TTL on each lets Redis drop it once it no
- * longer limits anything.
+ * The Redis keys of a store key (`operation.key`, prefix included).
+ *
+ * A store key without a Redis hash tag gets its own slot:
+ * `{<key>}` and `{<key>}:l`, e.g. `{fg:fixed-window:10:1000:0:alice}` (the
+ * key encoded as {@link hashTag} says when it holds `{`, `}`, a leading `~` or
+ * a lone surrogate, or is empty).
+ *
+ * A store key that holds a hash tag — a `{`, then later a `}`, with at least
+ * one character between, Redis's own rule — hashes by that tag, so keys
+ * sharing a tag share a slot and one composite can span them: `{<tag>}#<key>`
+ * and `{<tag>}l#<key>`, e.g. `fg:…:{org9}:u1` → `{org9}#fg:…:{org9}:u1`. A key
+ * with a lone surrogate uses `~<base64url of its UTF-16>` in place of
+ * `#<key>`. What follows the first `}` tells the layouts apart (nothing, `:l`,
+ * `#`, `~`, `l#`, `l~`), so two store keys never share a Redis key.
+ *
+ * Useful to inspect or delete a key's state by hand; a TTL on each lets Redis
+ * drop it once it no longer limits anything.
  */
 export function redisKeys(key: string): RedisKeys {
+  const tag = clusterHashTag(key);
+  if (tag !== undefined) {
+    const rest = LONE_SURROGATE.test(key) ? `~${Buffer.from(key, 'utf16le').toString('base64url')}` : `#${key}`;
+    return { state: `{${tag}}${rest}`, log: `{${tag}}l${rest}` };
+  }
   const state = `{${hashTag(key)}}`;
   return { state, log: `${state}:l` };
 }

@@ -5,6 +5,7 @@ import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
 import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
 import type { Store } from '../store.js';
+import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
 import { adaptStoreClient, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
@@ -62,6 +63,8 @@ interface Batch extends PipelineCall {
  * step in the same integer arithmetic, so Redis decides exactly as the
  * memory store would. A key's state lives in the hash `{key}` (the sliding
  * log adds the list `{key}:l`); the hash tag keeps both in one Cluster slot.
+ * A store key holding a `{tag}` of its own hashes by that tag instead, so
+ * the keys of one composite can share a slot (see {@link redisKeys}).
  * Each key's TTL is the moment its state stops mattering; a forever block
  * has none.
  *
@@ -95,7 +98,7 @@ export class RedisStore implements Store {
   private readonly clock: Clock | undefined;
   /** The batch still open for more operations, per store key. */
   private readonly openBatches = new Map<string, Batch>();
-  private readonly pipeline: TurnPipeline<Batch>;
+  private readonly pipeline: TurnPipeline<PipelineCall>;
   private readonly bindings = new PolicyBindings();
   private closed = false;
 
@@ -111,7 +114,7 @@ export class RedisStore implements Store {
       expected: `a whole number of milliseconds from 1 to ${MAX_TIMER_MS}`,
     });
     this.timeoutMs = timeoutMs;
-    this.pipeline = new TurnPipeline<Batch>({
+    this.pipeline = new TurnPipeline<PipelineCall>({
       adapter: this.adapter,
       timeoutMs,
       downError: (down) => new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: ${down}.`),
@@ -175,6 +178,48 @@ export class RedisStore implements Store {
       batch.args.push(String(code), String(operation.amount));
       if (now !== undefined) batch.args.push(now);
       batch.waiters.push({ resolve, reject });
+    });
+  }
+
+  /**
+   * Consumes every operation's amount or none, in one script call
+   * (`applyComposite` in Lua): parts may differ in algorithm, limit, window
+   * and block. Goes out with the turn's other calls, after those already
+   * queued on the same keys. Fails as {@link apply} does; on Redis Cluster,
+   * keys in different slots reject with CROSS_SLOT before anything is sent
+   * (give the keys a common `{tag}`).
+   */
+  consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
+    if (this.closed) return Promise.reject(closedError());
+    const unsupported = unsupportedOperation(operations);
+    if (unsupported !== undefined) return Promise.reject(unsupported);
+    if (this.clientKind === 'ioredis-cluster' || this.clientKind === 'node-redis-cluster') {
+      const crossSlot = crossSlotError(operations);
+      if (crossSlot !== undefined) return Promise.reject(crossSlot);
+    }
+    let t: number;
+    try {
+      t = this.clock ? this.clock() : performance.now();
+    } catch (error) {
+      return Promise.reject(toStoreError(error, this.name));
+    }
+    for (const operation of operations) {
+      const conflict = this.bindings.check(operation.key, operation.policy, t);
+      if (conflict !== undefined) return Promise.reject(conflict);
+    }
+    const call = compositeCall(operations, this.clock ? t : undefined);
+    return new Promise<Outcome[]>((resolve, reject) => {
+      this.pipeline.push({
+        ...call,
+        answer: (error, reply) => {
+          const outcomes = error != null ? toStoreError(error, 'redis') : decodeReply(reply, operations.length);
+          if (outcomes instanceof FloodgateError) return reject(outcomes);
+          operations.forEach((o, i) => this.bindings.bind(o.key, o.policy, t, outcomes[i]!.resetMs));
+          resolve(outcomes);
+        },
+      });
+      // A later operation on one of these keys must queue behind the composite, not join an earlier batch.
+      for (const operation of operations) this.openBatches.delete(operation.key);
     });
   }
 

@@ -167,6 +167,10 @@ export class RemoteStore implements Store {
     const remote = this.remotes[this.next++ % this.remotes.length]!;
     return decodeNumbers(await remote.call<Outcome>('apply', operation, this.clock()));
   }
+  async consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
+    const remote = this.remotes[this.next++ % this.remotes.length]!;
+    return (await remote.call<Outcome[]>('consumeAll', operations, this.clock())).map((outcome) => decodeNumbers(outcome));
+  }
 }
 
 /** Kills every remote, in parallel. */

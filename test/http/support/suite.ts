@@ -9,6 +9,8 @@ import type { ClientInfo, DecisionInfo, RateLimitInfo } from '../../../src/http/
 import { RedisStore } from '../../../src/stores/redis/index.js';
 import type { Store } from '../../../src/stores/store.js';
 import { startRedis, type RedisServer } from '../../support/redis-server.js';
+import { forgetWarnings } from '../../../src/warnings.js';
+import { captureWarnings } from './warnings.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 import { atomicPoliciesSuite } from './atomic-suite.js';
 
@@ -227,6 +229,62 @@ export function adapterSuite(h: Harness): void {
           assert.equal((await perHour.peek(key)).remaining, 0);
         },
       );
+    });
+
+    it('policies on one store: decided all or nothing, so a refusal by one spends nothing of the others', async () => {
+      const store = new MemoryStore({ sweepIntervalMs: 0 });
+      const perMinute = new RateLimiter({ store, limit: 5, window: '1m' });
+      const perHour = new RateLimiter({ store, limit: 2, window: '1h', algorithm: 'sliding-window' });
+      const warnings = captureWarnings();
+      await withServer(
+        h,
+        {
+          global: {
+            limiter: [
+              { limiter: perMinute, name: 'burst' },
+              { limiter: perHour, name: 'hourly' },
+            ],
+          },
+        },
+        async (url) => {
+          assert.deepEqual(await statuses(`${url}/x`, 2), [200, 200]);
+          const key = '127.0.0.1';
+          for (let i = 0; i < 3; i++) {
+            const refused = await get(`${url}/x`);
+            assert.equal(refused.status, 429);
+            assert.deepEqual(JSON.parse(refused.body)['violated-policies'], ['hourly']);
+            const report = readIetf(refused.headers);
+            assert.deepEqual([...report.keys()], ['burst', 'hourly']);
+            assert.equal(report.get('hourly')!.r, 0);
+            assert.equal(report.get('burst')!.r, 3, 'the burst policy was never charged for the refused request');
+            assert.equal((await perMinute.peek(key)).remaining, 3);
+          }
+        },
+      );
+      assert.deepEqual(
+        (await warnings.stop()).map((w) => w.code),
+        [],
+        'one store: no warning',
+      );
+    });
+
+    it('policies on different stores: FLOODGATE_POLICIES_NOT_ATOMIC once, and the refund path', async () => {
+      forgetWarnings();
+      const warnings = captureWarnings();
+      const spec = {
+        global: {
+          limiter: [
+            { limiter: limiter(5), name: 'own-store-a' },
+            { limiter: limiter(1), name: 'own-store-b' },
+          ],
+        },
+      };
+      await withServer(h, spec, async (url) => {
+        assert.deepEqual(await statuses(`${url}/x`, 3), [200, 429, 429]);
+      });
+      const seen = (await warnings.stop()).filter((w) => w.code === 'FLOODGATE_POLICIES_NOT_ATOMIC');
+      assert.equal(seen.length, 1);
+      assert.match(seen[0]!.message, /policies "own-store-a", "own-store-b" of one route are on different stores/);
     });
 
     it('applies per-route limits independently', async () => {

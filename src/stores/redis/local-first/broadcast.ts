@@ -1,6 +1,9 @@
 /** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
 import { describe } from '../../../duration.js';
 import { ErrorCode, FloodgateError } from '../../../errors.js';
+import { redisKeys } from '../key-names.js';
+import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
+import type { PipelineCall } from '../turn-pipeline.js';
 import { forgetUsage, type Entry } from './lease.js';
 
 /**
@@ -34,6 +37,16 @@ export interface Message {
  */
 export function encodeMessage(message: Message): string {
   return `${WIRE_KIND[message.kind]}\n${message.sender}\n${Math.trunc(message.ms)}\n${message.key}`;
+}
+
+/** The script call that publishes `message` on `channel`, routed by the key's slot; its reply is not awaited. */
+export function publishCall(message: Message, channel: string): PipelineCall {
+  return {
+    script: LOCAL_FIRST_SCRIPTS.publish,
+    keys: [redisKeys(message.key).state],
+    args: [channel, encodeMessage(message)],
+    answer: () => {},
+  };
 }
 
 /** Parses a message, or returns undefined for anything else on the channel (never throws). */

@@ -2,6 +2,7 @@
 import { ErrorCode, FloodgateError } from '../../../errors.js';
 import type { Outcome, Policy } from '../../../policy.js';
 import type { ScriptCall } from '../clients.js';
+import type { PipelineCall } from '../turn-pipeline.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
@@ -210,4 +211,31 @@ export function leaseScriptCall(
       ...tail,
     ],
   };
+}
+
+/**
+ * The call that returns `e`'s unspent units to their window, or undefined
+ * when there is nothing to return (or the time is unknown, `t` undefined, or
+ * the lease has lapsed). Forgets the units either way; counts the call and,
+ * from its reply, the units Redis took back.
+ */
+export function returnCall(
+  key: string,
+  e: Entry,
+  t: number | undefined,
+  clientTime: boolean,
+  channel: string,
+  id: string,
+  counters: { returnCalls: number; unitsReturned: number },
+): PipelineCall | undefined {
+  const units = e.units;
+  e.units = 0;
+  if (units <= 0 || e.policy === undefined || t === undefined || t >= e.spendUntil) return undefined;
+  counters.returnCalls++;
+  const call = leaseScriptCall(key, e.policy, clientTime ? t : undefined, ['2', String(units), String(e.windowEnd), '0', channel, id, key]);
+  const count = (reply: unknown): void => {
+    const n = Number(reply);
+    if (Number.isSafeInteger(n)) counters.unitsReturned += n;
+  };
+  return { ...call, answer: (error, reply) => (error == null ? count(reply) : undefined), late: count };
 }

@@ -1,5 +1,5 @@
 /** What the local-first store knows about one key: its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them. */
-import type { FloodgateError } from '../../../errors.js';
+import { ErrorCode, FloodgateError } from '../../../errors.js';
 import type { Outcome, Policy } from '../../../policy.js';
 import { firstDemand, lapse, leaseAdmitted, type LeaseState } from '../../lease-core.js';
 
@@ -144,4 +144,9 @@ export function rejectAll(e: Entry, error: FloodgateError): void {
   const waiters = e.waiters;
   e.waiters = [];
   for (const w of waiters) w.reject(error);
+}
+
+/** The error of every operation on a closed LocalFirstStore. */
+export function closedError(): FloodgateError {
+  return new FloodgateError(ErrorCode.CLOSED, 'LocalFirstStore was closed; create a new store to keep limiting.');
 }

@@ -6,18 +6,18 @@ import { ErrorCode, FloodgateError, toStoreError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
 import type { Store } from '../../store.js';
 import type { ClientKind } from '../clients.js';
-import { redisKeys } from '../key-names.js';
-import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
-import { applyNews, decodeMessage, encodeMessage, subscribe, type MessageKind, type Subscription } from './broadcast.js';
+import { applyNews, decodeMessage, publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
 import { blocked, decideInMemory, rejectAll, forgetUsage, msUntil, newEntry, sweepEntries, withLease, type Entry } from './lease.js';
+import { closedError } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
 import { wantsTopUp } from '../../lease-core.js';
 import { BoundedMap } from '../../../bounded-map.js';
-import { sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
+import { consumeAllLeased, decideAllInMemory, type CompositeHost } from './composite.js';
+import { returnCall, sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
 /**
  * A {@link Store} that decides fixed-window consumes in process memory from
  * leases: a slice of a key's remaining quota that one atomic script call
@@ -69,6 +69,7 @@ export class LocalFirstStore implements Store {
   private rttMs = 0;
   private everLive = false;
   private closed = false;
+  private readonly host: CompositeHost;
   private readonly counters = { localDecisions: 0, leaseCalls: 0, returnCalls: 0, unitsLeased: 0, unitsReturned: 0, maxGrant: 0 };
 
   /** @param options - see {@link LocalFirstStoreOptions}; invalid ones throw a FloodgateError. */
@@ -97,6 +98,33 @@ export class LocalFirstStore implements Store {
     });
     this.sweeper = setInterval(() => this.sweep(), Math.max(10, this.leaseMs));
     this.sweeper.unref();
+    this.host = {
+      entries: this.entries,
+      inner: this.inner,
+      readTime: () => this.readTime(),
+      touch: (key, t) => this.touch(key, t),
+      giveBack: (key, e) => this.giveBack(key, e),
+      decided: (e, cost, t) => this.decided(e, cost, t),
+      conflict: (op) => this.conflict(op),
+      flush: () => this.pipeline.flushNow(),
+    };
+  }
+
+  /**
+   * Consumes every operation's amount or none. Decided in memory when every
+   * part is a fixed-window key whose lease covers its cost (or one is refused
+   * by a block or exhausted mark heard earlier); else the whole composite
+   * goes to Redis as one script call, after the parts' leases are given back.
+   */
+  consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
+    if (this.closed) return Promise.reject(closedError());
+    return consumeAllLeased(this.host, operations);
+  }
+
+  /** {@link consumeAll} when memory can decide it alone; undefined (nothing spent) when Redis must. Never throws. */
+  consumeAllNow(operations: readonly Operation[]): Outcome[] | undefined {
+    const t = this.closed ? undefined : this.readTime();
+    return typeof t === 'number' ? decideAllInMemory(this.host, operations, t) : undefined;
   }
 
   /** A snapshot of the store's counters. */
@@ -354,37 +382,13 @@ export class LocalFirstStore implements Store {
 
   /** Returns the entry's unspent units to their window (best effort), and forgets them. */
   private giveBack(key: string, e: Entry): void {
-    const units = e.units;
-    e.units = 0;
-    if (units <= 0 || e.policy === undefined) return;
     const t = this.readTime();
-    if (t instanceof FloodgateError) return;
-    if (t >= e.spendUntil) return;
-    this.counters.returnCalls++;
-    const call = leaseScriptCall(key, e.policy, this.clock ? t : undefined, [
-      '2',
-      String(units),
-      String(e.windowEnd),
-      '0',
-      this.channel,
-      this.id,
-      key,
-    ]);
-    const count = (reply: unknown): void => {
-      const n = Number(reply);
-      if (Number.isSafeInteger(n)) this.counters.unitsReturned += n;
-    };
-    this.pipeline.push({ ...call, answer: (error, reply) => (error == null ? count(reply) : undefined), late: count });
+    const call = returnCall(key, e, typeof t === 'number' ? t : undefined, this.clock !== undefined, this.channel, this.id, this.counters);
+    if (call !== undefined) this.pipeline.push(call);
   }
 
   private publish(kind: MessageKind, ms: number, key: string): void {
-    const message = encodeMessage({ kind, sender: this.id, ms, key });
-    this.pipeline.push({
-      script: LOCAL_FIRST_SCRIPTS.publish,
-      keys: [redisKeys(key).state],
-      args: [this.channel, message],
-      answer: () => {},
-    });
+    this.pipeline.push(publishCall({ kind, sender: this.id, ms, key }, this.channel));
   }
 
   private onMessage(text: string): void {
@@ -437,8 +441,4 @@ export class LocalFirstStore implements Store {
     if (t instanceof FloodgateError) return;
     sweepEntries(this.entries, t, 2 * this.leaseMs, (key, e) => this.giveBack(key, e));
   }
-}
-
-function closedError(): FloodgateError {
-  return new FloodgateError(ErrorCode.CLOSED, 'LocalFirstStore was closed; create a new store to keep limiting.');
 }

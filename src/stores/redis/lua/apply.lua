@@ -5,11 +5,17 @@ local a, b
 -- Whether the state hash existed when the script began: a hash that never existed needs no DEL.
 local had_hash = false
 
+-- The hash's fields that held a value: a write overwrites fields in place and removes only these that are gone.
+local present = {}
+
 local function load_state()
   local fields = impl.fields
   local v = redis.call('HMGET', STATE, 'b', unpack(fields))
   for i = 1, #fields + 1 do
-    if v[i] then had_hash = true end
+    if v[i] then
+      had_hash = true
+      present[#present + 1] = (i == 1) and 'b' or fields[i - 1]
+    end
   end
   b = tonumber(v[1]) or 0
   table.remove(v, 1)
@@ -82,11 +88,20 @@ local function persist(now)
     fields[#fields + 1] = 'b'
     fields[#fields + 1] = int(b)
   end
-  -- DEL first: a state that shrank (no algorithm state left, or no block) must lose those fields.
-  if had_hash then redis.call('DEL', STATE) end
-  if #fields == 0 then return end
+  if #fields == 0 then
+    if had_hash then redis.call('DEL', STATE) end
+    return
+  end
   redis.call('HSET', STATE, unpack(fields))
-  if b == BLOCK_FOREVER then return end
+  -- A state that shrank (a block that ended, an algorithm state gone) loses those fields; overwriting the
+  -- rest in place spares the DEL that every write would otherwise need.
+  local gone = stale_fields(present, fields)
+  if #gone > 0 then redis.call('HDEL', STATE, unpack(gone)) end
+  -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
+  if b == BLOCK_FOREVER then
+    if had_hash then redis.call('PERSIST', STATE) end
+    return
+  end
   local expires_at = b
   if a ~= nil and impl.in_hash then expires_at = math.max(impl.expires_at(a), b) end
   expire(STATE, expires_at - now)

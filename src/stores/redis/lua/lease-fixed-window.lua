@@ -79,7 +79,7 @@ local grant = math.max(need, math.min(want, math.max(1, math.floor(remaining * s
 if grant > remaining then grant = remaining end
 if r == nil then
   r = now + W
-  -- DEL first, as fixed-window.lua persists: an expired window or block must not linger in the hash.
+  -- DEL first: an expired window or block must not linger in the hash.
   redis.call('DEL', STATE)
   redis.call('HSET', STATE, 'c', int(grant), 'r', int(r))
   expire(STATE, W)

@@ -41,6 +41,17 @@ local function full_view()
   return { remaining = L, reset = 0, retry = 0, empty = 0 }
 end
 
+-- The names in present (fields that held a value) that the flat name/value list written does not name again.
+local function stale_fields(present, written)
+  local again = {}
+  for i = 1, #written, 2 do again[written[i]] = true end
+  local gone = {}
+  for i = 1, #present do
+    if not again[present[i]] then gone[#gone + 1] = present[i] end
+  end
+  return gone
+end
+
 local function expire(key, ttl)
   if CLIENT_TIME and ttl < CLIENT_TIME_MIN_TTL then ttl = CLIENT_TIME_MIN_TTL end
   if ttl < 1 then ttl = 1 end

@@ -1,0 +1,111 @@
+/** LocalFirstStore's all-or-nothing consumes: decided from the leases in hand when every part can be, else sent to Redis whole. */
+import { FloodgateError } from '../../../errors.js';
+import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
+import type { RedisStore } from '../redis-store.js';
+import { lapse } from '../../lease-core.js';
+import { crossSlotError } from '../composite-call.js';
+import { admitted, blocked, exhausted, msUntil, type Entry } from './lease.js';
+
+/** What the composite decisions use of a LocalFirstStore. */
+export interface CompositeHost {
+  readonly entries: ReadonlyMap<string, Entry>;
+  /** The store's RedisStore, which sends a composite as one script call. */
+  readonly inner: RedisStore;
+  /** The store's time, or the clock's failure as a store error. */
+  readTime(): number | FloodgateError;
+  /** The key's entry, created if needed. */
+  touch(key: string, t: number): Entry;
+  /** Returns the entry's unspent units to Redis and forgets them. */
+  giveBack(key: string, e: Entry): void;
+  /** Counts a consume decided from memory. */
+  decided(e: Entry, cost: number, t: number): void;
+  /** CONFLICTING_OPTIONS when the key is in use here under another policy. */
+  conflict(operation: Operation): FloodgateError | undefined;
+  /** Sends the calls queued on the store's own pipeline now (the lease returns). */
+  flush(): void;
+}
+
+/** How memory sees one part: covered by its lease, refused by a mark (with the refusal), or undecidable. */
+type Look = { readonly fits: true } | { readonly fits: false; readonly refusal: Outcome } | undefined;
+
+function look(host: CompositeHost, op: Operation, t: number): Look {
+  if (op.policy.algorithm !== 'fixed-window') return undefined;
+  const e = host.entries.get(op.key);
+  if (e === undefined || e.policy === undefined) return undefined;
+  if (e.policy !== op.policy && !samePolicy(e.policy, op.policy)) return undefined;
+  if (e.blockedUntil !== 0 && e.blockedUntil > t) {
+    return { fits: false, refusal: blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t)) };
+  }
+  lapse(e, t);
+  if (e.waiters.length > 0) return undefined;
+  if (e.units >= op.amount) return { fits: true };
+  // With a block duration the refusal must reach Redis, which sets the block for everyone.
+  if (e.exhaustedUntil > t && op.policy.blockMs === 0) return { fits: false, refusal: exhausted(e, e.exhaustedUntil, t) };
+  return undefined;
+}
+
+/**
+ * The composite decided from memory at `t`, or undefined (nothing spent)
+ * when some part needs Redis. Every part covered by its lease: each spends
+ * from its lease. A part refused by a block or exhausted mark: nothing is
+ * spent, and the covered parts report what they have. Exact as leases are:
+ * a lease's units are already counted in Redis.
+ */
+export function decideAllInMemory(host: CompositeHost, operations: readonly Operation[], t: number): Outcome[] | undefined {
+  if (crossSlot(host, operations) !== undefined) return undefined;
+  const looks: Look[] = [];
+  for (const op of operations) {
+    const l = look(host, op, t);
+    if (l === undefined) return undefined;
+    looks.push(l);
+  }
+  const all = looks.every((l) => l!.fits);
+  return operations.map((op, i) => {
+    const l = looks[i]!;
+    // Most recently used, as a consume's touch does, so a hot key is never the one evicted.
+    const e = host.touch(op.key, t);
+    if (!l.fits) return l.refusal;
+    if (!all) return admitted(e, t);
+    e.units -= op.amount;
+    host.decided(e, op.amount, t);
+    return admitted(e, t);
+  });
+}
+
+/**
+ * The composite decided from memory when it can, else by Redis as one script
+ * call. Before that call, the leases of its fixed-window parts go back to
+ * Redis (queued ahead of it), so the script counts each unit once; the local
+ * entries then hold no units, so nothing here admits past what Redis said.
+ */
+export async function consumeAllLeased(host: CompositeHost, operations: readonly Operation[]): Promise<Outcome[]> {
+  const wrongSlots = crossSlot(host, operations);
+  if (wrongSlots !== undefined) throw wrongSlots;
+  const t = host.readTime();
+  if (t instanceof FloodgateError) throw t;
+  const local = decideAllInMemory(host, operations, t);
+  if (local !== undefined) return local;
+  for (const op of operations) {
+    if (op.policy.algorithm !== 'fixed-window') continue;
+    const conflict = host.conflict(op);
+    if (conflict !== undefined) throw conflict;
+  }
+  let returned = false;
+  for (const op of operations) {
+    if (op.policy.algorithm !== 'fixed-window') continue;
+    const e = host.touch(op.key, t);
+    if (e.units > 0) returned = true;
+    host.giveBack(op.key, e);
+    // The composite's usage is this policy's, as a consume would take the key over.
+    e.policy = op.policy;
+    e.lastUse = t;
+  }
+  if (returned) host.flush();
+  return host.inner.consumeAll(operations);
+}
+
+/** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */
+function crossSlot(host: CompositeHost, operations: readonly Operation[]): FloodgateError | undefined {
+  const kind = host.inner.clientKind;
+  return kind === 'ioredis-cluster' || kind === 'node-redis-cluster' ? crossSlotError(operations) : undefined;
+}

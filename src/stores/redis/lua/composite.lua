@@ -1,0 +1,183 @@
+-- Tail of the composite script: src/algorithms/composite.ts applyComposite over several keys, each with its own algorithm, all or nothing.
+--
+-- KEYS[2i-1]  part i's state hash; KEYS[2i] its sliding-log list (declared for every part, so every key a part may touch is in KEYS)
+-- ARGV[1..3]  unused ('0'): each part brings its own limit, window and block
+-- ARGV[4]     '1' when ARGV[5] carries the time (the store has a clock); '0' to use Redis TIME
+-- ARGV[5]     the time with ARGV[4] = '1', else '0'
+-- ARGV[6..]   five values per part: algorithm name, limit, window ms, block ms, cost
+-- Returns five integers per part, encoded as apply.lua does.
+--
+-- The prelude's L, W and BLOCK_MS are reassigned before each part's algorithm runs: the algorithm
+-- functions close over those locals, so they always see the current part's policy.
+
+local FIRST_PART = 6
+local PART_WIDTH = 5
+local MAKERS = {
+  ['fixed-window'] = make_fixed_window,
+  ['sliding-window'] = make_sliding_window,
+  ['sliding-log'] = make_sliding_log,
+  ['token-bucket'] = make_token_bucket,
+}
+
+local now = server_now
+if CLIENT_TIME then now = tonumber(ARGV[5]) end
+
+local function encode_ms(x)
+  if x == INF then return -1 end
+  return x
+end
+
+local function use(p)
+  L, W, BLOCK_MS = p.limit, p.window, p.block
+end
+
+-- Reads a part's state and normalizes it, as applyOperation begins; keeps what was read to tell a change.
+local function load_part(p)
+  use(p)
+  local fields = p.impl.fields
+  local v = redis.call('HMGET', p.state, 'b', unpack(fields))
+  p.had_hash = false
+  p.present = {}
+  for i = 1, #fields + 1 do
+    if v[i] then
+      p.had_hash = true
+      p.present[#p.present + 1] = (i == 1) and 'b' or fields[i - 1]
+    end
+  end
+  local b = tonumber(v[1]) or 0
+  table.remove(v, 1)
+  local a = p.impl.decode(v)
+  p.a0, p.b0 = a, b
+  p.a = p.impl.normalize(a, now)
+  if b > 0 and b <= now then b = 0 end
+  p.b = b
+end
+
+-- Whether the part's consume would be admitted, without spending: the sliding log's try_consume
+-- pushes to its list, so its test is the same comparison made without the push.
+local function fits(p)
+  use(p)
+  if p.b ~= 0 then return false end
+  if p.sliding_log then return ((p.a and p.a.n) or 0) + p.cost <= L end
+  -- Kept for the second phase, which would compute the same state again.
+  p.next = p.impl.try_consume(p.a, p.cost, now)
+  return p.next ~= nil
+end
+
+-- applyOperation's consume or peek on an already loaded part; appends the outcome's five integers to out.
+local function step(p, consume, out)
+  use(p)
+  local a, b = p.a, p.b
+  local allowed = true
+  local cost = 1
+  if consume then
+    cost = p.cost
+    if b == 0 then
+      local nxt = p.next
+      if p.sliding_log then nxt = p.impl.try_consume(a, cost, now) end
+      if nxt == nil then
+        allowed = false
+        if BLOCK_MS > 0 then b = now + BLOCK_MS end
+      else
+        a = nxt
+      end
+    end
+  end
+  p.a, p.b = a, b
+  local view = p.impl.view(a, cost, now)
+  local n = #out
+  if b ~= 0 then
+    local block_left = INF
+    if b ~= BLOCK_FOREVER then block_left = b - now end
+    out[n + 1] = 0
+    out[n + 2] = 0
+    out[n + 3] = encode_ms(math.max(view.reset, block_left))
+    out[n + 4] = encode_ms(block_left)
+    out[n + 5] = encode_ms(block_left)
+  else
+    if not consume then allowed = view.retry == 0 end
+    out[n + 1] = allowed and 1 or 0
+    out[n + 2] = view.remaining
+    out[n + 3] = view.reset
+    out[n + 4] = allowed and 0 or view.retry
+    out[n + 5] = view.empty
+  end
+end
+
+-- apply.lua persist for one part, then the algorithm's deferred work (the sliding log's TTL).
+local function persist(p)
+  use(p)
+  local a, b = p.a, p.b
+  if a ~= p.a0 or b ~= p.b0 then
+    local fields = {}
+    if a ~= nil then fields = p.impl.encode(a) end
+    if b ~= 0 then
+      fields[#fields + 1] = 'b'
+      fields[#fields + 1] = int(b)
+    end
+    if #fields == 0 then
+      if p.had_hash then redis.call('DEL', p.state) end
+    else
+      redis.call('HSET', p.state, unpack(fields))
+      local gone = stale_fields(p.present, fields)
+      if #gone > 0 then redis.call('HDEL', p.state, unpack(gone)) end
+      -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
+      if b == BLOCK_FOREVER then
+        if p.had_hash then redis.call('PERSIST', p.state) end
+      else
+        local expires_at = b
+        if a ~= nil and p.impl.in_hash then expires_at = math.max(p.impl.expires_at(a), b) end
+        expire(p.state, expires_at - now)
+      end
+    end
+  end
+  if p.impl.finish then p.impl.finish(now) end
+end
+
+local parts = {}
+local shared = {}
+local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
+for i = 1, count do
+  local j = FIRST_PART + (i - 1) * PART_WIDTH
+  local make = MAKERS[ARGV[j]]
+  if make == nil then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[j])) end
+  local p = {
+    state = KEYS[2 * i - 1],
+    limit = tonumber(ARGV[j + 1]),
+    window = tonumber(ARGV[j + 2]),
+    block = tonumber(ARGV[j + 3]),
+    cost = tonumber(ARGV[j + 4]),
+    sliding_log = ARGV[j] == 'sliding-log',
+  }
+  -- The sliding log gets an instance per part (it keeps its list's name and a read cache per key); the
+  -- other algorithms read only the policy locals, so one instance per algorithm serves every part.
+  if p.sliding_log then
+    p.impl = make({ KEYS[2 * i - 1], KEYS[2 * i] })
+  else
+    shared[ARGV[j]] = shared[ARGV[j]] or make({})
+    p.impl = shared[ARGV[j]]
+  end
+  parts[i] = p
+end
+
+-- Phase 1: decide without writing.
+local all = true
+for i = 1, count do
+  local p = parts[i]
+  load_part(p)
+  p.fits = fits(p)
+  if not p.fits then all = false end
+end
+
+-- Phase 2: every part spends, or only the refusing parts change (their block); the others report a peek.
+local out = {}
+for i = 1, count do
+  local p = parts[i]
+  if all or not p.fits then
+    step(p, true, out)
+    persist(p)
+  else
+    step(p, false, out)
+  end
+end
+return out

@@ -1,0 +1,127 @@
+// LocalFirstStore.consumeAll on a real Redis: decided from the leases without Redis when every part is covered, else one composite call, counted once.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { ManualClock, type Operation, type Policy } from '../../src/index.js';
+import { LocalFirstStore } from '../../src/stores/redis/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { untilLive } from '../support/local-first.js';
+
+let server: RedisServer;
+let admin: Redis;
+before(async () => {
+  server = await startRedis();
+  admin = new Redis({ port: server.port, host: server.host });
+});
+after(async () => {
+  admin?.disconnect();
+  await server?.stop();
+});
+
+const fixed: Policy = Object.freeze({ algorithm: 'fixed-window', limit: 100, windowMs: 60_000, blockMs: 0 });
+const sliding: Policy = Object.freeze({ algorithm: 'sliding-window', limit: 100, windowMs: 60_000, blockMs: 0 });
+const consume = (key: string, policy: Policy, amount = 1): Operation => ({ kind: 'consume', key, amount, policy });
+
+async function scriptCalls(): Promise<number> {
+  const info = await admin.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) n += Number(m[1]);
+  return n;
+}
+
+async function newStore(clock: ManualClock): Promise<{ store: LocalFirstStore; close(): Promise<void> }> {
+  const client = new Redis({ port: server.port, host: server.host });
+  const store = new LocalFirstStore({ client, clock: clock.now, channel: `lf-composite-${process.pid}-${Math.random()}` });
+  await untilLive(store);
+  return { store, close: async () => (await store.close(), client.disconnect()) };
+}
+
+test('a composite every lease covers is decided in memory: no Redis call, every lease spends', async () => {
+  const clock = new ManualClock(5_000_000);
+  const { store, close } = await newStore(clock);
+  const a = `lf:{c1}:a:${process.pid}`;
+  const b = `lf:{c1}:b:${process.pid}`;
+  // Warm both keys up until each holds a lease of a few units.
+  for (let i = 0; i < 5; i++) await Promise.all([store.apply(consume(a, fixed)), store.apply(consume(b, fixed))]);
+  const ops = [consume(a, fixed), consume(b, fixed, 2)];
+  assert.notEqual(store.consumeAllNow([consume(a, fixed, 0), consume(b, fixed, 0)]), undefined, 'both keys hold a lease');
+  await admin.config('RESETSTAT');
+  const before = store.stats().localDecisions;
+  const outcomes = await store.consumeAll(ops);
+  assert.deepEqual(
+    outcomes.map((o) => o.allowed),
+    [true, true],
+  );
+  assert.equal(await scriptCalls(), 0);
+  assert.equal(store.stats().localDecisions, before + 2);
+  await close();
+  // Accuracy: after the leases went back, Redis counts exactly what was admitted (5 + 1 and 5 + 2).
+  const { store: check, close: closeCheck } = await newStore(clock);
+  assert.equal((await check.apply({ kind: 'peek', key: a, amount: 1, policy: fixed })).remaining, 94);
+  assert.equal((await check.apply({ kind: 'peek', key: b, amount: 1, policy: fixed })).remaining, 93);
+  await closeCheck();
+});
+
+test('a composite memory cannot decide goes to Redis as one script call', async () => {
+  const clock = new ManualClock(6_000_000);
+  const { store, close } = await newStore(clock);
+  const ops = [consume(`lf:{c2}:new:${process.pid}`, fixed), consume(`lf:{c2}:org:${process.pid}`, sliding)];
+  assert.equal(store.consumeAllNow(ops), undefined);
+  // Loads the composite script, so the count below is not a NOSCRIPT and its EVAL.
+  await store.consumeAll([consume(`lf:{c2}:warm:${process.pid}`, sliding)]);
+  await admin.config('RESETSTAT');
+  const outcomes = await store.consumeAll(ops);
+  assert.deepEqual(
+    outcomes.map((o) => [o.allowed, o.remaining]),
+    [
+      [true, 99],
+      [true, 99],
+    ],
+  );
+  assert.equal(await scriptCalls(), 1);
+  await close();
+});
+
+test('a leased key in a composite sent to Redis: its lease goes back first, so each unit is counted once', async () => {
+  const clock = new ManualClock(7_000_000);
+  const { store, close } = await newStore(clock);
+  const a = `lf:{c3}:a:${process.pid}`;
+  const org = `lf:{c3}:org:${process.pid}`;
+  for (let i = 0; i < 5; i++) await store.apply(consume(a, fixed));
+  assert.notEqual(store.consumeAllNow([consume(a, fixed, 0)]), undefined, 'the key holds a lease');
+  const outcomes = await store.consumeAll([consume(a, fixed, 3), consume(org, sliding)]);
+  // 5 consumed before, 3 now: Redis says 92 left, not 92 minus the lease it had granted.
+  assert.deepEqual(
+    outcomes.map((o) => [o.allowed, o.remaining]),
+    [
+      [true, 92],
+      [true, 99],
+    ],
+  );
+  // The next consume on the key finds no units here, so it asks Redis: nothing is admitted past what Redis said.
+  assert.equal(store.consumeAllNow([consume(a, fixed)]), undefined);
+  assert.equal((await store.apply({ kind: 'peek', key: a, amount: 1, policy: fixed })).remaining, 92);
+  await close();
+});
+
+test('a composite refused by a part whose window is exhausted here is refused in memory, spending nothing', async () => {
+  const clock = new ManualClock(8_000_000);
+  const { store, close } = await newStore(clock);
+  const small: Policy = Object.freeze({ ...fixed, limit: 2 });
+  const a = `lf:{c4}:a:${process.pid}`;
+  const u = `lf:{c4}:u:${process.pid}`;
+  for (let i = 0; i < 3; i++) await store.apply(consume(a, small));
+  for (let i = 0; i < 5; i++) await store.apply(consume(u, fixed));
+  await admin.config('RESETSTAT');
+  const outcomes = store.consumeAllNow([consume(u, fixed), consume(a, small)]);
+  assert.ok(outcomes !== undefined, 'decided in memory');
+  assert.deepEqual(
+    outcomes.map((o) => o.allowed),
+    [true, false],
+  );
+  assert.equal(await scriptCalls(), 0);
+  await close();
+  const { store: check, close: closeCheck } = await newStore(clock);
+  assert.equal((await check.apply({ kind: 'peek', key: u, amount: 1, policy: fixed })).remaining, 95);
+  await closeCheck();
+});
