@@ -22,13 +22,19 @@ export function costAndKeys<Raw>(
   next: Next,
 ): HttpOutcome | Promise<HttpOutcome> {
   const keyed = (cost: number): HttpOutcome | Promise<HttpOutcome> => {
-    if (!policies.some((p) => p.key !== undefined)) return next(cost, key);
+    if (!ownKeys(policies)) return next(cost, key);
     const keys = policyKeys(policies, key, view.raw, client(), settings.maxKeyLength);
     return isThenable(keys) ? Promise.resolve(keys).then((all) => next(cost, all)) : next(cost, keys);
   };
   if (typeof settings.cost === 'number') return keyed(settings.cost);
   const returned = settings.cost(view.raw, client());
   return isThenable(returned) ? Promise.resolve(returned).then(keyed) : keyed(returned);
+}
+
+/** True when a policy has a key of its own (else every policy counts by the route's key, the common case, with no array made). */
+export function ownKeys(policies: readonly NamedPolicy[]): boolean {
+  for (const p of policies) if (p.key !== undefined) return true;
+  return false;
 }
 
 /**

@@ -5,7 +5,7 @@ import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, keyAt, toReport, type Keys } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
-import { costAndKeys } from './cost-and-keys.js';
+import { costAndKeys, ownKeys } from './cost-and-keys.js';
 import { consumeEach, refund, refundLate, refundLateComposite, type GiveBack } from './give-back.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
 import { refundWhenDone } from './count-by-outcome.js';
@@ -181,6 +181,8 @@ export class HttpLimiter<Raw> {
     key: string,
     policies: readonly NamedPolicy[],
   ): HttpOutcome | Promise<HttpOutcome> {
+    const cost = this.settings.cost;
+    if (typeof cost === 'number' && !ownKeys(policies)) return this.counted(view.raw, identity.ip, key, cost, policies, key);
     let client = known;
     const decide = (cost: number, keys: Keys): HttpOutcome | Promise<HttpOutcome> =>
       this.counted(view.raw, identity.ip, key, cost, policies, keys);
@@ -233,10 +235,8 @@ export class HttpLimiter<Raw> {
   }
 
   /**
-   * A composite that failed as a whole: a store failure (or the middleware's
-   * timeout) is answered per `onStoreError`, anything else goes to the
-   * framework. A composite that outlives the timeout and is admitted later
-   * gives its units back, since the request was not served under it.
+   * A composite that failed as a whole: a store failure (or timeout) per `onStoreError`, anything else to the framework;
+   * one admitted after the timeout gives its units back, since the request was not served under it.
    */
   private apart(
     raw: Raw,
