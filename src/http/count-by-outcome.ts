@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { ErrorCode, FloodgateError } from '../errors.js';
 import { optionalBoolean, optionalFunction } from '../validate.js';
 import type { NamedPolicy } from './options.js';
+import { keyAt, type PolicyKeys } from './policy-keys.js';
 import type { RateLimitInfo } from './types.js';
 
 /** Whether a finished request gives its units back: `status` is undefined when the connection closed before the response ended. */
@@ -49,13 +50,15 @@ export function parseRefundRule<Raw>(
 /**
  * Watches `res` until its response ends ('finish') or its connection closes
  * first ('close'), then, when `rule` says so, gives `info.cost` back to each
- * of `policies` through `giveBack`. Listens once; never throws.
+ * of `policies` through `giveBack`, under each policy's own key when `keys`
+ * holds them. Listens once; never throws.
  */
 export function refundWhenDone<Raw>(
   raw: Raw,
   res: ServerResponse,
   info: RateLimitInfo,
   policies: readonly NamedPolicy[],
+  keys: PolicyKeys | undefined,
   rule: RefundRule<Raw>,
   giveBack: (policy: NamedPolicy, key: string, cost: number) => void,
   report: (error: unknown) => void,
@@ -73,7 +76,7 @@ export function refundWhenDone<Raw>(
       report(error);
       return;
     }
-    if (refund) for (const policy of policies) giveBack(policy, info.key, info.cost);
+    if (refund) policies.forEach((policy, i) => giveBack(policy, keyAt(info.key, keys, i), info.cost));
   };
   res.once('finish', settle);
   res.once('close', settle);

@@ -2,9 +2,7 @@
 import type { CompositeDecision } from '../composite.js';
 import type { Decision } from '../decision.js';
 import type { NamedPolicy } from './options.js';
-import { isStoreFailure } from '../errors.js';
-import type { CallGuard } from './call-guard.js';
-import { keyAt, settle, type Keys } from './limiter-parts.js';
+import { keyAt, type PolicyKeys } from './policy-keys.js';
 
 /** Rewards `cost` units of `key` to one policy; resolves to its state after, or undefined when that failed (the caller reports it). */
 export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;
@@ -17,7 +15,8 @@ export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promi
 export async function refund(
   policies: readonly NamedPolicy[],
   decisions: Array<Decision | undefined>,
-  keys: Keys,
+  key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): Promise<void> {
@@ -25,7 +24,7 @@ export async function refund(
     decisions.map(async (d, i) => {
       // A fail-open decision spent nothing; a refused one spent nothing either.
       if (d === undefined || !d.allowed || d.source === 'fail-open') return;
-      const after = await giveBack(policies[i]!, keyAt(keys, i), cost);
+      const after = await giveBack(policies[i]!, keyAt(key, keys, i), cost);
       // Still reported as admitting: it was not this policy that refused.
       if (after !== undefined) decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
     }),
@@ -42,14 +41,15 @@ export function refundLate(
   calls: ReadonlyArray<Promise<Decision>>,
   settled: ReadonlyArray<PromiseSettledResult<Decision>>,
   timedOut: (error: unknown) => boolean,
-  keys: Keys,
+  key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): void {
   settled.forEach((result, i) => {
     if (result.status !== 'rejected' || !timedOut(result.reason)) return;
     calls[i]!.then(
-      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : giveBack(policies[i]!, keyAt(keys, i), cost)),
+      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : giveBack(policies[i]!, keyAt(key, keys, i), cost)),
       () => undefined, // already reported as a timeout
     );
   });
@@ -59,7 +59,8 @@ export function refundLate(
 export function refundLateComposite(
   policies: readonly NamedPolicy[],
   call: Promise<CompositeDecision>,
-  keys: Keys,
+  key: string,
+  keys: PolicyKeys | undefined,
   cost: number,
   giveBack: GiveBack,
 ): void {
@@ -67,41 +68,9 @@ export function refundLateComposite(
     (late) => {
       if (!late.allowed) return;
       late.parts.forEach((part, i) => {
-        if (part !== undefined && part.source !== 'fail-open') void giveBack(policies[i]!, keyAt(keys, i), cost);
+        if (part !== undefined && part.source !== 'fail-open') void giveBack(policies[i]!, keyAt(key, keys, i), cost);
       });
     },
     () => undefined, // already reported as a timeout
   );
-}
-
-/** What {@link consumeEach} met: each call and its result, the decisions, store failures, another error, and whether one refused. */
-export interface ConsumedEach {
-  readonly calls: ReadonlyArray<Promise<Decision>>;
-  readonly settled: ReadonlyArray<PromiseSettledResult<Decision>>;
-  readonly decisions: Array<Decision | undefined>;
-  readonly storeErrors: unknown[];
-  readonly badCall: unknown;
-  readonly refused: boolean;
-}
-
-/** Every policy's consume on its own, each bounded by the middleware's timeout: the path of policies no one step decides together. */
-export async function consumeEach(policies: readonly NamedPolicy[], keys: Keys, cost: number, guard: CallGuard): Promise<ConsumedEach> {
-  const calls = policies.map((p, i) => p.limiter.consume(keyAt(keys, i), cost));
-  const settled =
-    calls.length === 1 ? [await settle(guard.wrap(calls[0]!))] : await Promise.allSettled(calls.map((call) => guard.wrap(call)));
-  const decisions: Array<Decision | undefined> = [];
-  const storeErrors: unknown[] = [];
-  let badCall: unknown;
-  let refused = false;
-  for (const result of settled) {
-    if (result.status === 'fulfilled') {
-      decisions.push(result.value);
-      if (!result.value.allowed) refused = true;
-    } else {
-      decisions.push(undefined);
-      if (isStoreFailure(result.reason)) storeErrors.push(result.reason);
-      else badCall ??= result.reason;
-    }
-  }
-  return { calls, settled, decisions, storeErrors, badCall, refused };
 }

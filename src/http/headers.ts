@@ -33,7 +33,7 @@ const MODE_FIELDS: Readonly<Record<HeaderMode, readonly string[]>> = {
 export interface PolicyReport {
   /** Policy name, as it appears in the IETF fields and in `violated-policies`. */
   readonly name: string;
-  /** The key this policy counted the request by: the route's key, or the policy's own. */
+  /** The key this policy counted the request under, when the policy has its own `key` (else the route's key). */
   readonly key?: string;
   /** The limit (quota units per window). */
   readonly limit: number;

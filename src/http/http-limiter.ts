@@ -2,29 +2,25 @@
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
 import { isStoreFailure } from '../errors.js';
-import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, continueWith, isThenable, keyAt, toReport, type Keys } from './limiter-parts.js';
+import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
+import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
-import { costAndKeys, ownKeys } from './cost-and-keys.js';
-import { consumeEach, refund, refundLate, refundLateComposite, type GiveBack } from './give-back.js';
+import { refund, refundLate, refundLateComposite } from './give-back.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
 import { refundWhenDone } from './count-by-outcome.js';
-import { CallGuard } from './call-guard.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
-import { resolveHttpOptions, listMatches, type HttpSettings, type NamedPolicy } from './options.js';
-import { RefusalBodies, SharedRefusals, QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
-import type {
-  HttpRateLimitOptions,
-  AdapterConfig,
-  HttpOutcome,
-  RequestView,
-  ClientInfo,
-  ApiKeySource,
-  DecisionInfo,
-  RateLimitInfo,
-  RefusalInfo,
-} from './types.js';
+import { resolveHttpOptions, listMatches, type NamedPolicy } from './options.js';
+import { SharedRefusals } from './refusal.js';
+import { LimiterHooks } from './limiter-hooks.js';
+import { hasOwnKeys, keyAt, policyKeys, type PolicyKeys } from './policy-keys.js';
+import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource, RateLimitInfo } from './types.js';
+
+/** The policies an admitted request counted against, and their own keys when some have one. */
+interface Counted {
+  readonly policies: readonly NamedPolicy[];
+  readonly keys: PolicyKeys | undefined;
+}
 
 const NO_ERRORS: readonly unknown[] = Object.freeze([]);
 
@@ -35,21 +31,17 @@ const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Objec
  * middleware (all options validated up front), then {@link handle} is
  * called per request and never rejects.
  */
-export class HttpLimiter<Raw> {
+export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
   /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
   private readonly refusals: SharedRefusals;
-  /** The refusal bodies, each distinct built-in one rendered once. */
-  private readonly bodies: RefusalBodies;
   /** Who each request comes from, memoised per socket or framework address. */
   private readonly identities: ClientIdentities<Raw>;
-  /** The options, checked and resolved. */
-  private readonly settings: HttpSettings<Raw>;
   /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
   readonly usesFrameworkIp: boolean;
-  /** The policies each admitted request was counted by, while its response runs; only with a refund rule. */
-  private readonly applied = new WeakMap<RateLimitInfo, { readonly policies: readonly NamedPolicy[]; readonly keys: Keys }>();
-  /** The middleware's own timeout around each limiter call. */
-  private readonly guard: CallGuard;
+  /** The route's fixed policies when none has a key of its own (the usual route), else undefined. */
+  private readonly plainPolicies: readonly NamedPolicy[] | undefined;
+  /** The policies each admitted request was counted by, and their own keys, while its response runs; only with a refund rule. */
+  private readonly applied = new WeakMap<RateLimitInfo, Counted>();
 
   /**
    * @param options - see {@link HttpRateLimitOptions}
@@ -57,17 +49,11 @@ export class HttpLimiter<Raw> {
    * @throws FloodgateError for any invalid option (UNKNOWN_OPTION, INVALID_OPTIONS, CONFLICTING_OPTIONS, …)
    */
   constructor(options: HttpRateLimitOptions<Raw>, adapter: AdapterConfig) {
-    this.settings = resolveHttpOptions(options, adapter);
+    super(resolveHttpOptions(options, adapter));
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
-    this.bodies = new RefusalBodies(this.settings.body);
+    this.plainPolicies = hasOwnKeys(this.settings.policies) ? undefined : this.settings.policies;
     this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
     this.identities = new ClientIdentities(this.settings);
-    this.guard = new CallGuard(this.settings.timeoutMs);
-  }
-
-  /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
-  reportError(error: unknown, raw: Raw | undefined): void {
-    this.report(error, raw);
   }
 
   /**
@@ -81,14 +67,10 @@ export class HttpLimiter<Raw> {
     if (rule === undefined || info === undefined) return;
     const counted = this.applied.get(info);
     if (counted === undefined) return;
-    const { policies, keys } = counted;
-    // Each policy's units go back under the key it counted them by.
-    const giveBack = (policy: NamedPolicy, _routeKey: string, cost: number): void => {
-      this.guard
-        .wrap(policy.limiter.reward(keyAt(keys, policies.indexOf(policy)), cost))
-        .then(undefined, (error: unknown) => this.report(error, raw));
+    const giveBack = (policy: NamedPolicy, key: string, cost: number): void => {
+      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => this.report(error, raw));
     };
-    refundWhenDone(raw, res, info, policies, rule, giveBack, (error) => this.report(error, raw));
+    refundWhenDone(raw, res, info, counted.policies, counted.keys, rule, giveBack, (error) => this.report(error, raw));
   }
 
   /** The names of this route's policies, in order (none when a function picks them per request). */
@@ -158,12 +140,7 @@ export class HttpLimiter<Raw> {
       return this.refuse(view.raw, { reason: 'denied', status: this.settings.denyStatus, key: rawKey, ip }, []);
     }
     if (this.settings.allow !== undefined && listMatches(this.settings.allow, address, rawKey)) return CONTINUE;
-    if (rawKey === undefined) {
-      const missing = this.settings.keySource as Required<ApiKeySource>;
-      const extra: HeaderPair[] = missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
-      const info = { reason: 'missing-key', status: missing.missingStatus, key: undefined, ip, missingHeader: missing.header } as const;
-      return this.refuse(view.raw, info, extra);
-    }
+    if (rawKey === undefined) return this.missingKey(view.raw, ip, this.settings.keySource as Required<ApiKeySource>);
     const key = boundKey(rawKey, this.settings.maxKeyLength);
     const select = this.settings.selectPolicies;
     if (select === undefined) return this.costed(view, identity, known, key, this.settings.policies);
@@ -173,7 +150,14 @@ export class HttpLimiter<Raw> {
     return this.costed(view, identity, client, key, chosen);
   }
 
-  /** The request's cost and each policy's key (see cost-and-keys.ts), then the decision by `policies`. */
+  /** The answer to a request without the route's (or a policy's) key header. */
+  private missingKey(raw: Raw, ip: string | undefined, missing: Required<ApiKeySource>): HttpOutcome {
+    const extra: HeaderPair[] = missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
+    const info = { reason: 'missing-key', status: missing.missingStatus, key: undefined, ip, missingHeader: missing.header } as const;
+    return this.refuse(raw, info, extra);
+  }
+
+  /** The request's cost, then its decision by `policies`. */
   private costed(
     view: RequestView<Raw>,
     identity: Identity,
@@ -182,33 +166,58 @@ export class HttpLimiter<Raw> {
     policies: readonly NamedPolicy[],
   ): HttpOutcome | Promise<HttpOutcome> {
     const cost = this.settings.cost;
-    if (typeof cost === 'number' && !ownKeys(policies)) return this.counted(view.raw, identity.ip, key, cost, policies, key);
-    let client = known;
-    const decide = (cost: number, keys: Keys): HttpOutcome | Promise<HttpOutcome> =>
-      this.counted(view.raw, identity.ip, key, cost, policies, keys);
-    return costAndKeys(this.settings, view, () => (client ??= clientInfo(view, identity)), key, policies, decide);
+    if (typeof cost === 'number') {
+      // The route's own policies without keys of their own: straight to the decision, as before per-policy keys.
+      if (policies === this.plainPolicies) return this.counted(view.raw, identity.ip, key, cost, policies, undefined);
+      return this.keyedEach(view, identity, known, key, cost, policies);
+    }
+    const returned = cost(view.raw, known ?? clientInfo(view, identity));
+    if (isThenable(returned)) return Promise.resolve(returned).then((c) => this.keyedEach(view, identity, known, key, c, policies));
+    return this.keyedEach(view, identity, known, key, returned, policies);
   }
 
-  /** The decision, synchronous when the in-memory block or an in-process store answers; several policies on one store in one step. */
+  /** Each policy's own key, when some policy has one (else nothing is allocated), then the decision. */
+  private keyedEach(
+    view: RequestView<Raw>,
+    identity: Identity,
+    known: ClientInfo | undefined,
+    key: string,
+    cost: number,
+    policies: readonly NamedPolicy[],
+  ): HttpOutcome | Promise<HttpOutcome> {
+    const ip = identity.ip;
+    if (!hasOwnKeys(policies)) return this.counted(view.raw, ip, key, cost, policies, undefined);
+    const inputs = { routeKey: key, ipKey: identity.key, headers: view.headers, maxKeyLength: this.settings.maxKeyLength };
+    const keys = policyKeys(policies, view.raw, () => known ?? clientInfo(view, identity), inputs);
+    if (isThenable(keys)) return keys.then((k) => this.counted(view.raw, ip, key, cost, policies, k));
+    if (!Array.isArray(keys)) return this.missingKey(view.raw, identity.ip, keys as Required<ApiKeySource>);
+    return this.counted(view.raw, ip, key, cost, policies, keys);
+  }
+
+  /**
+   * The only policy's decision when it needs no waiting (the in-memory block
+   * refuses, or the store is in process), else the store path. Several
+   * policies always take the store path: a refusal by one gives back what
+   * the others took.
+   */
   private counted(
     raw: Raw,
     ip: string | undefined,
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
-    keys: Keys,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
     if (policies.length === 1) {
-      const own = keyAt(keys, 0);
-      const now = policies[0]!.limiter.consumeNow(own, cost);
+      const now = policies[0]!.limiter.consumeNow(keyAt(key, keys, 0), cost);
       if (now !== undefined)
         return now.allowed
-          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now, own)
-          : this.limitedOne(raw, key, ip, cost, policies[0]!, now, own);
+          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now, keys)
+          : this.limitedOne(raw, key, ip, cost, policies[0]!, now, keys);
       return this.consumed(raw, ip, key, cost, policies, keys);
     }
     if (!decidableTogether(policies)) return this.consumed(raw, ip, key, cost, policies, keys);
-    const parts = policies.map((p, i) => ({ limiter: p.limiter, key: keyAt(keys, i), cost }));
+    const parts = policies.map((p, i) => ({ limiter: p.limiter, key: keyAt(key, keys, i), cost }));
     const now = consumeAllNow(parts);
     if (now !== undefined) return this.together(raw, ip, key, cost, policies, now, keys);
     const call = consumeAll(parts);
@@ -226,7 +235,7 @@ export class HttpLimiter<Raw> {
     cost: number,
     policies: readonly NamedPolicy[],
     d: CompositeDecision,
-    keys: Keys,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome {
     const reports = compositeReports(policies, d, keys);
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
@@ -235,8 +244,10 @@ export class HttpLimiter<Raw> {
   }
 
   /**
-   * A composite that failed as a whole: a store failure (or timeout) per `onStoreError`, anything else to the framework;
-   * one admitted after the timeout gives its units back, since the request was not served under it.
+   * A composite that failed as a whole: a store failure (or the middleware's
+   * timeout) is answered per `onStoreError`, anything else goes to the
+   * framework. A composite that outlives the timeout and is admitted later
+   * gives its units back, since the request was not served under it.
    */
   private apart(
     raw: Raw,
@@ -246,11 +257,11 @@ export class HttpLimiter<Raw> {
     policies: readonly NamedPolicy[],
     call: Promise<CompositeDecision>,
     error: unknown,
-    keys: Keys,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome {
     if (!isStoreFailure(error)) return { action: 'error', error };
     this.report(error, raw);
-    if (this.guard.timedOut(error)) refundLateComposite(policies, call, keys, cost, this.giveBack(raw));
+    if (this.guard.timedOut(error)) refundLateComposite(policies, call, key, keys, cost, this.giveBack(raw));
     return this.concluded(raw, ip, key, cost, policies, [], [], [error], keys);
   }
 
@@ -265,31 +276,48 @@ export class HttpLimiter<Raw> {
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
-    keys: Keys,
+    keys: PolicyKeys | undefined,
   ): Promise<HttpOutcome> {
-    const { calls, settled, decisions, storeErrors, badCall, refused } = await consumeEach(policies, keys, cost, this.guard);
+    const calls = policies.map((p, i) => p.limiter.consume(keyAt(key, keys, i), cost));
+    const settled =
+      calls.length === 1
+        ? [await settle(this.guard.wrap(calls[0]!))]
+        : await Promise.allSettled(calls.map((call) => this.guard.wrap(call)));
+    const decisions: Array<Decision | undefined> = [];
+    const storeErrors: unknown[] = [];
+    let badCall: unknown;
+    let refused = false;
+    for (const result of settled) {
+      if (result.status === 'fulfilled') {
+        decisions.push(result.value);
+        if (!result.value.allowed) refused = true;
+      } else {
+        decisions.push(undefined);
+        if (isStoreFailure(result.reason)) storeErrors.push(result.reason);
+        else badCall ??= result.reason;
+      }
+    }
     for (const error of storeErrors) this.report(error, raw);
     // One policy that answered: nothing to give back either way.
     if (decisions.length === 1 && decisions[0] !== undefined) {
       const only = decisions[0];
-      const own = keyAt(keys, 0);
       return only.allowed
-        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only, own)
-        : this.limitedOne(raw, key, ip, cost, policies[0]!, only, own);
+        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only, keys)
+        : this.limitedOne(raw, key, ip, cost, policies[0]!, only, keys);
     }
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
     if (giveBack) {
       const giveBack = this.giveBack(raw);
-      refundLate(policies, calls, settled, (error) => this.guard.timedOut(error), keys, cost, giveBack);
+      refundLate(policies, calls, settled, (error) => this.guard.timedOut(error), key, keys, cost, giveBack);
       if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
-        await refund(policies, decisions, keys, cost, giveBack);
+        await refund(policies, decisions, key, keys, cost, giveBack);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
     const reports: PolicyReport[] = [];
     decisions.forEach((d, i) => {
-      if (d !== undefined) reports.push(toReport(policies[i]!, d, keyAt(keys, i)));
+      if (d !== undefined) reports.push(toReport(policies[i]!, d, keys?.[i]));
     });
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
@@ -310,7 +338,7 @@ export class HttpLimiter<Raw> {
     reports: PolicyReport[],
     rateHeaders: readonly HeaderPair[],
     errors: readonly unknown[],
-    keys: Keys,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome {
     if (errors.length > 0 && !this.settings.passOnStoreError) {
       const status = this.settings.storeErrorStatus;
@@ -330,16 +358,16 @@ export class HttpLimiter<Raw> {
     cost: number,
     policy: NamedPolicy,
     decision: Decision,
-    own: string,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome {
-    const reports = [toReport(policy, decision, own)];
+    const reports = [toReport(policy, decision, keys?.[0])];
     this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], own);
+    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], keys);
   }
 
   /** Remembers which policies counted an admitted request, when a refund rule may give its units back. */
-  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: Keys): HttpOutcome {
+  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: PolicyKeys | undefined): HttpOutcome {
     if (this.settings.refundRule !== undefined && outcome.action === 'continue' && outcome.info !== undefined) {
       this.applied.set(outcome.info, { policies, keys });
     }
@@ -357,88 +385,12 @@ export class HttpLimiter<Raw> {
     cost: number,
     policy: NamedPolicy,
     decision: Decision,
-    own: string,
+    keys: PolicyKeys | undefined,
   ): HttpOutcome {
     return this.refusals.share(decision, () => {
-      const reports = [toReport(policy, decision, own)];
+      const reports = [toReport(policy, decision, keys?.[0])];
       return this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
     });
-  }
-
-  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
-  private limited(
-    raw: Raw,
-    key: string,
-    ip: string | undefined,
-    cost: number,
-    decisions: ReadonlyArray<Decision | undefined>,
-    reports: PolicyReport[],
-    rateHeaders: readonly HeaderPair[],
-    storeErrors: unknown[],
-  ): HttpOutcome {
-    const violated = reports.filter((r) => !r.allowed);
-    const retryAfter = retryAfterSeconds(reports);
-    const headers: HeaderPair[] = [...rateHeaders];
-    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
-    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
-    const info = {
-      reason: 'limited',
-      status: this.settings.statusCode,
-      key,
-      ip,
-      policies: reports,
-      violatedPolicies: violated.map((r) => r.name),
-      retryAfterSeconds: retryAfter,
-    } as const;
-    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
-    this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
-    return outcome;
-  }
-
-  /** Gives a policy's units back through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
-  private giveBack(raw: Raw): GiveBack {
-    return (policy, key, cost) =>
-      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => {
-        this.report(error, raw);
-        return undefined;
-      });
-  }
-
-  /** Builds the middleware's own response and fires `onLimited` for limited ones. */
-  private refuse(
-    raw: Raw,
-    partial: Partial<RefusalInfo> & Pick<RefusalInfo, 'reason' | 'status' | 'key' | 'ip'>,
-    headers: readonly HeaderPair[],
-    problemType = QUOTA_EXCEEDED_TYPE,
-  ): HttpOutcome {
-    const info: RefusalInfo = { retryAfterSeconds: undefined, policies: [], violatedPolicies: [], ...partial };
-    const { contentType, body } = this.bodies.render(info, problemType);
-    if (info.reason === 'limited' && this.settings.onLimited !== undefined) this.safely(() => this.settings.onLimited!(raw, info), raw);
-    return { action: 'respond', status: info.status, headers, contentType, body };
-  }
-
-  private decided(raw: Raw, info: DecisionInfo): void {
-    if (this.settings.onDecision !== undefined) this.safely(() => this.settings.onDecision!(raw, info), raw);
-  }
-
-  /** Runs a user hook; a throw or a rejection goes to onError instead of the request. */
-  private safely(hook: () => void | Promise<void>, raw: Raw): void {
-    try {
-      const result = hook();
-      if (result !== undefined && typeof (result as Promise<void>).then === 'function') {
-        (result as Promise<void>).then(undefined, (error: unknown) => this.report(error, raw));
-      }
-    } catch (error) {
-      this.report(error, raw);
-    }
-  }
-
-  private report(error: unknown, raw: Raw | undefined): void {
-    try {
-      this.settings.onError(error, raw);
-    } catch {
-      // An onError that throws must not turn a handled failure into an unhandled one.
-    }
   }
 }
 

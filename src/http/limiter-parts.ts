@@ -27,19 +27,10 @@ export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>>
   );
 }
 
-/** A request's keys: the route's for every policy, or one per policy (policies with a key of their own). */
-export type Keys = string | readonly string[];
-
-/** Policy `i`'s key of `keys`. */
-export function keyAt(keys: Keys, i: number): string {
-  return typeof keys === 'string' ? keys : keys[i]!;
-}
-
-/** What the headers and hooks get of one policy's decision. */
-export function toReport(policy: NamedPolicy, d: Decision, key: string): PolicyReport {
-  return {
+/** What the headers and hooks get of one policy's decision; `key` is the policy's own key, reported only when it has one. */
+export function toReport(policy: NamedPolicy, d: Decision, key?: string): PolicyReport {
+  const report: PolicyReport = {
     name: policy.name,
-    key,
     limit: d.limit,
     windowMs: policy.limiter.policy.windowMs,
     allowed: d.allowed,
@@ -47,6 +38,7 @@ export function toReport(policy: NamedPolicy, d: Decision, key: string): PolicyR
     resetMs: d.resetMs,
     retryAfterMs: d.retryAfterMs,
   };
+  return policy.key === undefined || key === undefined ? report : { ...report, key };
 }
 
 /** The outcome of an admitted request: its headers, and what the handler may read of the decision. */

@@ -28,9 +28,12 @@ export interface NamedPolicy {
   readonly limiter: RateLimiter;
   /** The name in headers, bodies and reports. */
   readonly name: string;
-  /** This policy's own key function, when it does not count by the route's key. */
-  key?(req: unknown, client: ClientInfo): string | Promise<string>;
+  /** Who this policy counts against when not the route's key; undefined for the route's key. */
+  readonly key: PolicyKeySource | undefined;
 }
+
+/** A policy's own key source, checked: the client address, an API-key header, or a function of the request. */
+export type PolicyKeySource = 'ip' | Required<ApiKeySource> | KeyFunction<unknown>;
 
 /** An allow or deny list: addresses and ranges match the client IP, anything else the key. */
 export interface ListMatcher {
@@ -89,7 +92,6 @@ export interface HttpSettings<Raw> {
  */
 export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adapter: AdapterConfig): HttpSettings<Raw> {
   const owner = adapter.owner;
-  let keySource: HttpSettings<Raw>['keySource'];
   let resolveIp: HttpSettings<Raw>['resolveIp'];
   let identityInput: HttpSettings<Raw>['identityInput'];
   assertNotLimiter(options, `${owner}()`, 'rateLimit({ limiter })');
@@ -104,23 +106,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   const policies = selectPolicies === undefined ? parsePolicies(limiterGiven, owner) : [];
   const validate = parseValidate(o.validate, owner);
 
-  const key = o.key ?? 'ip';
-  if (key !== 'ip' && typeof key !== 'function') {
-    assertKnownOptions(key, ['header', 'missingStatus'], `${owner} key`);
-    const k = key as ApiKeySource;
-    if (typeof k.header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k.header)) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `key.header must be a header name such as "x-api-key"; got ${describe(k.header)}.`,
-      );
-    }
-    if (k.missingStatus !== undefined && k.missingStatus !== 400 && k.missingStatus !== 401) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `key.missingStatus must be 400 or 401; got ${describe(k.missingStatus)}.`);
-    }
-    keySource = { header: k.header.toLowerCase(), missingStatus: k.missingStatus ?? 401 };
-  } else {
-    keySource = key;
-  }
+  const keySource = parseKeySource(o.key ?? 'ip', 'key') as HttpSettings<Raw>['keySource'];
 
   const usesFrameworkIp = o.trustProxy === 'framework';
   if (o.trustProxy === 'framework') {
@@ -208,7 +194,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   const legacyHeaders = modes.includes('legacy');
   // Only an unset trustProxy: `false` says the headers are known to be no proxy's.
   const watchForwarded =
-    validate.forwardedHeader && keySource === 'ip' && o.trustProxy === undefined
+    validate.forwardedHeader && (keySource === 'ip' || policies.some((p) => p.key === 'ip')) && o.trustProxy === undefined
       ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
       : undefined;
   return {
@@ -256,25 +242,19 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
   for (const entry of list) {
     let limiter: unknown;
     let name: unknown;
-    let key: NamedPolicy['key'];
+    let ownKey: unknown;
     if (entry instanceof RateLimiter) {
       limiter = entry;
     } else {
       assertKnownOptions(entry, ['limiter', 'name', 'key'], `${owner} limiter entry`);
       limiter = (entry as NamedLimiter).limiter;
       name = (entry as NamedLimiter).name;
-      key = (entry as NamedLimiter).key as NamedPolicy['key'];
-      if (key !== undefined && typeof key !== 'function') {
-        throw new FloodgateError(
-          ErrorCode.INVALID_OPTIONS,
-          `${owner} limiter entry's key must be a function of the request, e.g. { limiter, key: (req) => req.user.orgId } (or () => 'all' for one counter shared by everyone); leave it out to count by the route's key. Got ${describe(key)}.`,
-        );
-      }
+      ownKey = (entry as NamedLimiter).key;
     }
     if (!(limiter instanceof RateLimiter)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `limiter must be a RateLimiter or { limiter: RateLimiter, name?: string }; got ${describe(limiter)}.`,
+        `limiter must be a RateLimiter or { limiter: RateLimiter, name?: string, key?: … }; got ${describe(limiter)}.`,
       );
     }
     if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
@@ -301,9 +281,37 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
         );
       }
     }
-    policies.push(key === undefined ? { limiter, name: policyName } : { limiter, name: policyName, key });
+    const key = ownKey === undefined ? undefined : parseKeySource(ownKey, `the key of policy ${JSON.stringify(policyName)}`);
+    policies.push({ limiter, name: policyName, key });
   }
   return policies;
+}
+
+/**
+ * A route's or a policy's key option: `"ip"`, `{ header, missingStatus? }`
+ * (the header name lower-cased, missingStatus 401 by default) or a function.
+ * @throws FloodgateError INVALID_OPTIONS for anything else
+ */
+function parseKeySource(key: unknown, what: string): PolicyKeySource {
+  if (key === 'ip' || typeof key === 'function') return key as PolicyKeySource;
+  if (typeof key !== 'object' || key === null) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `${what} must be "ip", { header: "x-api-key" } or a function (req, client) => string; got ${describe(key)}.`,
+    );
+  }
+  assertKnownOptions(key, ['header', 'missingStatus'], what);
+  const k = key as ApiKeySource;
+  if (typeof k.header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k.header)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `${what}.header must be a header name such as "x-api-key"; got ${describe(k.header)}.`,
+    );
+  }
+  if (k.missingStatus !== undefined && k.missingStatus !== 400 && k.missingStatus !== 401) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${what}.missingStatus must be 400 or 401; got ${describe(k.missingStatus)}.`);
+  }
+  return { header: k.header.toLowerCase(), missingStatus: k.missingStatus ?? 401 };
 }
 
 /** `policy "100-per-1m"` or `policies "burst", "daily"`: which limiter a warning is about. */

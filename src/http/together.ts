@@ -2,8 +2,9 @@
 import type { CompositeDecision } from '../composite.js';
 import { WarningCode, warnOnce } from '../warnings.js';
 import type { PolicyReport } from './headers.js';
-import { keyAt, toReport, type Keys } from './limiter-parts.js';
+import { toReport } from './limiter-parts.js';
 import type { NamedPolicy } from './options.js';
+import type { PolicyKeys } from './policy-keys.js';
 
 /** Routes already checked, by their policy list: the check runs once per list, not per request. */
 const checked = new WeakMap<readonly NamedPolicy[], boolean>();
@@ -33,11 +34,11 @@ export function decidableTogether(policies: readonly NamedPolicy[]): boolean {
 }
 
 /** The reports of a composite's parts, leaving out parts not consulted (another part's in-memory block refused first). */
-export function compositeReports(policies: readonly NamedPolicy[], d: CompositeDecision, keys: Keys): PolicyReport[] {
+export function compositeReports(policies: readonly NamedPolicy[], d: CompositeDecision, keys: PolicyKeys | undefined): PolicyReport[] {
   const reports: PolicyReport[] = [];
   for (let i = 0; i < policies.length; i++) {
     const part = d.parts[i];
-    if (part !== undefined) reports.push(toReport(policies[i]!, part, keyAt(keys, i)));
+    if (part !== undefined) reports.push(toReport(policies[i]!, part, keys?.[i]));
   }
   return reports;
 }

@@ -34,29 +34,30 @@ export interface RequestView<Raw> {
   readonly path: string;
 }
 
-/** A limiter with the name it is reported under, and optionally its own key. */
-export interface NamedLimiter<Raw = unknown> {
+/** A limiter with the name it is reported under, and the key it counts under when not the route's. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a policy written without a request type fits any adapter's
+export interface NamedLimiter<Raw = any> {
   /** The limiter. */
   readonly limiter: RateLimiter;
+  /**
+   * Who this policy counts a request against, when not the route's `key`:
+   * `"ip"`, an API-key header, or a function of the request (sync or async),
+   * e.g. `(req) => orgOf(req)` for a per-organisation limit beside per-user
+   * ones, or `() => 'all'` for one counter shared by every client. The
+   * route's policies are still decided all or nothing.
+   */
+  readonly key?: KeySource<Raw>;
   /**
    * The policy name in the `RateLimit` / `RateLimit-Policy` fields and in
    * `violated-policies`; printable ASCII. Default: `"<limit>-per-<window>"`,
    * e.g. `"100-per-1m"`.
    */
   readonly name?: string;
-  /**
-   * This policy's own key, where the route's `key` is not the one to count
-   * by: e.g. the caller's organisation (`(req) => req.user.orgId`) beside a
-   * per-user route key, or `() => 'all'` for one counter shared by everyone.
-   * Its answer is checked as the route's key function's is. Default: the
-   * route's key. Every policy of the route is still decided in one
-   * all-or-nothing step.
-   */
-  readonly key?: KeyFunction<Raw>;
 }
 
-/** One policy of a route: a limiter, or a limiter with a name (and its own key). */
-export type LimiterEntry<Raw = unknown> = RateLimiter | NamedLimiter<Raw>;
+/** One policy of a route: a limiter, or a limiter with a name and maybe its own key. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see NamedLimiter
+export type LimiterEntry<Raw = any> = RateLimiter | NamedLimiter<Raw>;
 
 /**
  * Picks a request's policies: e.g. the limiter of the caller's plan, out of
@@ -119,7 +120,7 @@ export interface RefusalInfo {
 
 /** What `onDecision` receives for every request that reached the limiters. */
 export interface DecisionInfo {
-  /** The key the request was counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** The client address, when known. */
   readonly ip: string | undefined;
@@ -142,7 +143,7 @@ export interface DecisionInfo {
  * (`skip`, the allow list).
  */
 export interface RateLimitInfo {
-  /** The key the request counted against. */
+  /** The route's key; a policy with its own key reports it in its entry of {@link policies}. */
   readonly key: string;
   /** Units it cost. */
   readonly cost: number;
@@ -168,11 +169,10 @@ export type BodyOption = 'problem' | 'text' | ((info: RefusalInfo) => string | o
 export interface HttpRateLimitOptions<Raw> {
   /**
    * The policies of this route: one limiter, or several evaluated together
-   * (e.g. 10 per second and 1000 per day) in one all-or-nothing step: a
-   * request passes only if every one admits it, and a refused request
-   * spends nothing anywhere. That step needs the limiters on one store;
-   * on different stores, a refusal gives back what the others took (and a
-   * POLICIES_NOT_ATOMIC warning says so). Or a function of the request
+   * (e.g. 10 per second and 1000 per day). A request passes only if every
+   * one admits it; when one refuses, nothing is spent (one atomic step when
+   * the limiters share a store). A policy may count under its own `key`
+   * (per user + per organisation + global in one decision). Or a function of the request
    * that picks them (per-plan limits; see {@link LimiterSelector}). Required
    * unless `limit` and `window` are given.
    */

@@ -9,6 +9,7 @@ import Koa3 from 'koa3';
 import { createRequire } from 'node:module';
 import { ErrorCode } from '../../src/errors.js';
 import { RateLimiter } from '../../src/limiter.js';
+import { MemoryStore } from '../../src/stores/memory.js';
 import { forgetWarnings } from '../../src/warnings.js';
 import { rateLimit as expressRateLimit } from '../../src/http/express.js';
 import { rateLimit as fastifyRateLimit } from '../../src/http/fastify.js';
@@ -49,6 +50,39 @@ async function serveExpress(
 beforeEach(() => forgetWarnings());
 
 describe('proxy headers with trustProxy unset', () => {
+  it('a per-address policy beside an API-key route behind a proxy: the same warning, naming the policies', async () => {
+    const warnings = captureWarnings();
+    const { url, stop } = await serveExpress((app) => {
+      const store = new MemoryStore();
+      const perKey = new RateLimiter({ limit: 5, window: '1m', prefix: 'slip-key', store });
+      const perAddress = new RateLimiter({ limit: 2, window: '1m', prefix: 'slip-address', store });
+      app.use(
+        expressRateLimit({
+          key: { header: 'x-api-key' },
+          limiter: [
+            { limiter: perKey, name: 'key' },
+            { limiter: perAddress, name: 'address', key: 'ip' },
+          ],
+        }),
+      );
+      app.get('/', (_req, res) => void res.send('ok'));
+    });
+    try {
+      const out: number[] = [];
+      for (const [i, client] of ['203.0.113.1', '203.0.113.2', '203.0.113.3'].entries())
+        out.push((await get(url, { headers: { 'x-forwarded-for': client, 'x-api-key': `k${i}` } })).status);
+      assert.deepEqual(out, [200, 200, 429]);
+      assert.deepEqual(await warnings.stop(), [
+        {
+          code: 'FLOODGATE_FORWARDED_HEADER_IGNORED',
+          message: FORWARDED_WARNING('floodgate/express rateLimit (policies "key", "address")', 'X-Forwarded-For', true),
+        },
+      ]);
+    } finally {
+      await stop();
+    }
+  });
+
   it('behind a load balancer with trustProxy unset: one warning that every client shares one quota, naming trustProxy', async () => {
     const warnings = captureWarnings();
     const { url, stop } = await serveExpress((app) => {

@@ -18,8 +18,9 @@ Options of serve (flags win over the config file's values):
                             e.g. --listen 0.0.0.0:8080
   --limit N/WINDOW        a policy of the default rule; repeat for several (all must admit)
                             e.g. --limit 3/5s --limit 1000/1d
-  --key SOURCE            who a request counts against: ip (default), header:NAME, or
-                          header:NAME,ip (the header, else the client address)
+  --key SOURCE            who a request counts against: ip (default), header:NAME,
+                          header:NAME,ip (the header, else the client address), or
+                          global (one counter for every client)
                             e.g. --key header:x-api-key
   --algorithm NAME        fixed-window (default), sliding-window, sliding-log or token-bucket
                             e.g. --algorithm sliding-window

@@ -64,17 +64,18 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   if (r.policies === undefined) c.fail(path, 'a rule needs policies, e.g. policies: ["3/5s"] or policies: [{ limit: 3, window: 5s }].');
   if (!Array.isArray(r.policies) || r.policies.length === 0)
     c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
-  const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p, key));
+  const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
   const seen = new Set<string>();
   policies.forEach((p, i) => {
-    const label = p.name ?? `${p.limit}/${p.windowMs}/${p.key ?? ''}`;
-    if (seen.has(label)) c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name or limit.`);
+    const label = p.name ?? `${p.limit}/${p.windowMs}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
+    if (seen.has(label))
+      c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
     seen.add(label);
   });
   return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final, line: c.lineOf(path) };
 }
 
-function policySettings(c: Cursor, path: Path, value: unknown, ruleKey: KeySettings): PolicySettings {
+function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
   if (typeof value === 'string') {
     const { limit, windowMs } = c.at(path, () => parseLimitSpec(value));
     return makePolicy(undefined, limit, windowMs, 'fixed-window', 0);
@@ -93,36 +94,30 @@ function policySettings(c: Cursor, path: Path, value: unknown, ruleKey: KeySetti
           if (typeof p.name !== 'string' || p.name === '') throw new InvalidValue(`must be a non-empty string; got ${describe(p.name)}.`);
           return p.name;
         });
+  const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
   const policy = c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
-  if (p.key === undefined) return policy;
-  const key = c.at([...path, 'key'], () => policyKey(p.key, ruleKey));
   return key === undefined ? policy : { ...policy, key };
 }
 
 /**
- * A policy's own key: `ip`, `global`, or the rule's own header key (the same
- * as leaving it out). Another header is refused: the rule's key checks (the
- * header sent once, its validation, 401 when missing) guard only the rule's
- * header, and a second client-chosen key would let a client pick its counter.
+ * A policy's own key: the string forms only. Validation (maxLength,
+ * pattern, allowList) is the rule key's; a policy keyed by a header still
+ * gets the header checks every header key gets (sent once, else 400;
+ * missing, 401).
  */
-function policyKey(value: unknown, ruleKey: KeySettings): PolicySettings['key'] {
-  if (value === 'ip' || value === 'global') return ruleKey.kind === value ? undefined : value;
-  if (typeof value === 'string' && value.startsWith('header:')) {
-    const asked = parseKeySpec(value);
-    if (
-      ruleKey.kind === 'header' &&
-      asked.kind === 'header' &&
-      asked.header === ruleKey.header &&
-      asked.fallbackToIp === ruleKey.fallbackToIp
-    )
-      return undefined;
-    throw new InvalidValue(
-      `a policy may count by "ip" or "global", or by the rule's own key; ${JSON.stringify(value)} is another header. Key the rule by that header (key: ${value}) and give its other policies key: ip or key: global.`,
+function policyKey(c: Cursor, path: Path, value: unknown): KeySettings {
+  if (isObject(value)) {
+    c.fail(
+      path,
+      'a policy key is one of ip, header:NAME, header:NAME,ip or global; checks on the key (maxLength, pattern, allowList) go in the rule key mapping.',
     );
   }
-  throw new InvalidValue(
-    `must be "ip" (the client address), "global" (one counter for every request the rule matches) or the rule's own header key; got ${describe(value)}. Leave it out to count by the rule's key.`,
-  );
+  return c.at(path, () => parseKeySpec(value));
+}
+
+/** How a key source reads in messages and labels: `ip`, `header:x-api-key`, `global`. */
+function keyLabel(key: KeySettings): string {
+  return key.kind === 'header' ? `header:${key.header}${key.fallbackToIp ? ',ip' : ''}` : key.kind;
 }
 
 function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {

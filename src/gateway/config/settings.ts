@@ -23,21 +23,18 @@ export interface PolicySettings {
   readonly algorithm: Algorithm;
   /** Block after going over the limit, in ms; 0 for none. */
   readonly blockMs: number;
-  /** This policy's own key, when it does not count by the rule's: the client address, or one counter for everyone. */
-  readonly key?: PolicyKey;
+  /** Who this policy counts against when not the rule's key (the string forms only); undefined for the rule's key. */
+  readonly key?: KeySettings | undefined;
 }
-
-/** A policy's own key: `ip` (the client address) or `global` (one counter shared by every request the rule matches). */
-export type PolicyKey = 'ip' | 'global';
 
 /** Who a request counts against. */
 export type KeySettings =
   /** The client address (after `trustProxy`). */
   | { readonly kind: 'ip' }
+  /** One counter for every client (`global`): the rule's limit is the whole gateway's. */
+  | { readonly kind: 'global' }
   /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
-  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation }
-  /** One counter for every request the rule matches: no client input chooses it. */
-  | { readonly kind: 'global' };
+  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation };
 
 /**
  * Checks an API key must pass before it is counted; a key that fails is

@@ -131,7 +131,7 @@ export function parseKeySpec(value: unknown): KeySettings {
   const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
   if (!match) {
     throw new InvalidValue(
-      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for everyone); got ${describe(value)}.`,
+      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for every client); got ${describe(value)}.`,
     );
   }
   return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };

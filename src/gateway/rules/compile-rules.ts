@@ -2,16 +2,15 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { isStoreFailure } from '../../errors.js';
 import { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpRateLimitOptions, KeyFunction, KeySource, NamedLimiter } from '../../http/types.js';
-import { headerValue, ipKey, parseIp } from '../../http/client-keys.js';
-import { UNKNOWN_CLIENT_KEY } from '../../http/identity.js';
+import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
+import { headerValue } from '../../http/client-keys.js';
 import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
-import type { GatewaySettings, MatchSettings, PolicyKey, PolicySettings, RuleSettings } from '../config/settings.js';
+import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
 /**
@@ -34,16 +33,16 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: NamedLimiter<IncomingMessage>[] = rule.policies.map((p) => ({
+  const policies: Array<NamedLimiter<IncomingMessage>> = rule.policies.map((p) => ({
     limiter: limiterFor(rule, p, settings, context),
     ...(p.name === undefined ? {} : { name: p.name }),
-    ...(p.key === undefined ? {} : { key: policyKey(p.key) }),
+    ...(p.key === undefined ? {} : { key: keySource(p.key) }),
   }));
   const log = context.log.child({ rule: rule.name });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
-    key: keySource(rule),
+    key: keySource(rule.key),
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
     onStoreError: 'respond',
@@ -86,8 +85,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     name: rule.name,
     shadow: rule.shadow,
     final: rule.final,
-    ipKeyed: keyIsIp,
-    checkKey: rule.shadow ? undefined : keyCheck(rule.key),
+    // A policy keyed by address is as exposed to an unseen proxy as a rule keyed by address.
+    ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
+    checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
     limiters: policies.map((p) => p.limiter),
@@ -95,10 +95,13 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   };
 }
 
-function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
-  const key = rule.key;
+/** The one key of a `global` rule or policy: the same for every request, whatever it carries. */
+const globalKey = (): string => 'global';
+
+/** The middleware's key source for a rule's or a policy's key. */
+function keySource(key: KeySettings): KeySource<IncomingMessage> {
   if (key.kind === 'ip') return 'ip';
-  if (key.kind === 'global') return () => 'global';
+  if (key.kind === 'global') return globalKey;
   if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
   const header = key.header;
   // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.
@@ -108,22 +111,8 @@ function keySource(rule: RuleSettings): KeySource<IncomingMessage> {
   };
 }
 
-/** A policy's own key: the client address (grouped as the rule's `ip` key groups IPv6), or one counter for everyone. */
-function policyKey(key: PolicyKey): KeyFunction<IncomingMessage> {
-  if (key === 'global') return () => 'global';
-  return (_req, client) => {
-    const ip = client.ip === undefined ? undefined : parseIp(client.ip);
-    return ip === undefined ? UNKNOWN_CLIENT_KEY : ipKey(ip);
-  };
-}
-
 function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
-  // A rule whose policies count by different keys decides them in one step; on Redis their keys must share a slot,
-  // so the rule's name is the hash tag (all of that rule's traffic on one node of a cluster). Others keep their prefix.
-  const mixed = rule.policies.some((q) => q.key !== undefined);
-  const ruleTag = mixed && settings.store.kind === 'redis' ? `{${rule.name}}` : rule.name;
-  const keyTag = p.key === undefined ? '' : `:${p.key}`;
-  const prefix = `${settings.store.prefix}:${ruleTag}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}${keyTag}`;
+  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.

@@ -1,7 +1,7 @@
 /** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), and the rule's validation (length, pattern, allow list; 401). */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { RequestView } from '../../http/types.js';
-import type { KeySettings } from '../config/settings.js';
+import type { KeySettings, PolicySettings } from '../config/settings.js';
 
 /** A refusal the key check answers with, built once per rule and sent as it is. */
 export interface KeyRefusal {
@@ -19,7 +19,33 @@ export interface KeyRefusal {
 export type KeyCheck = (view: RequestView<IncomingMessage>) => KeyRefusal | undefined;
 
 /**
- * The check for a rule keyed by a header, or undefined for an IP-keyed rule.
+ * The checks of every header a rule counts by: its own key's (with its
+ * validation), and those of policies keyed by another header (sent once,
+ * else 400: a policy's key takes no validation of its own). Undefined when
+ * no key of the rule is a header.
+ */
+export function keyCheck(key: KeySettings, policies: readonly PolicySettings[] = []): KeyCheck | undefined {
+  const checks: KeyCheck[] = [];
+  const own = headerCheck(key);
+  if (own !== undefined) checks.push(own);
+  const seen = new Set(key.kind === 'header' ? [key.header] : []);
+  for (const p of policies) {
+    if (p.key?.kind !== 'header' || seen.has(p.key.header)) continue;
+    seen.add(p.key.header);
+    checks.push(headerCheck(p.key)!);
+  }
+  if (checks.length <= 1) return checks[0];
+  return (view) => {
+    for (const check of checks) {
+      const refusal = check(view);
+      if (refusal !== undefined) return refusal;
+    }
+    return undefined;
+  };
+}
+
+/**
+ * The check of one header key, or undefined for another kind of key.
  *
  * A repeated key header is refused whatever the validation: node joins the
  * copies into `a, b`, which would count as a key nobody owns while the
@@ -27,7 +53,7 @@ export type KeyCheck = (view: RequestView<IncomingMessage>) => KeyRefusal | unde
  * is recognised by its comma, so a request with one copy pays one
  * `includes` and nothing else.
  */
-export function keyCheck(key: KeySettings): KeyCheck | undefined {
+function headerCheck(key: KeySettings): KeyCheck | undefined {
   if (key.kind !== 'header') return undefined;
   const name = key.header;
   const repeated = refusal(400, 'Bad Request', `The ${name} header appears more than once; send the API key once.`, []);

@@ -112,10 +112,11 @@ export function atomicPoliciesSuite(h: Harness): void {
       await withServer(h, spec, async (base) => {
         url = base;
         assert.equal((await as('ann', 'acme')).status, 200);
+        assert.equal(decided[0]!.key, 'user:ann');
         assert.deepEqual(
           decided[0]!.policies.map((p) => [p.name, p.key, p.remaining]),
           [
-            ['per-user', 'user:ann', 1],
+            ['per-user', undefined, 1], // counted under the route's key, decided[0].key
             ['per-org', 'org:acme', 2],
             ['global', 'all', 3],
           ],

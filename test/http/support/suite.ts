@@ -526,6 +526,114 @@ export function adapterSuite(h: Harness): void {
     });
   });
 
+  describe(`${h.name}: per-policy keys (per user + per org + global in one decision)`, () => {
+    /**
+     * ana and bo are users of org acme (4 a minute between them); each user may do 3, everyone together 100. The
+     * org's key comes from a header through a (sync or async) key function, the global one is a constant.
+     */
+    async function combined(store: Store, asynchronous: boolean): Promise<void> {
+      const user = new RateLimiter({ limit: 3, window: '1m', prefix: 'pk-user', store });
+      const org = new RateLimiter({ limit: 4, window: '1m', prefix: 'pk-org', store });
+      const all = new RateLimiter({ limit: 100, window: '1m', prefix: 'pk-all', store });
+      const orgOf = (_req: unknown, client: ClientInfo): string => String(client.headers['x-org']);
+      const decisions: DecisionInfo[] = [];
+      const global = {
+        key: (_req: unknown, client: ClientInfo) => String(client.headers['x-user']),
+        limiter: [
+          { limiter: user, name: 'user' },
+          { limiter: org, name: 'org', key: asynchronous ? async (req: unknown, c: ClientInfo) => orgOf(req, c) : orgOf },
+          { limiter: all, name: 'everyone', key: () => 'all' },
+        ],
+        onDecision: (_req: unknown, info: DecisionInfo) => void decisions.push(info),
+      };
+      await withServer(h, { global }, async (url) => {
+        const as = (u: string, o: string) => ({ headers: { 'x-user': u, 'x-org': o } });
+        const ana = [];
+        for (let i = 0; i < 3; i += 1) ana.push(await get(`${url}/x`, as('ana', 'acme')));
+        assert.deepEqual(
+          ana.map((r) => r.status),
+          [200, 200, 200],
+        );
+        const ietf = readIetf(ana[2]!.headers);
+        assert.deepEqual([...ietf.keys()], ['user', 'org', 'everyone'], 'every policy is listed');
+        assert.deepEqual([ietf.get('user')?.r, ietf.get('org')?.r, ietf.get('everyone')?.r], [0, 1, 97]);
+        assert.equal((await get(`${url}/x`, as('bo', 'acme'))).status, 200);
+        const refused = await get(`${url}/x`, as('bo', 'acme'));
+        assert.equal(refused.status, 429);
+        assert.deepEqual((JSON.parse(refused.body) as Record<string, unknown>)['violated-policies'], ['org']);
+        assert.deepEqual([...readIetf(refused.headers).keys()], ['user', 'org', 'everyone']);
+        // The org refused: bo's own counter and everyone's kept nothing of the refused request.
+        assert.equal((await user.peek('bo')).remaining, 2);
+        assert.equal((await org.peek('acme')).remaining, 0);
+        assert.equal((await all.peek('all')).remaining, 96);
+        // Another org is not held back by acme's quota.
+        const cy = await get(`${url}/x`, as('cy', 'zeta'));
+        assert.equal(cy.status, 200);
+        assert.deepEqual(JSON.parse(String(cy.headers['x-seen-rate-limit'])).policies, ['user:2', 'org:3', 'everyone:95']);
+        const last = decisions.at(-1)!;
+        assert.equal(last.key, 'cy');
+        assert.deepEqual(
+          last.policies.map((p) => [p.name, p.key]),
+          [
+            ['user', undefined],
+            ['org', 'zeta'],
+            ['everyone', 'all'],
+          ],
+        );
+        const refusal = decisions.at(-2)!;
+        assert.equal(refusal.allowed, false);
+        assert.equal(refusal.policies.find((p) => p.name === 'org')?.key, 'acme');
+      });
+    }
+
+    it("memory store: a refusal by the org spends nothing of the user's or the global counter", () =>
+      combined(new MemoryStore({ sweepIntervalMs: 0 }), false));
+
+    it('skipFailedRequests gives the units back to each policy under its own key', async () => {
+      const store = new MemoryStore({ sweepIntervalMs: 0 });
+      const user = new RateLimiter({ limit: 5, window: '1m', prefix: 'pkr-user', store });
+      const org = new RateLimiter({ limit: 5, window: '1m', prefix: 'pkr-org', store });
+      const global = {
+        key: () => 'ana',
+        limiter: [
+          { limiter: user, name: 'user' },
+          { limiter: org, name: 'org', key: () => 'acme' },
+        ],
+        skipFailedRequests: true,
+      };
+      await withServer(h, { global }, async (url) => {
+        assert.equal((await get(`${url}/x`, { headers: { 'x-answer-status': '500' } })).status, 500);
+        assert.equal((await get(`${url}/x`)).status, 200);
+        // The response's finish event may run after the client has its answer.
+        for (let i = 0; i < 50 && (await org.peek('acme')).remaining !== 4; i += 1) await new Promise((r) => setTimeout(r, 10));
+        assert.equal((await user.peek('ana')).remaining, 4);
+        assert.equal((await org.peek('acme')).remaining, 4);
+      });
+    });
+
+    describe('on a real Redis', () => {
+      let redis: RedisServer;
+      let client: Redis;
+      before(async () => {
+        redis = await startRedis();
+        client = new Redis(redis.url);
+      });
+      after(async () => {
+        client?.disconnect();
+        await redis?.stop();
+      });
+
+      it('RedisStore, the org key through a promise: one atomic decision over the three keys', async () => {
+        const store = new RedisStore({ client });
+        try {
+          await combined(store, true);
+        } finally {
+          await store.close();
+        }
+      });
+    });
+  });
+
   describe(`${h.name}: the decision in the handler`, () => {
     it('the handler reads the decision (key, cost, remaining, reset, each policy); a skipped request has none', async () => {
       const minute = { limiter: limiter(3), name: 'minute' };

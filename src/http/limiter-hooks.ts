@@ -1,0 +1,109 @@
+/** The HTTP middleware's own answers and user hooks: refusal responses, onLimited, onDecision, onError, and units given back through the timeout. */
+import { CallGuard } from './call-guard.js';
+import type { GiveBack } from './give-back.js';
+import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import type { Decision } from '../decision.js';
+import type { HttpSettings } from './options.js';
+import { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, RefusalBodies } from './refusal.js';
+import type { DecisionInfo, HttpOutcome, RefusalInfo } from './types.js';
+
+/**
+ * What every decision path of {@link HttpLimiter} ends in: a refusal built
+ * and reported to the hooks, a decision reported, an error handed to
+ * `onError`. Hooks never throw into the request path.
+ */
+export class LimiterHooks<Raw> {
+  /** The refusal bodies, each distinct built-in one rendered once. */
+  protected readonly bodies: RefusalBodies;
+  /** The middleware's own timeout around each limiter call. */
+  protected readonly guard: CallGuard;
+
+  /** @param settings - the checked options */
+  constructor(protected readonly settings: HttpSettings<Raw>) {
+    this.bodies = new RefusalBodies(settings.body);
+    this.guard = new CallGuard(settings.timeoutMs);
+  }
+
+  /** Hands an error that the adapter met (or got back as `{ action: "error" }`) to `onError`; never throws. */
+  reportError(error: unknown, raw: Raw | undefined): void {
+    this.report(error, raw);
+  }
+
+  /** Gives a policy's units back through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
+  protected giveBack(raw: Raw): GiveBack {
+    return (policy, key, cost) =>
+      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => {
+        this.report(error, raw);
+        return undefined;
+      });
+  }
+
+  /** Builds the middleware's own response and fires `onLimited` for limited ones. */
+  protected refuse(
+    raw: Raw,
+    partial: Partial<RefusalInfo> & Pick<RefusalInfo, 'reason' | 'status' | 'key' | 'ip'>,
+    headers: readonly HeaderPair[],
+    problemType = QUOTA_EXCEEDED_TYPE,
+  ): HttpOutcome {
+    const info: RefusalInfo = { retryAfterSeconds: undefined, policies: [], violatedPolicies: [], ...partial };
+    const { contentType, body } = this.bodies.render(info, problemType);
+    if (info.reason === 'limited' && this.settings.onLimited !== undefined) this.safely(() => this.settings.onLimited!(raw, info), raw);
+    return { action: 'respond', status: info.status, headers, contentType, body };
+  }
+
+  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
+  protected limited(
+    raw: Raw,
+    key: string,
+    ip: string | undefined,
+    cost: number,
+    decisions: ReadonlyArray<Decision | undefined>,
+    reports: PolicyReport[],
+    rateHeaders: readonly HeaderPair[],
+    storeErrors: unknown[],
+  ): HttpOutcome {
+    const violated = reports.filter((r) => !r.allowed);
+    const retryAfter = retryAfterSeconds(reports);
+    const headers: HeaderPair[] = [...rateHeaders];
+    if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
+    const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
+    const info = {
+      reason: 'limited',
+      status: this.settings.statusCode,
+      key,
+      ip,
+      policies: reports,
+      violatedPolicies: violated.map((r) => r.name),
+      retryAfterSeconds: retryAfter,
+    } as const;
+    const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
+    this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
+    return outcome;
+  }
+
+  /** Fires `onDecision`, when set. */
+  protected decided(raw: Raw, info: DecisionInfo): void {
+    if (this.settings.onDecision !== undefined) this.safely(() => this.settings.onDecision!(raw, info), raw);
+  }
+
+  /** Runs a user hook; a throw or a rejection goes to onError instead of the request. */
+  protected safely(hook: () => void | Promise<void>, raw: Raw): void {
+    try {
+      const result = hook();
+      if (result !== undefined && typeof (result as Promise<void>).then === 'function') {
+        (result as Promise<void>).then(undefined, (error: unknown) => this.report(error, raw));
+      }
+    } catch (error) {
+      this.report(error, raw);
+    }
+  }
+
+  /** Hands an error to `onError`; an onError that throws is ignored. */
+  protected report(error: unknown, raw: Raw | undefined): void {
+    try {
+      this.settings.onError(error, raw);
+    } catch {
+      // An onError that throws must not turn a handled failure into an unhandled one.
+    }
+  }
+}
