@@ -12,6 +12,7 @@ import { startRedis, type RedisServer } from '../../support/redis-server.js';
 import { forgetWarnings } from '../../../src/warnings.js';
 import { captureWarnings } from './warnings.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
+import { atomicPoliciesSuite } from './atomic-suite.js';
 
 /** A server started by a harness. */
 export interface RunningServer {
@@ -68,6 +69,7 @@ export function seenRateLimit(info: RateLimitInfo | undefined): string {
 
 /** Registers the shared adapter tests for `h`. */
 export function adapterSuite(h: Harness): void {
+  atomicPoliciesSuite(h);
   describe(`${h.name}: shared behaviour`, () => {
     it('admits up to the limit, then answers 429 with Retry-After and a problem body', async () => {
       const limited: unknown[] = [];
