@@ -1,4 +1,5 @@
 /** BoundedMap: a Map that holds at most a given number of keys and drops the oldest first, for every per-key table that a flood of new keys must not grow. */
+import { OldestEntries } from './oldest-entries.js';
 
 /**
  * A Map bounded to `maxKeys` entries. Insertion order is age: `set` of a new
@@ -6,6 +7,9 @@
  * `touch` makes a key the youngest, for least-recently-used tables.
  */
 export class BoundedMap<K, V> extends Map<K, V> {
+  /** The oldest entry without a scan from the table's start (see OldestEntries). */
+  private readonly oldest = new OldestEntries<K, V>(this);
+
   /**
    * @param maxKeys - the most keys held (a positive integer, checked by the caller's options)
    * @param onDrop - called with each entry dropped to make room
@@ -36,11 +40,9 @@ export class BoundedMap<K, V> extends Map<K, V> {
 
   /** Drops the oldest entry, if any, and returns its key. */
   dropOldest(): K | undefined {
-    const first = this.entries().next();
-    if (first.done === true) return undefined;
-    const [key, value] = first.value;
-    super.delete(key);
-    this.onDrop?.(key, value);
-    return key;
+    const oldest = this.oldest.shift();
+    if (oldest === undefined) return undefined;
+    this.onDrop?.(oldest[0], oldest[1]);
+    return oldest[0];
   }
 }

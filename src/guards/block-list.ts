@@ -1,4 +1,5 @@
 /** The in-memory block list: keys known to be over their limit are refused from process memory, without a store call. */
+import { OldestEntries } from '../oldest-entries.js';
 
 /** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
 const LAPSE_MS = 1000;
@@ -23,6 +24,8 @@ export interface BlockListOptions {
  */
 export class BlockList {
   private readonly until = new Map<string, number>();
+  /** The oldest block, found without a scan from the table's start. */
+  private readonly oldest = new OldestEntries(this.until);
   /** key → when a lookup found its block over. */
   private readonly lapsed = new Map<string, number>();
   private readonly maxKeys: number;
@@ -61,7 +64,7 @@ export class BlockList {
     // At most once a second, like the lookups' collection: while a flood of distinct keys keeps the list
     // above a tenth of its bound with live blocks, a scan per insert would cost O(keys) per refusal.
     if (this.until.size > this.collectAbove && now >= this.nextCollect) this.collect(now);
-    while (this.until.size > this.maxKeys) this.until.delete(this.until.keys().next().value!);
+    while (this.until.size > this.maxKeys) this.oldest.shift();
   }
 
   /** Unblocks `key`. */

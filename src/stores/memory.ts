@@ -7,6 +7,7 @@ import { ErrorCode } from '../errors.js';
 import type { Operation, Outcome, Policy } from '../policy.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
+import { OldestEntries } from '../oldest-entries.js';
 import type { Store } from './store.js';
 
 /** What a full {@link MemoryStore} does with a key it holds no state for. */
@@ -85,6 +86,8 @@ export class MemoryStore implements Store {
   /** @inheritDoc */
   readonly name = 'memory';
   private readonly entries = new Map<string, Entry>();
+  /** The least recently written key, found without a scan (every write stores a new Entry, as OldestEntries needs). */
+  private readonly oldest = new OldestEntries(this.entries);
   private readonly maxKeys: number;
   private readonly clock: Clock;
   private readonly overflow: boolean;
@@ -250,17 +253,17 @@ export class MemoryStore implements Store {
     if (applied.state !== undefined) {
       this.entries.set(key, { state: applied.state, expiresAt: applied.expiresAt });
       if (this.entries.size > this.maxKeys) {
-        // Map iteration starts at the least recently written key.
-        this.entries.delete(this.entries.keys().next().value!);
+        // Map order is write order: the oldest entry is the least recently written key.
+        this.oldest.shift();
       }
     }
   }
 
   /** Frees one slot without forgetting live state: the oldest key if expired, else (rarely) a full sweep. */
   private reclaim(now: number): boolean {
-    const oldest = this.entries.entries().next().value!;
+    const oldest = this.oldest.peek()!;
     if (oldest[1].expiresAt <= now) {
-      this.entries.delete(oldest[0]);
+      this.oldest.shift();
       return true;
     }
     const mono = performance.now();

@@ -1,5 +1,6 @@
 /** KnownRefusals: the worker-side memory of keys the primary said are refused until a given time, so their consumes are refused without IPC. */
 import type { Clock } from '../../clock.js';
+import { OldestEntries } from '../../oldest-entries.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
 
 /** One key known to be refused. Times are absolute, in the basis' clock. */
@@ -41,6 +42,8 @@ export class KnownRefusals {
   /** Most keys held; 0 keeps nothing. */
   maxKeys: number;
   private readonly entries = new Map<string, Refusal>();
+  /** The first-learned key, found without a scan (every learn stores a new entry, as OldestEntries needs). */
+  private readonly oldest = new OldestEntries(this.entries);
   /**
    * Keys with an invalidating operation of this process not answered yet,
    * and how many. Their hints are ignored meanwhile: an answer computed
@@ -121,7 +124,7 @@ export class KnownRefusals {
     // Re-inserted, so Map order is the order learned: the first key is the one to drop.
     this.delete(key);
     this.entries.set(key, entry);
-    if (this.entries.size > this.maxKeys) this.delete(this.entries.keys().next().value!);
+    if (this.entries.size > this.maxKeys) this.delete(this.oldest.peek()![0]);
   }
 
   /** An invalidating operation on `key` is being sent: forget the key, and ignore hints for it until {@link release}. */
