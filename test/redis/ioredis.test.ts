@@ -91,6 +91,25 @@ describe('ioredis', () => {
     await admin.del(state);
   });
 
+  test('a write that keeps the expiry keeps the TTL it set; a block or a new window sets it again', async () => {
+    const store = new RedisStore({ client });
+    const key = `ttl-${Date.now()}`;
+    const fw = policy('fixed-window', 5, 30_000);
+    const { state } = redisKeys(key);
+    await store.apply({ kind: 'consume', key, amount: 1, policy: fw });
+    const first = await admin.pttl(state);
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    // The second consume counts in the same window: the hash is written in place and its TTL is still the window end.
+    await store.apply({ kind: 'consume', key, amount: 1, policy: fw });
+    const second = await admin.pttl(state);
+    assert.ok(second > 0 && second <= first - 20, `ttl ${first} then ${second}`);
+    assert.equal((await admin.hgetall(state)).c, '2');
+    await store.apply({ kind: 'block', key, amount: 60_000, policy: fw });
+    const blocked = await admin.pttl(state);
+    assert.ok(blocked > 59_000 && blocked <= 60_000, `blocked ttl ${blocked}`);
+    await admin.del(state);
+  });
+
   test('keys with braces, a leading ~ or lone surrogates are encoded and never collide', async () => {
     const store = new RedisStore({ client });
     const p = policy('fixed-window', 10, 10_000);

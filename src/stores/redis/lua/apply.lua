@@ -1,7 +1,9 @@
 -- Tail of every floodgate script: src/algorithms/index.ts applyOperation over a batch of operations, then one write.
 
--- The key's whole state, as applyOperation's KeyState: a (algorithm state or nil) and b (block).
+-- The key's whole state, as applyOperation's KeyState: a (algorithm state or nil) and b (block);
+-- a0 and b0 as the script found them.
 local a, b
+local a0, b0
 -- Whether the state hash existed when the script began: a hash that never existed needs no DEL.
 local had_hash = false
 
@@ -102,13 +104,15 @@ local function persist(now)
     if had_hash then redis.call('PERSIST', STATE) end
     return
   end
-  local expires_at = b
-  if a ~= nil and impl.in_hash then expires_at = math.max(impl.expires_at(a), b) end
+  local expires_at = state_expiry(impl, a, b)
+  -- The same expiry as the TTL already set (a fixed window counting within its window): no PEXPIRE.
+  -- With a client clock the TTL was stretched to a minimum, so it is set again.
+  if had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
   expire(STATE, expires_at - now)
 end
 
 load_state()
-local a0, b0 = a, b
+a0, b0 = a, b
 local out = {}
 local now = server_now
 for i = FIRST_OP, #ARGV, STRIDE do

@@ -125,9 +125,11 @@ local function persist(p)
       if b == BLOCK_FOREVER then
         if p.had_hash then redis.call('PERSIST', p.state) end
       else
-        local expires_at = b
-        if a ~= nil and p.impl.in_hash then expires_at = math.max(p.impl.expires_at(a), b) end
-        expire(p.state, expires_at - now)
+        local expires_at = state_expiry(p.impl, a, b)
+        -- The same expiry as the TTL already set: no PEXPIRE (see apply.lua).
+        if not (p.had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(p.impl, p.a0, p.b0)) then
+          expire(p.state, expires_at - now)
+        end
       end
     end
   end

@@ -52,6 +52,15 @@ local function stale_fields(present, written)
   return gone
 end
 
+-- The absolute time after which a key's state (algorithm state a, block b) may be dropped; nil for
+-- never (a block until unblocked) and for a state whose algorithm keeps its own TTL (the sliding log's list).
+local function state_expiry(impl, a, b)
+  if b == BLOCK_FOREVER then return nil end
+  local at = b
+  if a ~= nil and impl.in_hash then at = math.max(impl.expires_at(a), b) end
+  return at
+end
+
 local function expire(key, ttl)
   if CLIENT_TIME and ttl < CLIENT_TIME_MIN_TTL then ttl = CLIENT_TIME_MIN_TTL end
   if ttl < 1 then ttl = 1 end
