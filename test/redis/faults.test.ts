@@ -36,6 +36,9 @@ function limiterOn(store: RedisStore, cooldown: number, failureThreshold = 3): R
 interface Sample {
   source: DecisionSource | 'rejected';
   ms: number;
+  /** When the call was made (wall clock). */
+  startedAt: number;
+  /** When its answer was handled: later than the store answered when the event loop was busy. */
   at: number;
 }
 
@@ -49,10 +52,11 @@ function load(limiter: RateLimiter) {
     while (running) {
       for (let i = 0; i < 4; i++) {
         const t0 = performance.now();
+        const startedAt = Date.now();
         started++;
         const p: Promise<unknown> = limiter.consume(`k${started % 7}`).then(
-          (d: Decision) => samples.push({ source: d.source, ms: performance.now() - t0, at: Date.now() }),
-          () => samples.push({ source: 'rejected', ms: performance.now() - t0, at: Date.now() }),
+          (d: Decision) => samples.push({ source: d.source, ms: performance.now() - t0, startedAt, at: Date.now() }),
+          () => samples.push({ source: 'rejected', ms: performance.now() - t0, startedAt, at: Date.now() }),
         );
         inflight.add(p);
         p.finally(() => inflight.delete(p));
@@ -120,8 +124,16 @@ test('SIGKILL under load: every consume resolves in time from store or insurance
     samples.filter((s) => s.at < killStartedAt).every((s) => s.source === 'store'),
     'healthy phase answered by the store',
   );
-  const down = samples.filter((s) => s.at > killedAt + 50 && s.at < restartedAt);
-  assert.ok(down.length > 100 && down.every((s) => s.source === 'insurance'), 'down phase answered by insurance');
+  // Calls made once the process is gone: an answer the store gave just before the kill may be handled
+  // later when the event loop stalls (the whole suite shares two cores), so the start time decides.
+  const down = samples.filter((s) => s.startedAt > killedAt + 50 && s.at < restartedAt);
+  const sources = JSON.stringify(
+    Object.fromEntries([...new Set(down.map((s) => s.source))].map((k) => [k, down.filter((s) => s.source === k).length])),
+  );
+  assert.ok(
+    down.length > 100 && down.every((s) => s.source === 'insurance'),
+    `down phase answered by insurance: ${down.length} calls, ${sources}`,
+  );
   const settled = run.since(backAt + 100);
   assert.ok(settled.length > 0 && settled.every((s) => s.source === 'store'), 'the store answers again by itself');
 });
