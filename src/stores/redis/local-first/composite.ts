@@ -1,34 +1,15 @@
 /** LocalFirstStore's all-or-nothing consumes: decided from the leases in hand when every part can be, else sent to Redis whole. */
 import { FloodgateError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
-import type { RedisStore } from '../redis-store.js';
 import { lapse } from '../../lease-core.js';
 import { crossSlotError } from '../composite-call.js';
-import { admitted, blocked, exhausted, msUntil, type Entry } from './lease.js';
-
-/** What the composite decisions use of a LocalFirstStore. */
-export interface CompositeHost {
-  readonly entries: ReadonlyMap<string, Entry>;
-  /** The store's RedisStore, which sends a composite as one script call. */
-  readonly inner: RedisStore;
-  /** The store's time, or the clock's failure as a store error. */
-  readTime(): number | FloodgateError;
-  /** The key's entry, created if needed. */
-  touch(key: string, t: number): Entry;
-  /** Returns the entry's unspent units to Redis and forgets them. */
-  giveBack(key: string, e: Entry): void;
-  /** Counts a consume decided from memory. */
-  decided(e: Entry, cost: number, t: number): void;
-  /** CONFLICTING_OPTIONS when the key is in use here under another policy. */
-  conflict(operation: Operation): FloodgateError | undefined;
-  /** Sends the calls queued on the store's own pipeline now (the lease returns). */
-  flush(): void;
-}
+import { admitted, blocked, exhausted, msUntil } from './lease.js';
+import type { LocalFirstHost } from './host.js';
 
 /** How memory sees one part: covered by its lease, refused by a mark (with the refusal), or undecidable. */
 type Look = { readonly fits: true } | { readonly fits: false; readonly refusal: Outcome } | undefined;
 
-function look(host: CompositeHost, op: Operation, t: number): Look {
+function look(host: LocalFirstHost, op: Operation, t: number): Look {
   if (op.policy.algorithm !== 'fixed-window') return undefined;
   const e = host.entries.get(op.key);
   if (e === undefined || e.policy === undefined) return undefined;
@@ -51,7 +32,7 @@ function look(host: CompositeHost, op: Operation, t: number): Look {
  * spent, and the covered parts report what they have. Exact as leases are:
  * a lease's units are already counted in Redis.
  */
-export function decideAllInMemory(host: CompositeHost, operations: readonly Operation[], t: number): Outcome[] | undefined {
+export function decideAllInMemory(host: LocalFirstHost, operations: readonly Operation[], t: number): Outcome[] | undefined {
   if (crossSlot(host, operations) !== undefined) return undefined;
   const looks: Look[] = [];
   for (const op of operations) {
@@ -78,7 +59,7 @@ export function decideAllInMemory(host: CompositeHost, operations: readonly Oper
  * Redis (queued ahead of it), so the script counts each unit once; the local
  * entries then hold no units, so nothing here admits past what Redis said.
  */
-export async function consumeAllLeased(host: CompositeHost, operations: readonly Operation[]): Promise<Outcome[]> {
+export async function consumeAllLeased(host: LocalFirstHost, operations: readonly Operation[]): Promise<Outcome[]> {
   const wrongSlots = crossSlot(host, operations);
   if (wrongSlots !== undefined) throw wrongSlots;
   const t = host.readTime();
@@ -105,7 +86,7 @@ export async function consumeAllLeased(host: CompositeHost, operations: readonly
 }
 
 /** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */
-function crossSlot(host: CompositeHost, operations: readonly Operation[]): FloodgateError | undefined {
+function crossSlot(host: LocalFirstHost, operations: readonly Operation[]): FloodgateError | undefined {
   const kind = host.inner.clientKind;
   return kind === 'ioredis-cluster' || kind === 'node-redis-cluster' ? crossSlotError(operations) : undefined;
 }

@@ -9,14 +9,15 @@ import type { ClientKind } from '../clients.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
 import { applyNews, decodeMessage, publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
-import { blocked, decideInMemory, rejectAll, forgetUsage, msUntil, newEntry, sweepEntries, withLease, type Entry } from './lease.js';
-import { closedError } from './lease.js';
+import { blocked, closedError, decideInMemory, rejectAll, msUntil, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
 import { wantsTopUp } from '../../lease-core.js';
 import { BoundedMap } from '../../../bounded-map.js';
-import { consumeAllLeased, decideAllInMemory, type CompositeHost } from './composite.js';
+import { consumeAllLeased, decideAllInMemory } from './composite.js';
+import { applyControl } from './control.js';
+import type { LocalFirstHost } from './host.js';
 import { returnCall, sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
 /**
  * A {@link Store} that decides fixed-window consumes in process memory from
@@ -69,7 +70,7 @@ export class LocalFirstStore implements Store {
   private rttMs = 0;
   private everLive = false;
   private closed = false;
-  private readonly host: CompositeHost;
+  private readonly host: LocalFirstHost;
   private readonly counters = { localDecisions: 0, leaseCalls: 0, returnCalls: 0, unitsLeased: 0, unitsReturned: 0, maxGrant: 0 };
 
   /** @param options - see {@link LocalFirstStoreOptions}; invalid ones throw a FloodgateError. */
@@ -107,6 +108,7 @@ export class LocalFirstStore implements Store {
       decided: (e, cost, t) => this.decided(e, cost, t),
       conflict: (op) => this.conflict(op),
       flush: () => this.pipeline.flushNow(),
+      publish: (kind, ms, key) => this.publish(kind, ms, key),
     };
   }
 
@@ -349,39 +351,9 @@ export class LocalFirstStore implements Store {
     if (e.waiters.length > 0) this.lease(key, e);
   }
 
-  /** Peek, reward, penalty, block and reset: applied by Redis, then broadcast and mirrored locally. */
-  private async control(op: Operation): Promise<Outcome> {
-    const before = this.entries.get(op.key);
-    // No unit leased before a reset or block is asked for is spent after it from here.
-    if (before && op.kind === 'reset') {
-      forgetUsage(before);
-    } else if (before && op.kind === 'block') {
-      this.giveBack(op.key, before);
-    }
-    const outcome = await this.inner.apply(op);
-    const t = this.readTime();
-    if (t instanceof FloodgateError) throw t;
-    const e = this.entries.get(op.key);
-    switch (op.kind) {
-      case 'reset':
-        if (e) forgetUsage(e);
-        this.publish('reset', 0, op.key);
-        break;
-      case 'reward':
-        if (e) e.exhaustedUntil = 0;
-        this.publish('available', 0, op.key);
-        break;
-      case 'block': {
-        const entry = this.touch(op.key, t);
-        entry.blockedUntil = outcome.retryAfterMs === Infinity ? Infinity : t + outcome.retryAfterMs;
-        this.giveBack(op.key, entry);
-        this.publish('blocked', op.amount, op.key);
-        return outcome;
-      }
-      default:
-        break;
-    }
-    return e === undefined ? outcome : withLease(outcome, e, t);
+  /** Peek, reward, penalty, block and reset: applied by Redis, then broadcast and mirrored locally (control.ts). */
+  private control(op: Operation): Promise<Outcome> {
+    return applyControl(this.host, op);
   }
 
   /** Returns the entry's unspent units to their window (best effort), and forgets them. */
