@@ -4,30 +4,8 @@
 -- a0 and b0 as the script found them.
 local a, b
 local a0, b0
--- Whether the state hash existed when the script began: a hash that never existed needs no DEL.
-local had_hash = false
-
--- The hash's fields that held a value: a write overwrites fields in place and removes only these that are gone.
-local present = {}
-
-local function load_state()
-  local fields = impl.fields
-  local v = redis.call('HMGET', STATE, 'b', unpack(fields))
-  for i = 1, #fields + 1 do
-    if v[i] then
-      had_hash = true
-      present[#present + 1] = (i == 1) and 'b' or fields[i - 1]
-    end
-  end
-  b = tonumber(v[1]) or 0
-  table.remove(v, 1)
-  a = impl.decode(v)
-end
-
-local function encode_ms(x)
-  if x == INF then return -1 end
-  return x
-end
+-- Whether the state hash existed, and which of its fields held a value (see read_state).
+local had_hash, present
 
 -- applyOperation: updates a and b, and appends the outcome's five integers to out.
 local function apply_operation(kind, amount, now, out)
@@ -61,57 +39,10 @@ local function apply_operation(kind, amount, now, out)
     return redis.error_reply('floodgate: unknown operation code ' .. tostring(kind))
   end
 
-  local view = impl.view(a, cost, now)
-  local n = #out
-  if b ~= 0 then
-    local block_left = INF
-    if b ~= BLOCK_FOREVER then block_left = b - now end
-    out[n + 1] = 0
-    out[n + 2] = 0
-    out[n + 3] = encode_ms(math.max(view.reset, block_left))
-    out[n + 4] = encode_ms(block_left)
-    out[n + 5] = encode_ms(block_left)
-  else
-    if kind ~= OP_CONSUME then allowed = view.retry == 0 end
-    out[n + 1] = allowed and 1 or 0
-    out[n + 2] = view.remaining
-    out[n + 3] = view.reset
-    out[n + 4] = allowed and 0 or view.retry
-    out[n + 5] = view.empty
-  end
+  push_outcome(out, kind == OP_CONSUME, allowed, impl.view(a, cost, now), b, now)
 end
 
--- Writes the final state once, with applyOperation's expiresAt as the TTL. The sliding log's
--- list is already written; its hash then holds only the block.
-local function persist(now)
-  local fields = {}
-  if a ~= nil then fields = impl.encode(a) end
-  if b ~= 0 then
-    fields[#fields + 1] = 'b'
-    fields[#fields + 1] = int(b)
-  end
-  if #fields == 0 then
-    if had_hash then redis.call('DEL', STATE) end
-    return
-  end
-  redis.call('HSET', STATE, unpack(fields))
-  -- A state that shrank (a block that ended, an algorithm state gone) loses those fields; overwriting the
-  -- rest in place spares the DEL that every write would otherwise need.
-  local gone = stale_fields(present, fields)
-  if #gone > 0 then redis.call('HDEL', STATE, unpack(gone)) end
-  -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
-  if b == BLOCK_FOREVER then
-    if had_hash then redis.call('PERSIST', STATE) end
-    return
-  end
-  local expires_at = state_expiry(impl, a, b)
-  -- The same expiry as the TTL already set (a fixed window counting within its window): no PEXPIRE.
-  -- With a client clock the TTL was stretched to a minimum, so it is set again.
-  if had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
-  expire(STATE, expires_at - now)
-end
-
-load_state()
+a, b, had_hash, present = read_state(STATE, impl)
 a0, b0 = a, b
 local out = {}
 local now = server_now
@@ -122,7 +53,7 @@ for i = FIRST_OP, #ARGV, STRIDE do
 end
 -- Algorithms hand back the very table they were given when nothing changed, so an
 -- unchanged identity means there is nothing to write (peeks and refused consumes).
-if a ~= a0 or b ~= b0 then persist(now) end
+if a ~= a0 or b ~= b0 then write_state(STATE, impl, a, b, a0, b0, had_hash, present, now) end
 -- Work an algorithm defers to the end of the batch (the sliding log's TTL).
 if impl.finish then impl.finish(now) end
 return out

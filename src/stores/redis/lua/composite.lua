@@ -22,11 +22,6 @@ local MAKERS = {
 local now = server_now
 if CLIENT_TIME then now = tonumber(ARGV[5]) end
 
-local function encode_ms(x)
-  if x == INF then return -1 end
-  return x
-end
-
 local function use(p)
   L, W, BLOCK_MS = p.limit, p.window, p.block
 end
@@ -34,19 +29,8 @@ end
 -- Reads a part's state and normalizes it, as applyOperation begins; keeps what was read to tell a change.
 local function load_part(p)
   use(p)
-  local fields = p.impl.fields
-  local v = redis.call('HMGET', p.state, 'b', unpack(fields))
-  p.had_hash = false
-  p.present = {}
-  for i = 1, #fields + 1 do
-    if v[i] then
-      p.had_hash = true
-      p.present[#p.present + 1] = (i == 1) and 'b' or fields[i - 1]
-    end
-  end
-  local b = tonumber(v[1]) or 0
-  table.remove(v, 1)
-  local a = p.impl.decode(v)
+  local a, b
+  a, b, p.had_hash, p.present = read_state(p.state, p.impl)
   p.a0, p.b0 = a, b
   p.a = p.impl.normalize(a, now)
   if b > 0 and b <= now then b = 0 end
@@ -84,55 +68,13 @@ local function step(p, consume, out)
     end
   end
   p.a, p.b = a, b
-  local view = p.impl.view(a, cost, now)
-  local n = #out
-  if b ~= 0 then
-    local block_left = INF
-    if b ~= BLOCK_FOREVER then block_left = b - now end
-    out[n + 1] = 0
-    out[n + 2] = 0
-    out[n + 3] = encode_ms(math.max(view.reset, block_left))
-    out[n + 4] = encode_ms(block_left)
-    out[n + 5] = encode_ms(block_left)
-  else
-    if not consume then allowed = view.retry == 0 end
-    out[n + 1] = allowed and 1 or 0
-    out[n + 2] = view.remaining
-    out[n + 3] = view.reset
-    out[n + 4] = allowed and 0 or view.retry
-    out[n + 5] = view.empty
-  end
+  push_outcome(out, consume, allowed, p.impl.view(a, cost, now), b, now)
 end
 
--- apply.lua persist for one part, then the algorithm's deferred work (the sliding log's TTL).
+-- The part's write (see write_state), then the algorithm's deferred work (the sliding log's TTL).
 local function persist(p)
   use(p)
-  local a, b = p.a, p.b
-  if a ~= p.a0 or b ~= p.b0 then
-    local fields = {}
-    if a ~= nil then fields = p.impl.encode(a) end
-    if b ~= 0 then
-      fields[#fields + 1] = 'b'
-      fields[#fields + 1] = int(b)
-    end
-    if #fields == 0 then
-      if p.had_hash then redis.call('DEL', p.state) end
-    else
-      redis.call('HSET', p.state, unpack(fields))
-      local gone = stale_fields(p.present, fields)
-      if #gone > 0 then redis.call('HDEL', p.state, unpack(gone)) end
-      -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
-      if b == BLOCK_FOREVER then
-        if p.had_hash then redis.call('PERSIST', p.state) end
-      else
-        local expires_at = state_expiry(p.impl, a, b)
-        -- The same expiry as the TTL already set: no PEXPIRE (see apply.lua).
-        if not (p.had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(p.impl, p.a0, p.b0)) then
-          expire(p.state, expires_at - now)
-        end
-      end
-    end
-  end
+  if p.a ~= p.a0 or p.b ~= p.b0 then write_state(p.state, p.impl, p.a, p.b, p.a0, p.b0, p.had_hash, p.present, now) end
   if p.impl.finish then p.impl.finish(now) end
 end
 

@@ -41,6 +41,51 @@ local function full_view()
   return { remaining = L, reset = 0, retry = 0, empty = 0 }
 end
 
+local function encode_ms(x)
+  if x == INF then return -1 end
+  return x
+end
+
+-- Reads a key's state hash: the algorithm's decoded state, the block, whether the hash existed, and
+-- which of its fields held a value (a write overwrites in place and removes only those that are gone).
+local function read_state(key, impl)
+  local fields = impl.fields
+  local v = redis.call('HMGET', key, 'b', unpack(fields))
+  local had_hash = false
+  local present = {}
+  for i = 1, #fields + 1 do
+    if v[i] then
+      had_hash = true
+      present[#present + 1] = (i == 1) and 'b' or fields[i - 1]
+    end
+  end
+  local b = tonumber(v[1]) or 0
+  table.remove(v, 1)
+  return impl.decode(v), b, had_hash, present
+end
+
+-- applyOperation's outcome, appended to out as five integers: allowed (1/0), remaining, resetMs,
+-- retryAfterMs, emptyMs. A consume's allowed is its own; any other operation's is whether one unit fits.
+local function push_outcome(out, consume, allowed, view, b, now)
+  local n = #out
+  if b ~= 0 then
+    local block_left = INF
+    if b ~= BLOCK_FOREVER then block_left = b - now end
+    out[n + 1] = 0
+    out[n + 2] = 0
+    out[n + 3] = encode_ms(math.max(view.reset, block_left))
+    out[n + 4] = encode_ms(block_left)
+    out[n + 5] = encode_ms(block_left)
+  else
+    if not consume then allowed = view.retry == 0 end
+    out[n + 1] = allowed and 1 or 0
+    out[n + 2] = view.remaining
+    out[n + 3] = view.reset
+    out[n + 4] = allowed and 0 or view.retry
+    out[n + 5] = view.empty
+  end
+end
+
 -- The names in present (fields that held a value) that the flat name/value list written does not name again.
 local function stale_fields(present, written)
   local again = {}
@@ -65,6 +110,36 @@ local function expire(key, ttl)
   if CLIENT_TIME and ttl < CLIENT_TIME_MIN_TTL then ttl = CLIENT_TIME_MIN_TTL end
   if ttl < 1 then ttl = 1 end
   redis.call('PEXPIRE', key, int(ttl))
+end
+
+-- Writes a key's final state (a, b) once, with applyOperation's expiresAt as the TTL; a0 and b0 are the
+-- state as read. The sliding log's list is written by its algorithm; its hash then holds only the block.
+local function write_state(key, impl, a, b, a0, b0, had_hash, present, now)
+  local fields = {}
+  if a ~= nil then fields = impl.encode(a) end
+  if b ~= 0 then
+    fields[#fields + 1] = 'b'
+    fields[#fields + 1] = int(b)
+  end
+  if #fields == 0 then
+    if had_hash then redis.call('DEL', key) end
+    return
+  end
+  redis.call('HSET', key, unpack(fields))
+  -- A state that shrank (a block that ended, an algorithm state gone) loses those fields; overwriting the
+  -- rest in place spares the DEL that every write would otherwise need.
+  local gone = stale_fields(present, fields)
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
+  if b == BLOCK_FOREVER then
+    if had_hash then redis.call('PERSIST', key) end
+    return
+  end
+  local expires_at = state_expiry(impl, a, b)
+  -- The same expiry as the TTL already set (a fixed window counting within its window): no PEXPIRE.
+  -- With a client clock the TTL was stretched to a minimum, so it is set again.
+  if had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
+  expire(key, expires_at - now)
 end
 
 local server_now = 0
