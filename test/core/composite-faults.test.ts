@@ -1,26 +1,8 @@
 // consumeAll while the store fails: the parts' fallbacks decide together (insurance all or nothing, fail-open, fail-closed, reject) and the breakers open.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { consumeAll, ErrorCode, ManualClock, MemoryStore, RateLimiter, type Operation, type Outcome, type Store } from '../../src/index.js';
-
-/** A MemoryStore behind a switch that makes every call fail, counting the calls that reach it. */
-class FlakyStore implements Store {
-  readonly name = 'flaky';
-  failing = false;
-  calls = 0;
-  private readonly inner: MemoryStore;
-  constructor(clock: () => number) {
-    this.inner = new MemoryStore({ clock, sweepIntervalMs: 0 });
-  }
-  apply(operation: Operation): Promise<Outcome> {
-    this.calls++;
-    return this.failing ? Promise.reject(new Error('connection refused')) : this.inner.apply(operation);
-  }
-  consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
-    this.calls++;
-    return this.failing ? Promise.reject(new Error('connection refused')) : this.inner.consumeAll(operations);
-  }
-}
+import { consumeAll, ErrorCode, ManualClock, MemoryStore, RateLimiter, type Store } from '../../src/index.js';
+import { FlakyStore } from '../support/flaky-store.js';
 
 test('composite on a failing store: the insurance limiters decide all or nothing on their own store', async () => {
   const clock = new ManualClock();

@@ -1,32 +1,8 @@
 // The limiter's fault path with a store that fails on command: insurance, fail-open/closed, reject, and the circuit breaker.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  ErrorCode,
-  FloodgateError,
-  ManualClock,
-  MemoryStore,
-  RateLimiter,
-  type Operation,
-  type Outcome,
-  type Store,
-} from '../../src/index.js';
-
-/** A real MemoryStore behind a switch that makes it fail, counting the calls that reach it. */
-class FlakyStore implements Store {
-  readonly name = 'flaky';
-  failing = false;
-  calls = 0;
-  private readonly inner: MemoryStore;
-  constructor(clock: () => number) {
-    this.inner = new MemoryStore({ clock, sweepIntervalMs: 0 });
-  }
-  apply(operation: Operation): Promise<Outcome> {
-    this.calls++;
-    if (this.failing) return Promise.reject(new Error('connection refused'));
-    return this.inner.apply(operation);
-  }
-}
+import { ErrorCode, FloodgateError, ManualClock, RateLimiter } from '../../src/index.js';
+import { FlakyStore } from '../support/flaky-store.js';
 
 test('reject mode: a store failure rejects with STORE_ERROR carrying the cause', async () => {
   const clock = new ManualClock();
