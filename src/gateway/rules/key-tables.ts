@@ -62,24 +62,24 @@ class TimedStore implements Store {
     this.name = inner.name;
     this.ok = metrics.storeLatencyChild(this.name, true);
     this.failed = metrics.storeLatencyChild(this.name, false);
+    // Only a store that can answer synchronously gets the series: a Redis store shows none.
+    const sync = inner.applyNow !== undefined || inner.consumeAllNow !== undefined ? metrics.storeSyncCell(this.name) : undefined;
     if (inner.applyNow !== undefined) {
-      const sync = metrics.storeSyncCell(this.name);
       // A throw passes through untouched and unreported: applyNow throws only for a misconfiguration,
       // which the limiter rethrows as consume would reject; if a store broke that promise, the limiter
       // goes on to apply, which is timed and reported here. undefined means nothing was applied: not counted.
       this.applyNow = (operation) => {
         const outcome = inner.applyNow!(operation);
-        if (outcome !== undefined) sync.count += 1;
+        if (outcome !== undefined) sync!.count += 1;
         return outcome;
       };
     }
     // A rule's several policies are one composite: timed and reported as one store call.
     if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
     if (inner.consumeAllNow !== undefined) {
-      const sync = metrics.storeSyncCell(this.name);
       this.consumeAllNow = (operations) => {
         const outcomes = inner.consumeAllNow!(operations);
-        if (outcomes !== undefined) sync.count += 1;
+        if (outcomes !== undefined) sync!.count += 1;
         return outcomes;
       };
     }
