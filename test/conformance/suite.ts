@@ -12,6 +12,7 @@ import {
   type Store,
 } from '../../src/index.js';
 import { compositeCases } from './composite.js';
+import { reservationCases } from './reservation.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
@@ -87,6 +88,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       new RateLimiter({ prefix: `c${++unique}:${process.pid}`, clock: clock.now, ...options, store: counting });
 
     compositeCases({ clock, limiter, calls: () => counting.calls });
+    reservationCases({ clock, limiter });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
       const l = limiter({ limit: 3, window: 1000 });
