@@ -312,13 +312,21 @@ export class RateLimiter {
     return this.decision(outcome, 'store');
   }
 
-  /** A reservation's give-back or excess charge: on the store alone (no fallback held the units), rejecting when it fails. */
+  /**
+   * A reservation's give-back or excess charge: on the store alone (no
+   * fallback held the units), rejecting when it fails. Settled in the lease
+   * in hand when the store can (`Store.settleNow`), without a store call.
+   */
   private settle(kind: 'reward' | 'penalty', key: string, amount: number): Promise<Decision> {
+    const list = this.memoryBlock?.list;
     if (kind === 'reward') {
-      this.memoryBlock?.list.delete(key);
+      list?.delete(key);
       this.probes.forget(key);
     }
-    return this.ask(kind, key, amount, undefined, false);
+    const outcome = this.store.settleNow?.({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
+    if (outcome === undefined) return this.ask(kind, key, amount, undefined, false);
+    if (list) this.learn(list, kind, key, outcome);
+    return Promise.resolve(this.decision(outcome, 'store'));
   }
 
   /** Feeds the block list from a store answer. */

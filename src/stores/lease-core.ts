@@ -104,3 +104,26 @@ export function leaseAdmitted(lease: LeaseState, now: number): Outcome {
   const resetMs = lease.endsBy === Infinity ? Infinity : Math.max(1, Math.ceil(lease.endsBy - now));
   return { allowed: true, remaining, resetMs, retryAfterMs: 0, emptyMs: remaining >= 1 ? 0 : resetMs };
 }
+
+/**
+ * A reservation's give-back (`reward`) or excess charge (`penalty`) of
+ * `amount` units settled in the lease at `now`, without asking the grantor:
+ * the grantor counted the lease's units as consumed when it granted them, so
+ * a give-back joins them (spendable here, or handed back with them) and an
+ * excess is spent from them; its count stays exact either way. Undefined,
+ * with nothing changed, when the lease cannot take it: past its deadline (its
+ * window may be over, and a give-back must never land in a window that did
+ * not count the estimate), or an excess it does not cover.
+ */
+export function settleInLease(lease: LeaseState, kind: 'reward' | 'penalty', amount: number, now: number): Outcome | undefined {
+  if (now >= lease.spendUntil) return undefined;
+  if (kind === 'reward') {
+    lease.units += amount;
+  } else {
+    if (lease.units < amount) return undefined;
+    // Spent like a consume, so it sizes the next slice too.
+    lease.units -= amount;
+    lease.demand += amount;
+  }
+  return leaseAdmitted(lease, now);
+}

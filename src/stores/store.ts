@@ -23,6 +23,16 @@ export interface Store {
    */
   applyNow?(operation: Operation): Outcome | undefined;
   /**
+   * A reservation's give-back (`reward`) or excess charge (`penalty`)
+   * settled synchronously in state this process holds for the key's current
+   * window (a lease: local-first, the cluster store with `leaseMs`), without
+   * a store call. Not the same as {@link apply}: a give-back becomes
+   * spendable in this process first, so only reservations use it, never
+   * `limiter.reward()`/`penalty()`. Undefined when it cannot settle here, and
+   * then nothing was applied: call `apply`. Never throws.
+   */
+  settleNow?(operation: Operation): Outcome | undefined;
+  /**
    * Consumes several keys all or nothing, in one atomic step: every
    * operation (each of kind `consume`, on distinct keys, each with its own
    * policy) spends its amount only if every one of them fits; otherwise

@@ -78,6 +78,10 @@ function summary(reports: ReservationReport[]) {
     over: sum('over'),
     under: sum('under'),
     sources: [...new Set(reports.flatMap((r) => r.sources))],
+    inLease: {
+      reward: reports.reduce((n, r) => n + r.settledFromLease.reward, 0),
+      penalty: reports.reduce((n, r) => n + r.settledFromLease.penalty, 0),
+    },
   };
 }
 
@@ -105,6 +109,8 @@ test(
     // The run pressed every rule: leases spent from, the limit reached, give-backs, excess charges, expiries.
     assert.ok(leased > 0 && KEYS.some((k) => total(reports, 'fromLease', `rsv-lf:${k}`) > 0), info);
     assert.ok(s.refused > 0 && s.over > 0 && s.under > 0 && s.expired > 0 && s.unsettled > 0, info);
+    // Give-backs and excesses were settled in the leases too, without Redis.
+    assert.ok(s.inLease.reward > 0 && s.inLease.penalty > 0, info);
     for (const key of KEYS) {
       const count = Number((await reader.hget(redisKeys(`rsv-lf:${key}`).state, 'c')) ?? 0);
       assert.equal(count, total(reports, 'charged', key), `key ${key}: ${info}`);
@@ -135,8 +141,10 @@ test(
       assert.deepEqual(s.sources, ['store'], info);
       assert.ok(unitsLeased > 0 && fromLease > 0, info);
       assert.ok(s.over > 0 && s.under > 0 && s.expired > 0 && s.unsettled > 0, info);
-      // The primary counts a lease's surplus when it grants it; the children spent `fromLease` of it,
-      // the rest was still held when they stopped or dropped when a penalty revoked the leases.
+      assert.ok(s.inLease.reward > 0 && s.inLease.penalty > 0, info);
+      // The primary counts a lease's surplus when it grants it; the children spent `fromLease` of it (net
+      // of the give-backs settled into their leases), the rest was still held when they stopped or
+      // dropped when a penalty the lease could not cover revoked the leases.
       let count = 0;
       let charged = 0;
       for (const key of KEYS) {

@@ -34,8 +34,13 @@ export interface ReservationReport {
   /** Reservations settled above their estimate (a penalty) and below it (a give-back). */
   over: number;
   under: number;
-  /** Units admitted synchronously from a lease in hand, per key (their lease counted them when granted). */
+  /**
+   * Units spent from a lease in hand, per key (their lease counted them when granted): consumes admitted
+   * synchronously and excesses settled in the lease, less the give-backs settled into it.
+   */
   fromLease: Record<string, number>;
+  /** Units of give-backs (reward) and excesses (penalty) settled in the lease, without a store call. */
+  settledFromLease: { reward: number; penalty: number };
   /** Decision sources seen; only 'store' is expected. */
   sources: string[];
   /** Units leased and given back at close, per LocalFirstStore.stats() (local-first only). */
@@ -46,6 +51,8 @@ export interface ReservationReport {
 class LeaseCounting implements Store {
   readonly name: string;
   readonly fromLease: Record<string, number> = {};
+  /** Units of reservations' give-backs and excesses settled in the lease, without a store call. */
+  readonly settledFromLease = { reward: 0, penalty: 0 };
   constructor(private readonly inner: Store) {
     this.name = inner.name;
   }
@@ -57,6 +64,17 @@ class LeaseCounting implements Store {
   }
   applyNow(operation: Operation): Outcome | undefined {
     return this.count(operation, this.inner.applyNow?.(operation));
+  }
+  settleNow(operation: Operation): Outcome | undefined {
+    const outcome = this.inner.settleNow?.(operation);
+    // Settled in the lease: an excess spends leased units, a give-back returns units to it.
+    if (outcome !== undefined) {
+      const sign = operation.kind === 'penalty' ? 1 : -1;
+      this.fromLease[operation.key] = (this.fromLease[operation.key] ?? 0) + sign * operation.amount;
+      if (operation.kind === 'penalty') this.settledFromLease.penalty += operation.amount;
+      else this.settledFromLease.reward += operation.amount;
+    }
+    return outcome;
   }
   apply(operation: Operation): Promise<Outcome> {
     // Whatever the store would answer from its lease goes through the count first.
@@ -86,6 +104,7 @@ const report: ReservationReport = {
   over: 0,
   under: 0,
   fromLease: store.fromLease,
+  settledFromLease: store.settledFromLease,
   sources: [],
 };
 const pick = (n: number): number => Math.floor(Math.random() * n);

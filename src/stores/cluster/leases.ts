@@ -1,7 +1,7 @@
 /** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
 import { BoundedMap } from '../../bounded-map.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { firstDemand, keepSurplus, leaseAdmitted, spendDeadline, wantedSlice, wantsTopUp, type LeaseState } from '../lease-core.js';
+import { firstDemand, keepSurplus, leaseAdmitted, settleInLease, spendDeadline, wantedSlice, wantsTopUp, type LeaseState } from '../lease-core.js';
 
 /** One key's lease. Times are `performance.now()` of this process (the caller's `now`); `windowEnd` is on the primary's clock. */
 export interface Lease extends LeaseState {
@@ -77,6 +77,22 @@ export class Leases {
       held.push(e);
     }
     return held.map((e, i) => this.take(e, operations[i]!.amount, now));
+  }
+
+  /**
+   * A reservation's give-back (reward) or excess (penalty) settled in the
+   * key's lease at `now` (see settleInLease): undefined, with nothing
+   * changed, when the primary must take it (no lease under this policy, one
+   * past its deadline, an excess it does not cover).
+   */
+  settleHere(operation: Operation, now: number): Outcome | undefined {
+    const { kind } = operation;
+    const e = this.entries.get(operation.key);
+    if ((kind !== 'reward' && kind !== 'penalty') || e === undefined || !samePolicy(e.policy, operation.policy)) return undefined;
+    const outcome = settleInLease(e, kind, operation.amount, now);
+    // Used here, so the store keeps listening for the lease's revocation rather than dropping it idle.
+    if (outcome !== undefined) this.lastSpendAt = now;
+    return outcome;
   }
 
   /** The key's lease when it holds enough units under the operation's policy. */

@@ -190,6 +190,20 @@ export class ClusterStore implements Store {
   }
 
   /**
+   * A reservation's give-back (reward) or excess (penalty) settled in this
+   * worker's lease of the key (with `leaseMs`), without IPC: a give-back
+   * becomes spendable here (the primary still counts it, as the lease's
+   * other units); an excess the lease covers is spent from it, so no lease
+   * is revoked. Undefined, with nothing applied, when the primary must take
+   * it. Never throws.
+   */
+  settleNow(operation: Operation): Outcome | undefined {
+    const client = this.client;
+    if (client === undefined || this.leaseMs === 0 || operation.policy.algorithm !== 'fixed-window') return undefined;
+    return client.memory.leases.settleHere(operation, performance.now());
+  }
+
+  /**
    * Consumes every operation's amount if every key admits it, else spends
    * nothing (all or nothing; one outcome per part, in order). Decided here
    * when the leases in hand cover every part, or a part is known refused and
