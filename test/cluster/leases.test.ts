@@ -1,4 +1,4 @@
-// Leases of the cluster store (leaseMs): fixed-window consumes answered in the worker from quota the primary granted, never more than the limit across workers, revoked by penalty, block and reset (message channels and real forked workers).
+// Leases of the cluster store (leaseMs): fixed-window consumes answered in the worker from quota the primary granted, never more than the limit across workers, revoked by penalty, block and reset, and reservations settled in them (message channels and real forked workers).
 import assert from 'node:assert/strict';
 import { setTimeout as delay } from 'node:timers/promises';
 import { MessageChannel } from 'node:worker_threads';
@@ -103,6 +103,57 @@ test("penalty, block and reset on one worker revoke the other worker's lease", a
   const blocking = a.block('own', '10s');
   assert.equal(a.consumeNow('own'), undefined);
   assert.equal((await blocking).allowed, false);
+});
+
+test("a reservation settled within the worker's lease sends nothing to the primary: a commit above the estimate revokes no lease", async () => {
+  const primary = primaryOf();
+  const wa = worker(primary);
+  const a = new RateLimiter({ limit: 1000, window: '30s', store: wa.store });
+  const b = new RateLimiter({ limit: 1000, window: '30s', store: worker(primary).store });
+  for (let i = 0; i < 50; i++) await Promise.all([a.consume('k'), b.consume('k')]);
+  // 100 units into a's lease: a reserve's lease call, and its cancel, given back into the lease.
+  const big = await a.reserve('k', 100);
+  assert.deepEqual(await big.cancel(), { status: 'settled', charged: 0 });
+  await delay(5); // nothing left in flight
+  assert.ok(b.consumeNow('k')?.allowed, 'worker b holds a lease');
+  const messages = wa.counts.toPrimary;
+  const { invalidations } = primary.stats();
+
+  const below = await a.reserve('k', 3);
+  assert.deepEqual(await below.commit(1), { status: 'settled', charged: 1 });
+  const above = await a.reserve('k', 3);
+  assert.deepEqual(await above.commit(8), { status: 'settled', charged: 8 });
+  const cancelled = await a.reserve('k', 2);
+  assert.deepEqual(await cancelled.cancel(), { status: 'settled', charged: 0 });
+  await delay(5);
+  assert.equal(wa.counts.toPrimary, messages, 'no message to the primary');
+  assert.equal(primary.stats().invalidations, invalidations, 'nothing revoked');
+  assert.ok(b.consumeNow('k')?.allowed, "worker b's lease stands");
+
+  // An excess the lease cannot cover is a penalty at the primary, which revokes the leases as before.
+  const huge = await a.reserve('k', 3);
+  assert.deepEqual(await huge.commit(2000), { status: 'settled', charged: 2000 });
+  assert.ok(wa.counts.toPrimary > messages);
+  await delay(5);
+  assert.equal(b.consumeNow('k'), undefined, "worker b's lease was revoked");
+  assert.equal((await a.consume('k')).allowed, false, 'over the limit: later consumes are refused');
+});
+
+test('a worker lease past its deadline takes no give-back: the primary gets it', async () => {
+  const primary = primaryOf();
+  const w = worker(primary);
+  // The limiter's clock stands still, so the reservation's own rule never drops the give-back: only the lease's rule is left.
+  const clock = new ManualClock();
+  const l = new RateLimiter({ limit: 100, window: 300, store: w.store, clock: clock.now });
+  for (let i = 0; i < 20; i++) await l.consume('k');
+  const r = await l.reserve('k', 6, { ttl: '1m' });
+  await delay(320); // the lease's window has ended
+  const operation = { kind: 'reward' as const, key: `${l.prefix}:k`, amount: 1, policy: l.policy };
+  assert.equal(w.store.settleNow(operation), undefined, 'a lease past its deadline takes no give-back');
+  assert.equal(w.store.settleNow({ ...operation, kind: 'penalty' }), undefined, 'nor an excess');
+  const messages = w.counts.toPrimary;
+  assert.deepEqual(await r.commit(1), { status: 'settled', charged: 1 });
+  assert.equal(w.counts.toPrimary, messages + 1, 'the give-back went to the primary (whose window ended too: it drops it)');
 });
 
 test('a reward keeps the leases; other algorithms and peeks go to the primary', async () => {

@@ -1,7 +1,16 @@
 /** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
 import { BoundedMap } from '../../bounded-map.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { firstDemand, keepSurplus, leaseAdmitted, settleInLease, spendDeadline, wantedSlice, wantsTopUp, type LeaseState } from '../lease-core.js';
+import {
+  firstDemand,
+  keepSurplus,
+  leaseAdmitted,
+  settleInLease,
+  spendDeadline,
+  wantedSlice,
+  wantsTopUp,
+  type LeaseState,
+} from '../lease-core.js';
 
 /** One key's lease. Times are `performance.now()` of this process (the caller's `now`); `windowEnd` is on the primary's clock. */
 export interface Lease extends LeaseState {

@@ -146,13 +146,18 @@ export function withLease(outcome: Outcome, e: Entry, t: number): Outcome {
  * Redis must take it: no lease under this policy for the current window, a
  * blocked key (its lease went back), an excess the lease does not cover, or
  * a give-back while the subscription is down (no surplus is held then, since
- * a block broadcast meanwhile would not be heard).
+ * a block broadcast meanwhile would not be heard). An excess the lease does
+ * not cover hands the lease back first (`giveBack`): the charge may push the
+ * key over its limit, and this process must then be refused too, not keep
+ * spending units it leased before.
  */
-export function settleLeased(e: Entry, op: Operation, t: number, live: boolean): Outcome | undefined {
+export function settleLeased(e: Entry, op: Operation, t: number, live: boolean, giveBack: () => void): Outcome | undefined {
   if (op.kind !== 'reward' && op.kind !== 'penalty') return undefined;
   if (e.policy === undefined || (e.policy !== op.policy && !samePolicy(e.policy, op.policy))) return undefined;
   if (e.blockedUntil > t || (op.kind === 'reward' && !live)) return undefined;
-  return settleInLease(e, op.kind, op.amount, t);
+  const outcome = settleInLease(e, op.kind, op.amount, t);
+  if (outcome === undefined && op.kind === 'penalty' && e.units > 0) giveBack();
+  return outcome;
 }
 
 /** Fails every consume waiting on the entry's lease call (the call failed, or the store closed). */

@@ -240,7 +240,7 @@ export class LocalFirstStore implements Store {
   settleNow(operation: Operation): Outcome | undefined {
     const e = this.closed || operation.policy.algorithm !== 'fixed-window' ? undefined : this.entries.get(operation.key);
     const t = e === undefined ? undefined : this.readTime();
-    return typeof t === 'number' ? settleLeased(e!, operation, t, this.live) : undefined;
+    return typeof t === 'number' ? settleLeased(e!, operation, t, this.live, () => this.giveBack(operation.key, e!)) : undefined;
   }
 
   private consume(op: Operation): Promise<Outcome> {

@@ -1,0 +1,102 @@
+// Reservations on LocalFirstStore over a real Redis: give-backs and excesses settled in the lease in hand make no Redis call and keep Redis's count exact; a lease whose window ended never takes a give-back.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { ManualClock, RateLimiter } from '../../src/index.js';
+import { LocalFirstStore, redisKeys } from '../../src/stores/redis/index.js';
+import { commandCount, sleep, untilLive } from '../support/local-first.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+let admin: Redis;
+const cleanups: (() => unknown)[] = [];
+before(async () => {
+  server = await startRedis();
+  admin = new Redis({ port: server.port, host: server.host });
+});
+after(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  admin.disconnect();
+  await server.stop();
+});
+
+let unique = 0;
+/** A live store on its own ioredis client; closed after the file (closing it earlier is fine: close is idempotent). */
+async function store(options: Partial<ConstructorParameters<typeof LocalFirstStore>[0]> = {}): Promise<LocalFirstStore> {
+  const client = new Redis(server.url);
+  client.on('error', () => {});
+  const s = new LocalFirstStore({ client, channel: `rsv-${process.pid}`, ...options });
+  cleanups.push(async () => {
+    await s.close();
+    client.disconnect();
+  });
+  await untilLive(s);
+  return s;
+}
+
+/** Redis's count of `key` under limiter `l` in its current window. */
+async function redisCount(l: RateLimiter, key: string): Promise<number> {
+  return Number((await admin.hget(redisKeys(`${l.prefix}:${key}`).state, 'c')) ?? 0);
+}
+
+test('a reservation settled within the lease makes no Redis call (give-back spendable here, excess spent from the lease); an excess the lease cannot cover goes to Redis', async () => {
+  const s = await store();
+  const l = new RateLimiter({ store: s, limit: 1000, window: '30s', prefix: `in-lease${++unique}` });
+  // A lease for the window, then 100 units in it: a reserve's lease call, and its cancel, given back into the lease.
+  assert.equal((await l.consume('k')).allowed, true);
+  const big = await l.reserve('k', 100);
+  assert.deepEqual(await big.cancel(), { status: 'settled', charged: 0 });
+  await sleep(20); // nothing left in flight
+  const leaseCalls = s.stats().leaseCalls;
+  await admin.config('RESETSTAT');
+  const before = await commandCount(admin);
+
+  const below = await l.reserve('k', 3);
+  assert.equal(below.decision.source, 'store');
+  assert.deepEqual(await below.commit(1), { status: 'settled', charged: 1 });
+  const above = await l.reserve('k', 3);
+  const over = await above.commit(5);
+  assert.deepEqual(over, { status: 'settled', charged: 5 });
+  const cancelled = await l.reserve('k', 2);
+  assert.deepEqual(await cancelled.cancel(), { status: 'settled', charged: 0 });
+  // The give-backs are spendable here at once, without a lease call.
+  assert.ok(l.consumeNow('k', 2)?.allowed, 'the lease holds the units given back');
+
+  await sleep(20);
+  assert.equal((await commandCount(admin)) - before, 0, 'no Redis command for the reserves, commits and cancel');
+  assert.equal(s.stats().leaseCalls, leaseCalls);
+
+  // An excess the lease cannot cover goes to Redis, unconditionally, past the limit; the lease goes back
+  // with it, so this process is refused too rather than spending what it leased before.
+  const huge = await l.reserve('k', 3);
+  assert.deepEqual(await huge.commit(2000), { status: 'settled', charged: 2000 });
+  assert.ok((await commandCount(admin)) - before > 0, 'the excess went to Redis');
+  assert.equal((await l.consume('k')).allowed, false, 'over the limit: later consumes are refused');
+
+  // Exact once the lease is given back: 1 (consume) + 1 + 5 + 2 (consumeNow) + 2000.
+  await s.close();
+  assert.equal(await redisCount(l, 'k'), 2009);
+});
+
+test('a lease whose window ended never takes a give-back: it goes to Redis, and the next window keeps its whole limit', async () => {
+  const storeClock = new ManualClock();
+  // The limiter's clock stands still, so the reservation's own rule never drops the give-back: only the store's rule is left.
+  const limiterClock = new ManualClock();
+  const s = await store({ clock: storeClock.now });
+  const l = new RateLimiter({ store: s, clock: limiterClock.now, limit: 10, window: 1000, prefix: `ended${++unique}` });
+  const r = await l.reserve('k', 6, { ttl: '1m' });
+  assert.equal(r.allowed, true);
+  const operation = { kind: 'reward' as const, key: `${l.prefix}:k`, amount: 1, policy: l.policy };
+
+  storeClock.advance(1000); // the lease's window has ended
+  assert.equal(s.settleNow(operation), undefined, 'a lease past its deadline takes no give-back');
+  assert.equal(s.settleNow({ ...operation, kind: 'penalty' }), undefined, 'nor an excess');
+  await admin.config('RESETSTAT');
+  const before = await commandCount(admin);
+  assert.deepEqual(await r.commit(1), { status: 'settled', charged: 1 });
+  assert.ok((await commandCount(admin)) - before > 0, 'the give-back went to Redis (whose window ended too: it drops it)');
+
+  let admitted = 0;
+  for (let i = 0; i < 15; i++) if ((await l.consume('k')).allowed) admitted++;
+  assert.equal(admitted, 10, 'the next window admits its limit, nothing more');
+});
