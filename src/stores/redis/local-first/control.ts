@@ -1,6 +1,7 @@
-/** LocalFirstStore's control operations (peek, reward, penalty, block, reset): applied by Redis, then broadcast and mirrored in the local entries. */
+/** LocalFirstStore's control operations (peek, reward, penalty, block, reset): applied by Redis, then broadcast and mirrored in the local entries; and a reservation's reward or penalty settled in the lease instead. */
 import { FloodgateError } from '../../../errors.js';
-import type { Operation, Outcome } from '../../../policy.js';
+import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
+import { settleInLease } from '../../lease-core.js';
 import type { LocalFirstHost } from './host.js';
 import { forgetUsage, withLease } from './lease.js';
 
@@ -37,4 +38,26 @@ export async function applyControl(host: LocalFirstHost, op: Operation): Promise
       break;
   }
   return e === undefined ? outcome : withLease(outcome, e, t);
+}
+
+/**
+ * A reservation's give-back or excess charge (`op`, a reward or penalty)
+ * settled in the key's lease (see settleInLease), or undefined when Redis
+ * must take it: no lease under this policy for the current window, a
+ * blocked key (its lease went back), an excess the lease does not cover, or
+ * a give-back while the subscription is down (`live` false: no surplus is
+ * held then, since a block broadcast meanwhile would not be heard). An
+ * excess the lease does not cover hands the lease back first: the charge
+ * may push the key over its limit, and this process must then be refused
+ * too, not keep spending units it leased before.
+ */
+export function settleLeased(host: LocalFirstHost, op: Operation, live: boolean): Outcome | undefined {
+  const e = host.entries.get(op.key);
+  if (e === undefined || (op.kind !== 'reward' && op.kind !== 'penalty') || op.policy.algorithm !== 'fixed-window') return undefined;
+  if (e.policy === undefined || (e.policy !== op.policy && !samePolicy(e.policy, op.policy))) return undefined;
+  const t = host.readTime();
+  if (t instanceof FloodgateError || e.blockedUntil > t || (op.kind === 'reward' && !live)) return undefined;
+  const outcome = settleInLease(e, op.kind, op.amount, t);
+  if (outcome === undefined && op.kind === 'penalty' && e.units > 0) host.giveBack(op.key, e);
+  return outcome;
 }

@@ -1,7 +1,7 @@
 /** What the local-first store knows about one key: its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them. */
 import { ErrorCode, FloodgateError } from '../../../errors.js';
-import { samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
-import { firstDemand, lapse, leaseAdmitted, settleInLease, type LeaseState } from '../../lease-core.js';
+import type { Outcome, Policy } from '../../../policy.js';
+import { firstDemand, lapse, leaseAdmitted, type LeaseState } from '../../lease-core.js';
 
 /** A consume waiting for the lease call in flight on its key. */
 export interface Waiter {
@@ -138,26 +138,6 @@ export function forgetUsage(e: Entry): void {
 export function withLease(outcome: Outcome, e: Entry, t: number): Outcome {
   if (e.units <= 0 || t >= e.spendUntil || e.blockedUntil > t) return outcome;
   return { allowed: true, remaining: outcome.remaining + e.units, resetMs: outcome.resetMs, retryAfterMs: 0, emptyMs: 0 };
-}
-
-/**
- * A reservation's give-back or excess charge (`op`, a reward or penalty)
- * settled in the key's lease at `t` (see settleInLease), or undefined when
- * Redis must take it: no lease under this policy for the current window, a
- * blocked key (its lease went back), an excess the lease does not cover, or
- * a give-back while the subscription is down (no surplus is held then, since
- * a block broadcast meanwhile would not be heard). An excess the lease does
- * not cover hands the lease back first (`giveBack`): the charge may push the
- * key over its limit, and this process must then be refused too, not keep
- * spending units it leased before.
- */
-export function settleLeased(e: Entry, op: Operation, t: number, live: boolean, giveBack: () => void): Outcome | undefined {
-  if (op.kind !== 'reward' && op.kind !== 'penalty') return undefined;
-  if (e.policy === undefined || (e.policy !== op.policy && !samePolicy(e.policy, op.policy))) return undefined;
-  if (e.blockedUntil > t || (op.kind === 'reward' && !live)) return undefined;
-  const outcome = settleInLease(e, op.kind, op.amount, t);
-  if (outcome === undefined && op.kind === 'penalty' && e.units > 0) giveBack();
-  return outcome;
 }
 
 /** Fails every consume waiting on the entry's lease call (the call failed, or the store closed). */

@@ -9,14 +9,14 @@ import type { ClientKind } from '../clients.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
 import { applyNews, decodeMessage, publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
-import { blocked, closedError, decideInMemory, rejectAll, msUntil, newEntry, settleLeased, sweepEntries, type Entry } from './lease.js';
+import { blocked, closedError, decideInMemory, rejectAll, msUntil, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
 import { wantsTopUp } from '../../lease-core.js';
 import { BoundedMap } from '../../../bounded-map.js';
 import { consumeAllLeased, decideAllInMemory } from './composite.js';
-import { applyControl } from './control.js';
+import { applyControl, settleLeased } from './control.js';
 import type { LocalFirstHost } from './host.js';
 import { returnCall, sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
 /**
@@ -228,19 +228,9 @@ export class LocalFirstStore implements Store {
     return outcome;
   }
 
-  /**
-   * A reservation's give-back (reward) or excess (penalty) settled in the
-   * lease this process holds for the key's current window, without Redis:
-   * a give-back becomes spendable here (and goes back to Redis with the
-   * lease's other unspent units), an excess the lease covers is spent from
-   * it. Undefined, with nothing applied, when Redis must take it (see
-   * settleLeased). Unlike `reward`, other processes do not see the units at
-   * once. Never throws.
-   */
+  /** A reservation's give-back or excess settled in the lease held for the key's window, without Redis (settleLeased); undefined (nothing applied) when Redis must take it. */
   settleNow(operation: Operation): Outcome | undefined {
-    const e = this.closed || operation.policy.algorithm !== 'fixed-window' ? undefined : this.entries.get(operation.key);
-    const t = e === undefined ? undefined : this.readTime();
-    return typeof t === 'number' ? settleLeased(e!, operation, t, this.live, () => this.giveBack(operation.key, e!)) : undefined;
+    return this.closed ? undefined : settleLeased(this.host, operation, this.live);
   }
 
   private consume(op: Operation): Promise<Outcome> {
