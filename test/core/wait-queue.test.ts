@@ -1,7 +1,7 @@
 // The per-key FIFO wait queue on a ManualClock and manual timers: order, retries only when due, wake, a bounded line, deadlines, close.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, isFloodgateError, ErrorCode } from '../../src/index.js';
+import { ErrorCode, ManualClock, isFloodgateError } from '../../src/index.js';
 import { WaitQueue, type AttemptResult, type Scheduler, type WaitResult } from '../../src/wait-queue.js';
 
 /** Timers that fire only when the test moves its ManualClock. */

@@ -1,0 +1,147 @@
+// RateLimiter's wait and execEvenly options on the memory store: option checks, waiting in order within the timeout, a full line, consumeNow, pacing.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ErrorCode, MemoryStore, RateLimiter, isFloodgateError, type Decision, type RateLimiterOptions } from '../../src/index.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function throwsCode(options: Partial<RateLimiterOptions> & Record<string, unknown>, code: string, message: RegExp): void {
+  assert.throws(
+    () => new RateLimiter({ limit: 5, window: '1s', ...options } as RateLimiterOptions),
+    (e: unknown) => isFloodgateError(e) && e.code === code && message.test(e.message),
+  );
+}
+
+test('wait and execEvenly are checked: a typed error that says what to write', () => {
+  throwsCode({ wait: true }, ErrorCode.INVALID_OPTIONS, /wait takes options, not true: write wait: \{ timeout: '5s' \}/);
+  throwsCode({ wait: '5s' }, ErrorCode.INVALID_OPTIONS, /wait takes options, not "5s"/);
+  throwsCode({ wait: {} }, ErrorCode.INVALID_OPTIONS, /wait.timeout is required/);
+  throwsCode({ wait: { timeout: 'soon' } }, ErrorCode.INVALID_DURATION, /wait.timeout must be a number of milliseconds or a string/);
+  throwsCode({ wait: { timeout: 2 ** 31 } }, ErrorCode.INVALID_DURATION, /wait.timeout must be at most 2147483647 ms/);
+  throwsCode(
+    { wait: { timeout: '1s', maxQueue: 0 } },
+    ErrorCode.INVALID_OPTIONS,
+    /wait.maxQueue must be a whole number from 1 to 1000000; got 0/,
+  );
+  throwsCode({ wait: { timeout: '1s', maxQueue: 2.5 } }, ErrorCode.INVALID_OPTIONS, /wait.maxQueue must be/);
+  throwsCode({ wait: { timeout: '1s', maxqueue: 5 } }, ErrorCode.UNKNOWN_OPTION, /wait has no option "maxqueue"/);
+  throwsCode({ execEvenly: 'yes' }, ErrorCode.INVALID_OPTIONS, /execEvenly must be true or false; got "yes"/);
+  assert.ok(new RateLimiter({ limit: 5, window: '1s', wait: { timeout: '1s' }, execEvenly: false }));
+});
+
+test('without wait or execEvenly a decision carries no waitedMs', async () => {
+  const limiter = new RateLimiter({ limit: 1, window: '1s' });
+  assert.equal('waitedMs' in (await limiter.consume('k')), false);
+});
+
+test('with wait, refused calls wait in arrival order and are admitted when the window resets, within the timeout', async () => {
+  const limiter = new RateLimiter({ limit: 2, window: '200ms', wait: { timeout: '1s' } });
+  const order: number[] = [];
+  const started = Date.now();
+  const calls = [0, 1, 2, 3, 4].map((i) =>
+    limiter.consume('k').then((d) => {
+      order.push(i);
+      return { d, at: Date.now() - started };
+    }),
+  );
+  const results = await Promise.all(calls);
+  assert.deepEqual(order, [0, 1, 2, 3, 4]);
+  assert.ok(results.every((r) => r.d.allowed));
+  assert.deepEqual(
+    results.map((r) => r.d.waitedMs! > 0),
+    [false, false, true, true, true],
+  );
+  // Two per window: 0 and 1 now, 2 and 3 at 200 ms, 4 at 400 ms.
+  assert.ok(results[2]!.at >= 195 && results[2]!.at < 300, `third admitted at ${results[2]!.at} ms`);
+  assert.ok(results[4]!.at >= 395 && results[4]!.at < 500, `fifth admitted at ${results[4]!.at} ms`);
+  assert.ok(Math.abs(results[4]!.d.waitedMs! - results[4]!.at) < 30);
+});
+
+test('with wait, a call the store could admit only after its timeout is refused at once with how long it would have needed', async () => {
+  const limiter = new RateLimiter({ limit: 1, window: '10s', wait: { timeout: '100ms' } });
+  await limiter.consume('k');
+  const started = Date.now();
+  const d = await limiter.consume('k');
+  assert.equal(d.allowed, false);
+  assert.ok(Date.now() - started < 50, 'refused at once');
+  assert.equal(d.waitedMs, 0);
+  assert.ok(d.retryAfterMs > 9000, `retryAfterMs ${d.retryAfterMs}`);
+});
+
+test('with wait, a full line refuses at once; other keys have their own line', async () => {
+  const limiter = new RateLimiter({ limit: 1, window: '300ms', wait: { timeout: '2s', maxQueue: 2 } });
+  await limiter.consume('k');
+  const waiting = [limiter.consume('k'), limiter.consume('k')];
+  await sleep(5);
+  const started = Date.now();
+  const full = await limiter.consume('k');
+  assert.equal(full.allowed, false);
+  assert.equal(full.waitedMs, 0);
+  assert.ok(Date.now() - started < 20, 'refused at once');
+  assert.ok(full.retryAfterMs > 200 && full.retryAfterMs <= 300, `retryAfterMs ${full.retryAfterMs}`);
+  assert.equal((await limiter.consume('other')).allowed, true);
+  const [a, b] = await Promise.all(waiting);
+  assert.equal(a!.allowed, true);
+  assert.equal(b!.allowed, true);
+});
+
+test('consumeNow with wait answers only an admission at once; a refusal is undefined and spends nothing', async () => {
+  const limiter = new RateLimiter({ limit: 2, window: '1s', wait: { timeout: '2s' } });
+  const first = limiter.consumeNow('k');
+  assert.equal(first?.allowed, true);
+  assert.equal(first?.waitedMs, 0);
+  assert.equal(limiter.consumeNow('k')?.allowed, true);
+  assert.equal(limiter.consumeNow('k'), undefined);
+  assert.equal((await limiter.peek('k')).remaining, 0);
+  assert.throws(
+    () => limiter.consumeNow(''),
+    (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_KEY),
+  );
+});
+
+test('a unit freed while a call waits goes to that call: consumeNow and a new consume queue behind it', async () => {
+  const limiter = new RateLimiter({ limit: 1, window: '300ms', wait: { timeout: '1s' } });
+  await limiter.consume('k');
+  const order: string[] = [];
+  const waiting = limiter.consume('k').then((d) => (order.push('waiter'), d));
+  await sleep(5);
+  await limiter.reward('k');
+  assert.equal(limiter.consumeNow('k'), undefined, 'the freed unit is not taken past the waiter');
+  const later = limiter.consume('k').then((d) => (order.push('later'), d));
+  const [w, l] = await Promise.all([waiting, later]);
+  assert.deepEqual(order, ['waiter', 'later']);
+  assert.equal(w.allowed && l.allowed, true);
+});
+
+test('bad calls reject at once with wait, without joining the line', async () => {
+  const limiter = new RateLimiter({ limit: 2, window: '1s', wait: { timeout: '1s' } });
+  await assert.rejects(limiter.consume('k', 3), (e: unknown) => isFloodgateError(e, ErrorCode.COST_EXCEEDS_LIMIT));
+  await assert.rejects(limiter.consume(''), (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_KEY));
+});
+
+test('with execEvenly on the memory store, a burst of admitted calls resolves window/limit apart', async () => {
+  const limiter = new RateLimiter({ limit: 5, window: '500ms', execEvenly: true });
+  const started = Date.now();
+  const done = await Promise.all([0, 1, 2, 3, 4].map(() => limiter.consume('k').then((d) => ({ d, at: Date.now() - started }))));
+  const refused = await limiter.consume('k');
+  assert.equal(refused.allowed, false, 'a refusal is not delayed: the window is spent');
+  assert.equal(refused.waitedMs, 0);
+  const at = done.map((r) => r.at).sort((a, b) => a - b);
+  const gaps = at.slice(1).map((t, i) => t - at[i]!);
+  console.log(`execEvenly (memory): resolved at ${at.join(', ')} ms; gaps ${gaps.join(', ')} ms (target 100)`);
+  for (const gap of gaps) assert.ok(Math.abs(gap - 100) <= 10, `gap ${gap} ms`);
+  assert.ok(done.every((r) => r.d.allowed));
+  assert.equal(limiter.consumeNow('j'), undefined, 'consumeNow cannot know a pacing delay');
+  assert.equal((await limiter.peek('j')).remaining, 5, '… and spent nothing');
+});
+
+test('execEvenly with cost: a call of cost 3 takes three slots', async () => {
+  const limiter = new RateLimiter({ limit: 10, window: '1s', execEvenly: true, store: new MemoryStore() });
+  const a: Decision = await limiter.consume('k', 3);
+  const started = Date.now();
+  const b = await limiter.consume('k');
+  assert.equal(a.waitedMs, 0);
+  const waited = Date.now() - started;
+  assert.ok(waited >= 280 && waited < 340, `second call waited ${waited} ms (three slots of 100 ms, less the time since)`);
+  assert.ok(b.waitedMs! >= 280);
+});
