@@ -5,7 +5,7 @@ import { ErrorCode, MemoryStore, RateLimiter, isFloodgateError, type Decision, t
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function throwsCode(options: Partial<RateLimiterOptions> & Record<string, unknown>, code: string, message: RegExp): void {
+function throwsCode(options: Record<string, unknown>, code: string, message: RegExp): void {
   assert.throws(
     () => new RateLimiter({ limit: 5, window: '1s', ...options } as RateLimiterOptions),
     (e: unknown) => isFloodgateError(e) && e.code === code && message.test(e.message),
