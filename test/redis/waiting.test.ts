@@ -1,0 +1,131 @@
+// wait and execEvenly against a real redis-server: pacing gaps across two clients, waits bounded by the timeout, a full line refusing at once, FIFO in a process.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
+import { RedisStore } from '../../src/stores/redis/index.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+
+let server: RedisServer;
+const clients: Redis[] = [];
+before(async () => {
+  server = await startRedis();
+  clients.push(new Redis(server.url), new Redis(server.url));
+});
+after(async () => {
+  for (const client of clients) client.disconnect();
+  await server.stop();
+});
+
+/** A limiter on its own RedisStore over client `i`. */
+function limiter(i: number, options: Omit<RateLimiterOptions, 'store'>): RateLimiter {
+  return new RateLimiter({ ...options, store: new RedisStore({ client: clients[i]! }) });
+}
+
+interface Timed {
+  d: Decision;
+  /** Wall ms from the call to its answer. */
+  took: number;
+  /** Wall ms from the test's start to the answer. */
+  at: number;
+}
+
+function timed(start: number, call: () => Promise<Decision>): Promise<Timed> {
+  const called = Date.now();
+  return call().then((d) => ({ d, took: Date.now() - called, at: Date.now() - start }));
+}
+
+test("execEvenly on Redis: a key's admitted calls from two clients resolve window/limit apart (within 10 %)", async () => {
+  const options = { limit: 10, window: '1s', execEvenly: true, prefix: 'even' } as const;
+  const a = limiter(0, options);
+  const b = limiter(1, options);
+  const start = Date.now();
+  const calls: Promise<Timed>[] = [];
+  for (let i = 0; i < 5; i++)
+    calls.push(
+      timed(start, () => a.consume('k')),
+      timed(start, () => b.consume('k')),
+    );
+  const done = await Promise.all(calls);
+  assert.ok(done.every((r) => r.d.allowed));
+  const at = done.map((r) => r.at).sort((x, y) => x - y);
+  const gaps = at.slice(1).map((t, i) => t - at[i]!);
+  console.log(
+    `execEvenly (Redis, 2 clients): gaps ${gaps.join(', ')} ms; target 100, worst ${Math.max(...gaps.map((g) => Math.abs(g - 100)))} ms off`,
+  );
+  for (const gap of gaps) assert.ok(Math.abs(gap - 100) <= 10, `gap ${gap} ms`);
+  // The eleventh is refused at once: the window's 10 are spent, and a refusal is not paced.
+  const refused = await timed(start, () => a.consume('k'));
+  assert.equal(refused.d.allowed, false);
+  assert.ok(refused.took < 50);
+});
+
+test('execEvenly on Redis keeps spacing a steady stream: each call comes a slot after the previous, not in bursts per window', async () => {
+  const paced = limiter(0, { limit: 20, window: '1s', execEvenly: true, prefix: 'stream' });
+  const start = Date.now();
+  const at: number[] = [];
+  // 30 calls over about 1.5 s, issued in bursts of 10 at 0, 500 and 1000 ms.
+  const calls: Promise<void>[] = [];
+  for (const when of [0, 500, 1000]) {
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, start + when - Date.now())));
+    for (let i = 0; i < 10; i++) calls.push(paced.consume('k').then((d) => void (d.allowed && at.push(Date.now() - start))));
+  }
+  await Promise.all(calls);
+  at.sort((x, y) => x - y);
+  const gaps = at.slice(1).map((t, i) => t - at[i]!);
+  console.log(`execEvenly stream (Redis): ${at.length} admitted, gaps min ${Math.min(...gaps)} max ${Math.max(...gaps)} ms (target 50)`);
+  // Inside each burst the slots are 50 ms apart; between bursts a slot may wait longer (no caller).
+  assert.ok(Math.min(...gaps) >= 45, `smallest gap ${Math.min(...gaps)} ms`);
+});
+
+test('wait on Redis: no call waits past its timeout (max measured), and the bucket admits what refills in time', async () => {
+  const timeoutMs = 700;
+  const waiting = limiter(0, { limit: 5, window: '1s', algorithm: 'token-bucket', wait: { timeout: timeoutMs }, prefix: 'wait' });
+  const start = Date.now();
+  const done = await Promise.all(Array.from({ length: 20 }, () => timed(start, () => waiting.consume('k'))));
+  const admitted = done.filter((r) => r.d.allowed);
+  const maxTook = Math.max(...done.map((r) => r.took));
+  const maxWaited = Math.max(...done.map((r) => r.d.waitedMs!));
+  console.log(
+    `wait (Redis, timeout ${timeoutMs} ms): ${admitted.length} of 20 admitted; longest call ${maxTook} ms wall, longest waitedMs ${maxWaited}`,
+  );
+  // 5 at once, then one per 200 ms: at 200, 400 and 600 ms; the next (800 ms) is past the timeout.
+  assert.equal(admitted.length, 8);
+  // The last attempt starts before the deadline; its answer may add one store round trip.
+  assert.ok(maxTook <= timeoutMs + 25, `a call took ${maxTook} ms`);
+  assert.ok(maxWaited <= timeoutMs, `waitedMs ${maxWaited}`);
+  for (const r of done.filter((x) => !x.d.allowed)) assert.ok(r.d.retryAfterMs > 0);
+});
+
+test('wait on Redis: a full line refuses at once, and the calls in it are admitted in arrival order', async () => {
+  const waiting = limiter(0, { limit: 2, window: '300ms', wait: { timeout: '2s', maxQueue: 3 }, prefix: 'full' });
+  const start = Date.now();
+  const order: number[] = [];
+  const done = await Promise.all(
+    Array.from({ length: 10 }, (_, i) =>
+      timed(start, () =>
+        waiting.consume('k').then((d) => {
+          if (d.allowed) order.push(i);
+          return d;
+        }),
+      ),
+    ),
+  );
+  const full = done.filter((r) => !r.d.allowed);
+  console.log(
+    `full line (Redis): ${full.length} refused, slowest refusal ${Math.max(...full.map((r) => r.took))} ms; admitted order ${order.join(', ')}`,
+  );
+  assert.equal(full.length, 5, 'two admitted at once, three waiting, five refused');
+  for (const r of full) {
+    assert.ok(r.took < 50, `a full line refuses at once (took ${r.took} ms)`);
+    assert.equal(r.d.waitedMs, 0);
+  }
+  assert.deepEqual(
+    order,
+    [...order].sort((x, y) => x - y),
+    'FIFO within the process',
+  );
+  // The three that waited came in at the next two windows.
+  const waited = done.filter((r) => r.d.allowed && r.d.waitedMs! > 0);
+  assert.equal(waited.length, 3);
+});
