@@ -61,6 +61,10 @@ interface Line<T> {
   retryAt: number;
   /** The latest refusal, for callers refused because the line is full. */
   last: T | undefined;
+  /** How long the latest attempt took to answer (ms): a retry that would answer only after the deadline is not made. */
+  answerMs: number;
+  /** When the attempt in flight started. */
+  startedAt: number;
 }
 
 /**
@@ -127,11 +131,11 @@ export class WaitQueue<T> {
       return Promise.resolve({ status: 'full', value: line.last, waitedMs: 0, retryInMs: this.lineRetryIn(line, now) });
     }
     // Behind a head that retries only after this deadline, nothing can admit this waiter in time.
-    if (line !== undefined && line.retryAt > deadline && line.last !== undefined) {
+    if (line !== undefined && line.retryAt + line.answerMs > deadline && line.last !== undefined) {
       return Promise.resolve({ status: 'timeout', value: line.last, waitedMs: 0, retryInMs: line.retryAt - now });
     }
     if (line === undefined) {
-      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined };
+      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined, answerMs: 0, startedAt: 0 };
       this.lines.set(key, line);
     }
     const waiters = line.waiters;
@@ -182,13 +186,15 @@ export class WaitQueue<T> {
       return;
     }
     const now = this.clock();
-    // A late timer (a busy event loop) must not start an attempt past the deadline.
-    if (now > head.deadline && line.last !== undefined) {
+    // A late timer (a busy event loop), or the waiters drained one by one ahead of this one, must not
+    // start an attempt that would answer past the deadline.
+    if (now + line.answerMs > head.deadline && line.last !== undefined) {
       this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs: 0 });
       return;
     }
     line.busy = true;
     line.woken = false;
+    line.startedAt = now;
     let pending: Promise<AttemptResult<T>>;
     try {
       pending = head.attempt();
@@ -199,6 +205,7 @@ export class WaitQueue<T> {
       (result) => this.answered(key, line, head, result),
       (error: unknown) => {
         line.busy = false;
+        line.startedAt = 0;
         line.waiters.shift();
         head.reject(error);
         this.pump(key, line);
@@ -210,6 +217,8 @@ export class WaitQueue<T> {
     line.busy = false;
     if (this.closed) return;
     const now = this.clock();
+    if (line.startedAt > 0) line.answerMs = now - line.startedAt;
+    line.startedAt = 0;
     if (result.admitted) {
       this.settle(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
       return;
@@ -217,7 +226,7 @@ export class WaitQueue<T> {
     line.last = result.value;
     const delay = line.woken ? this.minRetryMs : Math.max(result.retryInMs, this.minRetryMs);
     const retryAt = now + delay;
-    if (!(retryAt <= head.deadline)) {
+    if (!(retryAt + line.answerMs <= head.deadline)) {
       const retryInMs = Math.max(result.retryInMs, delay);
       this.settle(key, line, { status: 'timeout', value: result.value, waitedMs: now - head.since, retryInMs }, retryAt);
       return;
@@ -250,7 +259,7 @@ export class WaitQueue<T> {
     const waiters = line.waiters;
     for (let i = waiters.length - 1; i >= from; i--) {
       const w = waiters[i]!;
-      if (w.deadline >= retryAt) continue;
+      if (w.deadline >= retryAt + line.answerMs) continue;
       waiters.splice(i, 1);
       w.resolve({ status: 'timeout', value, waitedMs: now - w.since, retryInMs: retryAt - now });
     }
