@@ -6,6 +6,7 @@ import { Pacer } from './pacing.js';
 import type { Policy } from './policy.js';
 import type { Store } from './stores/store.js';
 import { assertKey, assertUnits } from './validate.js';
+import { WarningCode, warnOnce } from './warnings.js';
 import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from './wait-queue.js';
 
 /** What {@link LimiterWaiting} needs of its limiter. */
@@ -51,6 +52,7 @@ export class LimiterWaiting {
   static fromOptions(options: RateLimiterOptions, deps: Omit<WaitingDeps, 'wait' | 'execEvenly'>): LimiterWaiting | undefined {
     const wait = parseWait(options.wait);
     const execEvenly = parseExecEvenly(options.execEvenly);
+    if (wait !== undefined) warnShortWait(wait.timeoutMs, deps.policy);
     return wait === undefined && !execEvenly ? undefined : new LimiterWaiting({ ...deps, wait, execEvenly });
   }
 
@@ -127,4 +129,19 @@ export class LimiterWaiting {
     const pacedMs = this.pacer === undefined ? 0 : await this.pacer.pace(key, cost);
     return { ...decision, waitedMs: waitedMs + pacedMs };
   }
+}
+
+/**
+ * Warns once when `timeoutMs` is shorter than the time the policy takes to
+ * free one unit: a refused call then rarely gets one before its timeout
+ * (under a fixed window, only when the window happens to end in time).
+ */
+function warnShortWait(timeoutMs: number, policy: Policy): void {
+  const unitMs = Math.ceil(policy.windowMs / policy.limit);
+  if (timeoutMs >= unitMs) return;
+  warnOnce(
+    WarningCode.WAIT_SHORTER_THAN_UNIT,
+    `RateLimiter wait.timeout is ${timeoutMs} ms, shorter than window/limit (${unitMs} ms), the time the limiter takes to free one unit: a refused call is rarely admitted before its timeout, so most waits end refused anyway. If waiting was meant, raise the timeout to at least ${unitMs} ms; to refuse at once, leave wait out.`,
+    `${timeoutMs}:${policy.limit}:${policy.windowMs}`,
+  );
 }

@@ -22,6 +22,8 @@ export const WarningCode = {
   WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
   /** A route's policies are on different stores, so they cannot be decided all or nothing. Cause and fix: docs/errors.md#floodgate_policies_not_atomic. */
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
+  /** A RateLimiter's `wait.timeout` is shorter than window/limit, the time one unit takes to come back: most waits end refused. Cause and fix: docs/errors.md#floodgate_wait_shorter_than_unit. */
+  WAIT_SHORTER_THAN_UNIT: 'FLOODGATE_WAIT_SHORTER_THAN_UNIT',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

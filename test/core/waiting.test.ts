@@ -1,7 +1,16 @@
 // RateLimiter's wait and execEvenly options on the memory store: option checks, waiting in order within the timeout, a full line, consumeNow, pacing.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ErrorCode, MemoryStore, RateLimiter, isFloodgateError, type Decision, type RateLimiterOptions } from '../../src/index.js';
+import {
+  ErrorCode,
+  MemoryStore,
+  RateLimiter,
+  WarningCode,
+  isFloodgateError,
+  type Decision,
+  type RateLimiterOptions,
+} from '../../src/index.js';
+import { forgetWarnings } from '../../src/warnings.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -126,10 +135,17 @@ test('with execEvenly on the memory store, a burst of admitted calls resolves wi
   const refused = await limiter.consume('k');
   assert.equal(refused.allowed, false, 'a refusal is not delayed: the window is spent');
   assert.equal(refused.waitedMs, 0);
-  const at = done.map((r) => r.at).sort((a, b) => a - b);
-  const gaps = at.slice(1).map((t, i) => t - at[i]!);
-  console.log(`execEvenly (memory): resolved at ${at.join(', ')} ms; gaps ${gaps.join(', ')} ms (target 100)`);
-  for (const gap of gaps) assert.ok(Math.abs(gap - 100) <= 10, `gap ${gap} ms`);
+  const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
+  const gaps = (values: number[]) =>
+    sorted(values)
+      .slice(1)
+      .map((t, i) => t - sorted(values)[i]!);
+  // When each call was meant to resolve (all were called at 0): its waitedMs, free of timer lateness.
+  const meant = gaps(done.map((r) => r.d.waitedMs!));
+  const wall = gaps(done.map((r) => r.at));
+  console.log(`execEvenly (memory, target 100 ms): slot gaps ${meant.join(', ')}; wall-clock gaps ${wall.join(', ')}`);
+  for (const gap of meant) assert.ok(Math.abs(gap - 100) <= 10, `slot gap ${gap} ms`);
+  assert.ok(Math.abs(sorted(wall)[2]! - 100) <= 10, `median wall-clock gap ${sorted(wall)[2]} ms`);
   assert.ok(done.every((r) => r.d.allowed));
   assert.equal(limiter.consumeNow('j'), undefined, 'consumeNow cannot know a pacing delay');
   assert.equal((await limiter.peek('j')).remaining, 5, '… and spent nothing');
@@ -144,4 +160,25 @@ test('execEvenly with cost: a call of cost 3 takes three slots', async () => {
   const waited = Date.now() - started;
   assert.ok(waited >= 280 && waited < 340, `second call waited ${waited} ms (three slots of 100 ms, less the time since)`);
   assert.ok(b.waitedMs! >= 280);
+});
+
+test('wait.timeout shorter than window/limit warns once: FLOODGATE_WAIT_SHORTER_THAN_UNIT', async () => {
+  forgetWarnings();
+  const seen: { code?: string; message: string }[] = [];
+  const listener = (w: Error & { code?: string }) => seen.push({ code: w.code, message: w.message });
+  process.on('warning', listener);
+  try {
+    new RateLimiter({ limit: 10, window: '1m', wait: { timeout: '1s' } });
+    new RateLimiter({ limit: 10, window: '1m', wait: { timeout: '1s' } });
+    new RateLimiter({ limit: 10, window: '1m', wait: { timeout: '6s' } });
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', listener);
+  }
+  const ours = seen.filter((w) => w.code === WarningCode.WAIT_SHORTER_THAN_UNIT);
+  assert.equal(ours.length, 1);
+  assert.equal(
+    ours[0]!.message,
+    'RateLimiter wait.timeout is 1000 ms, shorter than window/limit (6000 ms), the time the limiter takes to free one unit: a refused call is rarely admitted before its timeout, so most waits end refused anyway. If waiting was meant, raise the timeout to at least 6000 ms; to refuse at once, leave wait out.',
+  );
 });
