@@ -115,6 +115,11 @@ export class LimiterWaiting {
     return decision?.allowed ? { ...decision, waitedMs: 0 } : undefined;
   }
 
+  /** Units of `key` were given back in this process: its first waiting call retries now. */
+  wake(key: string): void {
+    this.queue?.wake(key);
+  }
+
   /** Rejects every waiting call with CLOSED and cancels their timers. */
   close(): void {
     this.queue?.close();

@@ -246,7 +246,10 @@ export class RateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.run('reward', key, points);
+    // Units given back may admit a call waiting for them now rather than at its scheduled retry.
+    return this.waiting === undefined
+      ? this.run('reward', key, points)
+      : this.run('reward', key, points).finally(() => this.waiting!.wake(key));
   }
 
   /** Spends `points` more units of `key`, even past the limit. */
@@ -276,6 +279,7 @@ export class RateLimiter {
   async reset(key: string): Promise<void> {
     assertKey(key);
     await this.run('reset', key, 0);
+    this.waiting?.wake(key);
   }
 
   private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {

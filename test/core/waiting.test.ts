@@ -122,6 +122,22 @@ test('a unit freed while a call waits goes to that call: consumeNow and a new co
   assert.equal(w.allowed && l.allowed, true);
 });
 
+test('a reward or reset in this process lets the first waiting call in at once, not at its scheduled retry', async () => {
+  const limiter = new RateLimiter({ limit: 1, window: '10s', wait: { timeout: '20s' } });
+  await limiter.consume('k');
+  const started = Date.now();
+  const waiting = limiter.consume('k');
+  await sleep(20);
+  await limiter.reward('k');
+  const d = await waiting;
+  assert.equal(d.allowed, true);
+  assert.ok(Date.now() - started < 200, `admitted ${Date.now() - started} ms after the call`);
+  const next = limiter.consume('k');
+  await sleep(20);
+  await limiter.reset('k');
+  assert.equal((await next).allowed, true);
+});
+
 test('bad calls reject at once with wait, without joining the line', async () => {
   const limiter = new RateLimiter({ limit: 2, window: '1s', wait: { timeout: '1s' } });
   await assert.rejects(limiter.consume('k', 3), (e: unknown) => isFloodgateError(e, ErrorCode.COST_EXCEEDS_LIMIT));
