@@ -150,3 +150,16 @@ function warnShortWait(timeoutMs: number, policy: Policy): void {
     `${timeoutMs}:${policy.limit}:${policy.windowMs}`,
   );
 }
+
+/**
+ * Warns once per limiter prefix that `consumeAll` decided a part whose
+ * limiter has `wait` or `execEvenly`: a composite answers at once, so those
+ * options apply to the limiter's own consume only.
+ */
+export function warnCompositeDoesNotWait(prefix: string): void {
+  warnOnce(
+    WarningCode.COMPOSITE_DOES_NOT_WAIT,
+    `consumeAll decides at once: the RateLimiter with prefix ${JSON.stringify(prefix)} has wait or execEvenly, which apply only to its own consume(), so this composite (a route with several policies, too) neither waited nor paced. To wait for a composite, retry after the decision's retryAfterMs; to silence this, leave wait and execEvenly off limiters used in consumeAll.`,
+    prefix,
+  );
+}

@@ -388,6 +388,7 @@ export class RateLimiter {
       breaker: this.breaker,
       insurance: this.insurance,
       failureMode: this.failureMode,
+      waits: this.waiting !== undefined,
       learn: (key, outcome) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome);

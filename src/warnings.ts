@@ -24,6 +24,8 @@ export const WarningCode = {
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
   /** A RateLimiter's `wait.timeout` is shorter than window/limit, the time one unit takes to come back: most waits end refused. Cause and fix: docs/errors.md#floodgate_wait_shorter_than_unit. */
   WAIT_SHORTER_THAN_UNIT: 'FLOODGATE_WAIT_SHORTER_THAN_UNIT',
+  /** A RateLimiter with `wait` or `execEvenly` is a part of `consumeAll`, which decides at once: the composite neither waits nor paces. Cause and fix: docs/errors.md#floodgate_composite_does_not_wait. */
+  COMPOSITE_DOES_NOT_WAIT: 'FLOODGATE_COMPOSITE_DOES_NOT_WAIT',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

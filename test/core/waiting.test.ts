@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
+  consumeAll,
   ErrorCode,
   MemoryStore,
   RateLimiter,
@@ -197,4 +198,30 @@ test('wait.timeout shorter than window/limit warns once: FLOODGATE_WAIT_SHORTER_
     ours[0]!.message,
     'RateLimiter wait.timeout is 1000 ms, shorter than window/limit (6000 ms), the time the limiter takes to free one unit: a refused call is rarely admitted before its timeout, so most waits end refused anyway. If waiting was meant, raise the timeout to at least 6000 ms; to refuse at once, leave wait out.',
   );
+});
+
+test('a waiting limiter in consumeAll: the composite answers at once and warns once: FLOODGATE_COMPOSITE_DOES_NOT_WAIT', async () => {
+  forgetWarnings();
+  const seen: string[] = [];
+  const listener = (w: Error & { code?: string }) => void (w.code === WarningCode.COMPOSITE_DOES_NOT_WAIT && seen.push(w.message));
+  process.on('warning', listener);
+  try {
+    const store = new MemoryStore();
+    const waiting = new RateLimiter({ store, limit: 1, window: '10s', wait: { timeout: '5s' }, prefix: 'w' });
+    const plain = new RateLimiter({ store, limit: 5, window: '10s', prefix: 'p' });
+    const parts = [
+      { limiter: waiting, key: 'k' },
+      { limiter: plain, key: 'k' },
+    ];
+    assert.equal((await consumeAll(parts)).allowed, true);
+    const started = Date.now();
+    assert.equal((await consumeAll(parts)).allowed, false);
+    assert.ok(Date.now() - started < 50);
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    process.off('warning', listener);
+  }
+  assert.deepEqual(seen, [
+    'consumeAll decides at once: the RateLimiter with prefix "w" has wait or execEvenly, which apply only to its own consume(), so this composite (a route with several policies, too) neither waited nor paced. To wait for a composite, retry after the decision\'s retryAfterMs; to silence this, leave wait and execEvenly off limiters used in consumeAll.',
+  ]);
 });
