@@ -2,39 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ErrorCode, ManualClock, isFloodgateError } from '../../src/index.js';
-import { WaitQueue, type AttemptResult, type Scheduler, type WaitResult } from '../../src/wait-queue.js';
-
-/** Timers that fire only when the test moves its ManualClock. */
-class ManualTimers {
-  readonly clock = new ManualClock(0);
-  private timers: { at: number; fn: () => void }[] = [];
-  readonly schedule: Scheduler = (fn, ms) => {
-    const timer = { at: this.clock.now() + ms, fn };
-    this.timers.push(timer);
-    return () => {
-      this.timers = this.timers.filter((t) => t !== timer);
-    };
-  };
-  get pending(): number {
-    return this.timers.length;
-  }
-  /** Moves time by `ms`, firing each timer due on the way (in time order) and letting the promises it starts settle. */
-  async advance(ms: number): Promise<void> {
-    const end = this.clock.now() + ms;
-    await settle();
-    for (;;) {
-      const due = this.timers.filter((t) => t.at <= end).sort((a, b) => a.at - b.at)[0];
-      if (due === undefined) break;
-      this.timers = this.timers.filter((t) => t !== due);
-      this.clock.set(Math.max(this.clock.now(), due.at));
-      due.fn();
-      await settle();
-    }
-    this.clock.set(end);
-  }
-}
-
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+import { WaitQueue, type AttemptResult, type WaitResult } from '../../src/wait-queue.js';
+import { ManualTimers, settle } from '../support/manual-timers.js';
 
 /** A resource with `units` available, refilled to `units` at every multiple of `periodMs`; counts attempts. */
 class Refill {
