@@ -189,7 +189,8 @@ export class WaitQueue<T> {
     // A late timer (a busy event loop), or the waiters drained one by one ahead of this one, must not
     // start an attempt that would answer past the deadline.
     if (now + line.answerMs > head.deadline && line.last !== undefined) {
-      this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs: 0 });
+      const retryInMs = Math.max(line.answerMs, this.minRetryMs);
+      this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
       return;
     }
     line.busy = true;
