@@ -121,6 +121,34 @@ test('a waiter whose next retry falls after its deadline is refused at once with
   assert.equal(timers.pending, 0);
 });
 
+test('no attempt is started that would answer after the deadline: the last answer time counts, and so does a late timer', async () => {
+  const timers = new ManualTimers();
+  const queue = new WaitQueue<string>({ maxQueue: 10, clock: timers.clock.now, schedule: timers.schedule });
+  let attempts = 0;
+  // A store 10 ms away that frees a unit at 100 ms.
+  const attempt = async (): Promise<AttemptResult<string>> => {
+    attempts++;
+    const asked = timers.clock.now();
+    await new Promise<void>((resolve) => timers.schedule(resolve, 10));
+    return asked >= 100 ? { admitted: true, value: 'in' } : { admitted: false, value: 'out', retryInMs: 100 - asked };
+  };
+  const tight = queue.run('k', attempt, 115);
+  await timers.advance(200);
+  // Refused at 10 ("in 100 ms", counted from the answer); a retry at 110 (before the deadline at 115) would answer at 120, after it: refused then, not retried.
+  assert.deepEqual(await tight, { status: 'timeout', value: 'out', waitedMs: 10, retryInMs: 100 });
+  assert.equal(attempts, 1);
+
+  const late = new ManualTimers();
+  late.lateness = 30;
+  const q2 = new WaitQueue<string>({ maxQueue: 10, clock: late.clock.now, schedule: late.schedule });
+  const waiting = q2.run('k', async () => ({ admitted: false, value: 'out', retryInMs: 50 }), 60);
+  await late.advance(200);
+  // The retry meant for 50 fires at 80, past the deadline at 60: refused without an attempt.
+  const result = await waiting;
+  assert.equal(result.status, 'timeout');
+  assert.equal(result.waitedMs, 80);
+});
+
 test('wake retries the head at once (a slot released in this process), not at its scheduled time', async () => {
   const timers = new ManualTimers();
   const queue = new WaitQueue<string>({ maxQueue: 10, clock: timers.clock.now, schedule: timers.schedule });

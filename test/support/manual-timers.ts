@@ -6,8 +6,10 @@ import type { Scheduler } from '../../src/wait-queue.js';
 export class ManualTimers {
   readonly clock: ManualClock;
   private timers: { at: number; fn: () => void }[] = [];
+  /** Every timer fires this much later than asked (a busy event loop). */
+  lateness = 0;
   readonly schedule: Scheduler = (fn, ms) => {
-    const timer = { at: this.clock.now() + ms, fn };
+    const timer = { at: this.clock.now() + ms + this.lateness, fn };
     this.timers.push(timer);
     return () => {
       this.timers = this.timers.filter((t) => t !== timer);
