@@ -63,8 +63,8 @@ interface Line<T> {
   last: T | undefined;
   /** How long the latest attempt took to answer (ms): a retry that would answer only after the deadline is not made. */
   answerMs: number;
-  /** When the attempt in flight started. */
-  startedAt: number;
+  /** When the attempt in flight started; undefined when the refusal being handled came from the caller. */
+  startedAt: number | undefined;
 }
 
 /**
@@ -135,7 +135,7 @@ export class WaitQueue<T> {
       return Promise.resolve({ status: 'timeout', value: line.last, waitedMs: 0, retryInMs: line.retryAt - now });
     }
     if (line === undefined) {
-      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined, answerMs: 0, startedAt: 0 };
+      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined, answerMs: 0, startedAt: undefined };
       this.lines.set(key, line);
     }
     const waiters = line.waiters;
@@ -206,7 +206,7 @@ export class WaitQueue<T> {
       (result) => this.answered(key, line, head, result),
       (error: unknown) => {
         line.busy = false;
-        line.startedAt = 0;
+        line.startedAt = undefined;
         line.waiters.shift();
         head.reject(error);
         this.pump(key, line);
@@ -218,8 +218,8 @@ export class WaitQueue<T> {
     line.busy = false;
     if (this.closed) return;
     const now = this.clock();
-    if (line.startedAt > 0) line.answerMs = now - line.startedAt;
-    line.startedAt = 0;
+    if (line.startedAt !== undefined) line.answerMs = now - line.startedAt;
+    line.startedAt = undefined;
     if (result.admitted) {
       this.settle(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
       return;
