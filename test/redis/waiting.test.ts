@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
-import { RedisStore } from '../../src/stores/redis/index.js';
+import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
@@ -72,6 +72,27 @@ test("execEvenly on Redis: a key's admitted calls from two clients resolve windo
   const refused = await timed(start, () => a.consume('k'));
   assert.equal(refused.d.allowed, false);
   assert.ok(refused.took < 50);
+});
+
+test('execEvenly on two local-first stores sharing one Redis: one schedule for both (penalties go to Redis)', async () => {
+  const stores = clients.map((client, i) => new LocalFirstStore({ client, channel: `wait-lf-${process.pid}-${i}` }));
+  try {
+    const [a, b] = stores.map((store) => new RateLimiter({ store, limit: 10, window: '1s', execEvenly: true, prefix: 'lf' }));
+    const start = Date.now();
+    const calls: Promise<Timed>[] = [];
+    for (let i = 0; i < 4; i++)
+      calls.push(
+        timed(start, () => a!.consume('k')),
+        timed(start, () => b!.consume('k')),
+      );
+    const done = await Promise.all(calls);
+    assert.ok(done.every((r) => r.d.allowed));
+    const meant = gapsOf(done.map((r) => r.meant));
+    console.log(`execEvenly (local-first, 2 stores, target 100 ms): slot gaps ${meant.join(', ')}`);
+    for (const gap of meant) assert.ok(Math.abs(gap - 100) <= 10, `slot gap ${gap} ms`);
+  } finally {
+    await Promise.all(stores.map((store) => store.close()));
+  }
 });
 
 test('execEvenly on Redis keeps spacing a steady stream: each call comes a slot after the previous, not in bursts per window', async () => {
