@@ -118,12 +118,11 @@ test(`a SIGKILLed holder's slots come back within ttl + one renewal interval (${
   const killedAt = performance.now();
   victim.kill('SIGKILL');
   await exited;
-  let back = 0;
   while ((await live(`acc:${key}`)) > 1) {
     assert.ok(performance.now() - killedAt < 3 * TTL_MS, 'the slots did not come back');
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
-  back = performance.now() - killedAt;
+  const back = performance.now() - killedAt;
   console.log(
     `SIGKILL recovery: the killed holder's 2 slots came back ${Math.round(back)} ms after the kill (bound: ttl ${TTL_MS} + renewal ${RENEW_MS} = ${TTL_MS + RENEW_MS} ms)`,
   );
