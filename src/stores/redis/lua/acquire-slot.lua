@@ -8,10 +8,10 @@ local ttl = tonumber(ARGV[5])
 -- Expired slots go first: only unexpired ones count (an emptied set is deleted by Redis).
 redis.call('ZREMRANGEBYSCORE', SLOTS, '-inf', int(now))
 local count = redis.call('ZCARD', SLOTS)
-local mine = count > 0 and redis.call('ZSCORE', SLOTS, owner)
-if mine or count < limit then
-  redis.call('ZADD', SLOTS, int(now + ttl), owner)
-  if not mine then count = count + 1 end
+-- ZADD answers 1 for a new member, 0 for an owner that already held a slot (extended, counted once);
+-- a full key asks first, since only an owner already in it may be extended there.
+if count < limit or redis.call('ZSCORE', SLOTS, owner) then
+  count = count + redis.call('ZADD', SLOTS, int(now + ttl), owner)
   outlive(ttl)
   return { 1, count, 0 }
 end
