@@ -141,3 +141,44 @@ test('a key whose slots are all released is deleted from the table', async () =>
   assert.equal(store.slots.size, 0);
   await store.close();
 });
+
+/** A MemoryStore whose renewals take `renewMs` or fail, as a slow or lost Redis's would. */
+class SlowRenewals extends MemoryStore {
+  renewals = 0;
+  failing = false;
+  constructor(private readonly renewMs: number) {
+    super();
+  }
+  override async renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    this.renewals++;
+    await sleep(this.renewMs);
+    if (this.failing) throw new FloodgateError('FLOODGATE_STORE_ERROR', 'slow store failed: connection lost');
+    return super.renewSlot(key, owner, ttlMs);
+  }
+}
+
+test('a slow store: the heartbeat waits for its renewal instead of stacking more', async () => {
+  const store = new SlowRenewals(800);
+  const slot = await new ConcurrencyLimiter({ limit: 1, ttl: '1s', store }).acquire('k');
+  await sleep(1500);
+  // Beats every 333 ms, each renewal 800 ms: a beat during a renewal skips.
+  assert.ok(store.renewals >= 1 && store.renewals <= 2, `${store.renewals} renewals in 1.5 s`);
+  await slot.release();
+  await store.close();
+});
+
+test('renewals failing while held: no unhandled rejection, renew() reports the failure, and the slot can still be released', async () => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  const store = new SlowRenewals(0);
+  store.failing = true;
+  const slot = await new ConcurrencyLimiter({ limit: 1, ttl: '1s', store }).acquire('k');
+  await sleep(800);
+  assert.ok(store.renewals >= 2, `${store.renewals} renewals`);
+  assert.equal(await slot.renew().catch((error: FloodgateError) => error.code), 'FLOODGATE_STORE_ERROR');
+  process.off('unhandledRejection', onUnhandled);
+  assert.deepEqual(unhandled, []);
+  assert.equal(await slot.release(), true, 'the memory store still held it: released');
+  await store.close();
+});
