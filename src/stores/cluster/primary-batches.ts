@@ -119,19 +119,8 @@ export class BatchApplier {
       reply: new BatchReply(),
     };
     for (let i = 0; i * OPERATION_WIDTH < view.operations.length;) {
-      const code = view.operations[i * OPERATION_WIDTH];
-      if (isSlotCode(code)) {
-        const j = i * OPERATION_WIDTH;
-        applySlot(
-          this.store,
-          turn.reply,
-          i,
-          code,
-          view.operations[j + 2],
-          view.operations[j + 3],
-          view.slots?.get(i),
-          this.timeOf(turn, i).now,
-        );
+      if (isSlotCode(view.operations[i * OPERATION_WIDTH])) {
+        applySlot(this.store, turn.reply, view, i, this.timeOf(turn, i).now);
         this.operations++;
         i++;
         continue;

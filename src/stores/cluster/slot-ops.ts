@@ -3,6 +3,7 @@ import type { Operation, Outcome, Policy } from '../../policy.js';
 import { slotCallError, type SlotAcquisition } from '../../slots.js';
 import type { MemoryStore } from '../memory.js';
 import type { BatchReply } from './batch-reply.js';
+import { OPERATION_WIDTH, type BatchView } from './codec.js';
 
 /**
  * Operation codes of the slot operations, alongside OP_CODE's, LEASE_CODE
@@ -55,43 +56,27 @@ export function acquisitionOf(outcome: Outcome): SlotAcquisition {
 }
 
 /**
- * Applies the slot operation at index `i` (code `code`, key and amount
- * from the batch's `o`, owner and ttl from its `s`) to the store's slot
- * table at time `now`, and answers it in `reply` (or fails it when
- * malformed: a worker of another release must not touch a slot).
+ * Applies slot operation `i` of a batch (code, key and amount from its `o`,
+ * owner and ttl from its `s`) to the store's slot table at time `now`, and
+ * answers it in `reply`, or fails it when malformed: a worker of another
+ * release must not touch a slot.
  */
-export function applySlot(
-  store: MemoryStore,
-  reply: BatchReply,
-  i: number,
-  code: SlotCode,
-  key: unknown,
-  amount: unknown,
-  call: readonly unknown[] | undefined,
-  now: number,
-): void {
-  const [owner, ttlMs] = call ?? [];
+export function applySlot(store: MemoryStore, reply: BatchReply, view: BatchView, i: number, now: number): void {
+  const j = i * OPERATION_WIDTH;
+  const [code, , key, amount] = view.operations.slice(j, j + OPERATION_WIDTH);
+  const [owner, ttlMs] = view.slots?.get(i) ?? [];
   const acquire = code === SLOT_CODE.acquire;
-  const bad = slotCallError(
-    'ClusterStorePrimary',
-    key,
-    owner,
-    code === SLOT_CODE.release ? undefined : ttlMs,
-    acquire ? amount : undefined,
-  );
+  const release = code === SLOT_CODE.release;
+  const bad = slotCallError('ClusterStorePrimary', key, owner, release ? undefined : ttlMs, acquire ? amount : undefined);
   if (bad !== undefined) {
     reply.fail(i, bad.code, bad.message);
     return;
   }
-  const slots = store.slots;
+  const [k, o, ttl] = [key as string, owner as string, ttlMs as number];
   if (acquire) {
-    const answer = slots.acquire(key as string, amount as number, owner as string, ttlMs as number, now);
+    const answer = store.slots.acquire(k, amount as number, o, ttl, now);
     reply.answer(toOutcome(answer.admitted, answer.inUse, answer.retryAfterMs));
   } else {
-    const done =
-      code === SLOT_CODE.release
-        ? slots.release(key as string, owner as string, now)
-        : slots.renew(key as string, owner as string, ttlMs as number, now);
-    reply.answer(toOutcome(done, 0, 0));
+    reply.answer(toOutcome(release ? store.slots.release(k, o, now) : store.slots.renew(k, o, ttl, now), 0, 0));
   }
 }
