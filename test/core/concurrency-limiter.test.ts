@@ -174,7 +174,7 @@ test('renewals failing while held: no unhandled rejection, renew() reports the f
   const store = new SlowRenewals(0);
   store.failing = true;
   const slot = await new ConcurrencyLimiter({ limit: 1, ttl: '1s', store }).acquire('k');
-  await sleep(800);
+  await sleep(1100);
   assert.ok(store.renewals >= 2, `${store.renewals} renewals`);
   assert.equal(await slot.renew().catch((error: FloodgateError) => error.code), 'FLOODGATE_STORE_ERROR');
   process.off('unhandledRejection', onUnhandled);
