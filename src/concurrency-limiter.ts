@@ -59,6 +59,9 @@ export interface Slot {
    * freed it; false when there was nothing to free (refused, released
    * before, or expired — then perhaps taken by another caller, whose slot
    * stays). Safe to call more than once; only the first call asks the store.
+   * When the store fails it rejects (`onStoreFailure: "reject"`) or resolves
+   * false; either way the heartbeat has stopped, so the slot comes back at
+   * its expiry. A slot never released is renewed as long as the process lives.
    */
   release(): Promise<boolean>;
   /** Extends the slot by a ttl now (the heartbeat does this by itself). Resolves false once the slot is released or expired. */
@@ -110,8 +113,9 @@ export class ConcurrencyLimiter {
       expected: 'a positive whole number',
     });
     const ttlMs = parseDuration(o.ttl ?? '30s', 'ConcurrencyLimiter ttl');
-    if (ttlMs > MAX_SLOT_TTL_MS)
+    if (ttlMs > MAX_SLOT_TTL_MS) {
       invalid(ErrorCode.INVALID_DURATION, 'ConcurrencyLimiter ttl', `at most ${MAX_SLOT_TTL_MS} ms (about 24 days)`, o.ttl);
+    }
     this.ttlMs = ttlMs;
     this.heartbeat = optionalBoolean(o.heartbeat, 'ConcurrencyLimiter heartbeat') ?? true;
     if (o.store !== undefined && !isStore(o.store)) {
@@ -142,6 +146,7 @@ export class ConcurrencyLimiter {
    * Takes a slot of `key` when fewer than `limit` are held. When allowed,
    * call `release()` once the work ends (in a `finally`): until then the
    * slot counts against the key, renewed by the heartbeat.
+   * @throws FloodgateError INVALID_KEY for an empty key (as a rejection), or the store's failure with `onStoreFailure: "reject"`
    */
   async acquire(key: string): Promise<Slot> {
     assertKey(key);
@@ -201,6 +206,8 @@ class HeldSlot implements Slot {
   readonly source: 'store';
   private released: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** A heartbeat renewal still waiting for the store: the next beat skips, so a slow store never piles renewals up. */
+  private beating = false;
 
   constructor(
     private readonly store: Store,
@@ -241,7 +248,11 @@ class HeldSlot implements Slot {
 
   /** One heartbeat: a failed renewal is retried at the next beat (the slot may still be alive). */
   private beat(): void {
-    this.renew().catch(() => {});
+    if (this.beating) return;
+    this.beating = true;
+    this.renew()
+      .catch(() => {})
+      .finally(() => (this.beating = false));
   }
 
   private stop(): void {

@@ -90,6 +90,22 @@ export function concurrencyCases(ctx: ConcurrencyContext): void {
     assert.equal(await fresh.release(), true);
   });
 
+  test('concurrency (store): an owner acquiring again holds one slot, extended, even on a full key', async () => {
+    const store = ctx.store();
+    const key = `cs${++prefixes}:${process.pid}`;
+    assert.deepEqual(await store.acquireSlot!(key, 2, 'owner-a', 1000), { admitted: true, inUse: 1, retryAfterMs: 0 });
+    assert.deepEqual(await store.acquireSlot!(key, 2, 'owner-b', 1000), { admitted: true, inUse: 2, retryAfterMs: 0 });
+    clock.advance(500);
+    assert.deepEqual(await store.acquireSlot!(key, 2, 'owner-a', 1000), { admitted: true, inUse: 2, retryAfterMs: 0 });
+    assert.deepEqual(await store.acquireSlot!(key, 2, 'owner-c', 1000), { admitted: false, inUse: 2, retryAfterMs: 500 });
+    clock.advance(500);
+    // owner-b expired; owner-a's slot was moved to 1500 ms.
+    assert.deepEqual(await store.acquireSlot!(key, 2, 'owner-c', 1000), { admitted: true, inUse: 2, retryAfterMs: 0 });
+    assert.equal(await store.releaseSlot!(key, 'owner-b'), false);
+    assert.equal(await store.releaseSlot!(key, 'owner-a'), true);
+    assert.equal(await store.releaseSlot!(key, 'owner-c'), true);
+  });
+
   test('concurrency: keys are independent', async () => {
     const l = limiter({ limit: 1, ttl: '10s' });
     assert.equal((await l.acquire('x')).allowed, true);
