@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
+import { ConcurrencyLimiter, RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
 import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 
@@ -165,4 +165,22 @@ test('wait on Redis: a full line refuses at once, and the calls in it are admitt
   // The three that waited came in at the next two windows.
   const waited = done.filter((r) => r.d.allowed && r.d.waitedMs! > 0);
   assert.equal(waited.length, 3);
+});
+
+test('ConcurrencyLimiter wait on Redis: a slot released by another client is taken by the waiter within a poll (25 ms) and a round trip', async () => {
+  const [holder, waiter] = clients.map(
+    (client) => new ConcurrencyLimiter({ store: new RedisStore({ client }), limit: 1, prefix: 'cwait', wait: { timeout: '2s' } }),
+  );
+  const held = await holder!.acquire('k');
+  assert.equal(held.allowed, true);
+  const waiting = waiter!.acquire('k');
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const released = Date.now();
+  await held.release();
+  const slot = await waiting;
+  const after = Date.now() - released;
+  console.log(`concurrency wait (Redis, 2 clients): admitted ${after} ms after the other client's release, waitedMs ${slot.waitedMs}`);
+  assert.equal(slot.allowed, true);
+  assert.ok(after <= 60, `admitted ${after} ms after the release`);
+  await slot.release();
 });
