@@ -336,7 +336,8 @@ export class RateLimiter {
       this.memoryBlock?.list.delete(key);
       this.probes.forget(key);
     }
-    return this.ask(kind, key, amount, undefined, false);
+    const settled = this.ask(kind, key, amount, undefined, false);
+    return kind === 'reward' && this.waiting !== undefined ? settled.finally(() => this.waiting!.wake(key)) : settled;
   }
 
   /** Feeds the block list from a store answer. */

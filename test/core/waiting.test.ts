@@ -225,3 +225,16 @@ test('a waiting limiter in consumeAll: the composite answers at once and warns o
     'consumeAll decides at once: the RateLimiter with prefix "w" has wait or execEvenly, which apply only to its own consume(), so this composite (a route with several policies, too) neither waited nor paced. To wait for a composite, retry after the decision\'s retryAfterMs; to silence this, leave wait and execEvenly off limiters used in consumeAll.',
   ]);
 });
+
+test('reserve on a waiting limiter waits for its estimate like consume, and the give-back reaches the next waiter', async () => {
+  const limiter = new RateLimiter({ limit: 4, window: '300ms', wait: { timeout: '1s' } });
+  const first = await limiter.reserve('k', 4);
+  const started = Date.now();
+  const second = limiter.reserve('k', 2);
+  await sleep(20);
+  // Committing 1 of the 4 gives 3 back: the waiting reservation takes 2 of them at once, not at the window's end.
+  await first.commit(1);
+  const r = await second;
+  assert.equal(r.decision.allowed, true);
+  assert.ok(Date.now() - started < 200, `admitted after ${Date.now() - started} ms`);
+});
