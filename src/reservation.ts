@@ -159,10 +159,27 @@ export async function reserve(limiter: RateLimiter, key: string, estimate: numbe
     assertKnownOptions(options, OPTION_NAMES, 'reserve');
     if (options.ttl !== undefined) ttlMs = parseDuration(options.ttl, 'reserve ttl');
   }
-  const internals = limiter[LIMITER_INTERNALS]();
   // Read before the store decides, so every bound below is on the early side.
-  const at = internals.clock();
+  const at = limiter[LIMITER_INTERNALS]().clock();
   const decision = await limiter.consume(key, estimate);
+  return holdReservation(limiter, key, estimate, decision, at, ttlMs);
+}
+
+/**
+ * The reservation of units already consumed: `decision` is `limiter`'s
+ * consume of `estimate` units of `key`, asked at `at` (the limiter's clock,
+ * read before the store decided). The HTTP middleware holds its requests'
+ * units this way when their cost is settled after the response.
+ */
+export function holdReservation(
+  limiter: RateLimiter,
+  key: string,
+  estimate: number,
+  decision: Decision,
+  at: number,
+  ttlMs: number,
+): Reservation {
+  const internals = limiter[LIMITER_INTERNALS]();
   let ledger: Ledger | undefined;
   if (decision.allowed && decision.source !== 'fail-open') {
     const taker = decision.source === 'insurance' ? internals.insurance! : limiter;

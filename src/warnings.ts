@@ -22,6 +22,14 @@ export const WarningCode = {
   WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
   /** A route's policies are on different stores, so they cannot be decided all or nothing. Cause and fix: docs/errors.md#floodgate_policies_not_atomic. */
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
+  /** A ConcurrencyLimiter ttl below a second: a holder's pause can outlast its slot, and another caller takes it while it still runs. */
+  SLOT_TTL_SHORT: 'FLOODGATE_SLOT_TTL_SHORT',
+  /** A ConcurrencyLimiter with heartbeat off and a ttl over ten minutes: a crashed holder's slot stays taken that long. */
+  HEARTBEAT_OFF_LONG_TTL: 'FLOODGATE_HEARTBEAT_OFF_LONG_TTL',
+  /** A RateLimiter's `wait.timeout` is shorter than window/limit, the time one unit takes to come back: most waits end refused. Cause and fix: docs/errors.md#floodgate_wait_shorter_than_unit. */
+  WAIT_SHORTER_THAN_UNIT: 'FLOODGATE_WAIT_SHORTER_THAN_UNIT',
+  /** A RateLimiter with `wait` or `execEvenly` is a part of `consumeAll`, which decides at once: the composite neither waits nor paces. Cause and fix: docs/errors.md#floodgate_composite_does_not_wait. */
+  COMPOSITE_DOES_NOT_WAIT: 'FLOODGATE_COMPOSITE_DOES_NOT_WAIT',
 } as const;
 
 /** One of {@link WarningCode}'s values. */
