@@ -22,6 +22,12 @@ export const WarningCode = {
   WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
   /** A route's policies are on different stores, so they cannot be decided all or nothing. Cause and fix: docs/errors.md#floodgate_policies_not_atomic. */
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
+  /** A gateway rule's upstream reported a cost that is not a whole number ≥ 0 (negative, fractional, NaN, a string): the estimate was charged. */
+  COST_USAGE_INVALID: 'FLOODGATE_COST_USAGE_INVALID',
+  /** A gateway rule reads its cost from the response body, but the upstream compressed it: the estimate is charged. */
+  COST_RESPONSE_ENCODED: 'FLOODGATE_COST_RESPONSE_ENCODED',
+  /** A gateway rule reads its cost from a response body too large (or an event-stream line too long) to keep: the estimate is charged. */
+  COST_RESPONSE_TOO_LARGE: 'FLOODGATE_COST_RESPONSE_TOO_LARGE',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

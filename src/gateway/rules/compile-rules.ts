@@ -8,6 +8,8 @@ import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
+import { RuleCost } from './rule-cost.js';
+import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
 import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
@@ -54,6 +56,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     onError: (error) => {
       if (!isStoreFailure(error)) warn(error);
     },
+    // A rule with cost takes its estimate from every policy, decided together as any cost is; the response settles it.
+    ...(rule.cost === undefined ? {} : { cost: rule.cost.estimate }),
   };
   const keyIsIp = rule.key.kind === 'ip';
   if (rule.shadow) {
@@ -77,6 +81,22 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     options.onLimited = (_req, info) =>
       log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
+  const limiter = new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false });
+  const cost =
+    rule.cost === undefined
+      ? undefined
+      : new RuleCost(
+          rule.name,
+          rule.cost.estimate,
+          rule.cost.source,
+          new Map(limiter.policyNames.map((name, i) => [name, policies[i]!.limiter])),
+          (error) => {
+            if (!isStoreFailure(error)) warn(error);
+          },
+          (code, message) => {
+            if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
+          },
+        );
   const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
     RuleOutcome,
     DecisionCell
@@ -89,8 +109,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
     checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
-    limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
+    limiter,
     limiters: policies.map((p) => p.limiter),
+    cost,
     counts,
   };
 }
