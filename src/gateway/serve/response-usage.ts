@@ -191,9 +191,13 @@ export class UsageReader {
   }
 
   private tooLarge(what: string): void {
+    const outcome =
+      this.mode === 'json'
+        ? 'the body was relayed whole and the request charged the estimate'
+        : 'that part was relayed but not read, so a usage in it is missed (the estimate is charged unless a later event reports one)';
     this.warn(
       WarningCode.COST_RESPONSE_TOO_LARGE,
-      `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but ${what}; the response was relayed whole and charged the estimate. Have the upstream report the cost in a header (cost: { header: … }) for such responses.`,
+      `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but ${what}; ${outcome}. Have the upstream report the cost in a header (cost: { header: … }) for such responses.`,
     );
   }
 }
