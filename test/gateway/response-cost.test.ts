@@ -4,6 +4,9 @@ import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { ErrorCode } from '../../src/errors.js';
+import { ConfigError } from '../../src/gateway/config/config-error.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { forgetWarnings, WarningCode } from '../../src/warnings.js';
@@ -169,6 +172,28 @@ describe('gateway: cost from the upstream response', () => {
     await settlesAt(gw, 257);
   });
 
+  it('every policy of the rule settles, each under its own key, and rules after it are charged their own way', async () => {
+    const gw = await start(`upstream: ${llm.url}
+rules:
+  - name: llm
+    key: global
+    policies: [{ limit: 1000, window: 1m }, { name: per-address, limit: 5000, window: 1m, key: ip }]
+    cost: { estimate: 100, header: x-usage-tokens }
+  - name: requests
+    key: ip
+    policies: [{ name: calls, limit: 50, window: 1m }]
+`);
+    await get(`${gw.url}/header?tokens=30`);
+    await settlesAt(gw, 30);
+    const reply = await get(`${gw.url}/header?tokens=0`);
+    // The second request's admission: the estimate on top of the first one's 30, in both policies; one call of 50 per request.
+    const ratelimit = String(reply.headers['ratelimit']);
+    assert.match(ratelimit, /"1000\/60000ms";r=870|r=870/);
+    assert.match(ratelimit, /"per-address";r=4870/);
+    assert.match(ratelimit, /"calls";r=48/);
+    await settlesAt(gw, 30);
+  });
+
   it('a client that disconnects mid-stream: settled at the estimate (never cancelled), and the upstream request is cut', async () => {
     const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
     const cutBefore = llm.cut;
@@ -236,5 +261,58 @@ describe('gateway: cost from the upstream response', () => {
       /^rule "llm": the upstream reported a cost that is not a whole number ≥ 0 in its field usage\.total_tokens \(-5\), so the request was charged the estimate/,
     );
     assert.match(ours[1]!.message, /^rule "llm-h": .* in its header x-usage-tokens \("-1"\)/);
+  });
+});
+
+describe('config: a rule cost', () => {
+  const bad = async (yaml: string, where: RegExp): Promise<void> => {
+    await assert.rejects(parseConfigText(yaml, 'gw.yaml'), (e: unknown) => {
+      assert.ok(e instanceof ConfigError, String(e));
+      assert.equal(e.code, ErrorCode.INVALID_CONFIG);
+      assert.match(e.message, where);
+      return true;
+    });
+  };
+  const rule = (cost: string, extra = ''): string =>
+    `rules:\n  - name: llm\n    policies: ["1000/1m", { name: daily, limit: 50000, window: 1d }]\n${extra}    cost: ${cost}\n`;
+
+  it('takes an estimate and a header, or an estimate and a dotted JSON path', async () => {
+    const h = await parseConfigText(rule('{ estimate: 200, header: X-Usage-Tokens }'), 'gw.yaml');
+    assert.deepEqual(h.rules[0]!.cost, { estimate: 200, source: { kind: 'header', header: 'x-usage-tokens' } });
+    const j = await parseConfigText(rule('{ estimate: 200, json: usage.total_tokens }'), 'gw.yaml');
+    assert.deepEqual(j.rules[0]!.cost, { estimate: 200, source: { kind: 'json', path: ['usage', 'total_tokens'] } });
+    const none = await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m"]\n', 'gw.yaml');
+    assert.equal(none.rules[0]!.cost, undefined);
+  });
+
+  it('refuses bad values with the file, line, column and field, saying what would be right', async () => {
+    await bad(
+      rule('{ header: x-usage-tokens }'),
+      /^gw\.yaml:4:11: rules\[0\]\.cost: needs an estimate: the units reserved before the request is forwarded/,
+    );
+    await bad(
+      rule('{ estimate: 0, header: x-usage-tokens }'),
+      /rules\[0\]\.cost\.estimate: must be a whole number from 1 to 9007199254740991; got 0\./,
+    );
+    await bad(rule('{ estimate: 2.5, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
+    await bad(rule('{ estimate: -1, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
+    await bad(
+      rule('{ estimate: 1001, header: x-usage-tokens }'),
+      /rules\[0\]\.cost\.estimate: 1001 is larger than the limit 1000 of policy "1000\/60000ms", so no request could ever pass; lower the estimate or raise the limit\./,
+    );
+    await bad(rule('{ estimate: 10 }'), /rules\[0\]\.cost: needs header \(a response header with the cost\) or json/);
+    await bad(rule('{ estimate: 10, header: x-a, json: usage.n }'), /rules\[0\]\.cost\.json: give either header or json, not both/);
+    await bad(rule('{ estimate: 10, header: "bad header" }'), /rules\[0\]\.cost\.header: must be a header name/);
+    for (const path of ['"usage..total"', '"usage.total tokens"', '""', '7', '"usage[0]"'])
+      await bad(rule(`{ estimate: 10, json: ${path} }`), /rules\[0\]\.cost\.json: must be a dotted path to a number in the response body/);
+    await bad(
+      rule('{ estimate: 10, header: x-a, unit: tokens }'),
+      /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json\./,
+    );
+    await bad(rule('7'), /rules\[0\]\.cost: must be a mapping/);
+    await bad(
+      rule('{ estimate: 10, header: x-a }', '    shadow: true\n'),
+      /rules\[0\]\.cost: a shadow rule only reports, so it has nothing to reserve; remove cost or shadow\./,
+    );
   });
 });

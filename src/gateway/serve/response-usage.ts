@@ -180,7 +180,7 @@ export class UsageReader {
 
   private checked(value: unknown): number | undefined {
     if (value === undefined || value === null) return undefined;
-    const n = typeof value === 'string' && /^\d{1,15}$/.test(value.trim()) && this.source.kind === 'header' ? Number(value) : value;
+    const n = typeof value === 'string' && /^\d{1,16}$/.test(value.trim()) && this.source.kind === 'header' ? Number(value) : value;
     if (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0) return n;
     const where = this.source.kind === 'header' ? `header ${this.source.header}` : `field ${this.source.path.join('.')}`;
     this.warn(
