@@ -172,7 +172,7 @@ describe('gateway: cost from the upstream response', () => {
     await settlesAt(gw, 257);
   });
 
-  it('every policy of the rule settles, each under its own key, and rules after it are charged their own way', async () => {
+  it('every policy of the rule settles, each under its own key; each rule with cost settles its own estimate; others count requests', async () => {
     const gw = await start(`upstream: ${llm.url}
 rules:
   - name: llm
@@ -182,6 +182,10 @@ rules:
   - name: requests
     key: ip
     policies: [{ name: calls, limit: 50, window: 1m }]
+  - name: tokens-per-address
+    key: ip
+    policies: [{ name: address-tokens, limit: 20000, window: 1m }]
+    cost: { estimate: 5, header: x-usage-tokens }
 `);
     await get(`${gw.url}/header?tokens=30`);
     await settlesAt(gw, 30);
@@ -191,7 +195,36 @@ rules:
     assert.match(ratelimit, /"1000\/60000ms";r=870|r=870/);
     assert.match(ratelimit, /"per-address";r=4870/);
     assert.match(ratelimit, /"calls";r=48/);
+    // A second rule with cost settles its own estimate (5) from the same response.
+    assert.match(ratelimit, /"address-tokens";r=19965/);
     await settlesAt(gw, 30);
+  });
+
+  it('a give-back whose window has ended is dropped: it must not add units to a window that never held the estimate', async () => {
+    const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }', '{ limit: 1000, window: 1s }'));
+    // A: admitted in the first window, streams past its end (1.5 s), reports 10.
+    const slow = get(`${gw.url}/sse?tokens=10&events=6&gap=250`);
+    await sleep(1100);
+    // B: opens the next window, reports exactly its estimate.
+    await get(`${gw.url}/sse?tokens=100&events=0`);
+    await settlesAt(gw, 100);
+    await slow;
+    // A's 90 left over belonged to the first window: the second keeps B's 100.
+    await settlesAt(gw, 100);
+  });
+
+  it('a sliding window takes a give-back within its aligned window; a token bucket always takes it back', async () => {
+    const sliding = await start(
+      config(llm.url, '{ estimate: 100, json: usage.total_tokens }', '{ limit: 1000, window: 1s, algorithm: sliding-window }'),
+    );
+    await sleep(1000 - (Date.now() % 1000) + 5);
+    await get(`${sliding.url}/sse?tokens=10&events=0`);
+    await settlesAt(sliding, 10);
+    const bucket = await start(
+      config(llm.url, '{ estimate: 100, json: usage.total_tokens }', '{ limit: 1000, window: 1h, algorithm: token-bucket }'),
+    );
+    await get(`${bucket.url}/sse?tokens=10&events=3&gap=100`);
+    await settlesAt(bucket, 10);
   });
 
   it('a client that disconnects mid-stream: settled at the estimate (never cancelled), and the upstream request is cut', async () => {
