@@ -217,12 +217,24 @@ async function measureVariant(
     if (scenario.fixedRate !== undefined) {
       await settle(server);
       log(`[${scenario.name}] ${variant.name}: ${scenario.fixedRate} requests/s open-loop for ${options.durationS} s`);
-      fixedRate = await runFixedRate({
+      const rateCpu = server.pid === undefined ? null : treeCpuMs(server.pid);
+      const rateRedisCpu = await redis?.cpuMs();
+      const run = await runFixedRate({
         url: load.url,
         rps: scenario.fixedRate,
         durationS: options.durationS,
         connections: load.connections,
+        ...(scenario.fixedRatePath === undefined ? {} : { path: scenario.fixedRatePath }),
       });
+      const rateCpuAfter = server.pid === undefined ? null : treeCpuMs(server.pid);
+      const rateRedisCpuAfter = await redis?.cpuMs();
+      const perRequest = (before: number | null | undefined, after: number | null | undefined): number | null =>
+        before == null || after == null || run.requests === 0 ? null : ((after - before) * 1000) / run.requests;
+      fixedRate = {
+        ...run,
+        serverCpuUsPerReq: perRequest(rateCpu, rateCpuAfter),
+        redisCpuUsPerReq: perRequest(rateRedisCpu, rateRedisCpuAfter),
+      };
       assertAlive(server);
     }
     const openLoop: OpenLoopResult[] = [];
@@ -410,9 +422,15 @@ function toRow(
             p99Ms: round(fixedRate.p99Ms, 3),
             maxMs: round(fixedRate.maxMs, 3),
             errors: fixedRate.errors,
+            serverCpuUsPerReq: roundOrNull(fixedRate.serverCpuUsPerReq, 2),
+            redisCpuUsPerReq: roundOrNull(fixedRate.redisCpuUsPerReq, 2),
           },
         }),
   };
+}
+
+function roundOrNull(value: number | null | undefined, digits: number): number | null {
+  return value == null ? null : round(value, digits);
 }
 
 function round(value: number, digits: number): number {

@@ -65,6 +65,12 @@ export interface Scenario {
    */
   readonly fixedRate?: number;
   /**
+   * The path of the fixed-rate run's `i`-th request, for a scenario whose wrk
+   * script varies its requests (wrk's Lua cannot drive the open-loop runner);
+   * default `path` for every request.
+   */
+  readonly fixedRatePath?: (i: number) => string;
+  /**
    * When set, each variant is also loaded open-loop at these shares of its
    * own closed-loop requests/s (e.g. [0.5, 0.8]) with oha, latency counted
    * from each request's scheduled start (bench/lib/oha.ts). oha sends the

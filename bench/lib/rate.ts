@@ -14,6 +14,13 @@ export interface RateResult {
   readonly maxMs: number;
   /** Requests that failed (socket error) or got no answer before the run's end + 2 s. */
   readonly errors: number;
+  /**
+   * CPU µs per request during the run, of the server's process tree and of
+   * redis-server: at one rate for every variant, they compare the work each
+   * does without the batching a saturated loop gains. Set by the harness (bench/run.ts).
+   */
+  readonly serverCpuUsPerReq?: number | null;
+  readonly redisCpuUsPerReq?: number | null;
 }
 
 /** Options of {@link runFixedRate}. */
@@ -23,6 +30,8 @@ export interface RateOptions {
   readonly durationS: number;
   /** Keep-alive connections; requests beyond them queue in the agent (and that wait counts). */
   readonly connections: number;
+  /** The path of the `i`-th request; default the URL's. */
+  readonly path?: (i: number) => string;
 }
 
 /** How often the scheduler wakes; requests due since the last wake are started together. */
@@ -37,7 +46,7 @@ const DRAIN_MS = 2000;
  * server stalls and so under-reports exactly the latency a fixed-rate test
  * is meant to show ("coordinated omission").
  */
-export async function runFixedRate({ url, rps, durationS, connections }: RateOptions): Promise<RateResult> {
+export async function runFixedRate({ url, rps, durationS, connections, path }: RateOptions): Promise<RateResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: connections });
   const target = new URL(url);
   const latencies: number[] = [];
@@ -53,7 +62,7 @@ export async function runFixedRate({ url, rps, durationS, connections }: RateOpt
     finish = resolve;
   });
 
-  const fire = (due: number): void => {
+  const fire = (due: number, i: number): void => {
     pending++;
     const done = (ok: boolean): void => {
       pending--;
@@ -64,7 +73,7 @@ export async function runFixedRate({ url, rps, durationS, connections }: RateOpt
       if (sent === total && pending === 0) finish();
     };
     const req = request(
-      { agent, host: target.hostname, port: target.port, path: target.pathname + target.search, method: 'GET' },
+      { agent, host: target.hostname, port: target.port, path: path?.(i) ?? target.pathname + target.search, method: 'GET' },
       (res) => {
         res.resume();
         res.on('end', () => done(true));
@@ -79,7 +88,10 @@ export async function runFixedRate({ url, rps, durationS, connections }: RateOpt
     const timer = setInterval(() => {
       const now = performance.now();
       // Every request due by now, each stamped with its own due time.
-      while (sent < total && start + sent * intervalMs <= now) fire(start + sent++ * intervalMs);
+      while (sent < total && start + sent * intervalMs <= now) {
+        fire(start + sent * intervalMs, sent);
+        sent++;
+      }
       if (sent === total) {
         clearInterval(timer);
         resolve();

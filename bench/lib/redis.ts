@@ -68,6 +68,13 @@ export class BenchRedis {
     return counts;
   }
 
+  /** CPU ms redis-server has used since it started (INFO cpu: user + system, every thread). */
+  async cpuMs(): Promise<number> {
+    const info = await this.client.info('cpu');
+    const seconds = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+    return (seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1000;
+  }
+
   /** Quits the client and stops redis-server. */
   async stop(): Promise<void> {
     this.client.disconnect();

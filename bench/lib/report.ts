@@ -89,6 +89,8 @@ function rateColumns(rps: number): Column[] {
     { title: `p99 ms @${rps}/s`, cell: (r) => fixed(r.fixedRate?.p99Ms, 2) },
     { title: 'achieved/s', cell: (r) => fixed(r.fixedRate?.achievedRps, 0) },
     { title: 'err', cell: (r) => (r.fixedRate ? String(r.fixedRate.errors) : '-') },
+    { title: `server µs/req @${rps}/s`, cell: (r) => fixed(r.fixedRate?.serverCpuUsPerReq, 1) },
+    { title: `Redis µs/req @${rps}/s`, cell: (r) => fixed(r.fixedRate?.redisCpuUsPerReq, 1) },
   ];
 }
 

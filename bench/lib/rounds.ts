@@ -58,6 +58,8 @@ export function combineRounds(rows: readonly Row[]): Row {
           p99Ms: median(rates.map((r) => r.p99Ms))!,
           maxMs: Math.max(...rates.map((r) => r.maxMs)),
           errors: rates.reduce((total, r) => total + r.errors, 0),
+          serverCpuUsPerReq: median(rates.map((r) => r.serverCpuUsPerReq).filter((v): v is number => v != null)) ?? null,
+          redisCpuUsPerReq: median(rates.map((r) => r.redisCpuUsPerReq).filter((v): v is number => v != null)) ?? null,
         }
       : undefined;
   const openLoop = combineOpenLoop(rows);

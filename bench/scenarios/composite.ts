@@ -39,6 +39,10 @@ request = function()
   return wrk.format("GET", "/?org=o" .. org .. "&user=u" .. user)
 end
 `,
+  // Every variant at one rate below the composite's saturation: the server's and Redis's CPU per
+  // request then compare the work each does, which the saturated run mixes with how much each loop batches.
+  fixedRate: 8000,
+  fixedRatePath: requestPath,
   variants: [
     variant('bare', 'no limiter, always 200', 'none'),
     variant('floodgate-single', 'one RateLimiter.consume on RedisStore (ioredis): the per-second token bucket', 'single'),
@@ -47,3 +51,11 @@ end
     variant('rlf-union', 'rate-limiter-flexible RateLimiterUnion of 3 RateLimiterRedis (ioredis)', 'rlf-union'),
   ],
 });
+
+/** The fixed-rate run's `i`-th path, drawn as the wrk script draws them (one in ten to the hot user), from a fixed sequence. */
+function requestPath(i: number): string {
+  // A multiplicative hash of i: the same paths in every run and variant, with no state between calls.
+  const h = Math.imul(i + 1, 0x9e3779b1) >>> 0;
+  if (h % 10 === 0) return '/?org=o0&user=u0';
+  return `/?org=o${1 + ((h >>> 4) % 49)}&user=u${(h >>> 10) % 1000}`;
+}

@@ -1,5 +1,6 @@
 /** Client identity: who a request comes from (its address, as text and as a limiter key grouped by IPv6 subnet), memoised per socket or framework address. */
-import { formatIp, ipKey, type IpAddress } from './client-keys.js';
+import { ipKey } from './client-keys.js';
+import { formatIp, type IpAddress } from './ip-address.js';
 import type { HttpSettings } from './options.js';
 import type { ClientInfo, RequestView } from './types.js';
 

@@ -33,20 +33,8 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
-export {
-  AddressMatcher,
-  HASHED_KEY_PREFIX,
-  NAMED_RANGES,
-  boundKey,
-  cidrContains,
-  createIpResolver,
-  formatIp,
-  headerValue,
-  ipKey,
-  normalizeIp,
-  parseCidr,
-  parseForwardedFor,
-  parseIp,
-} from './client-keys.js';
-export type { Cidr, IpAddress, IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.js';
+export { HASHED_KEY_PREFIX, boundKey, createIpResolver, headerValue, ipKey, parseForwardedFor } from './client-keys.js';
+export type { IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.js';
+export { AddressMatcher, NAMED_RANGES, cidrContains, formatIp, normalizeIp, parseCidr, parseIp } from './ip-address.js';
+export type { Cidr, IpAddress } from './ip-address.js';
 export { setHeaders, viewOf, writeResponse } from './respond.js';

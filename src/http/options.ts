@@ -6,7 +6,8 @@ import { throttled } from '../throttle.js';
 import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../validate.js';
 import { parseHeaderModes, type HeaderMode } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
-import { AddressMatcher, NAMED_RANGES, assertIpv6Subnet, createIpResolver, parseCidr, parseIp, type IpAddress } from './client-keys.js';
+import { assertIpv6Subnet, createIpResolver } from './client-keys.js';
+import { AddressMatcher, NAMED_RANGES, parseCidr, parseIp, type IpAddress } from './ip-address.js';
 import {
   type HttpRateLimitOptions,
   type AdapterConfig,

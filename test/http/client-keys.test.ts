@@ -2,19 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/errors.js';
-import {
-  AddressMatcher,
-  boundKey,
-  createIpResolver,
-  formatIp,
-  headerValue,
-  ipKey,
-  normalizeIp,
-  parseCidr,
-  parseForwardedFor,
-  parseIp,
-  type IpAddress,
-} from '../../src/http/client-keys.js';
+import { boundKey, createIpResolver, headerValue, ipKey, parseForwardedFor } from '../../src/http/client-keys.js';
+import { AddressMatcher, formatIp, normalizeIp, parseCidr, parseIp, type IpAddress } from '../../src/http/ip-address.js';
 
 const ip = (text: string): IpAddress => {
   const parsed = parseIp(text);

@@ -2,7 +2,8 @@
 import { describe, parseDuration } from '../../duration.js';
 import { ALGORITHMS, type Algorithm } from '../../policy.js';
 import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
-import { AddressMatcher, type TrustProxy } from '../../http/client-keys.js';
+import type { TrustProxy } from '../../http/client-keys.js';
+import { AddressMatcher } from '../../http/ip-address.js';
 import { MAX_LEASE_MS } from '../../stores/cluster/protocol.js';
 import {
   FAILURE_POLICIES,

@@ -1,6 +1,7 @@
 /** Which request headers reach the upstream: hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written. */
 import type { IncomingMessage } from 'node:http';
-import { AddressMatcher, parseIp, type TrustProxy } from '../../http/client-keys.js';
+import type { TrustProxy } from '../../http/client-keys.js';
+import { AddressMatcher, parseIp } from '../../http/ip-address.js';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1); never forwarded in either direction. */
 export const HOP_BY_HOP = new Set([

@@ -4,8 +4,8 @@
 -- a0 and b0 as the script found them.
 local a, b
 local a0, b0
--- Whether the state hash existed, and which of its fields held a value (see read_state).
-local had_hash, present
+-- Whether the state hash existed, and its fields as read (see read_state).
+local had_hash, raw
 
 -- applyOperation: updates a and b, and appends the outcome's five integers to out.
 local function apply_operation(kind, amount, now, out)
@@ -42,7 +42,7 @@ local function apply_operation(kind, amount, now, out)
   push_outcome(out, kind == OP_CONSUME, allowed, impl.view(a, cost, now), b, now)
 end
 
-a, b, had_hash, present = read_state(STATE, impl)
+a, b, had_hash, raw = read_state(STATE, impl)
 a0, b0 = a, b
 local out = {}
 local now = server_now
@@ -53,7 +53,7 @@ for i = FIRST_OP, #ARGV, STRIDE do
 end
 -- Algorithms hand back the very table they were given when nothing changed, so an
 -- unchanged identity means there is nothing to write (peeks and refused consumes).
-if a ~= a0 or b ~= b0 then write_state(STATE, impl, a, b, a0, b0, had_hash, present, now) end
+if a ~= a0 or b ~= b0 then write_state(STATE, impl, a, b, a0, b0, had_hash, raw, now) end
 -- Work an algorithm defers to the end of the batch (the sliding log's TTL).
 if impl.finish then impl.finish(now) end
 return out

@@ -30,7 +30,7 @@ end
 local function load_part(p)
   use(p)
   local a, b
-  a, b, p.had_hash, p.present = read_state(p.state, p.impl)
+  a, b, p.had_hash, p.raw = read_state(p.state, p.impl)
   p.a0, p.b0 = a, b
   p.a = p.impl.normalize(a, now)
   if b > 0 and b <= now then b = 0 end
@@ -74,7 +74,7 @@ end
 -- The part's write (see write_state), then the algorithm's deferred work (the sliding log's TTL).
 local function persist(p)
   use(p)
-  if p.a ~= p.a0 or p.b ~= p.b0 then write_state(p.state, p.impl, p.a, p.b, p.a0, p.b0, p.had_hash, p.present, now) end
+  if p.a ~= p.a0 or p.b ~= p.b0 then write_state(p.state, p.impl, p.a, p.b, p.a0, p.b0, p.had_hash, p.raw, now) end
   if p.impl.finish then p.impl.finish(now) end
 end
 

@@ -47,21 +47,21 @@ local function encode_ms(x)
 end
 
 -- Reads a key's state hash: the algorithm's decoded state, the block, whether the hash existed, and
--- which of its fields held a value (a write overwrites in place and removes only those that are gone).
+-- the raw reply (the algorithm's fields in order, then b), from which a write tells the fields that are gone.
 local function read_state(key, impl)
   local fields = impl.fields
-  local v = redis.call('HMGET', key, 'b', unpack(fields))
+  local n = #fields
+  local asked = { unpack(fields) }
+  asked[n + 1] = 'b'
+  local v = redis.call('HMGET', key, unpack(asked))
   local had_hash = false
-  local present = {}
-  for i = 1, #fields + 1 do
+  for i = 1, n + 1 do
     if v[i] then
       had_hash = true
-      present[#present + 1] = (i == 1) and 'b' or fields[i - 1]
+      break
     end
   end
-  local b = tonumber(v[1]) or 0
-  table.remove(v, 1)
-  return impl.decode(v), b, had_hash, present
+  return impl.decode(v), tonumber(v[n + 1]) or 0, had_hash, v
 end
 
 -- applyOperation's outcome, appended to out as five integers: allowed (1/0), remaining, resetMs,
@@ -86,13 +86,23 @@ local function push_outcome(out, consume, allowed, view, b, now)
   end
 end
 
--- The names in present (fields that held a value) that the flat name/value list written does not name again.
-local function stale_fields(present, written)
-  local again = {}
-  for i = 1, #written, 2 do again[written[i]] = true end
-  local gone = {}
-  for i = 1, #present do
-    if not again[present[i]] then gone[#gone + 1] = present[i] end
+-- The fields of a state hash, as read_state's raw reply shows them, that a write of (a, b) leaves stale:
+-- a write names every field of a present state, so only an ended state's fields and an ended block's b go.
+local function stale_fields(impl, raw, a, b)
+  local gone
+  local fields = impl.fields
+  local n = #fields
+  if a == nil then
+    for i = 1, n do
+      if raw[i] then
+        gone = gone or {}
+        gone[#gone + 1] = fields[i]
+      end
+    end
+  end
+  if b == 0 and raw[n + 1] then
+    gone = gone or {}
+    gone[#gone + 1] = 'b'
   end
   return gone
 end
@@ -113,8 +123,9 @@ local function expire(key, ttl)
 end
 
 -- Writes a key's final state (a, b) once, with applyOperation's expiresAt as the TTL; a0 and b0 are the
--- state as read. The sliding log's list is written by its algorithm; its hash then holds only the block.
-local function write_state(key, impl, a, b, a0, b0, had_hash, present, now)
+-- state as read, raw the hash as read_state found it. The sliding log's list is written by its algorithm;
+-- its hash then holds only the block.
+local function write_state(key, impl, a, b, a0, b0, had_hash, raw, now)
   local fields = {}
   if a ~= nil then fields = impl.encode(a) end
   if b ~= 0 then
@@ -128,8 +139,8 @@ local function write_state(key, impl, a, b, a0, b0, had_hash, present, now)
   redis.call('HSET', key, unpack(fields))
   -- A state that shrank (a block that ended, an algorithm state gone) loses those fields; overwriting the
   -- rest in place spares the DEL that every write would otherwise need.
-  local gone = stale_fields(present, fields)
-  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  local gone = stale_fields(impl, raw, a, b)
+  if gone then redis.call('HDEL', key, unpack(gone)) end
   -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
   if b == BLOCK_FOREVER then
     if had_hash then redis.call('PERSIST', key) end
@@ -138,7 +149,7 @@ local function write_state(key, impl, a, b, a0, b0, had_hash, present, now)
   local expires_at = state_expiry(impl, a, b)
   -- The same expiry as the TTL already set (a fixed window counting within its window): no PEXPIRE.
   -- With a client clock the TTL was stretched to a minimum, so it is set again.
-  if had_hash and #gone == 0 and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
+  if had_hash and not gone and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
   expire(key, expires_at - now)
 end
 
