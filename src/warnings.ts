@@ -28,6 +28,8 @@ export const WarningCode = {
   COST_RESPONSE_ENCODED: 'FLOODGATE_COST_RESPONSE_ENCODED',
   /** A gateway rule reads its cost from a response body too large (or an event-stream line too long) to keep: the estimate is charged. */
   COST_RESPONSE_TOO_LARGE: 'FLOODGATE_COST_RESPONSE_TOO_LARGE',
+  /** A gateway rule's upstream answered a request successfully without reporting its cost where the rule looks: the estimate was charged. */
+  COST_USAGE_MISSING: 'FLOODGATE_COST_USAGE_MISSING',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -9,10 +9,10 @@ import { WarningCode, type WarningCodeValue } from '../../src/warnings.js';
 const TOTAL: UsageSource = { kind: 'json', path: ['usage', 'total_tokens'] };
 
 /** Feeds `body` to a reader in chunks of `size` bytes and returns the usage and the warnings. */
-function read(source: UsageSource, headers: Record<string, string>, body: string | Buffer, size = 7) {
+function read(source: UsageSource, headers: Record<string, string>, body: string | Buffer, size = 7, status = 200) {
   const warnings: Array<{ code: WarningCodeValue; message: string }> = [];
   const reader = new UsageReader(source, 'llm', (code, message) => warnings.push({ code, message }));
-  reader.head(headers);
+  reader.head(status, headers);
   const bytes = typeof body === 'string' ? Buffer.from(body) : body;
   for (let i = 0; i < bytes.length; i += size) reader.data(bytes.subarray(i, i + size));
   return { usage: reader.usage(), warnings };
@@ -78,7 +78,33 @@ describe('UsageReader', () => {
     const source: UsageSource = { kind: 'json', path: ['constructor'] };
     const { usage, warnings } = read(source, { 'content-type': 'application/json' }, '{"a":1}');
     assert.equal(usage, undefined);
-    assert.equal(warnings.length, 0);
+    assert.deepEqual(
+      warnings.map((w) => w.code),
+      [WarningCode.COST_USAGE_MISSING],
+    );
+  });
+
+  it('a successful response without a usage: the estimate, and a warning saying where the rule looked; errors and HEAD answers are not warned of', () => {
+    const json = { 'content-type': 'application/json' };
+    const missing = read(TOTAL, json, '{"usage":{"prompt_tokens":3}}');
+    assert.equal(missing.usage, undefined);
+    assert.equal(missing.warnings[0]?.code, WarningCode.COST_USAGE_MISSING);
+    assert.match(
+      missing.warnings[0]!.message,
+      /^rule "llm": a successful response from the upstream had no usage\.total_tokens field in its JSON body, so the request was charged the estimate\. Check that cost\.json names what the upstream sends/,
+    );
+    const stream = read(TOTAL, { 'content-type': 'text/event-stream' }, sse(['{"choices":[]}', '[DONE]']));
+    assert.match(
+      stream.warnings[0]!.message,
+      /no usage\.total_tokens field in its event stream.*stream_options: \{ include_usage: true \}/,
+    );
+    const header = read({ kind: 'header', header: 'x-usage-tokens' }, {}, 'ok');
+    assert.match(header.warnings[0]!.message, /had no x-usage-tokens header/);
+    assert.equal(read(TOTAL, json, '{"error":"bad"}', 7, 429).warnings.length, 0);
+    assert.equal(read(TOTAL, json, '', 7, 204).warnings.length, 0);
+    const reader = new UsageReader(TOTAL, 'llm', () => assert.fail('a HEAD answer has no body to report a cost in'));
+    reader.head(200, json, true);
+    assert.equal(reader.usage(), undefined);
   });
 
   it('a JSON body over the cap is not kept: the estimate, and a warning', () => {
@@ -90,7 +116,7 @@ describe('UsageReader', () => {
 
   it('an SSE line (or event) longer than the cap is skipped to its end; the usage after it still counts, in bounded memory', () => {
     const reader = new UsageReader(TOTAL, 'llm', () => undefined);
-    reader.head({ 'content-type': 'text/event-stream' });
+    reader.head(200, { 'content-type': 'text/event-stream' });
     const before = process.memoryUsage().arrayBuffers;
     const chunk = Buffer.alloc(64 * 1024, 0x61);
     reader.data(Buffer.from('data: '));

@@ -107,7 +107,7 @@ export class UpstreamProxy {
    * Ends the caller's {@link hold}.
    */
   forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], charges?: readonly Charge[]): void {
-    const watch = charges === undefined ? undefined : observeCost(res, charges);
+    const watch = charges === undefined ? undefined : observeCost(res, charges, req.method === 'HEAD');
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
       this.enqueue(req, res, extra, null, false, watch);
@@ -218,7 +218,7 @@ export class UpstreamProxy {
           // Destroying the response aborts the upstream request (its 'close' handler above).
           if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
           res.writeHead(statusCode, responseHead(headers, extra));
-          return watch === undefined ? res : watch.body(headers);
+          return watch === undefined ? res : watch.body(statusCode, headers);
         },
       )
       .then(

@@ -8,18 +8,19 @@ import type { UsageReader } from './response-usage.js';
 export interface CostWatch {
   /** Response header names that report a cost: never taken from the client's request. */
   readonly headerNames: readonly string[];
-  /** Hands the upstream's headers to the readers and returns where the body goes: a tap that passes every chunk on to `res`. */
-  body(headers: IncomingHttpHeaders): Writable;
+  /** Hands the upstream's status and headers to the readers and returns where the body goes: a tap that passes every chunk on to `res`. */
+  body(status: number, headers: IncomingHttpHeaders): Writable;
 }
 
 /**
- * Watches `res` for the cost its upstream reports, and settles every
+ * Watches `res` for the cost its upstream reports (`bodiless` for an
+ * answer to HEAD, which has no body to read), and settles every
  * charge once when it closes: with the reported cost when the response was
  * written whole, else (the client left mid-response, the upstream failed
  * mid-body, the gateway answered itself) at the estimate. 'close' comes
  * exactly once per response, whichever way it ends.
  */
-export function observeCost(res: ServerResponse, charges: readonly Charge[]): CostWatch {
+export function observeCost(res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
   const readers = charges.map((charge) => charge.cost.reader());
   res.once('close', () => {
     const whole = res.writableFinished;
@@ -29,8 +30,8 @@ export function observeCost(res: ServerResponse, charges: readonly Charge[]): Co
   for (const charge of charges) if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
   return {
     headerNames,
-    body: (headers) => {
-      for (const reader of readers) reader.head(headers);
+    body: (status, headers) => {
+      for (const reader of readers) reader.head(status, headers, bodiless);
       return tap(res, readers);
     },
   };

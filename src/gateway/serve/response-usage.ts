@@ -41,6 +41,8 @@ export class UsageReader {
   private dataBytes = 0;
   /** True when the event being read has more data than is kept: it is dropped whole. */
   private dropping = false;
+  /** True when the response should report a cost: a 2xx with a body the reader can read. */
+  private expected = false;
   /** The last path segment: an event whose data does not hold it is not parsed. */
   private readonly needle: string;
 
@@ -57,18 +59,25 @@ export class UsageReader {
     this.needle = source.kind === 'json' ? `"${source.path[source.path.length - 1]!}"` : '';
   }
 
-  /** The upstream's status and headers: a header source is read here; a JSON one picks how to read the body. */
-  head(headers: IncomingHttpHeaders): void {
+  /**
+   * The upstream's status and headers: a header source is read here; a JSON
+   * one picks how to read the body. `bodiless` for an answer without a body
+   * (to HEAD): a JSON source then expects no cost.
+   */
+  head(status: number, headers: IncomingHttpHeaders, bodiless = false): void {
+    this.expected = status >= 200 && status < 300 && status !== 204;
     if (this.source.kind === 'header') {
       this.found = headers[this.source.header];
       return;
     }
+    if (bodiless) this.expected = false;
     const encoding = headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
       this.warn(
         WarningCode.COST_RESPONSE_ENCODED,
         `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but the upstream sent it ${String(encoding)}-encoded, which the gateway does not decode: such responses are charged the estimate. Have the upstream report the cost in a header (cost: { header: … }), or not compress these responses.`,
       );
+      this.expected = false;
       return;
     }
     const type = String(headers['content-type'] ?? '').toLowerCase();
@@ -99,7 +108,22 @@ export class UsageReader {
       if (this.line.length > 0 && !this.skipping) this.sseLine(Buffer.concat(this.line).toString('utf8'));
       this.endEvent();
     }
+    if ((this.found === undefined || this.found === null) && this.expected) this.missing();
     return this.checked(this.found);
+  }
+
+  /** A successful response that reported no cost: most likely a cost.header or cost.json that does not name what the upstream sends. */
+  private missing(): void {
+    const where =
+      this.source.kind === 'header'
+        ? `no ${this.source.header} header`
+        : this.mode === 'none'
+          ? 'a body that is neither JSON nor an event stream'
+          : `no ${this.source.path.join('.')} field in its ${this.mode === 'sse' ? 'event stream' : 'JSON body'}`;
+    this.warn(
+      WarningCode.COST_USAGE_MISSING,
+      `rule ${JSON.stringify(this.rule)}: a successful response from the upstream had ${where}, so the request was charged the estimate. Check that cost.${this.source.kind} names what the upstream sends (an OpenAI-style stream reports usage only when asked: stream_options: { include_usage: true }), or narrow the rule's match to the routes that report a cost.`,
+    );
   }
 
   private keepJson(chunk: Buffer): void {
@@ -108,6 +132,7 @@ export class UsageReader {
     if (this.kept > MAX_JSON_BYTES) {
       this.kept = -1;
       this.chunks = [];
+      this.expected = false;
       this.tooLarge(`its JSON body is larger than ${MAX_JSON_BYTES} bytes`);
       return;
     }
