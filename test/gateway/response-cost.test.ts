@@ -11,6 +11,7 @@ import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { forgetWarnings, WarningCode } from '../../src/warnings.js';
 import { get } from '../http/support/http.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { sleep, startGateway } from './support/harness.js';
 
 /** The test upstream: an LLM-like API that reports its token usage in a header, a JSON body or the last event of an SSE stream. */
@@ -348,4 +349,48 @@ describe('config: a rule cost', () => {
       /rules\[0\]\.cost: a shadow rule only reports, so it has nothing to reserve; remove cost or shadow\./,
     );
   });
+});
+
+describe('gateway: cost from the response, counted in a real Redis', () => {
+  let llm: Llm;
+  let redis: RedisServer;
+  const gateways: Gateway[] = [];
+  before(async () => {
+    llm = await startLlm();
+    redis = await startRedis();
+  });
+  after(async () => {
+    await Promise.all(gateways.map((g) => g.shutdown()));
+    llm.server.closeAllConnections();
+    await new Promise((resolve) => llm.server.close(resolve));
+    await redis?.stop();
+  });
+
+  for (const localFirst of [false, true]) {
+    it(`${localFirst ? 'LocalFirstStore' : 'RedisStore'}: SSE usage over the estimate, a header under it, a disconnect at the estimate`, async () => {
+      const gw = await startGateway(
+        `store: { type: redis, url: "${redis.url}", timeout: 500ms, localFirst: ${localFirst}, prefix: "fg:cost:${localFirst}" }\n${config(
+          llm.url,
+          '{ estimate: 100, json: usage.total_tokens }',
+        )}`,
+      );
+      gateways.push(gw);
+      for (let i = 0; i < 50 && (await get(`${gw.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+      await get(`${gw.url}/sse?tokens=250&events=3`);
+      await settlesAt(gw, 250);
+      await get(`${gw.url}/json?tokens=30`);
+      await settlesAt(gw, 280);
+      await new Promise<void>((resolve) => {
+        const req = httpRequest(`${gw.url}/forever`, { agent: false }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            resolve();
+          });
+        });
+        req.on('error', () => undefined);
+        req.end();
+      });
+      await settlesAt(gw, 380);
+    });
+  }
 });
