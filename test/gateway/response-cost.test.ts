@@ -228,6 +228,15 @@ rules:
     await settlesAt(bucket, 10);
   });
 
+  it('a client that sends its next request on seeing the end: decided after the settlement, not refused on the last estimate', async () => {
+    // 600 of 1000 per request, 10 reported: if the next request were decided before the last settled, it would see 1200 and get 429.
+    const gw = await start(config(llm.url, '{ estimate: 600, header: x-usage-tokens }'));
+    for (let i = 0; i < 20; i++) assert.equal((await get(`${gw.url}/header?tokens=10`)).status, 200, `request ${i + 1}`);
+    const sse = await start(config(llm.url, '{ estimate: 600, json: usage.total_tokens }'));
+    for (let i = 0; i < 10; i++) assert.equal((await get(`${sse.url}/sse?tokens=10&events=1`)).status, 200, `stream ${i + 1}`);
+    await settlesAt(gw, 200);
+  });
+
   it('a client that disconnects mid-stream: settled at the estimate (never cancelled), and the upstream request is cut', async () => {
     const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
     const cutBefore = llm.cut;

@@ -14,17 +14,19 @@ export interface CostWatch {
 
 /**
  * Watches `res` for the cost its upstream reports (`bodiless` for an
- * answer to HEAD, which has no body to read), and settles every
- * charge once when it closes: with the reported cost when the response was
- * written whole, else (the client left mid-response, the upstream failed
- * mid-body, the gateway answered itself) at the estimate. 'close' comes
- * exactly once per response, whichever way it ends.
+ * answer to HEAD, which has no body to read), and settles every charge
+ * once: with the reported cost as soon as the upstream's body has been
+ * handed on whole, before the client's response ends, so that a client
+ * sending its next request on seeing the end is decided after the
+ * settlement; at the estimate when the response closes without that (the
+ * client left mid-response, the upstream failed mid-body, the gateway
+ * answered itself). 'close' comes exactly once per response, whichever way
+ * it ends, and a charge settles only once.
  */
 export function observeCost(res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
   const readers = charges.map((charge) => charge.cost.reader());
   res.once('close', () => {
-    const whole = res.writableFinished;
-    charges.forEach((charge, i) => charge.settle(whole ? readers[i]!.usage() : undefined));
+    for (const charge of charges) charge.settle(undefined);
   });
   const headerNames: string[] = [];
   for (const charge of charges) if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
@@ -32,7 +34,7 @@ export function observeCost(res: ServerResponse, charges: readonly Charge[], bod
     headerNames,
     body: (status, headers) => {
       for (const reader of readers) reader.head(status, headers, bodiless);
-      return tap(res, readers);
+      return tap(res, readers, () => charges.forEach((charge, i) => charge.settle(readers[i]!.usage())));
     },
   };
 }
@@ -48,15 +50,21 @@ export function withoutUsageHeaders(headers: Record<string, string | string[]>, 
 }
 
 /**
- * A pass-through into `res` that shows each chunk to the readers first:
+ * A pass-through into `res` that shows each chunk to the readers first,
+ * and calls `ended` when the upstream's body ends whole:
  * nothing is held back or copied for the client, and `pipe` keeps the
  * client's backpressure on the upstream.
  */
-function tap(res: ServerResponse, readers: readonly UsageReader[]): Writable {
+function tap(res: ServerResponse, readers: readonly UsageReader[], ended: () => void): Writable {
   const through = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       for (const reader of readers) reader.data(chunk);
       done(null, chunk);
+    },
+    // The upstream's body is whole (flush runs only on a normal end, before the end is passed to the client).
+    flush(done) {
+      ended();
+      done();
     },
   });
   through.pipe(res);
