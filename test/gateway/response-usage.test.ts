@@ -50,6 +50,10 @@ describe('UsageReader', () => {
     }
     // The last event without its closing blank line still counts when the stream ends.
     assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, 'data: {"usage":{"total_tokens":5}}').usage, 5);
+    // A path ending in an array index.
+    const indexed: UsageSource = { kind: 'json', path: ['usage', 'counts', '1'] };
+    assert.equal(read(indexed, { 'content-type': 'text/event-stream' }, sse(['{"usage":{"counts":[3,9]}}'])).usage, 9);
+    assert.equal(read({ kind: 'json', path: ['0'] }, { 'content-type': 'text/event-stream' }, sse(['[4]'])).usage, 4);
     // One event's data over several data lines is joined with newlines, as EventSource does.
     assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, 'data: {"usage":\ndata: {"total_tokens":6}}\n\n').usage, 6);
   });

@@ -43,7 +43,7 @@ export class UsageReader {
   private dropping = false;
   /** True when the response should report a cost: a 2xx with a body the reader can read. */
   private expected = false;
-  /** The last path segment: an event whose data does not hold it is not parsed. */
+  /** The path's last property name, quoted: an event whose data does not hold it is not parsed. */
   private readonly needle: string;
 
   /**
@@ -56,7 +56,9 @@ export class UsageReader {
     private readonly rule: string,
     private readonly warn: UsageWarn,
   ) {
-    this.needle = source.kind === 'json' ? `"${source.path[source.path.length - 1]!}"` : '';
+    // An array index is not quoted in JSON: the nearest property name serves, or none (every event is parsed).
+    const name = source.kind === 'json' ? [...source.path].reverse().find((segment) => !/^\d+$/.test(segment)) : undefined;
+    this.needle = name === undefined ? '' : `"${name}"`;
   }
 
   /**
