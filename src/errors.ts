@@ -38,6 +38,8 @@ export const ErrorCode = {
   COMPOSITE_UNSUPPORTED: 'FLOODGATE_COMPOSITE_UNSUPPORTED',
   /** On Redis Cluster, a composite's keys hash to different slots, so no one script can touch them all. Cause and fix: docs/errors.md#floodgate_cross_slot. */
   CROSS_SLOT: 'FLOODGATE_CROSS_SLOT',
+  /** `commit` or `cancel` was called a second time on one reservation. Cause and fix: docs/errors.md#floodgate_reservation_settled. */
+  RESERVATION_SETTLED: 'FLOODGATE_RESERVATION_SETTLED',
   /** The store failed (connection lost, script error, …). `cause` holds the original error. Cause and fix: docs/errors.md#floodgate_store_error. */
   STORE_ERROR: 'FLOODGATE_STORE_ERROR',
   /** The store did not answer within its timeout. Cause and fix: docs/errors.md#floodgate_store_timeout. */

@@ -2,7 +2,12 @@
 export { RateLimiter } from './limiter.js';
 export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode } from './limiter-options.js';
 export type { Decision, DecisionSource } from './decision.js';
+export { ConcurrencyLimiter } from './concurrency-limiter.js';
+export type { ConcurrencyLimiterOptions, Slot } from './concurrency-limiter.js';
+export type { SlotAcquisition, SlotStore } from './slots.js';
 export { consumeAll, consumeAllNow, MAX_PARTS } from './composite.js';
+export { Reservation } from './reservation.js';
+export type { ReserveOptions, Settlement, SettlementStatus } from './reservation.js';
 export type { LimitPart, CompositeDecision } from './composite.js';
 export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
 export type { ErrorCodeValue } from './errors.js';

@@ -1,4 +1,4 @@
-/** The internal view of a RateLimiter that composite decisions drive: its clock, guards, fallbacks and decision shaping. */
+/** The internal view of a RateLimiter that composite decisions and reservations drive: its clock, guards, fallbacks, decision shaping and settling. */
 import type { Clock } from './clock.js';
 import type { Decision, DecisionSource } from './decision.js';
 import type { BlockList } from './guards/block-list.js';
@@ -26,4 +26,11 @@ export interface LimiterInternals {
   learn(key: string, outcome: Outcome): void;
   /** The Decision for an outcome, with this limiter's limit. */
   decision(outcome: Outcome, source: DecisionSource): Decision;
+  /**
+   * A reservation's give-back (`reward`) or excess charge (`penalty`) of
+   * `amount` units of `key`, on the limiter's store only: a fallback did not
+   * take the units, so it must not settle them. Rejects with the store's
+   * failure (the breaker counts it).
+   */
+  settle(kind: 'reward' | 'penalty', key: string, amount: number): Promise<Decision>;
 }

@@ -1,4 +1,4 @@
-/** RateLimiter options: their types, the checks of the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
+/** RateLimiter options: their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
 import type { RateLimiter } from './limiter.js';
 import type { Clock } from './clock.js';
 import { describe, parseDuration, type Duration } from './duration.js';
@@ -6,7 +6,7 @@ import { ErrorCode, FloodgateError } from './errors.js';
 import { warnOnce, WarningCode } from './warnings.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
-import type { Algorithm } from './policy.js';
+import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
 import type { Store } from './stores/store.js';
 import { assertKnownOptions } from './validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
@@ -83,6 +83,45 @@ export const OPTION_NAMES = [
 export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
 /** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
 export const MAX_PRODUCT = 2 ** 50;
+
+/**
+ * The policy `options` describe (algorithm, limit, window and block, in
+ * whole ms), frozen; warns once about a window that reads like seconds
+ * written as milliseconds.
+ * @throws FloodgateError INVALID_LIMIT, INVALID_WINDOW, LIMIT_TOO_LARGE, INVALID_ALGORITHM or INVALID_DURATION
+ */
+export function parsePolicy(o: RateLimiterOptions): Policy {
+  if (typeof o.limit !== 'number' || !Number.isSafeInteger(o.limit) || o.limit <= 0) {
+    throw new FloodgateError(ErrorCode.INVALID_LIMIT, `limit must be a positive whole number; got ${describe(o.limit)}.`);
+  }
+  if (o.window === undefined) {
+    throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
+  }
+  const windowMs = parseDuration(o.window, 'window', ErrorCode.INVALID_WINDOW);
+  if (typeof o.window === 'number' && windowMs < 1000) {
+    // `window: 60` meaning a minute is a likelier slip than a sub-second window written as a bare number.
+    warnOnce(
+      WarningCode.WINDOW_IN_MILLISECONDS,
+      `RateLimiter window: ${windowMs} is ${windowMs} milliseconds (a bare number counts milliseconds). If you meant ${windowMs} seconds, write window: '${windowMs}s'; write window: '${windowMs}ms' to keep milliseconds without this warning.`,
+      String(windowMs),
+    );
+  }
+  if (o.limit * windowMs > MAX_PRODUCT) {
+    throw new FloodgateError(
+      ErrorCode.LIMIT_TOO_LARGE,
+      `limit × window (in ms) must not exceed 2^50 so that counts stay exact; got ${o.limit} × ${windowMs}. Use a shorter window or a smaller limit.`,
+    );
+  }
+  const algorithm = o.algorithm ?? 'fixed-window';
+  if (!ALGORITHMS.includes(algorithm)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_ALGORITHM,
+      `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describe(algorithm)}.`,
+    );
+  }
+  const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
+  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+}
 
 /** The in-memory block of one limiter, checked. */
 export interface MemoryBlockConfig {

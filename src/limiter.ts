@@ -5,21 +5,21 @@ import { describe, parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
-import { ALGORITHMS, BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
+import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
 import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
-import { WarningCode, warnOnce } from './warnings.js';
+import { reserve, type Reservation, type ReserveOptions } from './reservation.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import {
   FAILURE_MODES,
   RATE_LIMITER_BRAND,
   noteDefaultPrefix,
-  MAX_PRODUCT,
   OPTION_NAMES,
   parseBreaker,
   parseMemoryBlock,
+  parsePolicy,
   type MemoryBlockConfig,
   type RateLimiterOptions,
   type StoreFailureMode,
@@ -67,36 +67,8 @@ export class RateLimiter {
     assertKnownOptions(options, OPTION_NAMES, 'RateLimiter');
     const o = options as RateLimiterOptions;
 
-    if (typeof o.limit !== 'number' || !Number.isSafeInteger(o.limit) || o.limit <= 0) {
-      throw new FloodgateError(ErrorCode.INVALID_LIMIT, `limit must be a positive whole number; got ${describe(o.limit)}.`);
-    }
-    if (o.window === undefined) {
-      throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
-    }
-    const windowMs = parseDuration(o.window, 'window', ErrorCode.INVALID_WINDOW);
-    if (typeof o.window === 'number' && windowMs < 1000) {
-      // `window: 60` meaning a minute is a likelier slip than a sub-second window written as a bare number.
-      warnOnce(
-        WarningCode.WINDOW_IN_MILLISECONDS,
-        `RateLimiter window: ${windowMs} is ${windowMs} milliseconds (a bare number counts milliseconds). If you meant ${windowMs} seconds, write window: '${windowMs}s'; write window: '${windowMs}ms' to keep milliseconds without this warning.`,
-        String(windowMs),
-      );
-    }
-    if (o.limit * windowMs > MAX_PRODUCT) {
-      throw new FloodgateError(
-        ErrorCode.LIMIT_TOO_LARGE,
-        `limit × window (in ms) must not exceed 2^50 so that counts stay exact; got ${o.limit} × ${windowMs}. Use a shorter window or a smaller limit.`,
-      );
-    }
-    const algorithm = o.algorithm ?? 'fixed-window';
-    if (!ALGORITHMS.includes(algorithm)) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_ALGORITHM,
-        `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describe(algorithm)}.`,
-      );
-    }
-    const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
-    this.policy = Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+    this.policy = parsePolicy(o);
+    const { algorithm, limit, windowMs, blockMs } = this.policy;
 
     if (o.store !== undefined && !isStore(o.store)) {
       throw new FloodgateError(
@@ -109,7 +81,7 @@ export class RateLimiter {
     if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
     }
-    this.prefix = o.prefix ?? `fg:${algorithm}:${o.limit}:${windowMs}:${blockMs}`;
+    this.prefix = o.prefix ?? `fg:${algorithm}:${limit}:${windowMs}:${blockMs}`;
     // Only a derived prefix can be shared by accident; one written twice is shared on purpose.
     if (o.prefix === undefined) noteDefaultPrefix(this.store, this.prefix, this);
 
@@ -258,6 +230,19 @@ export class RateLimiter {
     return this.run('block', key, amount);
   }
 
+  /**
+   * Holds `estimate` units of `key` until the real cost is known: consumes
+   * the estimate now, as {@link consume} does. The {@link Reservation}'s
+   * `commit(actual)` then gives back what was not used, or charges the excess
+   * even past the limit; `cancel()` gives the estimate back. One not settled
+   * within `ttl` (default: the window) stays charged at the estimate.
+   * docs/reservations.md has the rules.
+   * @throws FloodgateError (as a rejection) for an invalid key, estimate or option, as consume would for a cost
+   */
+  reserve(key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
+    return reserve(this, key, estimate, options);
+  }
+
   /** Forgets `key`'s usage and any block. */
   async reset(key: string): Promise<void> {
     assertKey(key);
@@ -297,19 +282,16 @@ export class RateLimiter {
    * feeds the block list from its answer. A store failure is noted on
    * `probe`, for the consumes waiting on it.
    */
-  private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe): Promise<Decision> {
+  private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe, fallback = true): Promise<Decision> {
     const list = this.memoryBlock?.list;
     const breaker = this.breaker;
     if (breaker && !breaker.allow(this.clock())) {
-      return this.fallback(
-        kind,
-        key,
-        amount,
-        new FloodgateError(
-          ErrorCode.CIRCUIT_OPEN,
-          `${this.store.name} store failed repeatedly; not calling it for ${breaker.retryInMs(this.clock())} ms.`,
-        ),
+      const open = new FloodgateError(
+        ErrorCode.CIRCUIT_OPEN,
+        `${this.store.name} store failed repeatedly; not calling it for ${breaker.retryInMs(this.clock())} ms.`,
       );
+      if (!fallback) throw open;
+      return this.fallback(kind, key, amount, open);
     }
 
     let outcome: Outcome;
@@ -322,11 +304,21 @@ export class RateLimiter {
       if (!isStoreFailure(failure)) throw failure;
       breaker?.failure(this.clock());
       if (probe) probe.failure = failure;
+      if (!fallback) throw failure;
       return this.fallback(kind, key, amount, failure);
     }
     breaker?.success();
     if (list) this.learn(list, kind, key, outcome);
     return this.decision(outcome, 'store');
+  }
+
+  /** A reservation's give-back or excess charge: on the store alone (no fallback held the units), rejecting when it fails. */
+  private settle(kind: 'reward' | 'penalty', key: string, amount: number): Promise<Decision> {
+    if (kind === 'reward') {
+      this.memoryBlock?.list.delete(key);
+      this.probes.forget(key);
+    }
+    return this.ask(kind, key, amount, undefined, false);
   }
 
   /** Feeds the block list from a store answer. */
@@ -375,6 +367,7 @@ export class RateLimiter {
         if (list !== undefined) this.learn(list, 'consume', key, outcome);
       },
       decision: (outcome, source) => this.decision(outcome, source),
+      settle: (kind, key, amount) => this.settle(kind, key, amount),
     });
   }
 

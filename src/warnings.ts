@@ -22,6 +22,10 @@ export const WarningCode = {
   WINDOW_IN_MILLISECONDS: 'FLOODGATE_WINDOW_IN_MILLISECONDS',
   /** A route's policies are on different stores, so they cannot be decided all or nothing. Cause and fix: docs/errors.md#floodgate_policies_not_atomic. */
   POLICIES_NOT_ATOMIC: 'FLOODGATE_POLICIES_NOT_ATOMIC',
+  /** A ConcurrencyLimiter ttl below a second: a holder's pause can outlast its slot, and another caller takes it while it still runs. */
+  SLOT_TTL_SHORT: 'FLOODGATE_SLOT_TTL_SHORT',
+  /** A ConcurrencyLimiter with heartbeat off and a ttl over ten minutes: a crashed holder's slot stays taken that long. */
+  HEARTBEAT_OFF_LONG_TTL: 'FLOODGATE_HEARTBEAT_OFF_LONG_TTL',
   /** A gateway rule's upstream reported a cost that is not a whole number ≥ 0 (negative, fractional, NaN, a string): the estimate was charged. */
   COST_USAGE_INVALID: 'FLOODGATE_COST_USAGE_INVALID',
   /** A gateway rule reads its cost from the response body, but the upstream compressed it: the estimate is charged. */

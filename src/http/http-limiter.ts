@@ -1,5 +1,4 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
-import type { ServerResponse } from 'node:http';
 import type { Decision } from '../decision.js';
 import { isStoreFailure } from '../errors.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
@@ -7,20 +6,13 @@ import { checkedKey, continueWith, isThenable, settle, toReport } from './limite
 import { compositeReports, decidableTogether } from './together.js';
 import { refund, refundLate, refundLateComposite } from './give-back.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
-import { refundWhenDone } from './count-by-outcome.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type NamedPolicy } from './options.js';
 import { SharedRefusals } from './refusal.js';
-import { LimiterHooks } from './limiter-hooks.js';
+import { ResponseBound } from './response-bound.js';
 import { hasOwnKeys, keyAt, policyKeys, type PolicyKeys } from './policy-keys.js';
-import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource, RateLimitInfo } from './types.js';
-
-/** The policies an admitted request counted against, and their own keys when some have one. */
-interface Counted {
-  readonly policies: readonly NamedPolicy[];
-  readonly keys: PolicyKeys | undefined;
-}
+import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource } from './types.js';
 
 const NO_ERRORS: readonly unknown[] = Object.freeze([]);
 
@@ -31,7 +23,7 @@ const CONTINUE: HttpOutcome = Object.freeze({ action: 'continue', headers: Objec
  * middleware (all options validated up front), then {@link handle} is
  * called per request and never rejects.
  */
-export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
+export class HttpLimiter<Raw> extends ResponseBound<Raw> {
   /** Shared single-policy refusals by what they depend on; see {@link limitedOne}. */
   private readonly refusals: SharedRefusals;
   /** Who each request comes from, memoised per socket or framework address. */
@@ -40,8 +32,6 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
   readonly usesFrameworkIp: boolean;
   /** The route's fixed policies when none has a key of its own (the usual route), else undefined. */
   private readonly plainPolicies: readonly NamedPolicy[] | undefined;
-  /** The policies each admitted request was counted by, and their own keys, while its response runs; only with a refund rule. */
-  private readonly applied = new WeakMap<RateLimitInfo, Counted>();
 
   /**
    * @param options - see {@link HttpRateLimitOptions}
@@ -54,23 +44,6 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     this.plainPolicies = hasOwnKeys(this.settings.policies) ? undefined : this.settings.policies;
     this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
     this.identities = new ClientIdentities(this.settings);
-  }
-
-  /**
-   * Called by the adapter with an admitted request's response: with
-   * `skipFailedRequests` or `skipSuccessfulRequests`, the request's units go
-   * back to each policy that counted it once the response ends (see
-   * count-by-outcome.ts). Does nothing without those options.
-   */
-  watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined): void {
-    const rule = this.settings.refundRule;
-    if (rule === undefined || info === undefined) return;
-    const counted = this.applied.get(info);
-    if (counted === undefined) return;
-    const giveBack = (policy: NamedPolicy, key: string, cost: number): void => {
-      this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => this.report(error, raw));
-    };
-    refundWhenDone(raw, res, info, counted.policies, counted.keys, rule, giveBack, (error) => this.report(error, raw));
   }
 
   /** The names of this route's policies, in order (none when a function picks them per request). */
@@ -208,6 +181,7 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     policies: readonly NamedPolicy[],
     keys: PolicyKeys | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
+    this.noteStart(raw, policies);
     if (policies.length === 1) {
       const now = policies[0]!.limiter.consumeNow(keyAt(key, keys, 0), cost);
       if (now !== undefined)
@@ -236,11 +210,11 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     policies: readonly NamedPolicy[],
     d: CompositeDecision,
     keys: PolicyKeys | undefined,
-  ): HttpOutcome {
+  ): HttpOutcome | Promise<HttpOutcome> {
     const reports = compositeReports(policies, d, keys);
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
     if (!d.allowed) return this.limited(raw, key, ip, cost, d.parts, reports, rateHeaders, []);
-    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, NO_ERRORS, keys);
+    return this.concluded(raw, ip, key, cost, policies, d.parts, reports, rateHeaders, NO_ERRORS, keys);
   }
 
   /**
@@ -258,11 +232,11 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     call: Promise<CompositeDecision>,
     error: unknown,
     keys: PolicyKeys | undefined,
-  ): HttpOutcome {
+  ): HttpOutcome | Promise<HttpOutcome> {
     if (!isStoreFailure(error)) return { action: 'error', error };
     this.report(error, raw);
     if (this.guard.timedOut(error)) refundLateComposite(policies, call, key, keys, cost, this.giveBack(raw));
-    return this.concluded(raw, ip, key, cost, policies, [], [], [error], keys);
+    return this.concluded(raw, ip, key, cost, policies, [], [], [], [error], keys);
   }
 
   /**
@@ -322,7 +296,7 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
     if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
-    return this.concluded(raw, ip, key, cost, policies, reports, rateHeaders, storeErrors, keys);
+    return this.concluded(raw, ip, key, cost, policies, decisions, reports, rateHeaders, storeErrors, keys);
   }
 
   /**
@@ -335,19 +309,20 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     key: string,
     cost: number,
     policies: readonly NamedPolicy[],
+    decisions: ReadonlyArray<Decision | undefined>,
     reports: PolicyReport[],
     rateHeaders: readonly HeaderPair[],
     errors: readonly unknown[],
     keys: PolicyKeys | undefined,
-  ): HttpOutcome {
+  ): HttpOutcome | Promise<HttpOutcome> {
     if (errors.length > 0 && !this.settings.passOnStoreError) {
       const status = this.settings.storeErrorStatus;
       const outcome = this.refuse(raw, { reason: 'store-error', status, key, ip, policies: reports, error: errors[0] }, rateHeaders);
       this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors });
       return outcome;
     }
-    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors });
-    return this.admitted(continueWith(rateHeaders, key, cost, reports), policies, keys);
+    const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors };
+    return this.admitted(raw, continueWith(rateHeaders, key, cost, reports), policies, keys, decisions, decided);
   }
 
   /** The admission by a route's only policy. */
@@ -359,19 +334,11 @@ export class HttpLimiter<Raw> extends LimiterHooks<Raw> {
     policy: NamedPolicy,
     decision: Decision,
     keys: PolicyKeys | undefined,
-  ): HttpOutcome {
+  ): HttpOutcome | Promise<HttpOutcome> {
     const reports = [toReport(policy, decision, keys?.[0])];
-    this.decided(raw, { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS });
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    return this.settings.refundRule === undefined ? outcome : this.admitted(outcome, [policy], keys);
-  }
-
-  /** Remembers which policies counted an admitted request, when a refund rule may give its units back. */
-  private admitted(outcome: HttpOutcome, policies: readonly NamedPolicy[], keys: PolicyKeys | undefined): HttpOutcome {
-    if (this.settings.refundRule !== undefined && outcome.action === 'continue' && outcome.info !== undefined) {
-      this.applied.set(outcome.info, { policies, keys });
-    }
-    return outcome;
+    const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS };
+    return this.admitted(raw, outcome, [policy], keys, [decision], decided);
   }
 
   /**

@@ -6,6 +6,7 @@ import { throttled } from '../throttle.js';
 import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../validate.js';
 import { parseHeaderModes, type HeaderMode } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
+import { parseResponseOptions, type ResponseSettings } from './response-options.js';
 import { assertIpv6Subnet, createIpResolver } from './client-keys.js';
 import { AddressMatcher, NAMED_RANGES, parseCidr, parseIp, type IpAddress } from './ip-address.js';
 import {
@@ -45,7 +46,7 @@ export interface ListMatcher {
 }
 
 /** An HttpLimiter's options, checked and with defaults filled in. */
-export interface HttpSettings<Raw> {
+export interface HttpSettings<Raw> extends ResponseSettings<Raw> {
   /** The route's policies; empty when {@link selectPolicies} picks them per request. */
   readonly policies: readonly NamedPolicy[];
   /** Picks each request's policies, when the `limiter` option is a function. */
@@ -199,6 +200,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
       ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
       : undefined;
   return {
+    ...parseResponseOptions(o, refundRule, owner),
     watchForwarded,
     policies,
     selectPolicies,

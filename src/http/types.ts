@@ -1,5 +1,6 @@
 /** The HTTP layer's public types: the request view adapters build, the options every adapter shares, and the outcome they act on. */
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
 import type { Duration } from '../duration.js';
 import type { RateLimiter } from '../limiter.js';
 import type { Store } from '../stores/store.js';
@@ -212,6 +213,25 @@ export interface HttpRateLimitOptions<Raw> {
   skipSuccessfulRequests?: boolean;
   /** Which finished responses are successes, for the two options above. Default: status below 400. */
   requestWasSuccessful?: (req: Raw, statusCode: number) => boolean;
+  /**
+   * At most `limit` requests of a key in flight at once, across every
+   * process that shares the limiter's store, counted under the route's key:
+   * a slot is taken once the policies admit a request and freed when its
+   * response ends (finished, or its connection closed, whichever comes
+   * first). A request refused for want of a slot gets `statusCode` and
+   * costs nothing: its units go back to the policies.
+   */
+  concurrency?: ConcurrencyLimiter;
+  /**
+   * The request's real cost, read when its response has ended (a header the
+   * handler set, a count it kept): every policy is then charged that instead
+   * of `cost`, which served as the estimate. The difference is given back,
+   * or charged even past the limit, by the rules of a reservation's commit
+   * (docs/reservations.md). Return undefined to keep `cost`. Not with
+   * `skipFailedRequests` or `skipSuccessfulRequests`: return 0 for a
+   * response that should not count.
+   */
+  actualCost?: (req: Raw, res: ServerResponse) => number | undefined | Promise<number | undefined>;
   /** Return true to let a request through without counting it. */
   skip?: (req: Raw, client: ClientInfo) => boolean | Promise<boolean>;
   /** IPs, CIDRs (or `"loopback"`, `"private"`, `"linklocal"`) and keys that are never limited. */
@@ -269,6 +289,8 @@ export const HTTP_OPTION_NAMES = [
   'skipFailedRequests',
   'skipSuccessfulRequests',
   'requestWasSuccessful',
+  'concurrency',
+  'actualCost',
   'allowList',
   'denyList',
   'denyStatus',

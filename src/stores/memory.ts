@@ -8,6 +8,8 @@ import type { Operation, Outcome, Policy } from '../policy.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
 import { OldestEntries } from '../oldest-entries.js';
+import { slotCallError, type SlotAcquisition } from '../slots.js';
+import { SlotTable } from './slot-table.js';
 import type { Store } from './store.js';
 
 /** What a full {@link MemoryStore} does with a key it holds no state for. */
@@ -96,6 +98,8 @@ export class MemoryStore implements Store {
   private readonly sketches = new Map<string, OverflowSketch>();
   private lastFullSweep = -Infinity;
   private overflowed = 0;
+  /** Concurrency slots, bounded by maxKeys on their own: held slots are never evicted for counters or the reverse. */
+  readonly slots: SlotTable;
   private sweeper: NodeJS.Timeout | undefined;
 
   /** @param options - see {@link MemoryStoreOptions} */
@@ -106,6 +110,7 @@ export class MemoryStore implements Store {
     this.clock = clock;
     this.overflow = onFull === 'overflow';
     this.overflowCells = overflowCells;
+    this.slots = new SlotTable(maxKeys);
     if (sweepIntervalMs > 0) {
       this.sweeper = setInterval(() => this.sweep(), sweepIntervalMs);
       this.sweeper.unref();
@@ -152,6 +157,27 @@ export class MemoryStore implements Store {
     const applied = applyOperation(current, operation.kind, operation.amount, operation.policy, now);
     this.write(key, entry !== undefined, applied);
     return applied.outcome;
+  }
+
+  /** @inheritDoc */
+  acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
+    const bad = slotCallError('MemoryStore', key, owner, ttlMs, limit);
+    if (bad !== undefined) return Promise.reject(bad);
+    return Promise.resolve(this.slots.acquire(key, limit, owner, ttlMs, this.clock()));
+  }
+
+  /** @inheritDoc */
+  releaseSlot(key: string, owner: string): Promise<boolean> {
+    const bad = slotCallError('MemoryStore', key, owner);
+    if (bad !== undefined) return Promise.reject(bad);
+    return Promise.resolve(this.slots.release(key, owner, this.clock()));
+  }
+
+  /** @inheritDoc */
+  renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const bad = slotCallError('MemoryStore', key, owner, ttlMs);
+    if (bad !== undefined) return Promise.reject(bad);
+    return Promise.resolve(this.slots.renew(key, owner, ttlMs, this.clock()));
   }
 
   /** @inheritDoc */
@@ -289,12 +315,14 @@ export class MemoryStore implements Store {
     for (const [key, entry] of this.entries) {
       if (entry.expiresAt <= now) this.entries.delete(key);
     }
+    this.slots.sweep(now);
   }
 
-  /** Forgets every key, and the overflow sketches. */
+  /** Forgets every key, the overflow sketches and every concurrency slot. */
   clear(): void {
     this.entries.clear();
     this.sketches.clear();
+    this.slots.clear();
   }
 
   /** @inheritDoc */

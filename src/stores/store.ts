@@ -1,5 +1,6 @@
-/** The Store contract: the one method every store implements. */
+/** The Store contract: the one method every store implements, and the optional capabilities (composites, concurrency slots). */
 import type { Operation, Outcome } from '../policy.js';
+import type { SlotStore } from '../slots.js';
 
 /**
  * Where counters live. A store applies each operation atomically, with the
@@ -7,8 +8,12 @@ import type { Operation, Outcome } from '../policy.js';
  *
  * A store rejects only with a {@link FloodgateError} (STORE_ERROR,
  * STORE_TIMEOUT or CLOSED); being limited is an Outcome, not an error.
+ *
+ * Concurrency slots ({@link SlotStore}: `acquireSlot`, `releaseSlot`,
+ * `renewSlot`) are optional too: a store without them cannot back a
+ * ConcurrencyLimiter.
  */
-export interface Store {
+export interface Store extends SlotStore {
   /** Short name for messages and metrics ("memory", "redis", "cluster"). */
   readonly name: string;
   /** Applies one operation to one key atomically. */

@@ -12,6 +12,8 @@ import {
   type Store,
 } from '../../src/index.js';
 import { compositeCases } from './composite.js';
+import { reservationCases } from './reservation.js';
+import { concurrencyCases } from './concurrency.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
@@ -51,6 +53,10 @@ class CountingStore implements Store {
         return inner.consumeAll!(operations);
       };
     }
+    // Slot calls are not counted: only the in-memory block's savings are measured.
+    for (const name of ['acquireSlot', 'releaseSlot', 'renewSlot'] as const) {
+      if (inner[name] !== undefined) (counting as Store)[name] = inner[name].bind(inner) as never;
+    }
     if (inner.consumeAllNow !== undefined) {
       counting.consumeAllNow = (operations) => {
         counting.calls++;
@@ -87,6 +93,8 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       new RateLimiter({ prefix: `c${++unique}:${process.pid}`, clock: clock.now, ...options, store: counting });
 
     compositeCases({ clock, limiter, calls: () => counting.calls });
+    reservationCases({ clock, limiter });
+    concurrencyCases({ clock, store: () => counting });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
       const l = limiter({ limit: 3, window: 1000 });

@@ -59,7 +59,7 @@ describe('the slot rule', () => {
   test('keySlot agrees with CLUSTER KEYSLOT, for tagged, untagged and odd keys and for the store key layout', async () => {
     const keys = ['', 'a', 'foo', '{user1000}.following', 'foo{}{bar}', 'foo{{bar}}zap', 'foo{bar}{zap}', '{}', '}{a}', 'ünï{cödé}👍'];
     const storeKeys = ['fg:fixed-window:10:1000:0:alice', 'fg:x:{org9}:u1', 'fg:x:{org9}', 'a{}b', '~x', 'x{\uD800}y', 'a{b'];
-    for (const k of storeKeys) keys.push(redisKeys(k).state, redisKeys(k).log);
+    for (const k of storeKeys) keys.push(redisKeys(k).state, redisKeys(k).log, redisKeys(k).slots);
     for (const key of keys) {
       const slot = Number(await io.cluster('KEYSLOT', key));
       assert.equal(keySlot(key), slot, `slot of ${JSON.stringify(key)}`);
@@ -69,12 +69,18 @@ describe('the slot rule', () => {
   test('store keys that share a {tag} share a slot; untagged keys keep the old layout', () => {
     const u = redisKeys('fg:sliding-log:5:1000:0:{org9}:u1');
     const o = redisKeys('fg:fixed-window:50:60000:0:{org9}');
-    assert.deepEqual(u, { state: '{org9}#fg:sliding-log:5:1000:0:{org9}:u1', log: '{org9}l#fg:sliding-log:5:1000:0:{org9}:u1' });
+    assert.deepEqual(u, {
+      state: '{org9}#fg:sliding-log:5:1000:0:{org9}:u1',
+      log: '{org9}l#fg:sliding-log:5:1000:0:{org9}:u1',
+      slots: '{org9}s#fg:sliding-log:5:1000:0:{org9}:u1',
+    });
     assert.equal(keySlot(u.state), keySlot(o.state));
     assert.equal(keySlot(u.log), keySlot(o.state));
+    assert.equal(keySlot(u.slots), keySlot(o.state));
     assert.deepEqual(redisKeys('fg:fixed-window:10:1000:0:alice'), {
       state: '{fg:fixed-window:10:1000:0:alice}',
       log: '{fg:fixed-window:10:1000:0:alice}:l',
+      slots: '{fg:fixed-window:10:1000:0:alice}:s',
     });
     // No tag ("{}" is empty, "}{" has no close after the open): encoded as before.
     assert.equal(redisKeys('a{}b').state, `{~${Buffer.from('a{}b').toString('base64url')}}`);
@@ -98,10 +104,11 @@ describe('the slot rule', () => {
       'x{\uDC00}',
     ];
     keys.push('{t}\uD800', '{t}\uDC00', '', '~', '{', '}', '{}', '{{}}', 'l#{t}', '{t}~');
+    keys.push('{t}:s', '{t}s', '{t}s#x', 's#{t}', 'x{t}:s', '{t}s~');
     const seen = new Map<string, string>();
     for (const k of keys) {
-      const { state, log } = redisKeys(k);
-      for (const r of [state, log]) {
+      const { state, log, slots } = redisKeys(k);
+      for (const r of [state, log, slots]) {
         assert.equal(seen.get(r), undefined, `${JSON.stringify(k)} and ${JSON.stringify(seen.get(r))} share ${r}`);
         seen.set(r, k);
       }

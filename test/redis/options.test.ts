@@ -92,7 +92,8 @@ test('hash tags: plain keys as they are, anything that could break or fake a tag
   for (const tag of tags) {
     assert.ok(tag.length > 0 && !/[{}]/.test(tag), JSON.stringify(tag));
   }
-  assert.deepEqual(redisKeys('k'), { state: '{k}', log: '{k}:l' });
+  assert.deepEqual(redisKeys('k'), { state: '{k}', log: '{k}:l', slots: '{k}:s' });
+  assert.deepEqual(redisKeys('a:{t}:b'), { state: '{t}#a:{t}:b', log: '{t}l#a:{t}:b', slots: '{t}s#a:{t}:b' });
 });
 
 test('the generated scripts match their .lua sources (run node scripts/gen-lua.mjs after editing them)', () => {

@@ -9,6 +9,7 @@ import type { Channel } from './channels.js';
 import { Handshake } from './handshake.js';
 import { type Pending, type Batch, toCode, ignore, gather, channelClosed, timedOut } from './pending.js';
 import { KNOWN_REFUSALS } from './worker.js';
+import { slotCarrier, type SlotCall } from './slot-ops.js';
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
 const MAX_BATCH = 5000;
 /** How long an idle store keeps listening, so a busy worker does not add and remove its listener on every call. */
@@ -122,6 +123,15 @@ export class Client {
         this.enqueue({ operation, time, clock, remembers, lease, timeoutMs, composite: k === 0 ? operations.length : 0, ...parts[k]! });
       });
     });
+  }
+
+  /** Sends a concurrency-slot call; its answer travels as an outcome (see slot-ops.ts). */
+  applySlot(key: string, slot: SlotCall, clock: Clock | undefined, timeoutMs: number): Promise<Outcome> {
+    if (this.channel.isClosed()) return Promise.reject(channelClosed());
+    const time = clock ? clock() : -1;
+    return new Promise<Outcome>((resolve, reject) =>
+      this.enqueue({ operation: slotCarrier(key), slot, time, clock, remembers: false, lease: undefined, timeoutMs, resolve, reject }),
+    );
   }
 
   private enqueue(fields: Omit<Pending, 'held' | 'deadline' | 'settled' | 'composite'> & { composite?: number }): void {

@@ -10,6 +10,7 @@ import {
   type PolicyTuple,
   type ResultMessage,
 } from './protocol.js';
+import type { SlotCall } from './slot-ops.js';
 
 /** What {@link encodeBatch} reads of one call. */
 export interface BatchCall {
@@ -22,6 +23,8 @@ export interface BatchCall {
   readonly remembers: boolean;
   /** For a part of a composite: its part count on the first part, 0 on the others. */
   readonly composite: number | undefined;
+  /** For a concurrency-slot call: what it asks (its operation is only a carrier of the key). */
+  readonly slot?: SlotCall;
 }
 
 /** The batch message of `calls`: each distinct policy sent once, operations flattened, the optional fields only when used. */
@@ -32,11 +35,20 @@ export function encodeBatch(id: number, to: string | undefined, calls: readonly 
   const times: number[] = [];
   let wants: number[] | undefined;
   let groups: number[] | undefined;
+  let slots: (number | string)[] | undefined;
   let timed = false;
   let remembers = false;
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i]!;
     const { kind, key, amount, policy } = call.operation;
+    times.push(call.time);
+    if (call.time >= 0) timed = true;
+    if (call.slot !== undefined) {
+      // No policy: a slot's limit travels as its amount, its owner and ttl in `s`.
+      o.push(call.slot.code, -1, key, call.slot.limit);
+      (slots ??= []).push(i, call.slot.owner, call.slot.ttlMs);
+      continue;
+    }
     let index = indexOf.get(policy);
     if (index === undefined) {
       index = p.push(encodePolicy(policy)) - 1;
@@ -46,8 +58,6 @@ export function encodeBatch(id: number, to: string | undefined, calls: readonly 
     o.push(code, index, key, amount);
     if (call.lease !== undefined) (wants ??= []).push(i, call.lease.want);
     if (call.composite) (groups ??= []).push(i, call.composite);
-    times.push(call.time);
-    if (call.time >= 0) timed = true;
     if (call.remembers) remembers = true;
   }
   return {
@@ -61,6 +71,7 @@ export function encodeBatch(id: number, to: string | undefined, calls: readonly 
     ...(remembers ? { c: 1 as const } : {}),
     ...(wants ? { w: wants } : {}),
     ...(groups ? { a: groups } : {}),
+    ...(slots ? { s: slots } : {}),
   };
 }
 
@@ -79,6 +90,8 @@ export interface BatchView {
   readonly wants: Map<number, number> | undefined;
   /** Part count per first operation index of a composite, from the `a` pairs; malformed pairs are skipped (their parts then fail). */
   readonly composites: Map<number, number> | undefined;
+  /** [owner, ttl ms] per slot operation index, from the `s` triples (checked where applied). */
+  readonly slots: Map<number, readonly unknown[]> | undefined;
 }
 
 /** Entries per operation in a batch's operation list. */
@@ -86,7 +99,7 @@ export const OPERATION_WIDTH = 4;
 
 /** Reads a batch; undefined when it is malformed (the primary then answers an error). */
 export function readBatch(message: BatchMessage): BatchView | undefined {
-  const { id, p, o, n, w, a } = message;
+  const { id, p, o, n, w, a, s } = message;
   if (
     !Number.isSafeInteger(id) ||
     !Array.isArray(p) ||
@@ -94,6 +107,7 @@ export function readBatch(message: BatchMessage): BatchView | undefined {
     o.length % OPERATION_WIDTH !== 0 ||
     (w !== undefined && !Array.isArray(w)) ||
     (a !== undefined && !Array.isArray(a)) ||
+    (s !== undefined && !Array.isArray(s)) ||
     (n !== undefined && (!Array.isArray(n) || n.length * OPERATION_WIDTH !== o.length))
   ) {
     return undefined;
@@ -106,6 +120,7 @@ export function readBatch(message: BatchMessage): BatchView | undefined {
     wantsHints: message.c === 1,
     wants: w === undefined ? undefined : wantsOf(w),
     composites: a === undefined ? undefined : wantsOf(a),
+    slots: s === undefined ? undefined : slotsOf(s),
   };
 }
 
@@ -117,6 +132,13 @@ function wantsOf(w: readonly unknown[]): Map<number, number> {
     if (Number.isSafeInteger(index) && Number.isSafeInteger(want) && (want as number) >= 0) wants.set(index as number, want as number);
   }
   return wants;
+}
+
+/** The [index, owner, ttl] triples of a batch's `s` as a map; triples without an integer index are skipped. */
+function slotsOf(s: readonly unknown[]): Map<number, readonly unknown[]> {
+  const slots = new Map<number, readonly unknown[]>();
+  for (let k = 0; k + 2 < s.length; k += 3) if (Number.isSafeInteger(s[k])) slots.set(s[k] as number, [s[k + 1], s[k + 2]]);
+  return slots;
 }
 
 /** A result message, read: each call's outcome or failure, the calls whose refusal the worker may replay, and lease grants. */

@@ -3,6 +3,7 @@ import type { Clock } from '../../clock.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js';
 import type { Operation, Outcome } from '../../policy.js';
 import type { Lease } from './leases.js';
+import type { SlotCall } from './slot-ops.js';
 
 /** One call waiting for the primary. */
 export interface Pending {
@@ -17,6 +18,8 @@ export interface Pending {
   readonly remembers: boolean;
   /** For a part of a composite: its part count on the first part, 0 on the others (which must travel in the same message). */
   readonly composite: number | undefined;
+  /** For a concurrency-slot call: what it asks (`operation` only carries its key). */
+  readonly slot?: SlotCall;
   /** True while this invalidating call holds its key in the known refusals. */
   held: boolean;
   /** performance.now() after which the call times out. */

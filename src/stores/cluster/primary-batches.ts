@@ -8,6 +8,7 @@ import { BatchReply, remember } from './batch-reply.js';
 import { OPERATION_WIDTH, readBatch, type BatchView } from './codec.js';
 import { readOperation, grantLease, type BatchOperation } from './primary-operations.js';
 import { PrimaryPolicies } from './primary-policies.js';
+import { applySlot, isSlotCode } from './slot-ops.js';
 import type { Binding, Hinted, Leased, ResolvedPolicy } from './primary-types.js';
 import {
   PROTOCOL_VERSION,
@@ -118,6 +119,12 @@ export class BatchApplier {
       reply: new BatchReply(),
     };
     for (let i = 0; i * OPERATION_WIDTH < view.operations.length;) {
+      if (isSlotCode(view.operations[i * OPERATION_WIDTH])) {
+        applySlot(this.store, turn.reply, view, i, this.timeOf(turn, i).now);
+        this.operations++;
+        i++;
+        continue;
+      }
       const operation = readOperation(view.operations, i * OPERATION_WIDTH, turn.policies);
       const count = operation?.part ? this.applyComposite(turn, i) : this.applyOne(turn, i, operation);
       this.operations += count;

@@ -67,6 +67,11 @@ export interface BatchMessage {
    * ({@link COMPOSITE_CODE}) in `o`: each is decided in one all-or-nothing step.
    */
   readonly a?: number[];
+  /**
+   * Triples [operation index, owner id, ttl ms] of the concurrency-slot
+   * operations (SLOT_CODE in slot-ops.ts) in `o`.
+   */
+  readonly s?: (number | string)[];
 }
 
 /**

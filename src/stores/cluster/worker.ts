@@ -10,6 +10,8 @@ import { localPrimary } from './local.js';
 import { MAX_LEASE_MS } from './protocol.js';
 import { type Channel, processChannel, portChannel, localChannel } from './channels.js';
 import { Client } from './client.js';
+import { slotCallError, type SlotAcquisition } from '../../slots.js';
+import { acquisitionOf, SLOT_CODE, type SlotCall } from './slot-ops.js';
 /**
  * How a {@link ClusterStore} reaches its primary:
  *
@@ -226,6 +228,31 @@ export class ClusterStore implements Store {
       if (admitted !== undefined) return admitted;
     }
     return this.remembers ? client.memory.known(operation, this.clock) : undefined;
+  }
+
+  /** Takes a concurrency slot (see SlotStore.acquireSlot), decided in the primary's slot table; slots are never leased. */
+  acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
+    const bad = slotCallError('ClusterStore', key, owner, ttlMs, limit);
+    return bad ? Promise.reject(bad) : this.slot(key, { code: SLOT_CODE.acquire, owner, ttlMs, limit }).then(acquisitionOf);
+  }
+
+  /** Frees `owner`'s unexpired slot of `key` in the primary (see SlotStore.releaseSlot). */
+  releaseSlot(key: string, owner: string): Promise<boolean> {
+    const bad = slotCallError('ClusterStore', key, owner);
+    return bad ? Promise.reject(bad) : this.slot(key, { code: SLOT_CODE.release, owner, ttlMs: 0, limit: 0 }).then((o) => o.allowed);
+  }
+
+  /** Extends `owner`'s unexpired slot of `key` in the primary (see SlotStore.renewSlot). */
+  renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const bad = slotCallError('ClusterStore', key, owner, ttlMs);
+    return bad ? Promise.reject(bad) : this.slot(key, { code: SLOT_CODE.renew, owner, ttlMs, limit: 0 }).then((o) => o.allowed);
+  }
+
+  private slot(key: string, call: SlotCall): Promise<Outcome> {
+    const client = this.client;
+    if (client === undefined)
+      return Promise.reject(new FloodgateError(ErrorCode.CLOSED, 'This ClusterStore was closed; create a new one.'));
+    return client.applySlot(key, call, this.clock, this.timeoutMs);
   }
 
   /** Whether this operation is served by leases. */

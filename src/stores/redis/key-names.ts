@@ -26,23 +26,27 @@ export interface RedisKeys {
   readonly state: string;
   /** List of unit timestamps, oldest first; used by the sliding log only. */
   readonly log: string;
+  /** Sorted set of concurrency slots: owner ids scored by expiry (ms); used by concurrency limits only. */
+  readonly slots: string;
 }
 
 /**
  * The Redis keys of a store key (`operation.key`, prefix included).
  *
  * A store key without a Redis hash tag gets its own slot:
- * `{<key>}` and `{<key>}:l`, e.g. `{fg:fixed-window:10:1000:0:alice}` (the
+ * `{<key>}`, `{<key>}:l` and `{<key>}:s` (concurrency slots), e.g.
+ * `{fg:fixed-window:10:1000:0:alice}` (the
  * key encoded as {@link hashTag} says when it holds `{`, `}`, a leading `~` or
  * a lone surrogate, or is empty).
  *
  * A store key that holds a hash tag — a `{`, then later a `}`, with at least
  * one character between, Redis's own rule — hashes by that tag, so keys
- * sharing a tag share a slot and one composite can span them: `{<tag>}#<key>`
- * and `{<tag>}l#<key>`, e.g. `fg:…:{org9}:u1` → `{org9}#fg:…:{org9}:u1`. A key
- * with a lone surrogate uses `~<base64url of its UTF-16>` in place of
- * `#<key>`. What follows the first `}` tells the layouts apart (nothing, `:l`,
- * `#`, `~`, `l#`, `l~`), so two store keys never share a Redis key.
+ * sharing a tag share a slot and one composite can span them: `{<tag>}#<key>`,
+ * `{<tag>}l#<key>` and `{<tag>}s#<key>`, e.g. `fg:…:{org9}:u1` →
+ * `{org9}#fg:…:{org9}:u1`. A key with a lone surrogate uses
+ * `~<base64url of its UTF-16>` in place of `#<key>`. What follows the first
+ * `}` tells the layouts apart (nothing, `:l`, `:s`, `#`, `~`, `l#`, `l~`,
+ * `s#`, `s~`), so two store keys never share a Redis key.
  *
  * Useful to inspect or delete a key's state by hand; a TTL on each lets Redis
  * drop it once it no longer limits anything.
@@ -51,8 +55,8 @@ export function redisKeys(key: string): RedisKeys {
   const tag = clusterHashTag(key);
   if (tag !== undefined) {
     const rest = LONE_SURROGATE.test(key) ? `~${Buffer.from(key, 'utf16le').toString('base64url')}` : `#${key}`;
-    return { state: `{${tag}}${rest}`, log: `{${tag}}l${rest}` };
+    return { state: `{${tag}}${rest}`, log: `{${tag}}l${rest}`, slots: `{${tag}}s${rest}` };
   }
   const state = `{${hashTag(key)}}`;
-  return { state, log: `${state}:l` };
+  return { state, log: `${state}:l`, slots: `${state}:s` };
 }

@@ -11,6 +11,8 @@ import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
 import { TurnPipeline, type PipelineCall } from './turn-pipeline.js';
+import { slotCallError, type SlotAcquisition } from '../../slots.js';
+import { decodeAcquisition, decodeFlag, slotCall, type SlotOperation } from './slot-calls.js';
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -220,6 +222,52 @@ export class RedisStore implements Store {
       });
       // A later operation on one of these keys must queue behind the composite, not join an earlier batch.
       for (const operation of operations) this.openBatches.delete(operation.key);
+    });
+  }
+
+  /**
+   * Takes a concurrency slot (see SlotStore.acquireSlot) in one script call
+   * on the key's slot set, a sorted set of owner ids scored by expiry: its
+   * expired members are dropped, and the owner is added while fewer than
+   * `limit` remain. Time is the store's clock when it has one, else Redis
+   * TIME, so hosts with skewed clocks agree. Goes out with the turn's other
+   * calls; fails as {@link apply} does.
+   */
+  acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
+    const bad = slotCallError('RedisStore', key, owner, ttlMs, limit);
+    return bad ? Promise.reject(bad) : this.slot('acquire', key, [String(limit), owner, String(ttlMs)], decodeAcquisition);
+  }
+
+  /** Frees `owner`'s unexpired slot of `key` (see SlotStore.releaseSlot), in one script call. */
+  releaseSlot(key: string, owner: string): Promise<boolean> {
+    const bad = slotCallError('RedisStore', key, owner);
+    return bad ? Promise.reject(bad) : this.slot('release', key, [owner], decodeFlag);
+  }
+
+  /** Extends `owner`'s unexpired slot of `key` (see SlotStore.renewSlot), in one script call. */
+  renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const bad = slotCallError('RedisStore', key, owner, ttlMs);
+    return bad ? Promise.reject(bad) : this.slot('renew', key, [owner, String(ttlMs)], decodeFlag);
+  }
+
+  /** Queues one slot script call for this turn's flush and decodes its reply. */
+  private slot<T>(operation: SlotOperation, key: string, args: string[], decode: (reply: unknown) => T | FloodgateError): Promise<T> {
+    if (this.closed) return Promise.reject(closedError());
+    let now: number | undefined;
+    try {
+      now = this.clock?.();
+    } catch (error) {
+      return Promise.reject(toStoreError(error, this.name));
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.pipeline.push({
+        ...slotCall(operation, key, now, args),
+        answer: (error, reply) => {
+          const decoded = error != null ? toStoreError(error, 'redis') : decode(reply);
+          if (decoded instanceof FloodgateError) reject(decoded);
+          else resolve(decoded);
+        },
+      });
     });
   }
 

@@ -4,7 +4,15 @@ import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { FloodgateError, type Clock, type ErrorCodeValue, type Operation, type Outcome, type Store } from '../../../src/index.js';
+import {
+  FloodgateError,
+  type Clock,
+  type ErrorCodeValue,
+  type Operation,
+  type Outcome,
+  type SlotAcquisition,
+  type Store,
+} from '../../../src/index.js';
 import { decodeNumbers, type FixtureConfig, type RpcReply, type RpcRequest } from './wire.js';
 
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -166,6 +174,15 @@ export class RemoteStore implements Store {
   async apply(operation: Operation): Promise<Outcome> {
     const remote = this.remotes[this.next++ % this.remotes.length]!;
     return decodeNumbers(await remote.call<Outcome>('apply', operation, this.clock()));
+  }
+  acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
+    return this.remotes[this.next++ % this.remotes.length]!.call('acquireSlot', key, limit, owner, ttlMs, this.clock());
+  }
+  releaseSlot(key: string, owner: string): Promise<boolean> {
+    return this.remotes[this.next++ % this.remotes.length]!.call('releaseSlot', key, owner, this.clock());
+  }
+  renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    return this.remotes[this.next++ % this.remotes.length]!.call('renewSlot', key, owner, ttlMs, this.clock());
   }
   async consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
     const remote = this.remotes[this.next++ % this.remotes.length]!;

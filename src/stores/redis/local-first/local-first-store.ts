@@ -5,6 +5,7 @@ import type { Clock } from '../../../clock.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
 import type { Store } from '../../store.js';
+import type { SlotAcquisition } from '../../../slots.js';
 import type { ClientKind } from '../clients.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
@@ -32,6 +33,8 @@ import { returnCall, sizeLease, absorbReply, settleWaiters, leaseScriptCall, typ
  * process refuses them from memory; reset, reward and block broadcast too.
  * Peek, reward, penalty, block and reset, and every operation of the other
  * algorithms, go to Redis per call through an internal {@link RedisStore}.
+ * So do concurrency slots: they are never leased, each acquire, release and
+ * renew is one script call on Redis, exactly as on RedisStore.
  *
  * Failures reject with STORE_ERROR, STORE_TIMEOUT or CLOSED, as RedisStore's
  * do, so a RateLimiter's insurance and fail modes apply; a consume the
@@ -127,6 +130,19 @@ export class LocalFirstStore implements Store {
   consumeAllNow(operations: readonly Operation[]): Outcome[] | undefined {
     const t = this.closed ? undefined : this.readTime();
     return typeof t === 'number' ? decideAllInMemory(this.host, operations, t) : undefined;
+  }
+
+  /** Concurrency slots are not leased: each call goes to Redis unchanged (RedisStore.acquireSlot), so they hold across hosts as there. */
+  acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
+    return this.closed ? Promise.reject(closedError()) : this.inner.acquireSlot(key, limit, owner, ttlMs);
+  }
+  /** Goes to Redis unchanged, as {@link acquireSlot}. */
+  releaseSlot(key: string, owner: string): Promise<boolean> {
+    return this.closed ? Promise.reject(closedError()) : this.inner.releaseSlot(key, owner);
+  }
+  /** Goes to Redis unchanged, as {@link acquireSlot}. */
+  renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    return this.closed ? Promise.reject(closedError()) : this.inner.renewSlot(key, owner, ttlMs);
   }
 
   /** A snapshot of the store's counters. */

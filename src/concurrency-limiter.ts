@@ -1,0 +1,281 @@
+/** ConcurrencyLimiter: at most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat renewals, owner-checked release). */
+import { parseDuration, type Duration } from './duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
+import type { StoreFailureMode } from './limiter-options.js';
+import { FAILURE_MODES } from './limiter-options.js';
+import { hasSlots, MAX_SLOT_TTL_MS, newOwner, type SlotAcquisition } from './slots.js';
+import { MemoryStore } from './stores/memory.js';
+import { isStore, type Store } from './stores/store.js';
+import { assertKey, assertKnownOptions, invalid, oneOf, optionalBoolean, wholeNumber } from './validate.js';
+import { WarningCode, warnOnce } from './warnings.js';
+
+/** Options of {@link ConcurrencyLimiter}. */
+export interface ConcurrencyLimiterOptions {
+  /** Slots per key: at most this many holders of one key at once. A positive integer. */
+  limit: number;
+  /**
+   * Where slots live: a store with concurrency slots (MemoryStore,
+   * RedisStore, local-first RedisStore, ClusterStore). Default: a new
+   * {@link MemoryStore}, which limits this process only.
+   */
+  store?: Store;
+  /**
+   * How long a slot stays taken without a renewal. With `heartbeat` on, a
+   * holder renews it every ttl/3, so only a holder that stopped (crashed,
+   * killed, hung) loses it; its slot comes back at most one ttl after its last
+   * renewal. Default `"30s"`.
+   */
+  ttl?: Duration;
+  /** Namespace of this limiter's keys in the store. Limiters with one prefix share slots. Default `"fg:concurrency:<limit>"`. */
+  prefix?: string;
+  /**
+   * Renew each held slot every ttl/3 until it is released (an unref'd timer,
+   * so it never keeps the process alive). Default true. Without it a slot
+   * expires ttl after its acquisition even while in use, and then another
+   * caller may take its place: set a ttl longer than any holder runs.
+   */
+  heartbeat?: boolean;
+  /**
+   * When the store fails: reject the promise (default), admit without a
+   * slot (`"fail-open"`), or refuse (`"fail-closed"`, retry after a second).
+   */
+  onStoreFailure?: StoreFailureMode;
+}
+
+/** What {@link ConcurrencyLimiter.acquire} resolves to: the decision, and the slot's handle when admitted. */
+export interface Slot {
+  /** Whether the caller may go ahead: a slot was taken (or the store failed with `onStoreFailure: "fail-open"`). */
+  readonly allowed: boolean;
+  /** Slots of the key in use after the call, this one included when taken (0 when the store was not asked). */
+  readonly inFlight: number;
+  /** The limiter's limit. */
+  readonly limit: number;
+  /** When refused: ms until the earliest held slot expires (one may be released sooner). 0 when allowed. */
+  readonly retryAfterMs: number;
+  /** Who decided: the store, or the failure mode while the store failed. */
+  readonly source: 'store' | 'fail-open' | 'fail-closed';
+  /**
+   * Frees the slot and stops its heartbeat. Resolves true when this call
+   * freed it; false when there was nothing to free (refused, released
+   * before, or expired — then perhaps taken by another caller, whose slot
+   * stays). Safe to call more than once; only the first call asks the store.
+   * When the store fails it rejects (`onStoreFailure: "reject"`) or resolves
+   * false; either way the heartbeat has stopped, so the slot comes back at
+   * its expiry. A slot never released is renewed as long as the process lives.
+   */
+  release(): Promise<boolean>;
+  /** Extends the slot by a ttl now (the heartbeat does this by itself). Resolves false once the slot is released or expired. */
+  renew(): Promise<boolean>;
+}
+
+const OPTION_NAMES = ['limit', 'store', 'ttl', 'prefix', 'heartbeat', 'onStoreFailure'] as const;
+/** Below this ttl a pause of the holder (GC, a slow store call) can outlast the slot. */
+const SHORT_TTL_MS = 1000;
+/** Above this ttl without heartbeat, a crashed holder's slot stays taken for a long time. */
+const LONG_UNRENEWED_TTL_MS = 10 * 60_000;
+
+/**
+ * A concurrency (in-flight) limiter: at most `limit` holders of each key at
+ * once, in every process that shares the store.
+ *
+ * `acquire(key)` takes a slot when fewer than `limit` are held; the caller
+ * runs its work and calls `release()`. Each slot has an owner id of its own
+ * and an expiry a ttl ahead, which the heartbeat keeps pushing back while the
+ * slot is held, so a holder that crashes loses its slot within ttl + ttl/3 of
+ * its last renewal. Release and renew act only on the caller's own unexpired
+ * slot: a slot that expired and went to another caller is never freed by its
+ * old holder.
+ *
+ * Being refused is a result (`allowed: false`); a promise rejects only with a
+ * {@link FloodgateError}: an invalid key, or a store failure with
+ * `onStoreFailure: "reject"`.
+ */
+export class ConcurrencyLimiter {
+  /** Slots per key. */
+  readonly limit: number;
+  /** A slot's lifetime without renewal, in ms. */
+  readonly ttlMs: number;
+  /** The key namespace in the store. */
+  readonly prefix: string;
+  /** The store in use. */
+  readonly store: Store;
+  /** Whether held slots are renewed every ttl/3. */
+  readonly heartbeat: boolean;
+  private readonly failureMode: StoreFailureMode;
+
+  /** @param options - see {@link ConcurrencyLimiterOptions}; invalid ones throw a FloodgateError. */
+  constructor(options: ConcurrencyLimiterOptions) {
+    assertKnownOptions(options, OPTION_NAMES, 'ConcurrencyLimiter');
+    const o = options;
+    this.limit = wholeNumber(o.limit, 'ConcurrencyLimiter limit', {
+      min: 1,
+      code: ErrorCode.INVALID_LIMIT,
+      expected: 'a positive whole number',
+    });
+    const ttlMs = parseDuration(o.ttl ?? '30s', 'ConcurrencyLimiter ttl');
+    if (ttlMs > MAX_SLOT_TTL_MS) {
+      invalid(ErrorCode.INVALID_DURATION, 'ConcurrencyLimiter ttl', `at most ${MAX_SLOT_TTL_MS} ms (about 24 days)`, o.ttl);
+    }
+    this.ttlMs = ttlMs;
+    this.heartbeat = optionalBoolean(o.heartbeat, 'ConcurrencyLimiter heartbeat') ?? true;
+    if (o.store !== undefined && !isStore(o.store)) {
+      invalid(
+        ErrorCode.INVALID_STORE,
+        'ConcurrencyLimiter store',
+        'a Store, e.g. new MemoryStore() or new RedisStore({ client })',
+        o.store,
+      );
+    }
+    const store = o.store ?? new MemoryStore();
+    if (!hasSlots(store)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_STORE,
+        `ConcurrencyLimiter store must support concurrency slots (acquireSlot, releaseSlot and renewSlot), as MemoryStore, RedisStore and ClusterStore do; the ${store.name} store does not.`,
+      );
+    }
+    this.store = store;
+    if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
+      invalid(ErrorCode.INVALID_OPTIONS, 'ConcurrencyLimiter prefix', 'a non-empty string', o.prefix);
+    }
+    this.prefix = o.prefix ?? `fg:concurrency:${this.limit}`;
+    this.failureMode = oneOf(o.onStoreFailure ?? 'reject', 'ConcurrencyLimiter onStoreFailure', FAILURE_MODES);
+    warnAboutTtl(ttlMs, this.heartbeat, o.ttl);
+  }
+
+  /**
+   * Takes a slot of `key` when fewer than `limit` are held. When allowed,
+   * call `release()` once the work ends (in a `finally`): until then the
+   * slot counts against the key, renewed by the heartbeat.
+   * @throws FloodgateError INVALID_KEY for an empty key (as a rejection), or the store's failure with `onStoreFailure: "reject"`
+   */
+  async acquire(key: string): Promise<Slot> {
+    assertKey(key);
+    const storeKey = `${this.prefix}:${key}`;
+    const owner = newOwner();
+    let answer: SlotAcquisition;
+    try {
+      answer = await this.store.acquireSlot!(storeKey, this.limit, owner, this.ttlMs);
+    } catch (error) {
+      const failure = toStoreError(error, this.store.name);
+      if (!isStoreFailure(failure) || this.failureMode === 'reject') throw failure;
+      const open = this.failureMode === 'fail-open';
+      return unheld({ allowed: open, inFlight: 0, limit: this.limit, retryAfterMs: open ? 0 : 1000, source: this.failureMode });
+    }
+    const decided = {
+      allowed: answer.admitted,
+      inFlight: answer.inUse,
+      limit: this.limit,
+      retryAfterMs: answer.retryAfterMs,
+      source: 'store' as const,
+    };
+    return answer.admitted
+      ? new HeldSlot(this.store, this.ttlMs, this.heartbeat, (call) => this.settle(call), storeKey, owner, decided)
+      : unheld(decided);
+  }
+
+  /**
+   * A store call of a held slot (release or renew): its answer, or false when
+   * the store failed and the failure mode is not `reject` (the slot then
+   * comes back at its expiry, as a crashed holder's would).
+   */
+  private async settle(call: () => Promise<boolean>): Promise<boolean> {
+    try {
+      return await call();
+    } catch (error) {
+      const failure = toStoreError(error, this.store.name);
+      if (!isStoreFailure(failure) || this.failureMode === 'reject') throw failure;
+      return false;
+    }
+  }
+}
+
+type Decided = Pick<Slot, 'allowed' | 'inFlight' | 'limit' | 'retryAfterMs' | 'source'>;
+
+/** A slot handle that holds nothing: a refusal, or a decision made while the store failed. */
+function unheld(decided: Decided): Slot {
+  const no = (): Promise<boolean> => Promise.resolve(false);
+  return { ...decided, release: no, renew: no };
+}
+
+/** A slot taken in the store: its owner id, its heartbeat, and the calls that act on it. */
+class HeldSlot implements Slot {
+  readonly allowed: boolean;
+  readonly inFlight: number;
+  readonly limit: number;
+  readonly retryAfterMs: number;
+  readonly source: 'store';
+  private released: Promise<boolean> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** A heartbeat renewal still waiting for the store: the next beat skips, so a slow store never piles renewals up. */
+  private beating = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly ttlMs: number,
+    heartbeat: boolean,
+    /** Runs a store call under the limiter's failure mode. */
+    private readonly settle: (call: () => Promise<boolean>) => Promise<boolean>,
+    private readonly key: string,
+    private readonly owner: string,
+    decided: Decided,
+  ) {
+    this.allowed = decided.allowed;
+    this.inFlight = decided.inFlight;
+    this.limit = decided.limit;
+    this.retryAfterMs = decided.retryAfterMs;
+    this.source = 'store';
+    if (heartbeat) {
+      this.timer = setInterval(() => this.beat(), Math.max(1, Math.floor(ttlMs / 3)));
+      this.timer.unref();
+    }
+  }
+
+  release(): Promise<boolean> {
+    if (this.released !== undefined) return this.released.then(() => false);
+    this.stop();
+    this.released = this.settle(() => this.store.releaseSlot!(this.key, this.owner));
+    return this.released;
+  }
+
+  renew(): Promise<boolean> {
+    if (this.released !== undefined) return Promise.resolve(false);
+    return this.settle(() => this.store.renewSlot!(this.key, this.owner, this.ttlMs)).then((renewed) => {
+      // Expired (and perhaps taken by another caller): nothing left to keep alive.
+      if (!renewed) this.stop();
+      return renewed;
+    });
+  }
+
+  /** One heartbeat: a failed renewal is retried at the next beat (the slot may still be alive). */
+  private beat(): void {
+    if (this.beating) return;
+    this.beating = true;
+    this.renew()
+      .catch(() => {})
+      .finally(() => (this.beating = false));
+  }
+
+  private stop(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+/** The one-time warnings for a ttl that is probably not what was meant. */
+function warnAboutTtl(ttlMs: number, heartbeat: boolean, written: Duration | undefined): void {
+  if (ttlMs < SHORT_TTL_MS) {
+    const seconds = typeof written === 'number' ? ` (a bare number counts milliseconds: for ${ttlMs} seconds write ttl: '${ttlMs}s')` : '';
+    warnOnce(
+      WarningCode.SLOT_TTL_SHORT,
+      `ConcurrencyLimiter ttl is ${ttlMs} ms${seconds}. A holder that pauses longer than that (a GC pause, a slow store call, a busy event loop) loses its slot while still working, and another caller takes it, so more than limit run at once. Use a ttl of a few seconds or more; the heartbeat keeps live slots held.`,
+      String(ttlMs),
+    );
+  }
+  if (!heartbeat && ttlMs > LONG_UNRENEWED_TTL_MS) {
+    warnOnce(
+      WarningCode.HEARTBEAT_OFF_LONG_TTL,
+      `ConcurrencyLimiter has heartbeat: false and ttl ${ttlMs} ms: a holder that crashes keeps its slot taken for up to ${Math.round(ttlMs / 60_000)} minutes. Leave heartbeat on (the default) with a short ttl such as '30s', which brings a crashed holder's slot back within 40 s and keeps live ones held.`,
+      String(ttlMs),
+    );
+  }
+}

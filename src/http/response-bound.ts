@@ -1,0 +1,202 @@
+/** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units given back by the refund rule. */
+import type { ServerResponse } from 'node:http';
+import type { Decision } from '../decision.js';
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
+import { LIMITER_INTERNALS } from '../limiter-internals.js';
+import { holdReservation, type Reservation } from '../reservation.js';
+import type { Slot } from '../concurrency-limiter.js';
+import { refundWhenDone } from './count-by-outcome.js';
+import { LimiterHooks } from './limiter-hooks.js';
+import type { NamedPolicy } from './options.js';
+import { keyAt, type PolicyKeys } from './policy-keys.js';
+import type { DecisionInfo, HttpOutcome, RateLimitInfo } from './types.js';
+
+/** What an admitted request was counted by, while its response runs. */
+interface Counted {
+  readonly policies: readonly NamedPolicy[];
+  readonly keys: PolicyKeys | undefined;
+  /** Each counting policy's units as a reservation, when they are settled after the response or may go back for want of a slot. */
+  readonly reservations: readonly Reservation[] | undefined;
+}
+
+/**
+ * The base of HttpLimiter that follows admitted requests to the end of
+ * their responses. Adapters call {@link watchResponse} with every admitted
+ * request's response; the decision paths end in {@link admitted}.
+ */
+export class ResponseBound<Raw> extends LimiterHooks<Raw> {
+  /** The policies (and reservations) of each admitted request, while its response runs; only when something acts at its end. */
+  private readonly countedBy = new WeakMap<RateLimitInfo, Counted>();
+  /** The concurrency slot each admitted request holds. */
+  private readonly slots = new WeakMap<RateLimitInfo, Slot>();
+  /** Each request's policies' clocks, read before their stores decided (see {@link noteStart}). */
+  private readonly startedAt = new WeakMap<object, number[]>();
+
+  /** True when an admitted request's units are held as reservations: settled after the response, or given back for want of a slot. */
+  protected get holdsUnits(): boolean {
+    return this.settings.actualCost !== undefined || this.settings.concurrency !== undefined;
+  }
+
+  /**
+   * Reads each policy's clock before the stores decide, when units are held
+   * as reservations: a give-back must never land in a window that did not
+   * count the units, and those bounds are taken from this instant.
+   */
+  protected noteStart(raw: Raw, policies: readonly NamedPolicy[]): void {
+    if (!this.holdsUnits || typeof raw !== 'object' || raw === null) return;
+    this.startedAt.set(
+      raw,
+      policies.map((p) => p.limiter[LIMITER_INTERNALS]().clock()),
+    );
+  }
+
+  /**
+   * Called by the adapter with an admitted request's response: frees its
+   * concurrency slot, settles its units at `actualCost`, or gives them back
+   * by the refund rule, once the response ends (finished, or its connection
+   * closed, whichever comes first). Does nothing when none of these is set.
+   */
+  watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined): void {
+    if (info === undefined) return;
+    const counted = this.countedBy.get(info);
+    const slot = this.slots.get(info);
+    if (slot !== undefined) whenEnded(res, () => this.quietly(slot.release(), raw));
+    if (counted === undefined) return;
+    const rule = this.settings.refundRule;
+    if (rule !== undefined) {
+      const giveBack = (policy: NamedPolicy, key: string, cost: number): void => this.quietly(policy.limiter.reward(key, cost), raw);
+      refundWhenDone(raw, res, info, counted.policies, counted.keys, rule, giveBack, (error) => this.report(error, raw));
+    }
+    const actualCost = this.settings.actualCost;
+    const reservations = counted.reservations;
+    if (actualCost !== undefined && reservations !== undefined) {
+      whenEnded(res, () => this.quietly(this.settle(raw, res, info.cost, reservations, actualCost), raw));
+    }
+  }
+
+  /**
+   * The end of every admitting decision path: remembers what counted the
+   * request when its response's end matters, takes its concurrency slot, and
+   * reports the decision (`onDecision`) as it finally stands.
+   * @param decisions - each policy's decision, in order (undefined where its store failed)
+   */
+  protected admitted(
+    raw: Raw,
+    outcome: HttpOutcome,
+    policies: readonly NamedPolicy[],
+    keys: PolicyKeys | undefined,
+    decisions: ReadonlyArray<Decision | undefined>,
+    decided: DecisionInfo,
+  ): HttpOutcome | Promise<HttpOutcome> {
+    if (outcome.action !== 'continue' || outcome.info === undefined || (this.settings.refundRule === undefined && !this.holdsUnits)) {
+      this.decided(raw, decided);
+      return outcome;
+    }
+    const info = outcome.info;
+    const headers = outcome.headers;
+    const reservations = this.holdsUnits ? this.reserved(raw, info, policies, keys, decisions) : undefined;
+    this.countedBy.set(info, { policies, keys, reservations });
+    const concurrency = this.settings.concurrency;
+    if (concurrency === undefined) {
+      this.decided(raw, decided);
+      return outcome;
+    }
+    return this.guard.wrap(concurrency.limiter.acquire(info.key)).then(
+      (slot) => {
+        if (slot.allowed) {
+          this.slots.set(info, slot);
+          this.decided(raw, decided);
+          return outcome;
+        }
+        this.cancel(raw, reservations);
+        const status = this.settings.statusCode;
+        const refusal = { reason: 'limited', status, key: info.key, ip: decided.ip, policies: info.policies } as const;
+        this.decided(raw, { ...decided, allowed: false, status });
+        return this.refuse(raw, { ...refusal, violatedPolicies: [concurrency.name] }, headers);
+      },
+      (error: unknown) => {
+        if (!isStoreFailure(error)) {
+          this.cancel(raw, reservations);
+          return { action: 'error', error } as const;
+        }
+        this.report(error, raw);
+        if (this.settings.passOnStoreError) {
+          this.decided(raw, { ...decided, errors: [...decided.errors, error] });
+          return outcome;
+        }
+        this.cancel(raw, reservations);
+        const status = this.settings.storeErrorStatus;
+        this.decided(raw, { ...decided, allowed: false, status, errors: [...decided.errors, error] });
+        return this.refuse(raw, { reason: 'store-error', status, key: info.key, ip: decided.ip, policies: info.policies, error }, []);
+      },
+    );
+  }
+
+  /** Each counting policy's units as a reservation of the request's cost. */
+  private reserved(
+    raw: Raw,
+    info: RateLimitInfo,
+    policies: readonly NamedPolicy[],
+    keys: PolicyKeys | undefined,
+    decisions: ReadonlyArray<Decision | undefined>,
+  ): Reservation[] {
+    const started = typeof raw === 'object' && raw !== null ? this.startedAt.get(raw) : undefined;
+    const held: Reservation[] = [];
+    policies.forEach((policy, i) => {
+      const decision = decisions[i];
+      // A store that failed (the request passed by onStoreError) spent nothing to settle.
+      if (decision === undefined) return;
+      const limiter = policy.limiter;
+      const at = started?.[i] ?? limiter[LIMITER_INTERNALS]().clock();
+      held.push(holdReservation(limiter, keyAt(info.key, keys, i), info.cost, decision, at, limiter.policy.windowMs));
+    });
+    return held;
+  }
+
+  /** Gives a refused request's units back (a slot was not to be had, or its store failed). */
+  private cancel(raw: Raw, reservations: readonly Reservation[] | undefined): void {
+    for (const reservation of reservations ?? []) this.quietly(reservation.cancel(), raw);
+  }
+
+  /** Commits every reservation at the response's actual cost; a cost that is not a whole number ≥ 0 keeps the estimate and is reported. */
+  private async settle(
+    raw: Raw,
+    res: ServerResponse,
+    estimate: number,
+    reservations: readonly Reservation[],
+    actualCost: NonNullable<typeof this.settings.actualCost>,
+  ): Promise<void> {
+    let actual = await actualCost(raw, res);
+    if (actual !== undefined && !(Number.isSafeInteger(actual) && actual >= 0)) {
+      this.report(
+        new FloodgateError(
+          ErrorCode.INVALID_COST,
+          `actualCost must return a whole number ≥ 0 or undefined; got ${describe(actual)}, so the estimate ${estimate} stays charged.`,
+        ),
+        raw,
+      );
+      actual = undefined;
+    }
+    await Promise.all(reservations.map((reservation) => reservation.commit(actual ?? estimate)));
+  }
+
+  /** Runs a settlement without waiting for it; a failure goes to onError. */
+  private quietly(work: Promise<unknown>, raw: Raw): void {
+    work.then(undefined, (error: unknown) => this.report(error, raw));
+  }
+}
+
+/** Calls `done` once, when `res` finishes or its connection closes, whichever comes first. */
+function whenEnded(res: ServerResponse, done: () => void): void {
+  let called = false;
+  const once = (): void => {
+    if (called) return;
+    called = true;
+    res.off('finish', once);
+    res.off('close', once);
+    done();
+  };
+  res.once('finish', once);
+  res.once('close', once);
+}

@@ -1,0 +1,45 @@
+/** The HTTP middleware's options that act while a response runs: the concurrency limiter whose slot a request holds, and the cost settled when the response ends. */
+import type { ServerResponse } from 'node:http';
+import { ConcurrencyLimiter } from '../concurrency-limiter.js';
+import { describe } from '../duration.js';
+import { ErrorCode, FloodgateError } from '../errors.js';
+import { optionalFunction } from '../validate.js';
+import type { RefundRule } from './count-by-outcome.js';
+import type { HttpRateLimitOptions } from './types.js';
+
+/** The checked `concurrency` and `actualCost` options. */
+export interface ResponseSettings<Raw> {
+  /** The in-flight limiter, and the name its refusals report in `violatedPolicies`. */
+  readonly concurrency: { readonly limiter: ConcurrencyLimiter; readonly name: string } | undefined;
+  readonly actualCost: ((req: Raw, res: ServerResponse) => number | undefined | Promise<number | undefined>) | undefined;
+}
+
+/**
+ * Checks `concurrency` and `actualCost`.
+ * @throws FloodgateError INVALID_OPTIONS for a concurrency that is no ConcurrencyLimiter or an actualCost that is no function,
+ *   CONFLICTING_OPTIONS for actualCost with a refund rule (both would settle the same units)
+ */
+export function parseResponseOptions<Raw>(
+  o: HttpRateLimitOptions<Raw>,
+  refundRule: RefundRule<Raw> | undefined,
+  owner: string,
+): ResponseSettings<Raw> {
+  let concurrency: ResponseSettings<Raw>['concurrency'];
+  if (o.concurrency !== undefined) {
+    if (!(o.concurrency instanceof ConcurrencyLimiter)) {
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `${owner} concurrency takes a ConcurrencyLimiter, e.g. concurrency: new ConcurrencyLimiter({ store, limit: 10 }); got ${describe(o.concurrency)}.`,
+      );
+    }
+    concurrency = { limiter: o.concurrency, name: `${o.concurrency.limit}-in-flight` };
+  }
+  const actualCost = optionalFunction(o.actualCost, 'actualCost');
+  if (actualCost !== undefined && refundRule !== undefined) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      `${owner} actualCost and skipFailedRequests/skipSuccessfulRequests both settle a request's units when its response ends; keep actualCost and return 0 for a response that should not count.`,
+    );
+  }
+  return { concurrency, actualCost };
+}
