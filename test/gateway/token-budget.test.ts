@@ -2,7 +2,7 @@
 // windows, the tokens of the requests admitted in a window stay within the budget plus the overshoot of the responses still in flight when
 // the window's last request was admitted (each settles above its estimate only after the budget check that admitted it).
 import assert from 'node:assert/strict';
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
@@ -61,9 +61,10 @@ rules:
   // Milliseconds cannot order an admission and a settlement in the same millisecond: a counter can.
   let step = 0;
   const cost = (gw as unknown as { rules: RuleSet }).rules.rules[0]!.cost!;
+  const byRequest = new WeakMap<IncomingMessage, Admission>();
   const charge = cost.charge.bind(cost);
-  cost.charge = (info) => {
-    const made = charge(info);
+  cost.charge = (limiter, info) => {
+    const made = charge(limiter, info);
     if (made === undefined || info === undefined) return made;
     const now = Date.now();
     const record: Admission = {
@@ -75,16 +76,24 @@ rules:
       settledAt: undefined,
     };
     admissions.push(record);
-    const settle = made.settle.bind(made);
-    made.settle = (actual) => {
-      if (record.settledAt === undefined) {
-        record.actual = actual ?? ESTIMATE;
-        record.settledAt = Date.now();
-        record.settledStep = step += 1;
-      }
-      settle(actual);
+    const watch = made.watch.bind(made);
+    made.watch = (req, res) => {
+      byRequest.set(req, record);
+      return watch(req, res);
     };
     return made;
+  };
+  // The rule's HttpLimiter asks for the actual cost when the response has ended, and commits it at once.
+  const actual = cost.actual.bind(cost);
+  cost.actual = (req) => {
+    const reported = actual(req);
+    const record = byRequest.get(req);
+    if (record !== undefined && record.settledAt === undefined) {
+      record.actual = reported ?? ESTIMATE;
+      record.settledAt = Date.now();
+      record.settledStep = step += 1;
+    }
+    return reported;
   };
 
   let refused = 0;

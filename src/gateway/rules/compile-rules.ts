@@ -41,6 +41,12 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     ...(p.key === undefined ? {} : { key: keySource(p.key) }),
   }));
   const log = context.log.child({ rule: rule.name });
+  const cost =
+    rule.cost === undefined
+      ? undefined
+      : new RuleCost(rule.name, rule.cost.estimate, rule.cost.source, (code, message) => {
+          if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
+        });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
@@ -56,8 +62,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     onError: (error) => {
       if (!isStoreFailure(error)) warn(error);
     },
-    // A rule with cost takes its estimate from every policy, decided together as any cost is; the response settles it.
-    ...(rule.cost === undefined ? {} : { cost: rule.cost.estimate }),
+    // A rule with cost takes its estimate from every policy, decided together as any cost is, and commits what the response reported.
+    ...(cost === undefined ? {} : { cost: cost.estimate, actualCost: (req: IncomingMessage) => cost.actual(req) }),
   };
   const keyIsIp = rule.key.kind === 'ip';
   if (rule.shadow) {
@@ -82,21 +88,6 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
       log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
   const limiter = new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false });
-  const cost =
-    rule.cost === undefined
-      ? undefined
-      : new RuleCost(
-          rule.name,
-          rule.cost.estimate,
-          rule.cost.source,
-          new Map(limiter.policyNames.map((name, i) => [name, policies[i]!.limiter])),
-          (error) => {
-            if (!isStoreFailure(error)) warn(error);
-          },
-          (code, message) => {
-            if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
-          },
-        );
   const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
     RuleOutcome,
     DecisionCell

@@ -7,7 +7,7 @@ import type { Charge } from './rule-cost.js';
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =
-  /** Forward it; add `headers` to the upstream's response; settle `charges` (rules with `cost`) when the response ends. */
+  /** Forward it; add `headers` to the upstream's response; `charges` (rules with `cost`) are committed when the response ends. */
   | { readonly forward: true; readonly headers: readonly HeaderPair[]; readonly charges?: readonly Charge[] }
   /** Answer it with this response. */
   | {
@@ -41,7 +41,7 @@ export function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
     case 'continue':
       rule.counts.allowed.count += 1;
       if (rule.cost !== undefined) {
-        const charge = rule.cost.charge(outcome.info);
+        const charge = rule.cost.charge(rule.limiter, outcome.info);
         if (charge !== undefined) return { forward: true, headers: outcome.headers, charges: [charge] };
       }
       return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };

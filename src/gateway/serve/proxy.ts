@@ -103,11 +103,11 @@ export class UpstreamProxy {
    * `proxy.minBodyRate`. Answers 502 or 504 itself when the upstream fails
    * before its headers; after them, a failure can only cut the response
    * (the status is already sent). `charges` (rules with `cost`) are
-   * settled once each when the response ends, with the cost it reported.
+   * committed when the response ends, at the cost it reported.
    * Ends the caller's {@link hold}.
    */
   forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], charges?: readonly Charge[]): void {
-    const watch = charges === undefined ? undefined : observeCost(res, charges, req.method === 'HEAD');
+    const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD');
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
       this.enqueue(req, res, extra, null, false, watch);

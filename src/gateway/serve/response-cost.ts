@@ -1,5 +1,5 @@
-/** Settling a forwarded request's charges: the response's body is tapped on its way to the client for the cost it reports, and each charge is settled once when the response closes. */
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+/** Watching a forwarded request's charges: the response's body is tapped on its way to the client for the cost it reports, which each charged rule commits when the response ends. */
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type Writable } from 'node:stream';
 import type { Charge } from '../rules/rule-cost.js';
 import type { UsageReader } from './response-usage.js';
@@ -14,27 +14,22 @@ export interface CostWatch {
 
 /**
  * Watches `res` for the cost its upstream reports (`bodiless` for an
- * answer to HEAD, which has no body to read), and settles every charge
- * once: with the reported cost as soon as the upstream's body has been
- * handed on whole, before the client's response ends, so that a client
- * sending its next request on seeing the end is decided after the
- * settlement; at the estimate when the response closes without that (the
- * client left mid-response, the upstream failed mid-body, the gateway
- * answered itself). 'close' comes exactly once per response, whichever way
- * it ends, and a charge settles only once.
+ * answer to HEAD, which has no body to read): each charge's rule gets a
+ * reader of the response and commits its reservations when the response
+ * ends. A reader's usage is read when the upstream's body has been passed
+ * on whole, before the client's response ends, so the commit, which runs
+ * when it finishes, finds it; a response cut short, or answered by the
+ * gateway itself, reports nothing and the estimates stay charged.
  */
-export function observeCost(res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
-  const readers = charges.map((charge) => charge.cost.reader());
-  res.once('close', () => {
-    for (const charge of charges) charge.settle(undefined);
-  });
+export function observeCost(req: IncomingMessage, res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
+  const readers = charges.map((charge) => charge.watch(req, res));
   const headerNames: string[] = [];
   for (const charge of charges) if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
   return {
     headerNames,
     body: (status, headers) => {
       for (const reader of readers) reader.head(status, headers, bodiless);
-      return tap(res, readers, () => charges.forEach((charge, i) => charge.settle(readers[i]!.usage())));
+      return tap(res, readers);
     },
   };
 }
@@ -51,11 +46,11 @@ export function withoutUsageHeaders(headers: Record<string, string | string[]>, 
 
 /**
  * A pass-through into `res` that shows each chunk to the readers first,
- * and calls `ended` when the upstream's body ends whole:
+ * and ends their reading when the upstream's body ends whole:
  * nothing is held back or copied for the client, and `pipe` keeps the
  * client's backpressure on the upstream.
  */
-function tap(res: ServerResponse, readers: readonly UsageReader[], ended: () => void): Writable {
+function tap(res: ServerResponse, readers: readonly UsageReader[]): Writable {
   const through = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       for (const reader of readers) reader.data(chunk);
@@ -63,7 +58,7 @@ function tap(res: ServerResponse, readers: readonly UsageReader[], ended: () => 
     },
     // The upstream's body is whole (flush runs only on a normal end, before the end is passed to the client).
     flush(done) {
-      ended();
+      for (const reader of readers) reader.usage();
       done();
     },
   });

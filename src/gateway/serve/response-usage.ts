@@ -43,6 +43,9 @@ export class UsageReader {
   private dropping = false;
   /** True when the response should report a cost: a 2xx with a body the reader can read. */
   private expected = false;
+  /** Set once the body was read whole: {@link usage} then answers from {@link result}. */
+  private ended = false;
+  private result: number | undefined;
   /** The path's last property name, quoted: an event whose data does not hold it is not parsed. */
   private readonly needle: string;
 
@@ -94,11 +97,14 @@ export class UsageReader {
   }
 
   /**
-   * The cost the response reported, once it was written whole; undefined
-   * when it reported none, or one that is not a whole number ≥ 0 (warned
-   * once per rule): the caller then charges the estimate.
+   * Ends the reading once the body has been passed on whole, and returns
+   * the cost the response reported: undefined when it reported none, or one
+   * that is not a whole number ≥ 0 (warned once per rule). Later calls
+   * return the same answer.
    */
   usage(): number | undefined {
+    if (this.ended) return this.result;
+    this.ended = true;
     if (this.mode === 'json' && this.chunks.length > 0) {
       try {
         this.found = at(JSON.parse(Buffer.concat(this.chunks).toString('utf8')), this.source);
@@ -111,7 +117,13 @@ export class UsageReader {
       this.endEvent();
     }
     if ((this.found === undefined || this.found === null) && this.expected) this.missing();
-    return this.checked(this.found);
+    this.result = this.checked(this.found);
+    return this.result;
+  }
+
+  /** What {@link usage} found, once the body was read whole; undefined before (a response cut short reports nothing). */
+  reported(): number | undefined {
+    return this.result;
   }
 
   /** A successful response that reported no cost: most likely a cost.header or cost.json that does not name what the upstream sends. */
