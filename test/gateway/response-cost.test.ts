@@ -79,6 +79,13 @@ async function startLlm(): Promise<Llm> {
         next();
         return;
       }
+      case '/die': {
+        // Reports a usage, then fails before the end of its body.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(sseEvent({ usage: { total_tokens: tokens } }));
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
       case '/forever': {
         // Streams without end and without usage, until the client goes away.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -257,6 +264,12 @@ rules:
     await settlesAt(gw, 100);
     for (let i = 0; i < 50 && llm.cut === cutBefore; i++) await sleep(10);
     assert.equal(llm.cut, cutBefore + 1, 'the upstream stream was cut too');
+  });
+
+  it('an upstream that fails mid-body: the client connection is cut and the estimate stays charged, whatever the body said so far', async () => {
+    const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+    await assert.rejects(get(`${gw.url}/die?tokens=5`));
+    await settlesAt(gw, 100);
   });
 
   it("attacker's view: a client's x-usage-tokens never reaches the upstream and never prices its request", async () => {
