@@ -4,6 +4,7 @@ import { describe } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { RateLimiter } from './limiter.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
+import { warnCompositeDoesNotWait } from './limiter-waiting.js';
 import type { Operation, Outcome } from './policy.js';
 import type { Store } from './stores/store.js';
 import { assertKey, assertUnits } from './validate.js';
@@ -131,6 +132,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
     operations[i] = { kind: 'consume', key: storeKey, amount: cost, policy: limiter.policy };
     keys[i] = key;
     internals[i] = limiter[LIMITER_INTERNALS]();
+    if (internals[i]!.waits) warnCompositeDoesNotWait(limiter.prefix);
   }
   if (store!.consumeAll === undefined) {
     throw new FloodgateError(

@@ -1,8 +1,8 @@
 /** ConcurrencyLimiter: at most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat renewals, owner-checked release). */
 import { parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
-import type { StoreFailureMode } from './limiter-options.js';
-import { FAILURE_MODES } from './limiter-options.js';
+import { FAILURE_MODES, parseWait, type StoreFailureMode, type WaitOptions } from './limiter-options.js';
+import { SlotWaiting } from './concurrency-waiting.js';
 import { hasSlots, MAX_SLOT_TTL_MS, newOwner, type SlotAcquisition } from './slots.js';
 import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
@@ -40,6 +40,13 @@ export interface ConcurrencyLimiterOptions {
    * slot (`"fail-open"`), or refuse (`"fail-closed"`, retry after a second).
    */
   onStoreFailure?: StoreFailureMode;
+  /**
+   * Wait for a slot instead of being refused: `acquire` waits in a FIFO line
+   * per key (in this process), let in at once when a slot of the key is
+   * released here and re-checked against the store every 25 ms for releases
+   * elsewhere, until admitted or until `timeout`. See docs/reservations.md#waiting.
+   */
+  wait?: WaitOptions;
 }
 
 /** What {@link ConcurrencyLimiter.acquire} resolves to: the decision, and the slot's handle when admitted. */
@@ -66,9 +73,11 @@ export interface Slot {
   release(): Promise<boolean>;
   /** Extends the slot by a ttl now (the heartbeat does this by itself). Resolves false once the slot is released or expired. */
   renew(): Promise<boolean>;
+  /** Milliseconds this call waited for a slot (the `wait` option); present only on limiters with `wait`. */
+  readonly waitedMs?: number;
 }
 
-const OPTION_NAMES = ['limit', 'store', 'ttl', 'prefix', 'heartbeat', 'onStoreFailure'] as const;
+const OPTION_NAMES = ['limit', 'store', 'ttl', 'prefix', 'heartbeat', 'onStoreFailure', 'wait'] as const;
 /** Below this ttl a pause of the holder (GC, a slow store call) can outlast the slot. */
 const SHORT_TTL_MS = 1000;
 /** Above this ttl without heartbeat, a crashed holder's slot stays taken for a long time. */
@@ -102,6 +111,7 @@ export class ConcurrencyLimiter {
   /** Whether held slots are renewed every ttl/3. */
   readonly heartbeat: boolean;
   private readonly failureMode: StoreFailureMode;
+  private readonly waiting: SlotWaiting | undefined;
 
   /** @param options - see {@link ConcurrencyLimiterOptions}; invalid ones throw a FloodgateError. */
   constructor(options: ConcurrencyLimiterOptions) {
@@ -140,6 +150,8 @@ export class ConcurrencyLimiter {
     this.prefix = o.prefix ?? `fg:concurrency:${this.limit}`;
     this.failureMode = oneOf(o.onStoreFailure ?? 'reject', 'ConcurrencyLimiter onStoreFailure', FAILURE_MODES);
     warnAboutTtl(ttlMs, this.heartbeat, o.ttl);
+    const wait = parseWait(o.wait);
+    this.waiting = wait === undefined ? undefined : new SlotWaiting(this.limit, wait);
   }
 
   /**
@@ -150,6 +162,10 @@ export class ConcurrencyLimiter {
    */
   async acquire(key: string): Promise<Slot> {
     assertKey(key);
+    return this.waiting === undefined ? this.acquireOnce(key) : this.waiting.acquire(key, () => this.acquireOnce(key));
+  }
+
+  private async acquireOnce(key: string): Promise<Slot> {
     const storeKey = `${this.prefix}:${key}`;
     const owner = newOwner();
     let answer: SlotAcquisition;

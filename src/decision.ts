@@ -31,4 +31,10 @@ export interface Decision {
   readonly retryAfterMs: number;
   /** Who produced the decision. */
   readonly source: DecisionSource;
+  /**
+   * Milliseconds this call waited before it was answered: in its key's wait
+   * line (the `wait` option) and for its pacing slot (`execEvenly`); 0 when it
+   * was answered at once. Present only on limiters with `wait` or `execEvenly`.
+   */
+  readonly waitedMs?: number;
 }

@@ -22,6 +22,8 @@ export interface LimiterInternals {
   readonly insurance: RateLimiter | undefined;
   /** What it does when the store fails and no insurance is set. */
   readonly failureMode: StoreFailureMode;
+  /** Whether it has `wait` or `execEvenly`, which a composite decision does not apply. */
+  readonly waits: boolean;
   /** Feeds its in-memory block list from a store outcome for `key` (a consume). */
   learn(key: string, outcome: Outcome): void;
   /** The Decision for an outcome, with this limiter's limit. */

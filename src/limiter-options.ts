@@ -8,7 +8,7 @@ import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
 import type { Store } from './stores/store.js';
-import { assertKnownOptions } from './validate.js';
+import { assertKnownOptions, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
 export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
 
@@ -33,6 +33,22 @@ export interface BreakerConfig {
   failureThreshold?: number;
   /** How long the circuit stays open before one probe call. Default "2s". */
   cooldown?: Duration;
+}
+
+/** Options of waiting instead of refusing (the `wait` option). */
+export interface WaitOptions {
+  /**
+   * The longest a `consume` waits for its units. A call whose next retry
+   * would fall after it is refused at once (its decision's `retryAfterMs`
+   * says how long it would have needed); an admitted call never waited longer
+   * than this plus one store round trip (the attempt that started in time).
+   */
+  timeout: Duration;
+  /**
+   * Most calls waiting per key in this process; one more is refused at once.
+   * Default 1000.
+   */
+  maxQueue?: number;
 }
 
 /** Options of {@link RateLimiter}. */
@@ -63,6 +79,19 @@ export interface RateLimiterOptions {
   breaker?: boolean | BreakerConfig;
   /** Time source of the block list and breaker. Default `Date.now`. */
   clock?: Clock;
+  /**
+   * Wait for units instead of being refused: `consume` waits in a FIFO line
+   * per key (in this process) and is retried against the store when the store
+   * says a unit is due, until admitted or until `timeout`. See docs/reservations.md#waiting.
+   */
+  wait?: WaitOptions;
+  /**
+   * Spread a key's admitted actions evenly over the window: each admitted
+   * `consume` resolves at its own slot, window/limit after the previous one
+   * of that key, across processes sharing the store. Refusals are not
+   * delayed. See docs/reservations.md#waiting.
+   */
+  execEvenly?: boolean;
 }
 
 /** The option names of {@link RateLimiterOptions}, for strict validation. */
@@ -78,6 +107,8 @@ export const OPTION_NAMES = [
   'onStoreFailure',
   'breaker',
   'clock',
+  'wait',
+  'execEvenly',
 ] as const;
 /** The values of {@link StoreFailureMode}. */
 export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
@@ -173,6 +204,50 @@ export function parseBreaker(option: boolean | BreakerConfig | undefined): Circu
   }
   const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
   return new CircuitBreaker({ failureThreshold, cooldownMs });
+}
+
+/** The `wait` option, checked. */
+export interface WaitConfig {
+  /** The longest wait, in ms. */
+  readonly timeoutMs: number;
+  /** Most waiters per key. */
+  readonly maxQueue: number;
+}
+
+/** Most waiters per key unless `wait.maxQueue` says otherwise. */
+export const DEFAULT_MAX_QUEUE = 1000;
+
+/** Checks the `wait` option; undefined when it is off. */
+export function parseWait(option: unknown): WaitConfig | undefined {
+  if (option === undefined) return undefined;
+  if (typeof option !== 'object' || option === null || Array.isArray(option)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `wait takes options, not ${describe(option)}: write wait: { timeout: '5s' } (and maxQueue for the most waiting calls per key).`,
+    );
+  }
+  assertKnownOptions(option, ['timeout', 'maxQueue'], 'wait');
+  const o = option as WaitOptions;
+  if (o.timeout === undefined) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      "wait.timeout is required: the longest a consume waits, e.g. wait: { timeout: '5s' }.",
+    );
+  }
+  const timeoutMs = parseDuration(o.timeout, 'wait.timeout');
+  if (timeoutMs > MAX_TIMER_MS) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_DURATION,
+      `wait.timeout must be at most ${MAX_TIMER_MS} ms (about 24.8 days); got ${timeoutMs} ms.`,
+    );
+  }
+  const maxQueue = wholeNumber(o.maxQueue ?? DEFAULT_MAX_QUEUE, 'wait.maxQueue', { min: 1, max: 1_000_000 });
+  return { timeoutMs, maxQueue };
+}
+
+/** Checks the `execEvenly` option. */
+export function parseExecEvenly(option: unknown): boolean {
+  return optionalBoolean(option, 'execEvenly') ?? false;
 }
 
 /** Marks RateLimiter instances of both builds (ESM and CommonJS); a registered symbol, so each build finds the same one. */

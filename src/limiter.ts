@@ -12,6 +12,7 @@ import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
 import { reserve, type Reservation, type ReserveOptions } from './reservation.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
+import { LimiterWaiting } from './limiter-waiting.js';
 import {
   FAILURE_MODES,
   RATE_LIMITER_BRAND,
@@ -61,6 +62,7 @@ export class RateLimiter {
   private readonly insurance: RateLimiter | undefined;
   private readonly failureMode: StoreFailureMode;
   private internals: LimiterInternals | undefined;
+  private readonly waiting: LimiterWaiting | undefined;
 
   /** @param options - see {@link RateLimiterOptions}; invalid ones throw a FloodgateError. */
   constructor(options: RateLimiterOptions) {
@@ -118,17 +120,25 @@ export class RateLimiter {
     }
     this.insurance = o.insurance;
     this.failureMode = o.onStoreFailure ?? 'reject';
+    const { policy, store, prefix, clock } = this;
+    const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
+    this.waiting = LimiterWaiting.fromOptions(o, { policy, store, prefix, clock, consume, consumeNow });
   }
 
   /**
-   * Spends `cost` units of `key`'s quota if they fit.
+   * Spends `cost` units of `key`'s quota if they fit (with `wait`: once they
+   * fit, within its timeout; with `execEvenly`: resolving at the key's next slot).
    * @returns the decision; `allowed: false` when limited (nothing is spent then).
    */
   consume(key: string, cost = 1): Promise<Decision> {
+    return this.waiting === undefined ? this.consumeOnce(key, cost) : this.waiting.consume(key, cost);
+  }
+
+  private consumeOnce(key: string, cost: number): Promise<Decision> {
     // Decided in memory when possible: an async run and its awaits cost more than the whole decision then.
     let now: Decision | undefined;
     try {
-      now = this.consumeNow(key, cost);
+      now = this.consumeNowOnce(key, cost);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -146,6 +156,10 @@ export class RateLimiter {
    * @throws FloodgateError for an invalid key or cost, or a misconfigured store, as consume would reject
    */
   consumeNow(key: string, cost = 1): Decision | undefined {
+    return this.waiting === undefined ? this.consumeNowOnce(key, cost) : this.waiting.consumeNow(key, cost);
+  }
+
+  private consumeNowOnce(key: string, cost: number): Decision | undefined {
     assertKey(key);
     assertUnits(cost, 'cost', this.policy.limit);
     const list = this.memoryBlock?.list;
@@ -204,7 +218,10 @@ export class RateLimiter {
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.run('reward', key, points);
+    // Units given back may admit a call waiting for them now rather than at its scheduled retry.
+    return this.waiting === undefined
+      ? this.run('reward', key, points)
+      : this.run('reward', key, points).finally(() => this.waiting!.wake(key));
   }
 
   /** Spends `points` more units of `key`, even past the limit. */
@@ -247,6 +264,7 @@ export class RateLimiter {
   async reset(key: string): Promise<void> {
     assertKey(key);
     await this.run('reset', key, 0);
+    this.waiting?.wake(key);
   }
 
   private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
@@ -318,7 +336,8 @@ export class RateLimiter {
       this.memoryBlock?.list.delete(key);
       this.probes.forget(key);
     }
-    return this.ask(kind, key, amount, undefined, false);
+    const settled = this.ask(kind, key, amount, undefined, false);
+    return kind === 'reward' && this.waiting !== undefined ? settled.finally(() => this.waiting!.wake(key)) : settled;
   }
 
   /** Feeds the block list from a store answer. */
@@ -362,6 +381,7 @@ export class RateLimiter {
       breaker: this.breaker,
       insurance: this.insurance,
       failureMode: this.failureMode,
+      waits: this.waiting !== undefined,
       learn: (key, outcome) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome);

@@ -26,6 +26,10 @@ export const WarningCode = {
   SLOT_TTL_SHORT: 'FLOODGATE_SLOT_TTL_SHORT',
   /** A ConcurrencyLimiter with heartbeat off and a ttl over ten minutes: a crashed holder's slot stays taken that long. */
   HEARTBEAT_OFF_LONG_TTL: 'FLOODGATE_HEARTBEAT_OFF_LONG_TTL',
+  /** A RateLimiter's `wait.timeout` is shorter than window/limit, the time one unit takes to come back: most waits end refused. Cause and fix: docs/errors.md#floodgate_wait_shorter_than_unit. */
+  WAIT_SHORTER_THAN_UNIT: 'FLOODGATE_WAIT_SHORTER_THAN_UNIT',
+  /** A RateLimiter with `wait` or `execEvenly` is a part of `consumeAll`, which decides at once: the composite neither waits nor paces. Cause and fix: docs/errors.md#floodgate_composite_does_not_wait. */
+  COMPOSITE_DOES_NOT_WAIT: 'FLOODGATE_COMPOSITE_DOES_NOT_WAIT',
   /** A gateway rule's upstream reported a cost that is not a whole number ≥ 0 (negative, fractional, NaN, a string): the estimate was charged. */
   COST_USAGE_INVALID: 'FLOODGATE_COST_USAGE_INVALID',
   /** A gateway rule reads its cost from the response body, but the upstream compressed it: the estimate is charged. */

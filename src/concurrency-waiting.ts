@@ -1,0 +1,92 @@
+/** SlotWaiting: a ConcurrencyLimiter's `wait` option; callers of a key wait in FIFO order for a slot, woken by a release in this process and re-checked against the store for releases elsewhere. */
+import type { Slot } from './concurrency-limiter.js';
+import type { WaitConfig } from './limiter-options.js';
+import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from './wait-queue.js';
+import { systemClock, type Clock } from './clock.js';
+
+/**
+ * How often the first waiting caller of a key asks the store again while its
+ * slots are held (ms). A release in this process wakes it at once; one in
+ * another process is seen at the next ask, so this bounds how long a freed
+ * slot stays unused, at one store call per waiting key and process.
+ */
+export const SLOT_POLL_MS = 25;
+
+/**
+ * The waiting of a ConcurrencyLimiter: a refused `acquire` joins its key's
+ * line (see {@link WaitQueue}); the first caller asks the store again every
+ * {@link SLOT_POLL_MS} (sooner when a slot's expiry comes first), or at once
+ * when a slot of its key is released in this process.
+ */
+export class SlotWaiting {
+  private readonly queue: WaitQueue<Slot>;
+
+  /**
+   * @param limit - the limiter's limit, for the refusals of a full line
+   * @param wait - the checked `wait` option
+   * @param clock - time source of deadlines; default `Date.now`
+   * @param schedule - timer source; default {@link timerScheduler}
+   */
+  constructor(
+    private readonly limit: number,
+    private readonly wait: WaitConfig,
+    private readonly clock: Clock = systemClock,
+    schedule: Scheduler = timerScheduler,
+  ) {
+    this.queue = new WaitQueue({ maxQueue: wait.maxQueue, clock, schedule });
+  }
+
+  /** Calls of `key` waiting in this process. */
+  waiting(key: string): number {
+    return this.queue.waiting(key);
+  }
+
+  /** ConcurrencyLimiter.acquire with waiting: `once` is one acquire as without it. */
+  async acquire(key: string, once: () => Promise<Slot>): Promise<Slot> {
+    const deadline = this.clock() + this.wait.timeoutMs;
+    let first: AttemptResult<Slot> | undefined;
+    if (this.queue.waiting(key) === 0) {
+      first = attemptOf(await once());
+      if (first.admitted) return this.held(first.value, key, 0);
+    }
+    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first);
+    switch (result.status) {
+      case 'admitted':
+        return this.held(result.value, key, result.waitedMs);
+      case 'timeout':
+        return { ...result.value, allowed: false, retryAfterMs: Math.max(1, result.retryInMs), waitedMs: result.waitedMs };
+      case 'full': {
+        const retryAfterMs = Math.max(1, result.retryInMs);
+        const no = (): Promise<boolean> => Promise.resolve(false);
+        const base = result.value ?? { inFlight: this.limit, limit: this.limit, source: 'store' as const, release: no, renew: no };
+        return { ...base, allowed: false, retryAfterMs, waitedMs: 0 };
+      }
+    }
+  }
+
+  /** Rejects every waiting call with CLOSED and cancels their timers. */
+  close(): void {
+    this.queue.close();
+  }
+
+  /** The admitted slot with its wait, whose release lets the key's first waiting caller in at once. */
+  private held(slot: Slot, key: string, waitedMs: number): Slot {
+    const { allowed, inFlight, limit, retryAfterMs, source } = slot;
+    return {
+      allowed,
+      inFlight,
+      limit,
+      retryAfterMs,
+      source,
+      waitedMs,
+      release: () => slot.release().finally(() => this.queue.wake(key)),
+      renew: () => slot.renew(),
+    };
+  }
+}
+
+function attemptOf(slot: Slot): AttemptResult<Slot> {
+  return slot.allowed
+    ? { admitted: true, value: slot }
+    : { admitted: false, value: slot, retryInMs: Math.min(slot.retryAfterMs, SLOT_POLL_MS) };
+}

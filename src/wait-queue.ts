@@ -1,0 +1,276 @@
+/** WaitQueue: callers of one key wait in FIFO order for an attempt (a consume, an acquire) to succeed, retried by timer when it may, never past a deadline. */
+import { systemClock, type Clock } from './clock.js';
+import { ErrorCode, FloodgateError } from './errors.js';
+import { MAX_TIMER_MS } from './validate.js';
+
+/** What one attempt answered: admitted, or refused with the ms until it may succeed. */
+export type AttemptResult<T> =
+  { readonly admitted: true; readonly value: T } | { readonly admitted: false; readonly value: T; readonly retryInMs: number };
+
+/** One try of the waiter's operation; it runs only while the waiter is at the head of its key's line. */
+export type Attempt<T> = () => Promise<AttemptResult<T>>;
+
+/** How a wait ended. */
+export type WaitResult<T> =
+  /** The attempt succeeded after `waitedMs`. */
+  | { readonly status: 'admitted'; readonly value: T; readonly waitedMs: number }
+  /** The next retry would have fallen after the deadline: `retryInMs` more would have been needed. */
+  | { readonly status: 'timeout'; readonly value: T; readonly waitedMs: number; readonly retryInMs: number }
+  /**
+   * The key's line already held `maxQueue` waiters: refused at once, without
+   * an attempt. `value` is the line's latest refusal, if it had one yet.
+   */
+  | { readonly status: 'full'; readonly value: T | undefined; readonly waitedMs: 0; readonly retryInMs: number };
+
+/** Runs `fn` after `ms`; returns a function that cancels it. */
+export type Scheduler = (fn: () => void, ms: number) => () => void;
+
+/** Options of {@link WaitQueue}. */
+export interface WaitQueueOptions {
+  /** Most waiters per key; one more is refused at once. */
+  readonly maxQueue: number;
+  /** Time source of deadlines and waited times. Default `Date.now`. */
+  readonly clock?: Clock;
+  /** Timer source; tests pass one driven by a ManualClock. Default {@link timerScheduler}. */
+  readonly schedule?: Scheduler;
+  /**
+   * Shortest delay between two attempts of one line, in ms. A store that says
+   * "retry in 0 ms" and still refuses (a unit taken by another process in
+   * between) would otherwise be asked in a tight loop. Default 4.
+   */
+  readonly minRetryMs?: number;
+}
+
+interface Waiter<T> {
+  readonly attempt: Attempt<T>;
+  readonly deadline: number;
+  readonly since: number;
+  readonly resolve: (result: WaitResult<T>) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface Line<T> {
+  readonly waiters: Waiter<T>[];
+  /** An attempt of the head is in flight. */
+  busy: boolean;
+  /** A local event asked for a retry while the attempt was in flight: its refusal may already be stale. */
+  woken: boolean;
+  /** Cancels the pending retry; undefined when none is pending. */
+  cancel: (() => void) | undefined;
+  /** When the pending retry runs (clock time); 0 when none is pending. */
+  retryAt: number;
+  /** The latest refusal, for callers refused because the line is full. */
+  last: T | undefined;
+  /** How long the latest attempt took to answer (ms): a retry that would answer only after the deadline is not made. */
+  answerMs: number;
+  /** When the attempt in flight started; undefined when the refusal being handled came from the caller. */
+  startedAt: number | undefined;
+}
+
+/**
+ * The default scheduler: a plain `setTimeout`. It holds the event loop open
+ * on purpose: a timer exists only while a caller awaits the wait it times
+ * (bounded by that caller's deadline), and an unref'd one would let a script
+ * whose only work is `await limiter.consume(…)` exit mid-wait (exit code 13,
+ * the call lost). {@link WaitQueue.close} cancels them all.
+ */
+export const timerScheduler: Scheduler = (fn, ms) => {
+  const timer = setTimeout(fn, Math.min(ms, MAX_TIMER_MS));
+  return () => clearTimeout(timer);
+};
+
+/**
+ * Per-key FIFO lines of waiters. Only the head of a line attempts; it retries
+ * when its last refusal said the attempt may succeed (or sooner, when
+ * {@link wake} reports a local event such as a released slot), and the others
+ * wait behind it in arrival order, so a newcomer never overtakes a waiter of
+ * its process. No waiter is kept whose next retry would fall after its
+ * deadline: it is refused at once with the time it would have needed.
+ *
+ * Across processes there is no order: each process's head asks the shared
+ * store, which decides.
+ */
+export class WaitQueue<T> {
+  private readonly lines = new Map<string, Line<T>>();
+  private readonly maxQueue: number;
+  private readonly clock: Clock;
+  private readonly schedule: Scheduler;
+  private readonly minRetryMs: number;
+  private closed = false;
+
+  /** @param options - see {@link WaitQueueOptions} */
+  constructor(options: WaitQueueOptions) {
+    this.maxQueue = options.maxQueue;
+    this.clock = options.clock ?? systemClock;
+    this.schedule = options.schedule ?? timerScheduler;
+    this.minRetryMs = options.minRetryMs ?? 4;
+  }
+
+  /** Waiters in `key`'s line, the head included. */
+  waiting(key: string): number {
+    return this.lines.get(key)?.waiters.length ?? 0;
+  }
+
+  /** Keys with waiters. */
+  get keys(): number {
+    return this.lines.size;
+  }
+
+  /**
+   * Waits in `key`'s line until `attempt` admits, or until its next retry
+   * would fall after `deadline` (clock time). With nobody ahead, the attempt
+   * runs at once, unless `refused` is the answer of one the caller just made
+   * (then the retry is scheduled from it, sparing a second store call).
+   * Rejects when the attempt rejects, and with CLOSED after {@link close}.
+   */
+  run(key: string, attempt: Attempt<T>, deadline: number, refused?: AttemptResult<T>): Promise<WaitResult<T>> {
+    if (this.closed) return Promise.reject(closedError());
+    let line = this.lines.get(key);
+    const now = this.clock();
+    if (line !== undefined && line.waiters.length >= this.maxQueue) {
+      return Promise.resolve({ status: 'full', value: line.last, waitedMs: 0, retryInMs: this.lineRetryIn(line, now) });
+    }
+    // Behind a head that retries only after this deadline, nothing can admit this waiter in time.
+    if (line !== undefined && line.retryAt + line.answerMs > deadline && line.last !== undefined) {
+      return Promise.resolve({ status: 'timeout', value: line.last, waitedMs: 0, retryInMs: line.retryAt - now });
+    }
+    if (line === undefined) {
+      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined, answerMs: 0, startedAt: undefined };
+      this.lines.set(key, line);
+    }
+    const waiters = line.waiters;
+    return new Promise<WaitResult<T>>((resolve, reject) => {
+      const waiter: Waiter<T> = { attempt, deadline, since: now, resolve, reject };
+      waiters.push(waiter);
+      if (waiters.length > 1) return;
+      if (refused !== undefined && !refused.admitted) this.answered(key, line, waiter, refused);
+      else this.pump(key, line);
+    });
+  }
+
+  /**
+   * A local event may let `key`'s head succeed now (a slot released in this
+   * process): retry it at once instead of at its scheduled time.
+   */
+  wake(key: string): void {
+    const line = this.lines.get(key);
+    if (line === undefined) return;
+    if (line.busy) {
+      line.woken = true;
+      return;
+    }
+    if (line.cancel === undefined) return;
+    line.cancel();
+    line.cancel = undefined;
+    line.retryAt = 0;
+    this.pump(key, line);
+  }
+
+  /** Cancels every pending retry and rejects every waiter with CLOSED; later calls reject at once. */
+  close(): void {
+    this.closed = true;
+    const error = closedError();
+    for (const line of this.lines.values()) {
+      line.cancel?.();
+      line.cancel = undefined;
+      for (const waiter of line.waiters.splice(0)) waiter.reject(error);
+    }
+    this.lines.clear();
+  }
+
+  /** Runs the head's attempt, then settles it or schedules its retry. */
+  private pump(key: string, line: Line<T>): void {
+    const head = line.waiters[0];
+    if (head === undefined || this.closed) {
+      if (this.lines.get(key) === line) this.lines.delete(key);
+      return;
+    }
+    const now = this.clock();
+    // A late timer (a busy event loop), or the waiters drained one by one ahead of this one, must not
+    // start an attempt that would answer past the deadline.
+    if (now + line.answerMs > head.deadline && line.last !== undefined) {
+      const retryInMs = Math.max(line.answerMs, this.minRetryMs);
+      this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
+      return;
+    }
+    line.busy = true;
+    line.woken = false;
+    line.startedAt = now;
+    let pending: Promise<AttemptResult<T>>;
+    try {
+      pending = head.attempt();
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    pending.then(
+      (result) => this.answered(key, line, head, result),
+      (error: unknown) => {
+        line.busy = false;
+        line.startedAt = undefined;
+        line.waiters.shift();
+        head.reject(error);
+        this.pump(key, line);
+      },
+    );
+  }
+
+  private answered(key: string, line: Line<T>, head: Waiter<T>, result: AttemptResult<T>): void {
+    line.busy = false;
+    if (this.closed) return;
+    const now = this.clock();
+    if (line.startedAt !== undefined) line.answerMs = now - line.startedAt;
+    line.startedAt = undefined;
+    if (result.admitted) {
+      this.settle(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
+      return;
+    }
+    line.last = result.value;
+    const delay = line.woken ? this.minRetryMs : Math.max(result.retryInMs, this.minRetryMs);
+    const retryAt = now + delay;
+    if (!(retryAt + line.answerMs <= head.deadline)) {
+      const retryInMs = Math.max(result.retryInMs, delay);
+      this.settle(key, line, { status: 'timeout', value: result.value, waitedMs: now - head.since, retryInMs }, retryAt);
+      return;
+    }
+    this.dropHopeless(line, 1, retryAt, now);
+    line.retryAt = retryAt;
+    line.cancel = this.schedule(() => {
+      line.cancel = undefined;
+      line.retryAt = 0;
+      this.pump(key, line);
+    }, delay);
+  }
+
+  /**
+   * Ends the head's wait with `result` and lets the next waiter attempt. When
+   * the head timed out, waiters behind it whose deadline falls before
+   * `retryAt` go too: in FIFO order none of them is admitted before it.
+   */
+  private settle(key: string, line: Line<T>, result: WaitResult<T>, retryAt?: number): void {
+    const head = line.waiters.shift()!;
+    head.resolve(result);
+    if (retryAt !== undefined) this.dropHopeless(line, 0, retryAt, this.clock());
+    this.pump(key, line);
+  }
+
+  /** Refuses the waiters from index `from` on whose deadline falls before the line's next retry at `retryAt`. */
+  private dropHopeless(line: Line<T>, from: number, retryAt: number, now: number): void {
+    const value = line.last;
+    if (value === undefined) return;
+    const waiters = line.waiters;
+    for (let i = waiters.length - 1; i >= from; i--) {
+      const w = waiters[i]!;
+      if (w.deadline >= retryAt + line.answerMs) continue;
+      waiters.splice(i, 1);
+      w.resolve({ status: 'timeout', value, waitedMs: now - w.since, retryInMs: retryAt - now });
+    }
+  }
+
+  private lineRetryIn(line: Line<T>, now: number): number {
+    return line.retryAt > now ? line.retryAt - now : this.minRetryMs;
+  }
+}
+
+function closedError(): FloodgateError {
+  return new FloodgateError(ErrorCode.CLOSED, 'The wait queue was closed; calls waiting in it were rejected, and new ones are.');
+}
