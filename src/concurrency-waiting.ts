@@ -49,7 +49,9 @@ export class SlotWaiting {
       first = attemptOf(await once());
       if (first.admitted) return this.held(first.value, key, 0);
     }
-    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first);
+    // A slot taken after the caller's deadline (it was told no) is freed at once.
+    const late = (slot: Slot): void => void slot.release().catch(() => undefined);
+    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first, late);
     switch (result.status) {
       case 'admitted':
         return this.held(result.value, key, result.waitedMs);

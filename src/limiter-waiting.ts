@@ -23,6 +23,12 @@ export interface WaitingDeps {
   readonly consume: (key: string, cost: number) => Promise<Decision>;
   /** One synchronous consume as the limiter decides it without waiting (undefined: ask `consume`). */
   readonly consumeNow: (key: string, cost: number) => Decision | undefined;
+  /**
+   * Gives back a consume admitted after its caller's deadline (the caller was
+   * refused): `decision` is that consume's, asked at `at` (the clock, read
+   * before the store decided).
+   */
+  readonly giveBack: (key: string, cost: number, decision: Decision, at: number) => void;
   /** Timer source. Default {@link timerScheduler}. */
   readonly schedule?: Scheduler;
 }
@@ -78,7 +84,16 @@ export class LimiterWaiting {
       first = await this.attempt(key, cost);
       if (first.admitted) return this.paced(first.value, key, cost, 0);
     }
-    const result = await queue.run(key, () => this.attempt(key, cost), deadline, first);
+    // Each attempt's start, so that one admitted after the deadline is given back by the rules of a reservation's cancel.
+    const started = new WeakMap<Decision, number>();
+    const attempt = async (): Promise<AttemptResult<Decision>> => {
+      const at = this.deps.clock();
+      const answer = await this.attempt(key, cost);
+      started.set(answer.value, at);
+      return answer;
+    };
+    const late = (decision: Decision): void => this.deps.giveBack(key, cost, decision, started.get(decision) ?? this.deps.clock());
+    const result = await queue.run(key, attempt, deadline, first, late);
     switch (result.status) {
       case 'admitted':
         return this.paced(result.value, key, cost, result.waitedMs);

@@ -10,7 +10,7 @@ import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
-import { reserve, type Reservation, type ReserveOptions } from './reservation.js';
+import { holdReservation, reserve, type Reservation, type ReserveOptions } from './reservation.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
 import {
@@ -122,7 +122,12 @@ export class RateLimiter {
     this.failureMode = o.onStoreFailure ?? 'reject';
     const { policy, store, prefix, clock } = this;
     const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
-    this.waiting = LimiterWaiting.fromOptions(o, { policy, store, prefix, clock, consume, consumeNow });
+    const giveBack = (key: string, cost: number, decision: Decision, at: number): void =>
+      // Best effort: a give-back that fails leaves the units spent, never more than the caller was refused.
+      void holdReservation(this, key, cost, decision, at, policy.windowMs)
+        .cancel()
+        .catch(() => undefined);
+    this.waiting = LimiterWaiting.fromOptions(o, { policy, store, prefix, clock, consume, consumeNow, giveBack });
   }
 
   /**

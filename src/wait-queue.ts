@@ -47,6 +47,10 @@ interface Waiter<T> {
   readonly since: number;
   readonly resolve: (result: WaitResult<T>) => void;
   readonly reject: (error: unknown) => void;
+  /** Takes back an admission that answered after this waiter's deadline (see {@link WaitQueue.run}). */
+  readonly late: ((value: T) => void) | undefined;
+  /** Answered at its deadline while its attempt was in flight: that attempt's answer is no longer its own. */
+  gone: boolean;
 }
 
 interface Line<T> {
@@ -65,6 +69,8 @@ interface Line<T> {
   answerMs: number;
   /** When the attempt in flight started; undefined when the refusal being handled came from the caller. */
   startedAt: number | undefined;
+  /** Cancels the deadline of the head whose attempt is in flight. */
+  cancelDeadline: (() => void) | undefined;
 }
 
 /**
@@ -122,8 +128,14 @@ export class WaitQueue<T> {
    * runs at once, unless `refused` is the answer of one the caller just made
    * (then the retry is scheduled from it, sparing a second store call).
    * Rejects when the attempt rejects, and with CLOSED after {@link close}.
+   *
+   * No wait outlasts its deadline: a head whose attempt is still in flight
+   * then is answered `timeout` at once, and should that attempt admit after
+   * all, its value goes to `late`, which gives it back (the caller was told
+   * no). Without `late` (or before any refusal was seen) the attempt is
+   * awaited instead.
    */
-  run(key: string, attempt: Attempt<T>, deadline: number, refused?: AttemptResult<T>): Promise<WaitResult<T>> {
+  run(key: string, attempt: Attempt<T>, deadline: number, refused?: AttemptResult<T>, late?: (value: T) => void): Promise<WaitResult<T>> {
     if (this.closed) return Promise.reject(closedError());
     let line = this.lines.get(key);
     const now = this.clock();
@@ -135,14 +147,25 @@ export class WaitQueue<T> {
       return Promise.resolve({ status: 'timeout', value: line.last, waitedMs: 0, retryInMs: line.retryAt - now });
     }
     if (line === undefined) {
-      line = { waiters: [], busy: false, woken: false, cancel: undefined, retryAt: 0, last: undefined, answerMs: 0, startedAt: undefined };
+      line = {
+        waiters: [],
+        busy: false,
+        woken: false,
+        cancel: undefined,
+        retryAt: 0,
+        last: undefined,
+        answerMs: 0,
+        startedAt: undefined,
+        cancelDeadline: undefined,
+      };
       this.lines.set(key, line);
     }
     const waiters = line.waiters;
     return new Promise<WaitResult<T>>((resolve, reject) => {
-      const waiter: Waiter<T> = { attempt, deadline, since: now, resolve, reject };
+      const waiter: Waiter<T> = { attempt, deadline, since: now, resolve, reject, late, gone: false };
       waiters.push(waiter);
-      if (waiters.length > 1) return;
+      // Behind others, or behind an attempt whose waiter left at its deadline: that attempt's answer drives the line.
+      if (waiters.length > 1 || line.busy) return;
       if (refused !== undefined && !refused.admitted) this.answered(key, line, waiter, refused);
       else this.pump(key, line);
     });
@@ -173,6 +196,7 @@ export class WaitQueue<T> {
     for (const line of this.lines.values()) {
       line.cancel?.();
       line.cancel = undefined;
+      this.stopDeadline(line);
       for (const waiter of line.waiters.splice(0)) waiter.reject(error);
     }
     this.lines.clear();
@@ -196,6 +220,7 @@ export class WaitQueue<T> {
     line.busy = true;
     line.woken = false;
     line.startedAt = now;
+    if (head.late !== undefined) line.cancelDeadline = this.schedule(() => this.expire(key, line, head), Math.max(0, head.deadline - now));
     let pending: Promise<AttemptResult<T>>;
     try {
       pending = head.attempt();
@@ -203,15 +228,49 @@ export class WaitQueue<T> {
       pending = Promise.reject(error);
     }
     pending.then(
-      (result) => this.answered(key, line, head, result),
-      (error: unknown) => {
+      (result) => {
+        this.stopDeadline(line);
+        if (!head.gone) {
+          this.answered(key, line, head, result);
+          return;
+        }
+        // Its waiter was answered at the deadline: an admission goes back; a refusal is the line's news for the next head.
         line.busy = false;
         line.startedAt = undefined;
-        line.waiters.shift();
-        head.reject(error);
+        if (result.admitted) head.late!(result.value);
+        else line.last = result.value;
+        const next = line.waiters[0];
+        if (!result.admitted && next !== undefined && !this.closed) this.answered(key, line, next, result);
+        else this.pump(key, line);
+      },
+      (error: unknown) => {
+        this.stopDeadline(line);
+        line.busy = false;
+        line.startedAt = undefined;
+        if (!head.gone) {
+          line.waiters.shift();
+          head.reject(error);
+        }
         this.pump(key, line);
       },
     );
+  }
+
+  /** The head's deadline came while its attempt was in flight: it is answered now, and the attempt's answer goes to its `late`. */
+  private expire(key: string, line: Line<T>, head: Waiter<T>): void {
+    line.cancelDeadline = undefined;
+    const value = line.last;
+    if (!line.busy || line.waiters[0] !== head || value === undefined) return;
+    head.gone = true;
+    line.waiters.shift();
+    const now = this.clock();
+    head.resolve({ status: 'timeout', value, waitedMs: now - head.since, retryInMs: Math.max(line.answerMs, this.minRetryMs) });
+    if (this.lines.get(key) === line && line.waiters.length === 0 && !line.busy) this.lines.delete(key);
+  }
+
+  private stopDeadline(line: Line<T>): void {
+    line.cancelDeadline?.();
+    line.cancelDeadline = undefined;
   }
 
   private answered(key: string, line: Line<T>, head: Waiter<T>, result: AttemptResult<T>): void {
@@ -221,6 +280,13 @@ export class WaitQueue<T> {
     if (line.startedAt !== undefined) line.answerMs = now - line.startedAt;
     line.startedAt = undefined;
     if (result.admitted) {
+      // Answered past the deadline before its timer could run (a busy event loop): not the caller's any more.
+      if (head.late !== undefined && now > head.deadline && line.last !== undefined) {
+        head.late(result.value);
+        const retryInMs = Math.max(line.answerMs, this.minRetryMs);
+        this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
+        return;
+      }
       this.settle(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
       return;
     }

@@ -30,6 +30,14 @@ export const WarningCode = {
   WAIT_SHORTER_THAN_UNIT: 'FLOODGATE_WAIT_SHORTER_THAN_UNIT',
   /** A RateLimiter with `wait` or `execEvenly` is a part of `consumeAll`, which decides at once: the composite neither waits nor paces. Cause and fix: docs/errors.md#floodgate_composite_does_not_wait. */
   COMPOSITE_DOES_NOT_WAIT: 'FLOODGATE_COMPOSITE_DOES_NOT_WAIT',
+  /** A gateway rule's upstream reported a cost that is not a whole number ≥ 0 (negative, fractional, NaN, a string): the estimate was charged. */
+  COST_USAGE_INVALID: 'FLOODGATE_COST_USAGE_INVALID',
+  /** A gateway rule reads its cost from the response body, but the upstream compressed it: the estimate is charged. */
+  COST_RESPONSE_ENCODED: 'FLOODGATE_COST_RESPONSE_ENCODED',
+  /** A gateway rule reads its cost from a response body too large (or an event-stream line too long) to keep: the estimate is charged. */
+  COST_RESPONSE_TOO_LARGE: 'FLOODGATE_COST_RESPONSE_TOO_LARGE',
+  /** A gateway rule's upstream answered a request successfully without reporting its cost where the rule looks: the estimate was charged. */
+  COST_USAGE_MISSING: 'FLOODGATE_COST_USAGE_MISSING',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -149,6 +149,53 @@ test('no attempt is started that would answer after the deadline: the last answe
   assert.equal(result.waitedMs, 80);
 });
 
+test('an attempt still in flight at the deadline: its waiter is answered at the deadline, and an admission that comes later goes to late', async () => {
+  const timers = new ManualTimers();
+  const queue = new WaitQueue<string>({ maxQueue: 10, clock: timers.clock.now, schedule: timers.schedule });
+  // The first answer takes 5 ms; the retry at 50 takes 40 ms (a slow store), admitting at 90, after the deadline at 70.
+  let calls = 0;
+  const attempt = async (): Promise<AttemptResult<string>> => {
+    calls++;
+    await new Promise<void>((resolve) => timers.schedule(resolve, calls === 1 ? 5 : 40));
+    return calls === 1 ? { admitted: false, value: 'out', retryInMs: 45 } : { admitted: true, value: 'in' };
+  };
+  const given: string[] = [];
+  const waiting = queue.run('k', attempt, 70, undefined, (value) => given.push(value));
+  let answeredAt: number | undefined;
+  void waiting.then(() => (answeredAt = timers.clock.now()));
+  await timers.advance(200);
+  const result = await waiting;
+  assert.equal(result.status, 'timeout');
+  assert.equal(answeredAt, 70);
+  assert.equal(result.waitedMs, 70);
+  // The admission answered at 90 was not the caller's: it went back through late.
+  assert.deepEqual(given, ['in']);
+  assert.equal(queue.keys, 0);
+});
+
+test('a newcomer behind an attempt whose waiter left at its deadline waits for that attempt, never runs one beside it', async () => {
+  const timers = new ManualTimers();
+  const queue = new WaitQueue<string>({ maxQueue: 10, clock: timers.clock.now, schedule: timers.schedule });
+  let inFlight = 0;
+  let most = 0;
+  let calls = 0;
+  const attempt = async (): Promise<AttemptResult<string>> => {
+    calls++;
+    inFlight++;
+    most = Math.max(most, inFlight);
+    await new Promise<void>((resolve) => timers.schedule(resolve, calls === 1 ? 5 : 40));
+    inFlight--;
+    return { admitted: false, value: `r${calls}`, retryInMs: 20 };
+  };
+  const first = queue.run('k', attempt, 40, undefined, () => {});
+  await timers.advance(30); // the retry at 25 is in flight until 65; the deadline at 40 answers the first waiter
+  const second = queue.run('k', attempt, 200, undefined, () => {});
+  await timers.advance(300);
+  assert.equal((await first).status, 'timeout');
+  assert.equal(most, 1);
+  assert.ok((await second).status === 'timeout' || (await second).status === 'admitted');
+});
+
 test('wake retries the head at once (a slot released in this process), not at its scheduled time', async () => {
   const timers = new ManualTimers();
   const queue = new WaitQueue<string>({ maxQueue: 10, clock: timers.clock.now, schedule: timers.schedule });

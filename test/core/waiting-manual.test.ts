@@ -20,6 +20,7 @@ function waitingLimiter(timers: ManualTimers, options: Omit<RateLimiterOptions, 
     clock: timers.clock.now,
     consume: (key, cost) => plain.consume(key, cost),
     consumeNow: (key, cost) => plain.consumeNow(key, cost),
+    giveBack: (key, cost) => void plain.reward(key, cost),
     schedule: timers.schedule,
   });
 }

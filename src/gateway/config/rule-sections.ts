@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe } from '../../duration.js';
+import { costSettings } from './cost-config.js';
 import { parsePathPattern } from './path-config.js';
 import {
   InvalidValue,
@@ -17,7 +18,7 @@ import {
 import { type KeySettings, type MatchSettings, type PolicySettings, type RuleSettings } from './settings.js';
 import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
 
-const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final'] as const;
+const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration', 'key'] as const;
@@ -72,7 +73,9 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
       c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
     seen.add(label);
   });
-  return { name, match: matchSettings(c, [...path, 'match'], r.match), key, policies, shadow, final, line: c.lineOf(path) };
+  const match = matchSettings(c, [...path, 'match'], r.match);
+  const cost = r.cost === undefined ? undefined : costSettings(c, [...path, 'cost'], r.cost, policies, shadow);
+  return { name, match, key, policies, shadow, final, ...(cost === undefined ? {} : { cost }), line: c.lineOf(path) };
 }
 
 function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {

@@ -79,8 +79,25 @@ export interface RuleSettings {
   readonly shadow: boolean;
   /** When this enforced rule matches, the rules after it are not tried (by default every matching enforced rule applies). */
   readonly final: boolean;
+  /** Each request costs the units its upstream response reports (`cost:` in the config); absent: one unit per request. */
+  readonly cost?: CostSettings | undefined;
   /** The 1-based line where the rule starts in its config file, for messages; undefined for the command line's rule. */
   readonly line?: number | undefined;
+}
+
+/** Where a response reports its cost: a response header, or a field of the JSON body (or of a streamed response's last event). */
+export type UsageSource =
+  /** A response header holding a whole number, e.g. `x-usage-tokens`. */
+  | { readonly kind: 'header'; readonly header: string }
+  /** A dotted path into the JSON body, or into each `text/event-stream` event's JSON data (the last one seen wins). */
+  | { readonly kind: 'json'; readonly path: readonly string[] };
+
+/** A rule's `cost`: the units reserved before forwarding, and where the response says what it really cost. */
+export interface CostSettings {
+  /** Units reserved per request before it is forwarded; what is charged when the response reports no usable cost. */
+  readonly estimate: number;
+  /** Where the actual cost is read. */
+  readonly source: UsageSource;
 }
 
 /** What a limiter does while its store fails. */

@@ -8,6 +8,8 @@ import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
+import { RuleCost } from './rule-cost.js';
+import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
 import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
@@ -39,6 +41,12 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     ...(p.key === undefined ? {} : { key: keySource(p.key) }),
   }));
   const log = context.log.child({ rule: rule.name });
+  const cost =
+    rule.cost === undefined
+      ? undefined
+      : new RuleCost(rule.name, rule.cost.estimate, rule.cost.source, (code, message) => {
+          if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
+        });
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
@@ -54,6 +62,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     onError: (error) => {
       if (!isStoreFailure(error)) warn(error);
     },
+    // A rule with cost takes its estimate from every policy, decided together as any cost is, and commits what the response reported.
+    ...(cost === undefined ? {} : { cost: cost.estimate, actualCost: (req: IncomingMessage) => cost.actual(req) }),
   };
   const keyIsIp = rule.key.kind === 'ip';
   if (rule.shadow) {
@@ -77,6 +87,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     options.onLimited = (_req, info) =>
       log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
+  const limiter = new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false });
   const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
     RuleOutcome,
     DecisionCell
@@ -89,8 +100,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
     checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
-    limiter: new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false }),
+    limiter,
     limiters: policies.map((p) => p.limiter),
+    cost,
     counts,
   };
 }

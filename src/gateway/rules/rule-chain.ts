@@ -1,6 +1,7 @@
 /** Several enforced rules for one request: each counts in turn, the first refusal answers (later rules are not charged), and an admitted request carries every rule's RateLimit fields. */
 import type { HeaderPair } from '../../http/headers.js';
 import type { Verdict } from './verdict.js';
+import type { Charge } from './rule-cost.js';
 
 /**
  * Runs `enforce` for each rule in order, waiting for each before the next:
@@ -13,18 +14,25 @@ import type { Verdict } from './verdict.js';
  * Synchronous as long as every rule answers synchronously.
  */
 export function enforceInTurn<R>(rules: readonly R[], enforce: (rule: R) => Verdict | Promise<Verdict>): Verdict | Promise<Verdict> {
-  const step = (i: number, fields: readonly HeaderPair[]): Verdict | Promise<Verdict> => {
+  const step = (i: number, fields: readonly HeaderPair[], charges: readonly Charge[]): Verdict | Promise<Verdict> => {
     const decided = enforce(rules[i]!);
-    return decided instanceof Promise ? decided.then((verdict) => next(i, fields, verdict)) : next(i, fields, decided);
+    return decided instanceof Promise ? decided.then((verdict) => next(i, fields, charges, verdict)) : next(i, fields, charges, decided);
   };
-  const next = (i: number, fields: readonly HeaderPair[], verdict: Verdict): Verdict | Promise<Verdict> => {
+  const next = (i: number, fields: readonly HeaderPair[], charges: readonly Charge[], verdict: Verdict): Verdict | Promise<Verdict> => {
+    // A later refusal leaves the earlier rules' estimates taken (charged as they are), like any units they took.
     if (!verdict.forward) return verdict;
     const merged = mergeFields(fields, verdict.headers);
-    if (i + 1 === rules.length) return merged === verdict.headers ? verdict : { forward: true, headers: merged };
-    return step(i + 1, merged);
+    const all = verdict.charges === undefined ? charges : [...charges, ...verdict.charges];
+    if (i + 1 === rules.length) {
+      if (merged === verdict.headers && all === verdict.charges) return verdict;
+      return all.length === 0 ? { forward: true, headers: merged } : { forward: true, headers: merged, charges: all };
+    }
+    return step(i + 1, merged, all);
   };
-  return step(0, []);
+  return step(0, [], NO_CHARGES);
 }
+
+const NO_CHARGES: readonly Charge[] = Object.freeze([]);
 
 /**
  * The RateLimit fields of two rules as one set: Structured Field lists (the

@@ -6,6 +6,7 @@ import type { HeaderPair } from '../../http/headers.js';
 import { RateLimiter } from '../../limiter.js';
 import type { Store } from '../../stores/store.js';
 import type { KeyCheck } from './key-check.js';
+import type { RuleCost } from './rule-cost.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { ForwardedHeaderWatch } from '../serve/forwarded-warning.js';
 import { enforceInTurn } from './rule-chain.js';
@@ -32,6 +33,8 @@ export interface Rule {
   readonly limiter: HttpLimiter<IncomingMessage>;
   /** The RateLimiters of its policies, on the shared store (not the insurance ones), whose breakers readiness reads. */
   readonly limiters: readonly RateLimiter[];
+  /** With `cost`: the estimate each request takes, and how its response settles it; undefined for one unit per request. */
+  readonly cost: RuleCost | undefined;
   /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
 }

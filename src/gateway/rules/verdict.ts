@@ -3,11 +3,12 @@ import type { HttpOutcome } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
 import type { KeyRefusal } from './key-check.js';
 import type { Rule } from './rule-set.js';
+import type { Charge } from './rule-cost.js';
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =
-  /** Forward it; add `headers` to the upstream's response. */
-  | { readonly forward: true; readonly headers: readonly HeaderPair[] }
+  /** Forward it; add `headers` to the upstream's response; `charges` (rules with `cost`) are committed when the response ends. */
+  | { readonly forward: true; readonly headers: readonly HeaderPair[]; readonly charges?: readonly Charge[] }
   /** Answer it with this response. */
   | {
       readonly forward: false;
@@ -39,6 +40,10 @@ export function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
   switch (outcome.action) {
     case 'continue':
       rule.counts.allowed.count += 1;
+      if (rule.cost !== undefined) {
+        const charge = rule.cost.charge(rule.limiter, outcome.info);
+        if (charge !== undefined) return { forward: true, headers: outcome.headers, charges: [charge] };
+      }
       return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
     case 'respond':
       rule.counts[refusalOutcome(outcome.status)].count += 1;

@@ -10,6 +10,8 @@ import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.
 import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
+import { observeCost, withoutUsageHeaders, type CostWatch } from './response-cost.js';
+import type { Charge } from '../rules/rule-cost.js';
 import type { GatewayLogger } from './log.js';
 import type { GatewayMetrics, LatencyChild } from './metrics.js';
 import type { ProxySettings } from '../config/settings.js';
@@ -100,12 +102,15 @@ export class UpstreamProxy {
    * waits on a slow client; a larger one streams and must keep
    * `proxy.minBodyRate`. Answers 502 or 504 itself when the upstream fails
    * before its headers; after them, a failure can only cut the response
-   * (the status is already sent). Ends the caller's {@link hold}.
+   * (the status is already sent). `charges` (rules with `cost`) are
+   * committed when the response ends, at the cost it reported.
+   * Ends the caller's {@link hold}.
    */
-  forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[]): void {
+  forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], charges?: readonly Charge[]): void {
+    const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD');
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
-      this.enqueue(req, res, extra, null, false);
+      this.enqueue(req, res, extra, null, false, watch);
       return;
     }
     readBody(
@@ -113,7 +118,7 @@ export class UpstreamProxy {
       this.requestBuffer,
       (body, streaming) => {
         if (res.destroyed) this.release();
-        else this.enqueue(req, res, extra, body, streaming);
+        else this.enqueue(req, res, extra, body, streaming, watch);
       },
       () => this.release(),
     );
@@ -125,10 +130,17 @@ export class UpstreamProxy {
    * request is in the pool (or answered, or its client gone), so a retired
    * pool is not closed under a request still waiting in this queue.
    */
-  private enqueue(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
+  private enqueue(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly HeaderPair[],
+    body: OutgoingBody,
+    streaming: boolean,
+    watch: CostWatch | undefined,
+  ): void {
     if (this.queue.tryEnter()) {
       try {
-        this.dispatch(req, res, extra, body, streaming);
+        this.dispatch(req, res, extra, body, streaming, watch);
       } finally {
         this.release();
       }
@@ -138,7 +150,7 @@ export class UpstreamProxy {
       () => {
         res.off('close', left);
         try {
-          this.dispatch(req, res, extra, body, streaming);
+          this.dispatch(req, res, extra, body, streaming, watch);
         } finally {
           this.release();
         }
@@ -155,7 +167,14 @@ export class UpstreamProxy {
     res.once('close', left);
   }
 
-  private dispatch(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], body: OutgoingBody, streaming: boolean): void {
+  private dispatch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly HeaderPair[],
+    body: OutgoingBody,
+    streaming: boolean,
+    watch: CostWatch | undefined,
+  ): void {
     const started = performance.now();
     const controller = new AbortController();
     // A client that goes away must not keep an upstream request (and a pool slot) busy.
@@ -184,7 +203,7 @@ export class UpstreamProxy {
         {
           path: this.basePath + (req.url ?? '/'),
           method: req.method as 'GET',
-          headers: this.forwardHeaders.build(req),
+          headers: watch === undefined ? this.forwardHeaders.build(req) : withoutUsageHeaders(this.forwardHeaders.build(req), watch),
           body,
           signal: controller.signal,
         },
@@ -199,7 +218,7 @@ export class UpstreamProxy {
           // Destroying the response aborts the upstream request (its 'close' handler above).
           if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
           res.writeHead(statusCode, responseHead(headers, extra));
-          return res;
+          return watch === undefined ? res : watch.body(statusCode, headers);
         },
       )
       .then(

@@ -1,0 +1,45 @@
+/** A rule's `cost` section: the estimate reserved before forwarding, and the response header or JSON field holding the actual cost. */
+import { describe } from '../../duration.js';
+import { InvalidValue, parseHeaderName, parsePositiveInt } from './values.js';
+import type { CostSettings, PolicySettings } from './settings.js';
+import { mapping, type Cursor, type Path } from './yaml-cursor.js';
+
+const COST_FIELDS = ['estimate', 'header', 'json'] as const;
+/** One segment of a JSON path: a property name or an array index; no spaces, no brackets, no empty segment. */
+const JSON_SEGMENT = /^[A-Za-z0-9_$-]+$/;
+const EXAMPLE = 'e.g. cost: { estimate: 500, header: x-usage-tokens } or cost: { estimate: 500, json: usage.total_tokens }';
+
+/**
+ * Parses a rule's `cost`. The estimate must fit every policy of the rule
+ * (a request reserving more than a policy's limit could never pass), and
+ * a shadow rule cannot have one: it never refuses, so there is nothing a
+ * reservation would hold back.
+ */
+export function costSettings(c: Cursor, path: Path, value: unknown, policies: readonly PolicySettings[], shadow: boolean): CostSettings {
+  const o = mapping(c, path, value, COST_FIELDS);
+  if (shadow) c.fail(path, 'a shadow rule only reports, so it has nothing to reserve; remove cost or shadow.');
+  if (o.estimate === undefined) c.fail(path, `needs an estimate: the units reserved before the request is forwarded (${EXAMPLE}).`);
+  const estimate = c.at([...path, 'estimate'], () => parsePositiveInt(o.estimate));
+  policies.forEach((p) => {
+    if (estimate > p.limit)
+      c.fail(
+        [...path, 'estimate'],
+        `${estimate} is larger than the limit ${p.limit} of policy ${JSON.stringify(p.name ?? `${p.limit}/${p.windowMs}ms`)}, so no request could ever pass; lower the estimate or raise the limit.`,
+      );
+  });
+  if (o.header !== undefined && o.json !== undefined)
+    c.fail([...path, 'json'], 'give either header or json, not both: the actual cost is read from one place.');
+  if (o.header === undefined && o.json === undefined)
+    c.fail(path, `needs header (a response header with the cost) or json (the body field with it), ${EXAMPLE}.`);
+  if (o.header !== undefined)
+    return { estimate, source: { kind: 'header', header: c.at([...path, 'header'], () => parseHeaderName(o.header)) } };
+  const jsonPath = c.at([...path, 'json'], () => {
+    const segments = typeof o.json === 'string' ? o.json.split('.') : [];
+    if (segments.length === 0 || !segments.every((s) => JSON_SEGMENT.test(s)))
+      throw new InvalidValue(
+        `must be a dotted path to a number in the response body, such as "usage.total_tokens"; got ${describe(o.json)}.`,
+      );
+    return segments;
+  });
+  return { estimate, source: { kind: 'json', path: jsonPath } };
+}

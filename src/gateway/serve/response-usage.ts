@@ -1,0 +1,260 @@
+/** Reads the cost an upstream response reports (a header, the JSON body's field, or a streamed response's last usage event) from the chunks as they pass, in bounded memory. */
+import type { IncomingHttpHeaders } from 'node:http';
+import { WarningCode, type WarningCodeValue } from '../../warnings.js';
+import type { UsageSource } from '../config/settings.js';
+
+/** Largest JSON body kept to find its usage field; a larger body is relayed whole but settled at the estimate. */
+export const MAX_JSON_BYTES = 1024 * 1024;
+/** Longest SSE line (and event data) kept; a longer one is skipped to its end, so a never-ending line holds no more than this. */
+export const MAX_SSE_LINE_BYTES = 64 * 1024;
+
+const LF = 0x0a;
+
+/** Emits a one-time warning about a rule's responses (see warnings.ts); the caller also logs it. */
+export type UsageWarn = (code: WarningCodeValue, message: string) => void;
+
+/** How the body is read, decided from the response head. */
+type Mode = 'none' | 'json' | 'sse';
+
+/**
+ * Watches one response for the cost it reports. The proxy hands it the
+ * head, then every body chunk as it is written to the client (nothing is
+ * delayed or copied for the client), and asks {@link usage} once the
+ * response has been written whole. Memory stays bounded whatever the
+ * upstream sends: a JSON body is kept up to {@link MAX_JSON_BYTES}, an SSE
+ * stream one line (at most {@link MAX_SSE_LINE_BYTES}) and one event's data
+ * at a time, and only the last usage seen.
+ */
+export class UsageReader {
+  private mode: Mode = 'none';
+  /** The usage as found (header text or JSON value), checked only when asked for. */
+  private found: unknown;
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  /** Bytes of the SSE line being read, when it spans chunks. */
+  private line: Buffer[] = [];
+  private lineBytes = 0;
+  /** True while the rest of an over-long SSE line is skipped. */
+  private skipping = false;
+  /** The data lines of the SSE event being read. */
+  private eventData: string[] = [];
+  private dataBytes = 0;
+  /** True when the event being read has more data than is kept: it is dropped whole. */
+  private dropping = false;
+  /** True when the response should report a cost: a 2xx with a body the reader can read. */
+  private expected = false;
+  /** Set once the body was read whole: {@link usage} then answers from {@link result}. */
+  private ended = false;
+  private result: number | undefined;
+  /** The path's last property name, quoted: an event whose data does not hold it is not parsed. */
+  private readonly needle: string;
+
+  /**
+   * @param source - where the cost is reported
+   * @param rule - the rule's name, for warnings
+   * @param warn - where warnings about the rule's responses go
+   */
+  constructor(
+    private readonly source: UsageSource,
+    private readonly rule: string,
+    private readonly warn: UsageWarn,
+  ) {
+    // An array index is not quoted in JSON: the nearest property name serves, or none (every event is parsed).
+    const name = source.kind === 'json' ? [...source.path].reverse().find((segment) => !/^\d+$/.test(segment)) : undefined;
+    this.needle = name === undefined ? '' : `"${name}"`;
+  }
+
+  /**
+   * The upstream's status and headers: a header source is read here; a JSON
+   * one picks how to read the body. `bodiless` for an answer without a body
+   * (to HEAD): a JSON source then expects no cost.
+   */
+  head(status: number, headers: IncomingHttpHeaders, bodiless = false): void {
+    this.expected = status >= 200 && status < 300 && status !== 204;
+    if (this.source.kind === 'header') {
+      this.found = headers[this.source.header];
+      return;
+    }
+    if (bodiless) this.expected = false;
+    const encoding = headers['content-encoding'];
+    if (encoding !== undefined && encoding !== 'identity') {
+      this.warn(
+        WarningCode.COST_RESPONSE_ENCODED,
+        `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but the upstream sent it ${String(encoding)}-encoded, which the gateway does not decode: such responses are charged the estimate. Have the upstream report the cost in a header (cost: { header: … }), or not compress these responses.`,
+      );
+      this.expected = false;
+      return;
+    }
+    const type = String(headers['content-type'] ?? '').toLowerCase();
+    if (type.startsWith('text/event-stream')) this.mode = 'sse';
+    else if (type.includes('json')) this.mode = 'json';
+  }
+
+  /** One body chunk, as it goes to the client. */
+  data(chunk: Buffer): void {
+    if (this.mode === 'json') this.keepJson(chunk);
+    else if (this.mode === 'sse') this.readSse(chunk);
+  }
+
+  /**
+   * Ends the reading once the body has been passed on whole, and returns
+   * the cost the response reported: undefined when it reported none, or one
+   * that is not a whole number ≥ 0 (warned once per rule). Later calls
+   * return the same answer.
+   */
+  usage(): number | undefined {
+    if (this.ended) return this.result;
+    this.ended = true;
+    if (this.mode === 'json' && this.chunks.length > 0) {
+      try {
+        this.found = at(JSON.parse(Buffer.concat(this.chunks).toString('utf8')), this.source);
+      } catch {
+        this.found = undefined;
+      }
+      this.chunks = [];
+    } else if (this.mode === 'sse') {
+      if (this.line.length > 0 && !this.skipping) this.sseLine(Buffer.concat(this.line).toString('utf8'));
+      this.endEvent();
+    }
+    if ((this.found === undefined || this.found === null) && this.expected) this.missing();
+    this.result = this.checked(this.found);
+    return this.result;
+  }
+
+  /** What {@link usage} found, once the body was read whole; undefined before (a response cut short reports nothing). */
+  reported(): number | undefined {
+    return this.result;
+  }
+
+  /** A successful response that reported no cost: most likely a cost.header or cost.json that does not name what the upstream sends. */
+  private missing(): void {
+    const where =
+      this.source.kind === 'header'
+        ? `no ${this.source.header} header`
+        : this.mode === 'none'
+          ? 'a body that is neither JSON nor an event stream'
+          : `no ${this.source.path.join('.')} field in its ${this.mode === 'sse' ? 'event stream' : 'JSON body'}`;
+    this.warn(
+      WarningCode.COST_USAGE_MISSING,
+      `rule ${JSON.stringify(this.rule)}: a successful response from the upstream had ${where}, so the request was charged the estimate. Check that cost.${this.source.kind} names what the upstream sends (an OpenAI-style stream reports usage only when asked: stream_options: { include_usage: true }), or narrow the rule's match to the routes that report a cost.`,
+    );
+  }
+
+  private keepJson(chunk: Buffer): void {
+    if (this.kept < 0) return;
+    this.kept += chunk.length;
+    if (this.kept > MAX_JSON_BYTES) {
+      this.kept = -1;
+      this.chunks = [];
+      this.expected = false;
+      this.tooLarge(`its JSON body is larger than ${MAX_JSON_BYTES} bytes`);
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  /** Splits the stream into lines on LF (a CR before it is dropped); each complete line is handled at once. */
+  private readSse(chunk: Buffer): void {
+    let from = 0;
+    while (from < chunk.length) {
+      const lf = chunk.indexOf(LF, from);
+      const end = lf < 0 ? chunk.length : lf;
+      if (!this.skipping) {
+        this.lineBytes += end - from;
+        if (this.lineBytes > MAX_SSE_LINE_BYTES) {
+          this.skipping = true;
+          this.line = [];
+          this.tooLarge(`a line of its event stream is longer than ${MAX_SSE_LINE_BYTES} bytes`);
+        } else if (end > from) this.line.push(chunk.subarray(from, end));
+      }
+      if (lf < 0) return;
+      if (!this.skipping) {
+        const text = (this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line)).toString('utf8');
+        this.sseLine(text.endsWith('\r') ? text.slice(0, -1) : text);
+      }
+      this.line = [];
+      this.lineBytes = 0;
+      this.skipping = false;
+      from = lf + 1;
+    }
+  }
+
+  /** One SSE line: `data:` lines make up the event, an empty line ends it, anything else (event:, id:, comments) is ignored. */
+  private sseLine(text: string): void {
+    if (text === '') {
+      this.endEvent();
+      return;
+    }
+    if (!text.startsWith('data:')) return;
+    if (this.dropping) return;
+    const value = text.charCodeAt(5) === 0x20 ? text.slice(6) : text.slice(5);
+    this.dataBytes += value.length;
+    if (this.dataBytes > MAX_SSE_LINE_BYTES) {
+      // An event made of many short data lines is as unbounded as one long line.
+      this.eventData = [];
+      this.dropping = true;
+      this.tooLarge(`an event of its event stream holds more than ${MAX_SSE_LINE_BYTES} bytes of data`);
+      return;
+    }
+    this.eventData.push(value);
+  }
+
+  /** An event is complete: when its data is JSON holding the usage field, that usage becomes the last seen. */
+  private endEvent(): void {
+    const data = this.eventData.join('\n');
+    this.eventData = [];
+    this.dataBytes = 0;
+    this.dropping = false;
+    // Most events of a stream carry text, not the usage: parse only those that name the field.
+    if (!data.includes(this.needle)) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(data);
+    } catch {
+      return;
+    }
+    const value = at(parsed, this.source);
+    if (value !== undefined && value !== null) this.found = value;
+  }
+
+  private checked(value: unknown): number | undefined {
+    if (value === undefined || value === null) return undefined;
+    const n = typeof value === 'string' && /^\d{1,16}$/.test(value.trim()) && this.source.kind === 'header' ? Number(value) : value;
+    if (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0) return n;
+    const where = this.source.kind === 'header' ? `header ${this.source.header}` : `field ${this.source.path.join('.')}`;
+    this.warn(
+      WarningCode.COST_USAGE_INVALID,
+      `rule ${JSON.stringify(this.rule)}: the upstream reported a cost that is not a whole number ≥ 0 in its ${where} (${describeUsage(value)}), so the request was charged the estimate. Have the upstream send the units as a whole number.`,
+    );
+    return undefined;
+  }
+
+  private tooLarge(what: string): void {
+    const outcome =
+      this.mode === 'json'
+        ? 'the body was relayed whole and the request charged the estimate'
+        : 'that part was relayed but not read, so a usage in it is missed (the estimate is charged unless a later event reports one)';
+    this.warn(
+      WarningCode.COST_RESPONSE_TOO_LARGE,
+      `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but ${what}; ${outcome}. Have the upstream report the cost in a header (cost: { header: … }) for such responses.`,
+    );
+  }
+}
+
+/** The value at the source's path, or undefined when some step is missing. */
+function at(value: unknown, source: UsageSource): unknown {
+  if (source.kind !== 'json') return undefined;
+  let here = value;
+  for (const segment of source.path) {
+    // Own properties only: a path such as "constructor" must not reach into the prototype.
+    if (here === null || typeof here !== 'object' || !Object.hasOwn(here, segment)) return undefined;
+    here = (here as Record<string, unknown>)[segment];
+  }
+  return here;
+}
+
+/** A reported value for a message, cut short: it comes from the upstream. */
+function describeUsage(value: unknown): string {
+  const text = typeof value === 'string' ? JSON.stringify(value) : Array.isArray(value) ? 'a list' : String(value);
+  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+}
