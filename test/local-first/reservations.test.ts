@@ -39,7 +39,7 @@ async function redisCount(l: RateLimiter, key: string): Promise<number> {
   return Number((await admin.hget(redisKeys(`${l.prefix}:${key}`).state, 'c')) ?? 0);
 }
 
-test('a reservation settled within the lease makes no Redis call (give-back spendable here, excess spent from the lease); an excess the lease cannot cover goes to Redis', async () => {
+test('a reservation settled within the lease makes no Redis call (give-back spendable here, excess spent from the lease); an excess the lease cannot cover goes to Redis, and takes the lease back when it goes past the limit', async () => {
   const s = await store();
   const l = new RateLimiter({ store: s, limit: 1000, window: '30s', prefix: `in-lease${++unique}` });
   // A lease for the window, then 100 units in it: a reserve's lease call, and its cancel, given back into the lease.
@@ -66,16 +66,23 @@ test('a reservation settled within the lease makes no Redis call (give-back spen
   assert.equal((await commandCount(admin)) - before, 0, 'no Redis command for the reserves, commits and cancel');
   assert.equal(s.stats().leaseCalls, leaseCalls);
 
-  // An excess the lease cannot cover goes to Redis, unconditionally, past the limit; the lease goes back
-  // with it, so this process is refused too rather than spending what it leased before.
+  // An excess the lease cannot cover goes to Redis; while Redis has room for it, the lease stays in hand.
+  // (A consume from the lease tells what it holds: its remaining is the lease's units plus Redis's.)
+  const held = l.consumeNow('k')!.remaining - (1000 - (await redisCount(l, 'k')));
+  const beyond = await l.reserve('k', 3);
+  assert.deepEqual(await beyond.commit(3 + held + 10), { status: 'settled', charged: held + 13 });
+  assert.ok((await commandCount(admin)) - before > 0, 'the excess went to Redis');
+  assert.ok(l.consumeNow('k')?.allowed, 'the lease is still spent from');
+
+  // One past the limit, unconditionally: the lease goes back with it, so this process is refused too
+  // rather than spending what it leased before.
   const huge = await l.reserve('k', 3);
   assert.deepEqual(await huge.commit(2000), { status: 'settled', charged: 2000 });
-  assert.ok((await commandCount(admin)) - before > 0, 'the excess went to Redis');
   assert.equal((await l.consume('k')).allowed, false, 'over the limit: later consumes are refused');
 
-  // Exact once the lease is given back: 1 (consume) + 1 + 5 + 2 (consumeNow) + 2000.
+  // Exact once the lease is given back: 1 (consume) + 1 + 5 + 2 + 1 (the consumes from the lease) + held + 13 + 1 + 2000.
   await s.close();
-  assert.equal(await redisCount(l, 'k'), 2009);
+  assert.equal(await redisCount(l, 'k'), 2024 + held);
 });
 
 test('a lease whose window ended never takes a give-back: it goes to Redis, and the next window keeps its whole limit', async () => {

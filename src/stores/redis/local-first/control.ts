@@ -47,9 +47,11 @@ export async function applyControl(host: LocalFirstHost, op: Operation): Promise
  * blocked key (its lease went back), an excess the lease does not cover, or
  * a give-back while the subscription is down (`live` false: no surplus is
  * held then, since a block broadcast meanwhile would not be heard). An
- * excess the lease does not cover hands the lease back first: the charge
- * may push the key over its limit, and this process must then be refused
- * too, not keep spending units it leased before.
+ * excess the lease does not cover goes to Redis with the lease left as it
+ * is, unless it is more than Redis had left at the last grant: then the
+ * charge takes the key past its limit, and the lease goes back first, so
+ * this process is refused too rather than spending units it leased before
+ * (and the units returned lower the count, maybe back under the limit).
  */
 export function settleLeased(host: LocalFirstHost, op: Operation, live: boolean): Outcome | undefined {
   const e = host.entries.get(op.key);
@@ -58,6 +60,6 @@ export function settleLeased(host: LocalFirstHost, op: Operation, live: boolean)
   const t = host.readTime();
   if (t instanceof FloodgateError || e.blockedUntil > t || (op.kind === 'reward' && !live)) return undefined;
   const outcome = settleInLease(e, op.kind, op.amount, t);
-  if (outcome === undefined && op.kind === 'penalty' && e.units > 0) host.giveBack(op.key, e);
+  if (outcome === undefined && op.kind === 'penalty' && e.units > 0 && op.amount > e.remote) host.giveBack(op.key, e);
   return outcome;
 }
