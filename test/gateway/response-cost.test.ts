@@ -12,7 +12,7 @@ import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { forgetWarnings, WarningCode } from '../../src/warnings.js';
 import { get } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway } from './support/harness.js';
+import { parseMetrics, sleep, startGateway } from './support/harness.js';
 
 /** The test upstream: an LLM-like API that reports its token usage in a header, a JSON body or the last event of an SSE stream. */
 interface Llm {
@@ -415,4 +415,28 @@ describe('gateway: cost from the response, counted in a real Redis', () => {
       await settlesAt(gw, 380);
     });
   }
+
+  it('LocalFirstStore: a cost rule settles in the lease it holds, with no store call per settlement', async () => {
+    const gw = await startGateway(
+      `store: { type: redis, url: "${redis.url}", timeout: 500ms, localFirst: true, prefix: "fg:cost:lease" }\n${config(
+        llm.url,
+        '{ estimate: 100, json: usage.total_tokens }',
+        '{ limit: 100000, window: 1m }',
+      )}`,
+    );
+    gateways.push(gw);
+    for (let i = 0; i < 50 && (await get(`${gw.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+    const timed = async (): Promise<number> =>
+      parseMetrics((await get(`${gw.url}/_floodgate/metrics`)).body).get(
+        'floodgate_store_duration_seconds_count{store="redis-local-first",result="ok"}',
+      ) ?? 0;
+    await get(`${gw.url}/json?tokens=30`);
+    await settlesAt(gw, 30);
+    const before = await timed();
+    for (let i = 0; i < 20; i += 1) assert.equal((await get(`${gw.url}/json?tokens=${i % 2 === 0 ? 30 : 170}`)).status, 200);
+    await settlesAt(gw, 30 + 10 * 30 + 10 * 170);
+    // 20 give-backs and excesses, none of them a store call: what was timed are the lease calls of the 2 000 units the
+    // requests consumed (4 here), where settling through the store made 24.
+    assert.ok((await timed()) - before < 10, `store calls during 20 settlements: ${(await timed()) - before}`);
+  });
 });

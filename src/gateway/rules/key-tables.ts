@@ -51,6 +51,7 @@ class TimedStore implements Store {
   declare applyNow?: (operation: Operation) => Outcome | undefined;
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
+  declare settleNow?: (operation: Operation) => Outcome | undefined;
   private readonly ok: LatencyChild;
   private readonly failed: LatencyChild;
 
@@ -74,6 +75,8 @@ class TimedStore implements Store {
         return outcome;
       };
     }
+    // A rule with `cost` settles its reservations in the lease the process holds, when it holds one: no store call to time.
+    if (inner.settleNow !== undefined) this.settleNow = (operation) => inner.settleNow!(operation);
     // A rule's several policies are one composite: timed and reported as one store call.
     if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
     if (inner.consumeAllNow !== undefined) {
