@@ -164,6 +164,44 @@ export interface MemoryBlockConfig {
   list: BlockList;
 }
 
+/**
+ * The checked `insurance` and `onStoreFailure` options of a limiter on
+ * `store`: what decides while the store fails.
+ * @param limiterClass - RateLimiter itself (imported here only as a type, to keep the modules acyclic)
+ * @throws FloodgateError INVALID_OPTIONS or CONFLICTING_OPTIONS
+ */
+export function parseFailureHandling(
+  o: RateLimiterOptions,
+  store: Store,
+  limiterClass: abstract new (...args: never[]) => RateLimiter,
+): { insurance: RateLimiter | undefined; failureMode: StoreFailureMode } {
+  if (o.insurance !== undefined && !(o.insurance instanceof limiterClass)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`,
+    );
+  }
+  if (o.insurance !== undefined && o.insurance.store === store) {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      'insurance must use a different store than the limiter it insures; it only decides while that store fails.',
+    );
+  }
+  if (o.onStoreFailure !== undefined && !FAILURE_MODES.includes(o.onStoreFailure)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `onStoreFailure must be one of ${FAILURE_MODES.map((m) => JSON.stringify(m)).join(', ')}; got ${describe(o.onStoreFailure)}.`,
+    );
+  }
+  if (o.insurance !== undefined && o.onStoreFailure !== undefined && o.onStoreFailure !== 'reject') {
+    throw new FloodgateError(
+      ErrorCode.CONFLICTING_OPTIONS,
+      `insurance and onStoreFailure: ${JSON.stringify(o.onStoreFailure)} both say what to do when the store fails; set only one.`,
+    );
+  }
+  return { insurance: o.insurance, failureMode: o.onStoreFailure ?? 'reject' };
+}
+
 /** Checks the `inMemoryBlock` option of a limiter whose limit is `limit`; undefined when it is off. */
 export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined, limit: number): MemoryBlockConfig | undefined {
   if (option === undefined || option === false) return undefined;

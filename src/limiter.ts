@@ -14,11 +14,11 @@ import { holdReservation, reserve, type Reservation, type ReserveOptions } from 
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
 import {
-  FAILURE_MODES,
   RATE_LIMITER_BRAND,
   noteDefaultPrefix,
   OPTION_NAMES,
   parseBreaker,
+  parseFailureHandling,
   parseMemoryBlock,
   parsePolicy,
   type MemoryBlockConfig,
@@ -94,32 +94,7 @@ export class RateLimiter {
     this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     this.breaker = parseBreaker(o.breaker);
 
-    if (o.insurance !== undefined && !(o.insurance instanceof RateLimiter)) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`,
-      );
-    }
-    if (o.insurance !== undefined && o.insurance.store === this.store) {
-      throw new FloodgateError(
-        ErrorCode.CONFLICTING_OPTIONS,
-        'insurance must use a different store than the limiter it insures; it only decides while that store fails.',
-      );
-    }
-    if (o.onStoreFailure !== undefined && !FAILURE_MODES.includes(o.onStoreFailure)) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_OPTIONS,
-        `onStoreFailure must be one of ${FAILURE_MODES.map((m) => JSON.stringify(m)).join(', ')}; got ${describe(o.onStoreFailure)}.`,
-      );
-    }
-    if (o.insurance !== undefined && o.onStoreFailure !== undefined && o.onStoreFailure !== 'reject') {
-      throw new FloodgateError(
-        ErrorCode.CONFLICTING_OPTIONS,
-        `insurance and onStoreFailure: ${JSON.stringify(o.onStoreFailure)} both say what to do when the store fails; set only one.`,
-      );
-    }
-    this.insurance = o.insurance;
-    this.failureMode = o.onStoreFailure ?? 'reject';
+    ({ insurance: this.insurance, failureMode: this.failureMode } = parseFailureHandling(o, this.store, RateLimiter));
     const { policy, store, prefix, clock } = this;
     const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
     const giveBack = (key: string, cost: number, decision: Decision, at: number): void =>

@@ -9,7 +9,8 @@ import type { SlotAcquisition } from '../../../slots.js';
 import type { ClientKind } from '../clients.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
-import { applyNews, decodeMessage, publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
+import { publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
+import { Hearing } from './hearing.js';
 import { blocked, closedError, decideInMemory, rejectAll, msUntil, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
@@ -68,10 +69,10 @@ export class LocalFirstStore implements Store {
   private readonly sweeper: NodeJS.Timeout;
   /** The turn's script calls, sent as one pipeline. */
   private readonly pipeline: TurnPipeline<PipelineCall>;
-  private live = false;
   /** Smoothed lease round trip, in local ms. */
   private rttMs = 0;
-  private everLive = false;
+  /** Whether the pub/sub subscription is confirmed, and what is given up when it was not. */
+  private readonly hearing: Hearing;
   private closed = false;
   private readonly host: LocalFirstHost;
   private readonly counters = { localDecisions: 0, leaseCalls: 0, returnCalls: 0, unitsLeased: 0, unitsReturned: 0, maxGrant: 0 };
@@ -95,10 +96,18 @@ export class LocalFirstStore implements Store {
     });
     this.entries = new BoundedMap(o.maxKeys, (key, entry) => this.giveBack(key, entry));
     this.inner = new RedisStore({ client: o.client, timeoutMs: this.timeoutMs, ...(o.clock ? { clock: o.clock } : {}) });
+    this.hearing = new Hearing({
+      id: this.id,
+      entries: this.entries,
+      closed: () => this.closed,
+      readTime: () => this.readTime(),
+      touch: (key, t) => this.touch(key, t),
+      giveBack: (key, e) => this.giveBack(key, e),
+    });
     this.subscription = subscribe(o.subscriber, o.ownedSubscriber, o.channel, {
-      message: (text) => this.onMessage(text),
-      up: () => this.onUp(),
-      down: () => this.onDown(),
+      message: (text) => this.hearing.message(text),
+      up: () => this.hearing.up(),
+      down: () => this.hearing.down(),
     });
     this.sweeper = setInterval(() => this.sweep(), Math.max(10, this.leaseMs));
     this.sweeper.unref();
@@ -147,7 +156,7 @@ export class LocalFirstStore implements Store {
 
   /** A snapshot of the store's counters. */
   stats(): LocalFirstStats {
-    return { ...this.counters, keys: this.entries.size, live: this.live };
+    return { ...this.counters, keys: this.entries.size, live: this.hearing.live };
   }
 
   /** @inheritDoc */
@@ -198,7 +207,7 @@ export class LocalFirstStore implements Store {
   private sizing(sentAt: number): LeaseSizing {
     const t = this.readTime();
     const now = t instanceof FloodgateError ? sentAt : Math.max(sentAt, t);
-    return { now, live: this.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
+    return { now, live: this.hearing.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
   }
 
   /** The store's time now, or the clock's failure as a store error. */
@@ -246,7 +255,7 @@ export class LocalFirstStore implements Store {
 
   /** A reservation's give-back or excess settled in the lease held for the key's window, without Redis (settleLeased); undefined (nothing applied) when Redis must take it. */
   settleNow(operation: Operation): Outcome | undefined {
-    return this.closed ? undefined : settleLeased(this.host, operation, this.live);
+    return this.closed ? undefined : settleLeased(this.host, operation, this.hearing.live);
   }
 
   private consume(op: Operation): Promise<Outcome> {
@@ -280,7 +289,7 @@ export class LocalFirstStore implements Store {
     // Top up before the lease runs dry, so a hot key's consumes never wait for a round trip; but not
     // when the reply would come after the deadline: its units would lapse on arrival, and consumes
     // queued behind it would wait a second round trip for the next window's lease.
-    if (outcome.allowed && !e.inFlight && this.live && wantsTopUp(e, t, 4, this.rttMs)) {
+    if (outcome.allowed && !e.inFlight && this.hearing.live && wantsTopUp(e, t, 4, this.rttMs)) {
       this.lease(key, e);
     }
     return outcome;
@@ -327,7 +336,8 @@ export class LocalFirstStore implements Store {
       late: (reply) => {
         const parsed = parseLease(reply);
         if (parsed instanceof FloodgateError || this.closed) return;
-        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters) || !this.live) this.giveBack(key, e);
+        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters) || !this.hearing.live)
+          this.giveBack(key, e);
       },
       prepare: () => {
         need = sizeLease(e, this.sizing(sentAt), call.args);
@@ -368,7 +378,7 @@ export class LocalFirstStore implements Store {
     // A lease granted before the subscription went down and answered after it: the waiting consumes it
     // was asked for are served (Redis counted them before anything later), the surplus goes back, since
     // a revocation broadcast meanwhile would not be heard.
-    if (!this.live && e.units > 0) this.giveBack(key, e);
+    if (!this.hearing.live && e.units > 0) this.giveBack(key, e);
     if (e.waiters.length > 0) this.lease(key, e);
   }
 
@@ -386,38 +396,6 @@ export class LocalFirstStore implements Store {
 
   private publish(kind: MessageKind, ms: number, key: string): void {
     this.pipeline.push(publishCall({ kind, sender: this.id, ms, key }, this.channel));
-  }
-
-  private onMessage(text: string): void {
-    const m = decodeMessage(text);
-    // Our own news we applied when Redis answered; applying it again late could undo newer news.
-    if (m === undefined || m.sender === this.id || this.closed) return;
-    const t = this.readTime();
-    if (t instanceof FloodgateError) return;
-    const blocked = applyNews(m, t, this.entries, (key) => this.touch(key, t));
-    if (blocked !== undefined) this.giveBack(m.key, blocked);
-  }
-
-  private onUp(): void {
-    // Messages may have been missed since the last confirmation: start from what Redis says.
-    if (this.everLive) this.forgetAll();
-    this.everLive = true;
-    this.live = true;
-  }
-
-  private onDown(): void {
-    if (!this.live) return;
-    this.live = false;
-    this.forgetAll();
-  }
-
-  /** Gives back every lease and drops every mark whose freshness is unknown. */
-  private forgetAll(): void {
-    for (const [key, e] of this.entries) {
-      this.giveBack(key, e);
-      e.exhaustedUntil = 0;
-      e.blockedUntil = 0;
-    }
   }
 
   /** The entry of `key`, created if needed, moved to the most recently used end; past maxKeys the oldest is given back and dropped. */
