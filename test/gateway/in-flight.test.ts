@@ -253,6 +253,34 @@ describe('gateway concurrency: memory store, one process', () => {
   });
 });
 
+describe('gateway concurrency: requests that are not proxied hold no slot', () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway(
+      `upstream: ${up.url}\nrules:\n` +
+        '  - name: slots\n    key: header:x-api-key\n    policies: ["1000/1m"]\n    concurrency: 1\n' +
+        '  - name: strict\n    match: { path: /strict/ }\n    key: header:x-api-key\n    policies: ["1/1m"]\n',
+    );
+  });
+  after(async () => {
+    await gw.shutdown();
+  });
+
+  it('regression: a request a later rule refuses gives back the slot an earlier rule took for it', async () => {
+    assert.equal((await get(`${gw.url}/strict/a`, keyed('r'))).status, 200);
+    assert.equal((await get(`${gw.url}/strict/a`, keyed('r'))).status, 429);
+    assert.equal((await get(`${gw.url}/strict/a`, keyed('r'))).status, 429);
+    // Had the refused requests kept their slot of rule "slots", this key would be refused for ever.
+    assert.equal((await get(`${gw.url}/other`, keyed('r'))).status, 200);
+  });
+
+  it('the decision endpoint applies the rule’s policies and frees the slot with its answer (it never sees the response)', async () => {
+    const decide = { headers: { 'x-api-key': 'n', 'x-original-uri': '/x' } };
+    for (let i = 0; i < 3; i += 1) assert.equal((await get(`${gw.url}/_floodgate/decide`, decide)).status, 204);
+    assert.equal((await get(`${gw.url}/hold`, keyed('n'))).status, 200);
+  });
+});
+
 describe('gateway wait: bounded, FIFO, abandoned by a client that leaves', () => {
   let gw: Gateway;
   before(async () => {
@@ -347,14 +375,17 @@ describe('gateway concurrency across processes', { timeout: 120_000 }, () => {
     try {
       await cli.waitForLog(() => cli.logs.filter((x) => x.msg === 'floodgate gateway listening' && x.worker !== undefined).length >= 2);
       const url = `http://127.0.0.1:${port}`;
+      let most = 0;
       for (let round = 0; round < 3; round += 1) {
-        const replies = await burst([url]);
-        assert.equal(replies.filter((r) => r.status === 200).length, up.seen);
         reset(up);
+        const replies = await burst([url]);
+        most = Math.max(most, up.most.get('shared') ?? 0);
+        const ok = replies.filter((r) => r.status === 200).length;
+        assert.ok(ok >= 4, `${ok} admitted`);
+        assert.equal(ok, up.seen);
       }
-      const replies = await burst([url]);
-      assert.ok((up.most.get('shared') ?? 0) <= 4, `${up.most.get('shared')} at once`);
-      assert.ok(replies.filter((r) => r.status === 200).length >= 4);
+      console.log(`# most requests of one key at the upstream through --workers 2: ${most} (limit 4)`);
+      assert.ok(most <= 4, `${most} at once`);
       const workers = new Set(cli.logs.filter((x) => x.msg === 'floodgate gateway listening').map((x) => x.worker));
       assert.ok(workers.size >= 2);
     } finally {
