@@ -2,7 +2,7 @@
 // what runs at once: memory, --workers 2 (cluster store) and two gateways on one real Redis; slots freed by every way a response ends.
 import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ErrorCode } from '../../src/errors.js';
 import { ConfigError } from '../../src/gateway/config/config-error.js';
@@ -80,6 +80,12 @@ async function startCounting(): Promise<Counting> {
           res.end('ok');
         }, ms);
     }
+  });
+  // A WebSocket upstream: answers 101 and keeps the tunnel open until the client closes it.
+  server.on('upgrade', (_req, socket: import('node:net').Socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.on('end', () => socket.destroy());
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   up.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -272,6 +278,22 @@ describe('gateway concurrency: requests that are not proxied hold no slot', () =
     assert.equal((await get(`${gw.url}/strict/a`, keyed('r'))).status, 429);
     // Had the refused requests kept their slot of rule "slots", this key would be refused for ever.
     assert.equal((await get(`${gw.url}/other`, keyed('r'))).status, 200);
+  });
+
+  it('a WebSocket tunnel holds its slot while it is open, and gives it back when it closes', async () => {
+    const { port } = new URL(gw.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    const head = new Promise<string>((resolve) => socket.once('data', (d: Buffer) => resolve(d.toString('latin1'))));
+    socket.write(
+      'GET /ws HTTP/1.1\r\nHost: x\r\nx-api-key: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    );
+    assert.match(await head, /^HTTP\/1\.1 101/);
+    assert.equal((await get(`${gw.url}/hold`, keyed('t'))).status, 429, 'the open tunnel holds the only slot');
+    socket.destroy();
+    await sleep(50);
+    assert.equal((await get(`${gw.url}/hold`, keyed('t'))).status, 200);
   });
 
   it('the decision endpoint applies the rule’s policies and frees the slot with its answer (it never sees the response)', async () => {
