@@ -303,6 +303,29 @@ describe('gateway concurrency: requests that are not proxied hold no slot', () =
   });
 });
 
+describe('gateway concurrency with cost', () => {
+  let gw: Gateway;
+  before(async () => {
+    gw = await startGateway(
+      `upstream: ${up.url}\n` + rule('concurrency: 1\ncost: { estimate: 10, header: x-usage-tokens }', '["1000/1m"]'),
+    );
+  });
+  after(async () => {
+    await gw.shutdown();
+  });
+
+  it('a rule with cost and concurrency holds one slot per request through its charge, freed when the response ends', async () => {
+    reset(up);
+    const both = await Promise.all([get(`${gw.url}/hold?ms=150`, keyed('m')), get(`${gw.url}/hold?ms=150`, keyed('m'))]);
+    assert.deepEqual(both.map((r) => r.status).sort(), [200, 429]);
+    assert.equal(up.most.get('m'), 1);
+    // The slot came back with the response; the refused request's estimate went back too (1000 − 10 − 10 left after this one).
+    const next = await get(`${gw.url}/hold`, keyed('m'));
+    assert.equal(next.status, 200);
+    assert.equal(remaining(next), 980);
+  });
+});
+
 describe('gateway wait: bounded, FIFO, abandoned by a client that leaves', () => {
   let gw: Gateway;
   before(async () => {
