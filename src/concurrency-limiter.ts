@@ -1,7 +1,7 @@
 /** ConcurrencyLimiter: at most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat renewals, owner-checked release). */
 import { parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
-import { FAILURE_MODES, parseWait, type StoreFailureMode, type WaitOptions } from './limiter-options.js';
+import { callSignal, FAILURE_MODES, parseWait, type StoreFailureMode, type WaitCallOptions, type WaitOptions } from './limiter-options.js';
 import { SlotWaiting } from './concurrency-waiting.js';
 import { hasSlots, MAX_SLOT_TTL_MS, newOwner, type SlotAcquisition } from './slots.js';
 import { MemoryStore } from './stores/memory.js';
@@ -102,6 +102,10 @@ const LONG_UNRENEWED_TTL_MS = 10 * 60_000;
 export class ConcurrencyLimiter {
   /** Slots per key. */
   readonly limit: number;
+  /** True when a refused `acquire` waits for a slot (the `wait` option). */
+  get waits(): boolean {
+    return this.waiting !== undefined;
+  }
   /** A slot's lifetime without renewal, in ms. */
   readonly ttlMs: number;
   /** The key namespace in the store. */
@@ -158,11 +162,14 @@ export class ConcurrencyLimiter {
    * Takes a slot of `key` when fewer than `limit` are held. When allowed,
    * call `release()` once the work ends (in a `finally`): until then the
    * slot counts against the key, renewed by the heartbeat.
-   * @throws FloodgateError INVALID_KEY for an empty key (as a rejection), or the store's failure with `onStoreFailure: "reject"`
+   * @param options - `signal`: abandons the wait when it aborts (see {@link WaitCallOptions})
+   * @throws FloodgateError INVALID_KEY for an empty key (as a rejection), the store's failure with `onStoreFailure: "reject"`,
+   *   or ABORTED when `signal` aborted while the call waited
    */
-  async acquire(key: string): Promise<Slot> {
+  async acquire(key: string, options?: WaitCallOptions): Promise<Slot> {
     assertKey(key);
-    return this.waiting === undefined ? this.acquireOnce(key) : this.waiting.acquire(key, () => this.acquireOnce(key));
+    const signal = callSignal(options, 'acquire');
+    return this.waiting === undefined ? this.acquireOnce(key) : this.waiting.acquire(key, () => this.acquireOnce(key), signal);
   }
 
   private async acquireOnce(key: string): Promise<Slot> {

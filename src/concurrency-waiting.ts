@@ -3,6 +3,7 @@ import type { Slot } from './concurrency-limiter.js';
 import type { WaitConfig } from './limiter-options.js';
 import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from './wait-queue.js';
 import { systemClock, type Clock } from './clock.js';
+import { abortedError } from './limiter-waiting.js';
 
 /**
  * How often the first waiting caller of a key asks the store again while its
@@ -41,8 +42,13 @@ export class SlotWaiting {
     return this.queue.waiting(key);
   }
 
-  /** ConcurrencyLimiter.acquire with waiting: `once` is one acquire as without it. */
-  async acquire(key: string, once: () => Promise<Slot>): Promise<Slot> {
+  /**
+   * ConcurrencyLimiter.acquire with waiting: `once` is one acquire as without
+   * it. A call whose `signal` aborts while it waits rejects with ABORTED,
+   * holding no slot.
+   */
+  async acquire(key: string, once: () => Promise<Slot>, signal?: AbortSignal): Promise<Slot> {
+    if (signal?.aborted === true) throw abortedError(signal);
     const deadline = this.clock() + this.wait.timeoutMs;
     let first: AttemptResult<Slot> | undefined;
     if (this.queue.waiting(key) === 0) {
@@ -51,8 +57,10 @@ export class SlotWaiting {
     }
     // A slot taken after the caller's deadline (it was told no) is freed at once.
     const late = (slot: Slot): void => void slot.release().catch(() => undefined);
-    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first, late);
+    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first, late, signal);
     switch (result.status) {
+      case 'aborted':
+        throw abortedError(signal!);
       case 'admitted':
         return this.held(result.value, key, result.waitedMs);
       case 'timeout':

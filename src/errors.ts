@@ -48,6 +48,8 @@ export const ErrorCode = {
   CIRCUIT_OPEN: 'FLOODGATE_CIRCUIT_OPEN',
   /** The store or limiter was closed. Cause and fix: docs/errors.md#floodgate_closed. */
   CLOSED: 'FLOODGATE_CLOSED',
+  /** A waiting `consume` or `acquire` was abandoned: its `signal` aborted before it was admitted. Cause and fix: docs/errors.md#floodgate_aborted. */
+  ABORTED: 'FLOODGATE_ABORTED',
   /** A gateway config file field is missing, of the wrong type or out of range; the message names the file, line and field. Cause and fix: docs/errors.md#floodgate_invalid_config. */
   INVALID_CONFIG: 'FLOODGATE_INVALID_CONFIG',
   /** A gateway config file is not valid YAML; the message names the file and line. Cause and fix: docs/errors.md#floodgate_config_syntax. */

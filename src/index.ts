@@ -1,6 +1,13 @@
 /** Public surface of the floodgate core: no Redis client, no node:cluster, no HTTP code is loaded from here. */
 export { RateLimiter } from './limiter.js';
-export type { RateLimiterOptions, InMemoryBlockOptions, BreakerConfig, StoreFailureMode, WaitOptions } from './limiter-options.js';
+export type {
+  RateLimiterOptions,
+  InMemoryBlockOptions,
+  BreakerConfig,
+  StoreFailureMode,
+  WaitOptions,
+  WaitCallOptions,
+} from './limiter-options.js';
 export type { Decision, DecisionSource } from './decision.js';
 export { ConcurrencyLimiter } from './concurrency-limiter.js';
 export type { ConcurrencyLimiterOptions, Slot } from './concurrency-limiter.js';

@@ -8,7 +8,7 @@ import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
 import type { Store } from './stores/store.js';
-import { assertKnownOptions, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
+import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
 export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
 
@@ -281,6 +281,31 @@ export function parseWait(option: unknown): WaitConfig | undefined {
   }
   const maxQueue = wholeNumber(o.maxQueue ?? DEFAULT_MAX_QUEUE, 'wait.maxQueue', { min: 1, max: 1_000_000 });
   return { timeoutMs, maxQueue };
+}
+
+/** Options of one waiting call: `consume(key, cost, { signal })`, `acquire(key, { signal })`. */
+export interface WaitCallOptions {
+  /**
+   * Abandons the call's wait when it aborts (a client that went away): the
+   * call leaves its key's line at once and rejects with ABORTED, having spent
+   * nothing. Only waiting can be abandoned: a call decided at once (no `wait`
+   * option, or admitted without waiting) is not affected.
+   */
+  signal?: AbortSignal;
+}
+
+/** The `signal` of a call's options, checked; `owner` names the call in messages. */
+export function callSignal(options: unknown, owner: string): AbortSignal | undefined {
+  if (options === undefined) return undefined;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    invalid(ErrorCode.INVALID_OPTIONS, `${owner} options`, 'an object such as { signal }', options);
+  }
+  assertKnownOptions(options, ['signal'], owner);
+  const signal = (options as WaitCallOptions).signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    invalid(ErrorCode.INVALID_OPTIONS, `${owner} signal`, 'an AbortSignal, e.g. AbortSignal.timeout(5000) or controller.signal', signal);
+  }
+  return signal;
 }
 
 /** Checks the `execEvenly` option. */

@@ -1,6 +1,7 @@
 /** LimiterWaiting: a RateLimiter's `wait` and `execEvenly` options, wrapped around its ordinary consume. */
 import type { Clock } from './clock.js';
 import type { Decision } from './decision.js';
+import { ErrorCode, FloodgateError } from './errors.js';
 import { parseExecEvenly, parseWait, type RateLimiterOptions, type WaitConfig } from './limiter-options.js';
 import { Pacer } from './pacing.js';
 import type { Policy } from './policy.js';
@@ -67,8 +68,12 @@ export class LimiterWaiting {
     return this.queue?.waiting(key) ?? 0;
   }
 
-  /** RateLimiter.consume with waiting: see the `wait` and `execEvenly` options. */
-  async consume(key: string, cost: number): Promise<Decision> {
+  /**
+   * RateLimiter.consume with waiting: see the `wait` and `execEvenly` options.
+   * A call whose `signal` aborts while it waits rejects with ABORTED, having
+   * spent nothing.
+   */
+  async consume(key: string, cost: number, signal?: AbortSignal): Promise<Decision> {
     assertKey(key);
     assertUnits(cost, 'cost', this.deps.policy.limit);
     const queue = this.queue;
@@ -76,6 +81,7 @@ export class LimiterWaiting {
       const decision = await this.deps.consume(key, cost);
       return decision.allowed ? this.paced(decision, key, cost, 0) : { ...decision, waitedMs: 0 };
     }
+    if (signal?.aborted === true) throw abortedError(signal);
     const deadline = this.deps.clock() + this.deps.wait!.timeoutMs;
     // With nobody of the key waiting, calls are decided in parallel as without waiting; only a refused one joins the line
     // (so maxQueue counts calls that wait, and a burst the store admits is not asked one by one).
@@ -93,8 +99,10 @@ export class LimiterWaiting {
       return answer;
     };
     const late = (decision: Decision): void => this.deps.giveBack(key, cost, decision, started.get(decision) ?? this.deps.clock());
-    const result = await queue.run(key, attempt, deadline, first, late);
+    const result = await queue.run(key, attempt, deadline, first, late, signal);
     switch (result.status) {
+      case 'aborted':
+        throw abortedError(signal!);
       case 'admitted':
         return this.paced(result.value, key, cost, result.waitedMs);
       case 'timeout':
@@ -149,6 +157,15 @@ export class LimiterWaiting {
     const pacedMs = this.pacer === undefined ? 0 : await this.pacer.pace(key, cost);
     return { ...decision, waitedMs: waitedMs + pacedMs };
   }
+}
+
+/** The rejection of a call whose signal aborted while it waited. */
+export function abortedError(signal: AbortSignal): FloodgateError {
+  return new FloodgateError(
+    ErrorCode.ABORTED,
+    'The call was abandoned while it waited: its signal aborted before it was admitted, and it spent nothing.',
+    signal.reason,
+  );
 }
 
 /**

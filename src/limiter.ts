@@ -14,6 +14,7 @@ import { holdReservation, reserve, type Reservation, type ReserveOptions } from 
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
 import {
+  callSignal,
   RATE_LIMITER_BRAND,
   noteDefaultPrefix,
   OPTION_NAMES,
@@ -24,6 +25,7 @@ import {
   type MemoryBlockConfig,
   type RateLimiterOptions,
   type StoreFailureMode,
+  type WaitCallOptions,
 } from './limiter-options.js';
 
 /**
@@ -108,10 +110,18 @@ export class RateLimiter {
   /**
    * Spends `cost` units of `key`'s quota if they fit (with `wait`: once they
    * fit, within its timeout; with `execEvenly`: resolving at the key's next slot).
+   * @param options - `signal`: abandons the wait when it aborts (see {@link WaitCallOptions})
    * @returns the decision; `allowed: false` when limited (nothing is spent then).
+   * @throws FloodgateError ABORTED (as a rejection) when `signal` aborted while the call waited
    */
-  consume(key: string, cost = 1): Promise<Decision> {
-    return this.waiting === undefined ? this.consumeOnce(key, cost) : this.waiting.consume(key, cost);
+  consume(key: string, cost = 1, options?: WaitCallOptions): Promise<Decision> {
+    let signal: AbortSignal | undefined;
+    try {
+      signal = callSignal(options, 'consume');
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.waiting === undefined ? this.consumeOnce(key, cost) : this.waiting.consume(key, cost, signal);
   }
 
   private consumeOnce(key: string, cost: number): Promise<Decision> {

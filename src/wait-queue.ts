@@ -20,7 +20,13 @@ export type WaitResult<T> =
    * The key's line already held `maxQueue` waiters: refused at once, without
    * an attempt. `value` is the line's latest refusal, if it had one yet.
    */
-  | { readonly status: 'full'; readonly value: T | undefined; readonly waitedMs: 0; readonly retryInMs: number };
+  | { readonly status: 'full'; readonly value: T | undefined; readonly waitedMs: 0; readonly retryInMs: number }
+  /**
+   * The caller's signal aborted while it waited: it left its line at once,
+   * and no attempt of its own is made after that (one already in flight that
+   * admits after all goes to `late`).
+   */
+  | { readonly status: 'aborted'; readonly waitedMs: number };
 
 /** Runs `fn` after `ms`; returns a function that cancels it. */
 export type Scheduler = (fn: () => void, ms: number) => () => void;
@@ -49,8 +55,10 @@ interface Waiter<T> {
   readonly reject: (error: unknown) => void;
   /** Takes back an admission that answered after this waiter's deadline (see {@link WaitQueue.run}). */
   readonly late: ((value: T) => void) | undefined;
-  /** Answered at its deadline while its attempt was in flight: that attempt's answer is no longer its own. */
+  /** Answered at its deadline (or on abort) while its attempt was in flight: that attempt's answer is no longer its own. */
   gone: boolean;
+  /** Stops listening to the caller's abort signal; undefined without one. */
+  unlisten: (() => void) | undefined;
 }
 
 interface Line<T> {
@@ -134,9 +142,22 @@ export class WaitQueue<T> {
    * all, its value goes to `late`, which gives it back (the caller was told
    * no). Without `late` (or before any refusal was seen) the attempt is
    * awaited instead.
+   *
+   * When `signal` aborts (the caller went away), the waiter leaves its line
+   * at once and is answered `aborted`: nothing more is attempted for it, and
+   * an attempt of it already in flight that admits goes to `late`. A signal
+   * aborted already answers `aborted` before anything is attempted.
    */
-  run(key: string, attempt: Attempt<T>, deadline: number, refused?: AttemptResult<T>, late?: (value: T) => void): Promise<WaitResult<T>> {
+  run(
+    key: string,
+    attempt: Attempt<T>,
+    deadline: number,
+    refused?: AttemptResult<T>,
+    late?: (value: T) => void,
+    signal?: AbortSignal,
+  ): Promise<WaitResult<T>> {
     if (this.closed) return Promise.reject(closedError());
+    if (signal?.aborted === true) return Promise.resolve({ status: 'aborted', waitedMs: 0 });
     let line = this.lines.get(key);
     const now = this.clock();
     if (line !== undefined && line.waiters.length >= this.maxQueue) {
@@ -161,8 +182,22 @@ export class WaitQueue<T> {
       this.lines.set(key, line);
     }
     const waiters = line.waiters;
-    return new Promise<WaitResult<T>>((resolve, reject) => {
-      const waiter: Waiter<T> = { attempt, deadline, since: now, resolve, reject, late, gone: false };
+    return new Promise<WaitResult<T>>((settled, failed) => {
+      // However the wait ends, the caller's signal is let go, so a long-lived signal does not collect listeners.
+      const resolve = (result: WaitResult<T>): void => {
+        waiter.unlisten?.();
+        settled(result);
+      };
+      const reject = (error: unknown): void => {
+        waiter.unlisten?.();
+        failed(error);
+      };
+      const waiter: Waiter<T> = { attempt, deadline, since: now, resolve, reject, late, gone: false, unlisten: undefined };
+      if (signal !== undefined) {
+        const onAbort = (): void => this.abort(key, line, waiter);
+        signal.addEventListener('abort', onAbort, { once: true });
+        waiter.unlisten = () => signal.removeEventListener('abort', onAbort);
+      }
       waiters.push(waiter);
       // Behind others, or behind an attempt whose waiter left at its deadline: that attempt's answer drives the line.
       if (waiters.length > 1 || line.busy) return;
@@ -254,6 +289,34 @@ export class WaitQueue<T> {
         this.pump(key, line);
       },
     );
+  }
+
+  /**
+   * `waiter`'s caller went away: it leaves the line now. A head whose attempt
+   * is in flight is marked gone, so that attempt's admission goes to its
+   * `late` (without `late`, the attempt's answer is awaited as at a deadline).
+   */
+  private abort(key: string, line: Line<T>, waiter: Waiter<T>): void {
+    const at = line.waiters.indexOf(waiter);
+    if (at < 0) return;
+    const inFlight = at === 0 && line.busy;
+    if (inFlight && waiter.late === undefined) return;
+    line.waiters.splice(at, 1);
+    waiter.gone = inFlight;
+    waiter.resolve({ status: 'aborted', waitedMs: this.clock() - waiter.since });
+    if (inFlight) {
+      this.stopDeadline(line);
+      return;
+    }
+    if (at === 0) {
+      // The head left while its retry was scheduled: the next waiter takes its place at that retry.
+      if (line.waiters.length === 0) {
+        line.cancel?.();
+        line.cancel = undefined;
+        line.retryAt = 0;
+        if (this.lines.get(key) === line) this.lines.delete(key);
+      }
+    }
   }
 
   /** The head's deadline came while its attempt was in flight: it is answered now, and the attempt's answer goes to its `late`. */

@@ -1,6 +1,7 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
 import type { Decision } from '../decision.js';
 import { isStoreFailure } from '../errors.js';
+import { LIMITER_INTERNALS } from '../limiter-internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
@@ -63,6 +64,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    */
   decide(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
     try {
+      this.noteSignal(view.raw, view.signal);
       const outcome = this.evaluate(view);
       return isThenable(outcome) ? Promise.resolve(outcome).then(undefined, errorOutcome) : outcome;
     } catch (error) {
@@ -252,7 +254,9 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     policies: readonly NamedPolicy[],
     keys: PolicyKeys | undefined,
   ): Promise<HttpOutcome> {
-    const calls = policies.map((p, i) => p.limiter.consume(keyAt(key, keys, i), cost));
+    const calls = policies.map((p, i) =>
+      p.limiter.consume(keyAt(key, keys, i), cost, this.waitOptions(raw, p.limiter[LIMITER_INTERNALS]().waits)),
+    );
     const settled =
       calls.length === 1
         ? [await settle(this.guard.wrap(calls[0]!))]

@@ -32,6 +32,29 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   private readonly slots = new WeakMap<RateLimitInfo, Slot>();
   /** Each request's policies' clocks, read before their stores decided (see {@link noteStart}). */
   private readonly startedAt = new WeakMap<object, number[]>();
+  /** Where each request's abort signal comes from, kept only when some limiter of the route may wait. */
+  private readonly signals = new WeakMap<object, () => AbortSignal | undefined>();
+
+  /** True when a limiter of the route may wait (`wait`), so requests' abort signals are kept (see {@link noteSignal}). */
+  protected get mayWait(): boolean {
+    return (this.waitsMemo ??=
+      this.settings.selectPolicies !== undefined ||
+      this.settings.policies.some((p) => p.limiter[LIMITER_INTERNALS]().waits) ||
+      this.settings.concurrency?.limiter.waits === true);
+  }
+  private waitsMemo: boolean | undefined;
+
+  /** Keeps the request's abort signal source for a limiter that waits. */
+  protected noteSignal(raw: Raw, signal: (() => AbortSignal | undefined) | undefined): void {
+    if (signal !== undefined && this.mayWait && typeof raw === 'object' && raw !== null) this.signals.set(raw, signal);
+  }
+
+  /** The options of a call that may wait: the request's abort signal, so a client that leaves abandons the wait. */
+  protected waitOptions(raw: Raw, waits: boolean): { signal: AbortSignal } | undefined {
+    if (!waits || typeof raw !== 'object' || raw === null) return undefined;
+    const signal = this.signals.get(raw)?.();
+    return signal === undefined ? undefined : { signal };
+  }
 
   /** True when an admitted request's units are held as reservations: settled after the response, or given back for want of a slot. */
   protected get holdsUnits(): boolean {
@@ -76,6 +99,20 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   }
 
   /**
+   * An admitted request that will not be served after all (a later rule
+   * refused it, or an upgrade's tunnel ended): frees its concurrency slot
+   * now instead of when a response ends. Its units stay spent, as for any
+   * request that was made.
+   */
+  release(raw: Raw, info: RateLimitInfo | undefined): void {
+    if (info === undefined) return;
+    const slot = this.slots.get(info);
+    if (slot === undefined) return;
+    this.slots.delete(info);
+    this.quietly(slot.release(), raw);
+  }
+
+  /**
    * The end of every admitting decision path: remembers what counted the
    * request when its response's end matters, takes its concurrency slot, and
    * reports the decision (`onDecision`) as it finally stands.
@@ -102,7 +139,8 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
       this.decided(raw, decided);
       return outcome;
     }
-    return this.guard.wrap(concurrency.limiter.acquire(info.key)).then(
+    const slotCall = concurrency.limiter.acquire(info.key, this.waitOptions(raw, concurrency.limiter.waits));
+    return this.guard.wrap(slotCall).then(
       (slot) => {
         if (slot.allowed) {
           this.slots.set(info, slot);
@@ -187,8 +225,14 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   }
 }
 
-/** Calls `done` once, when `res` finishes or its connection closes, whichever comes first. */
+/** Calls `done` once, when `res` finishes or its connection closes, whichever comes first (soon, when one of them has already happened). */
 function whenEnded(res: ServerResponse, done: () => void): void {
+  // A client that left while the decision was pending (a store round trip, a wait) closed the response
+  // already: its 'close' will not come again, and a slot kept waiting for it would be renewed for ever.
+  if (res.writableFinished || res.destroyed) {
+    queueMicrotask(done);
+    return;
+  }
   let called = false;
   const once = (): void => {
     if (called) return;

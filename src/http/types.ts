@@ -33,6 +33,12 @@ export interface RequestView<Raw> {
   readonly method: string;
   /** URL path without the query string. */
   readonly path: string;
+  /**
+   * The signal that aborts when the client goes away, asked only when a
+   * limiter of the route waits (`wait`): a waiting consume or acquire is then
+   * abandoned at once, spending nothing. Absent: a wait runs to its end.
+   */
+  readonly signal?: () => AbortSignal | undefined;
 }
 
 /** A limiter with the name it is reported under, and the key it counts under when not the route's. */

@@ -133,6 +133,14 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
       'is missing, so every request would be forwarded without limits. Add rules, e.g. rules: [{ name: all, policies: ["100/1m"] }]; to forward without limits on purpose, write rules: [].',
     );
   const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
+  if (upstream === undefined && o.rules === undefined) {
+    const i = rules.findIndex((r) => r.concurrency !== undefined);
+    if (i >= 0)
+      c.fail(
+        ['rules', i, 'concurrency'],
+        "needs an upstream: without one the gateway only answers its decision endpoint, which decides before the response exists and so cannot hold a slot until it ends. Set upstream so the gateway proxies (and holds the slot while the response runs), or limit requests in flight in the proxy that calls the endpoint (nginx's limit_conn).",
+      );
+  }
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
   const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined)

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe } from '../../duration.js';
 import { costSettings } from './cost-config.js';
+import { concurrencySettings, waitSettings } from './in-flight-config.js';
 import { parsePathPattern } from './path-config.js';
 import {
   InvalidValue,
@@ -18,7 +19,7 @@ import {
 import { type KeySettings, type MatchSettings, type PolicySettings, type RuleSettings } from './settings.js';
 import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
 
-const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost'] as const;
+const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration', 'key'] as const;
@@ -75,7 +76,20 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   });
   const match = matchSettings(c, [...path, 'match'], r.match);
   const cost = r.cost === undefined ? undefined : costSettings(c, [...path, 'cost'], r.cost, policies, shadow);
-  return { name, match, key, policies, shadow, final, ...(cost === undefined ? {} : { cost }), line: c.lineOf(path) };
+  const concurrency = r.concurrency === undefined ? undefined : concurrencySettings(c, [...path, 'concurrency'], r.concurrency, shadow);
+  const wait = r.wait === undefined ? undefined : waitSettings(c, [...path, 'wait'], r.wait, policies, concurrency !== undefined, shadow);
+  return {
+    name,
+    match,
+    key,
+    policies,
+    shadow,
+    final,
+    ...(cost === undefined ? {} : { cost }),
+    ...(concurrency === undefined ? {} : { concurrency }),
+    ...(wait === undefined ? {} : { wait }),
+    line: c.lineOf(path),
+  };
 }
 
 function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {

@@ -81,6 +81,10 @@ export interface RuleSettings {
   readonly final: boolean;
   /** Each request costs the units its upstream response reports (`cost:` in the config); absent: one unit per request. */
   readonly cost?: CostSettings | undefined;
+  /** The most requests of one key in flight at once (`concurrency:`); absent: no in-flight limit. */
+  readonly concurrency?: ConcurrencySettings | undefined;
+  /** A refused request waits for a slot (with `concurrency`) or a unit (`wait:`); absent: refused at once. */
+  readonly wait?: WaitSettings | undefined;
   /** The 1-based line where the rule starts in its config file, for messages; undefined for the command line's rule. */
   readonly line?: number | undefined;
 }
@@ -98,6 +102,22 @@ export interface CostSettings {
   readonly estimate: number;
   /** Where the actual cost is read. */
   readonly source: UsageSource;
+}
+
+/** A rule's `concurrency`: slots per key, held while the proxied response runs. */
+export interface ConcurrencySettings {
+  /** Most requests of one key in flight at once. */
+  readonly limit: number;
+  /** A slot's lifetime without renewal, ms; renewed every ttl/3 while held. */
+  readonly ttlMs: number;
+}
+
+/** A rule's `wait`: how long a refused request may wait, and how many of one key may wait at once in a process. */
+export interface WaitSettings {
+  /** Longest wait, ms; then 429. */
+  readonly timeoutMs: number;
+  /** Most waiting requests of one key per gateway process; one more is refused at once. */
+  readonly maxQueue: number;
 }
 
 /** What a limiter does while its store fails. */

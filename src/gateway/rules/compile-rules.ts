@@ -5,14 +5,15 @@ import { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
 import { headerValue } from '../../http/client-keys.js';
 import { RateLimiter } from '../../limiter.js';
-import type { RateLimiterOptions } from '../../limiter-options.js';
+import type { RateLimiterOptions, WaitOptions } from '../../limiter-options.js';
+import { ConcurrencyLimiter } from '../../concurrency-limiter.js';
 import { throttled } from '../../throttle.js';
 import { keyCheck } from './key-check.js';
 import { RuleCost } from './rule-cost.js';
 import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
-import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings } from '../config/settings.js';
+import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings, WaitSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
 /**
@@ -64,6 +65,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     },
     // A rule with cost takes its estimate from every policy, decided together as any cost is, and commits what the response reported.
     ...(cost === undefined ? {} : { cost: cost.estimate, actualCost: (req: IncomingMessage) => cost.actual(req) }),
+    // A slot per admitted request under the rule's key, taken once the policies admit it and freed when its response ends.
+    ...(rule.concurrency === undefined ? {} : { concurrency: slotLimiter(rule, settings, context) }),
   };
   const keyIsIp = rule.key.kind === 'ip';
   if (rule.shadow) {
@@ -103,6 +106,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     limiter,
     limiters: policies.map((p) => p.limiter),
     cost,
+    holdsSlots: rule.concurrency !== undefined,
+    waits: rule.wait !== undefined,
     counts,
   };
 }
@@ -136,7 +141,9 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
   // The block list is as large as a rule's table: with the library's 10 000, half a million blocked keys (a per-IP
   // rule under a distributed flood) sent most refusals to the store, and each evicted a live entry.
   const inMemoryBlock = settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false;
-  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock };
+  // A rule's wait is for its slot when it has concurrency (one deadline for the request), else for its only policy's unit.
+  const wait = rule.wait !== undefined && rule.concurrency === undefined ? { wait: waitOption(rule.wait) } : {};
+  const options: RateLimiterOptions = { ...base, store: context.storeFor(rule.name), inMemoryBlock, ...wait };
   if (context.storeCanFail) {
     switch (settings.store.onFailure) {
       case 'insurance':
@@ -152,6 +159,31 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
     }
   }
   return new RateLimiter(options);
+}
+
+/**
+ * The in-flight limiter of a rule with `concurrency`, on the rule's store
+ * under its own prefix (a reload that keeps the limit keeps the slots held).
+ * While the store fails it follows the rule's failure policy, except that
+ * `insurance`, which has no per-process slots, admits without a slot
+ * (fail-open): the policies' insurance still bounds the rate.
+ */
+function slotLimiter(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): ConcurrencyLimiter {
+  const c = rule.concurrency!;
+  const onFailure = settings.store.onFailure;
+  const onStoreFailure = !context.storeCanFail ? 'reject' : onFailure === 'insurance' ? 'fail-open' : onFailure;
+  return new ConcurrencyLimiter({
+    limit: c.limit,
+    ttl: c.ttlMs,
+    store: context.storeFor(rule.name),
+    prefix: `${settings.store.prefix}:${rule.name}:in-flight:${c.limit}`,
+    onStoreFailure,
+    ...(rule.wait === undefined ? {} : { wait: waitOption(rule.wait) }),
+  });
+}
+
+function waitOption(wait: WaitSettings): WaitOptions {
+  return { timeout: wait.timeoutMs, maxQueue: wait.maxQueue };
 }
 
 /**

@@ -4,6 +4,7 @@ import { systemClock } from '../../clock.js';
 import type { Operation, Outcome } from '../../policy.js';
 import { MemoryStore } from '../../stores/memory.js';
 import type { Store } from '../../stores/store.js';
+import type { SlotAcquisition } from '../../slots.js';
 import { loadIoredis } from '../serve/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
@@ -52,6 +53,9 @@ class TimedStore implements Store {
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   declare settleNow?: (operation: Operation) => Outcome | undefined;
+  declare acquireSlot?: (key: string, limit: number, owner: string, ttlMs: number) => Promise<SlotAcquisition>;
+  declare releaseSlot?: (key: string, owner: string) => Promise<boolean>;
+  declare renewSlot?: (key: string, owner: string, ttlMs: number) => Promise<boolean>;
   private readonly ok: LatencyChild;
   private readonly failed: LatencyChild;
 
@@ -79,6 +83,12 @@ class TimedStore implements Store {
     if (inner.settleNow !== undefined) this.settleNow = (operation) => inner.settleNow!(operation);
     // A rule's several policies are one composite: timed and reported as one store call.
     if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
+    // A rule's in-flight slots (concurrency) are store calls like any other: timed, and their failures reported.
+    if (inner.acquireSlot !== undefined && inner.releaseSlot !== undefined && inner.renewSlot !== undefined) {
+      this.acquireSlot = (key, limit, owner, ttlMs) => this.timed(() => inner.acquireSlot!(key, limit, owner, ttlMs));
+      this.releaseSlot = (key, owner) => this.timed(() => inner.releaseSlot!(key, owner));
+      this.renewSlot = (key, owner, ttlMs) => this.timed(() => inner.renewSlot!(key, owner, ttlMs));
+    }
     if (inner.consumeAllNow !== undefined) {
       this.consumeAllNow = (operations) => {
         const outcomes = inner.consumeAllNow!(operations);

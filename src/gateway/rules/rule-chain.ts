@@ -1,7 +1,8 @@
-/** Several enforced rules for one request: each counts in turn, the first refusal answers (later rules are not charged), and an admitted request carries every rule's RateLimit fields. */
+/** Several enforced rules for one request: each counts in turn, the first refusal answers (later rules are not charged, earlier rules' slots are freed), and an admitted request carries every rule's RateLimit fields. */
 import type { HeaderPair } from '../../http/headers.js';
 import type { Verdict } from './verdict.js';
 import type { Charge } from './rule-cost.js';
+import type { Hold } from './rule-slots.js';
 
 /**
  * Runs `enforce` for each rule in order, waiting for each before the next:
@@ -13,26 +14,55 @@ import type { Charge } from './rule-cost.js';
  *
  * Synchronous as long as every rule answers synchronously.
  */
-export function enforceInTurn<R>(rules: readonly R[], enforce: (rule: R) => Verdict | Promise<Verdict>): Verdict | Promise<Verdict> {
-  const step = (i: number, fields: readonly HeaderPair[], charges: readonly Charge[]): Verdict | Promise<Verdict> => {
+export function enforceInTurn<R>(
+  rules: readonly R[],
+  enforce: (rule: R) => Verdict | Promise<Verdict>,
+  abandon: (held: readonly Hold[]) => void,
+): Verdict | Promise<Verdict> {
+  const step = (
+    i: number,
+    fields: readonly HeaderPair[],
+    charges: readonly Charge[],
+    holds: readonly Hold[],
+  ): Verdict | Promise<Verdict> => {
     const decided = enforce(rules[i]!);
-    return decided instanceof Promise ? decided.then((verdict) => next(i, fields, charges, verdict)) : next(i, fields, charges, decided);
+    return decided instanceof Promise
+      ? decided.then((verdict) => next(i, fields, charges, holds, verdict))
+      : next(i, fields, charges, holds, decided);
   };
-  const next = (i: number, fields: readonly HeaderPair[], charges: readonly Charge[], verdict: Verdict): Verdict | Promise<Verdict> => {
-    // A later refusal leaves the earlier rules' estimates taken (charged as they are), like any units they took.
-    if (!verdict.forward) return verdict;
-    const merged = mergeFields(fields, verdict.headers);
-    const all = verdict.charges === undefined ? charges : [...charges, ...verdict.charges];
-    if (i + 1 === rules.length) {
-      if (merged === verdict.headers && all === verdict.charges) return verdict;
-      return all.length === 0 ? { forward: true, headers: merged } : { forward: true, headers: merged, charges: all };
+  const next = (
+    i: number,
+    fields: readonly HeaderPair[],
+    charges: readonly Charge[],
+    holds: readonly Hold[],
+    verdict: Verdict,
+  ): Verdict | Promise<Verdict> => {
+    // A later refusal leaves the earlier rules' estimates taken (charged as they are), like any units they took;
+    // their slots go back at once, since no response will run under them.
+    if (!verdict.forward) {
+      if (charges.length > 0) abandon(charges);
+      if (holds.length > 0) abandon(holds);
+      return verdict;
     }
-    return step(i + 1, merged, all);
+    const merged = mergeFields(fields, verdict.headers);
+    const allCharges = verdict.charges === undefined ? charges : [...charges, ...verdict.charges];
+    const allHolds = verdict.holds === undefined ? holds : [...holds, ...verdict.holds];
+    if (i + 1 === rules.length) {
+      if (merged === verdict.headers && allCharges === verdict.charges && allHolds === verdict.holds) return verdict;
+      return {
+        forward: true,
+        headers: merged,
+        ...(allCharges.length === 0 ? {} : { charges: allCharges }),
+        ...(allHolds.length === 0 ? {} : { holds: allHolds }),
+      };
+    }
+    return step(i + 1, merged, allCharges, allHolds);
   };
-  return step(0, [], NO_CHARGES);
+  return step(0, [], NO_CHARGES, NO_HOLDS);
 }
 
 const NO_CHARGES: readonly Charge[] = Object.freeze([]);
+const NO_HOLDS: readonly Hold[] = Object.freeze([]);
 
 /**
  * The RateLimit fields of two rules as one set: Structured Field lists (the

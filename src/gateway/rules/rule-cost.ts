@@ -4,6 +4,7 @@ import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { RateLimitInfo } from '../../http/types.js';
 import type { UsageSource } from '../config/settings.js';
 import { UsageReader, type UsageWarn } from '../serve/response-usage.js';
+import type { Hold } from './rule-slots.js';
 
 /**
  * What a rule with `cost` adds to its HttpLimiter: the estimate is the
@@ -55,7 +56,7 @@ export class RuleCost {
 }
 
 /** One admitted request of a rule with `cost`, until its response is watched. */
-export class Charge {
+export class Charge implements Hold {
   /**
    * @param cost - the rule's cost settings
    * @param limiter - the rule's HttpLimiter, which holds the request's reservations
@@ -77,5 +78,10 @@ export class Charge {
     const reader = this.cost.read(req);
     this.limiter.watchResponse(req, res, this.info);
     return reader;
+  }
+
+  /** Not forwarded after all: a slot of the rule (with `concurrency`) is freed now; the estimate stays charged. */
+  abandon(req: IncomingMessage): void {
+    this.limiter.release(req, this.info);
   }
 }

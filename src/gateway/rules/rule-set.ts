@@ -10,6 +10,7 @@ import type { RuleCost } from './rule-cost.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { ForwardedHeaderWatch } from '../serve/forwarded-warning.js';
 import { enforceInTurn } from './rule-chain.js';
+import { abandonAll } from './rule-slots.js';
 import { canonicalHost } from './path-match.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../serve/metrics.js';
 import type { RuleSettings } from '../config/settings.js';
@@ -35,6 +36,10 @@ export interface Rule {
   readonly limiters: readonly RateLimiter[];
   /** With `cost`: the estimate each request takes, and how its response settles it; undefined for one unit per request. */
   readonly cost: RuleCost | undefined;
+  /** With `concurrency`: each admitted request holds a slot until its response ends. */
+  readonly holdsSlots: boolean;
+  /** With `wait`: a refused request may wait, so its client's leaving must reach the limiter (see RequestView.signal). */
+  readonly waits: boolean;
   /** The rule's `floodgate_decisions_total` series, bound once so a decision costs one addition. */
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
 }
@@ -79,6 +84,8 @@ export interface RuleContext {
 export class RuleSet {
   /** Whether any rule looks at the Host header (so it is parsed only then). */
   private readonly needsHost: boolean;
+  /** Whether any rule's requests may wait, so the gateway hands each request's abort signal to the rules. */
+  readonly waits: boolean;
   private readonly unmatchedCount: DecisionCell;
 
   /**
@@ -94,6 +101,7 @@ export class RuleSet {
     private readonly forwarded?: ForwardedHeaderWatch,
   ) {
     this.needsHost = settings.some((r) => r.match.hosts !== undefined);
+    this.waits = rules.some((r) => r.waits);
     this.unmatchedCount = metrics.decisionCell('(none)', 'unmatched');
   }
 
@@ -120,7 +128,12 @@ export class RuleSet {
     }
     if (shadows !== undefined) return this.withShadows(more ?? enforced, shadows, view);
     if (enforced === undefined) return this.unmatched();
-    if (more !== undefined) return enforceInTurn(more, (rule) => this.enforce(rule, view));
+    if (more !== undefined)
+      return enforceInTurn(
+        more,
+        (rule) => this.enforce(rule, view),
+        (held) => abandonAll(view.raw, held),
+      );
     return this.enforce(enforced, view);
   }
 
@@ -133,7 +146,11 @@ export class RuleSet {
       enforced === undefined
         ? this.unmatched()
         : Array.isArray(enforced)
-          ? enforceInTurn(enforced as readonly Rule[], (rule) => this.enforce(rule, view))
+          ? enforceInTurn(
+              enforced as readonly Rule[],
+              (rule) => this.enforce(rule, view),
+              (held) => abandonAll(view.raw, held),
+            )
           : this.enforce(enforced as Rule, view),
       Promise.all(shadows.map((rule) => this.shadow(rule, view))).then((items) => items.join(', ')),
     ]);

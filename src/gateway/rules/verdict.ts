@@ -4,11 +4,22 @@ import type { HeaderPair } from '../../http/headers.js';
 import type { KeyRefusal } from './key-check.js';
 import type { Rule } from './rule-set.js';
 import type { Charge } from './rule-cost.js';
+import { SlotHold, type Hold } from './rule-slots.js';
+import { ErrorCode, isFloodgateError } from '../../errors.js';
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =
-  /** Forward it; add `headers` to the upstream's response; `charges` (rules with `cost`) are committed when the response ends. */
-  | { readonly forward: true; readonly headers: readonly HeaderPair[]; readonly charges?: readonly Charge[] }
+  /**
+   * Forward it; add `headers` to the upstream's response; `charges` (rules
+   * with `cost`) are committed when the response ends, and `holds` (the
+   * slots of rules with `concurrency` and no cost) are freed then.
+   */
+  | {
+      readonly forward: true;
+      readonly headers: readonly HeaderPair[];
+      readonly charges?: readonly Charge[];
+      readonly holds?: readonly Hold[];
+    }
   /** Answer it with this response. */
   | {
       readonly forward: false;
@@ -44,11 +55,16 @@ export function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
         const charge = rule.cost.charge(rule.limiter, outcome.info);
         if (charge !== undefined) return { forward: true, headers: outcome.headers, charges: [charge] };
       }
+      // An allow-listed request (no info) took no slot.
+      if (rule.holdsSlots && outcome.info !== undefined)
+        return { forward: true, headers: outcome.headers, holds: [new SlotHold(rule.limiter, outcome.info)] };
       return outcome.headers.length === 0 ? FORWARD : { forward: true, headers: outcome.headers };
     case 'respond':
       rule.counts[refusalOutcome(outcome.status)].count += 1;
       return refusalVerdict(outcome);
     case 'error':
+      // A client that left while its request waited: nobody to answer, nothing went wrong.
+      if (isFloodgateError(outcome.error, ErrorCode.ABORTED)) return ABANDONED;
       rule.counts.error.count += 1;
       rule.limiter.reportError(outcome.error, undefined);
       return { forward: false, status: 500, headers: NO_HEADERS, contentType: 'application/problem+json', body: INTERNAL_ERROR_BODY };
@@ -102,6 +118,16 @@ export function keyRefusalVerdict(rule: Rule, refusal: KeyRefusal): Verdict {
   }
   return verdict;
 }
+
+const ABANDONED_BODY = JSON.stringify({ type: 'about:blank', title: 'Client Closed Request', status: 499 });
+/** The verdict of a request whose client left while it waited: written to a closed connection, so never seen. */
+const ABANDONED: Verdict = Object.freeze({
+  forward: false,
+  status: 499,
+  headers: NO_HEADERS,
+  contentType: 'application/problem+json',
+  body: ABANDONED_BODY,
+});
 
 const INTERNAL_ERROR_BODY = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
 

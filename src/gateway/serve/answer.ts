@@ -15,6 +15,6 @@ export function answer(req: IncomingMessage, res: ServerResponse, proxy: Upstrea
       res.end(verdict.body);
     }
   } else {
-    proxy.forward(req, res, verdict.headers, verdict.charges);
+    proxy.forward(req, res, verdict.headers, verdict.charges, verdict.holds);
   }
 }

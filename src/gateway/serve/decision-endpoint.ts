@@ -7,6 +7,8 @@ import { requestTarget } from '../rules/path-match.js';
 import type { PathSettings } from '../config/settings.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import { whenDecided } from '../rules/verdict.js';
+import { abandonAll } from '../rules/rule-slots.js';
+import { abortOnClose } from './client-gone.js';
 
 /**
  * Answers one decision request. The original request is read from
@@ -49,8 +51,12 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
     path: q < 0 ? uri : uri.slice(0, q),
   };
   const host = target.authority ?? headerValue(req.headers, 'x-original-host') ?? req.headers.host;
-  whenDecided(rules.decide(view, host), (verdict) => {
+  whenDecided(rules.decide(rules.waits ? { ...view, signal: abortOnClose(res) } : view, host), (verdict) => {
     if (verdict.forward) {
+      // No response of the original request passes here, so nothing could free a slot at its end: rules with a
+      // concurrency limit are not enforced in flight by this endpoint (a gateway without an upstream refuses them).
+      abandonAll(req, verdict.holds);
+      abandonAll(req, verdict.charges);
       setHeaders(res, verdict.headers);
       res.statusCode = 204;
       res.end();

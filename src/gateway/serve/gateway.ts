@@ -7,6 +7,8 @@ import { throttled } from '../../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
+import { abortOnClose } from './client-gone.js';
+import { freeWhenClosed } from '../rules/rule-slots.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
@@ -328,7 +330,10 @@ export class Gateway implements AdminSource {
     // 'close' comes once per response; on() spares the wrapper once() allocates per request.
     res.on('close', this.requestDone);
     proxy.hold();
-    const decided = this.rules.decide(viewOf(req, req, url), req.headers.host);
+    const rules = this.rules;
+    // Only rules that wait need to hear that the client left; the others decide without it.
+    const view = rules.waits ? { ...viewOf(req, req, url), signal: abortOnClose(res) } : viewOf(req, req, url);
+    const decided = rules.decide(view, req.headers.host);
     // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
     if (decided instanceof Promise)
       decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
@@ -391,8 +396,11 @@ export class Gateway implements AdminSource {
     this.tunnels.add(socket);
     socket.once('close', () => this.tunnels.delete(socket));
     proxy.hold();
-    whenDecided(this.rules.decide(viewOf(req, req), req.headers.host), (verdict) => {
+    const rules = this.rules;
+    const view = rules.waits ? { ...viewOf(req, req), signal: abortOnClose(socket) } : viewOf(req, req);
+    whenDecided(rules.decide(view, req.headers.host), (verdict) => {
       if (verdict.forward) {
+        freeWhenClosed(req, socket, verdict);
         proxy.upgrade(req, socket, head, protocol, verdict.headers);
         return;
       }

@@ -11,6 +11,7 @@ import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-b
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
 import { observeCost, withoutUsageHeaders, type CostWatch } from './response-cost.js';
+import type { Hold } from '../rules/rule-slots.js';
 import type { Charge } from '../rules/rule-cost.js';
 import type { GatewayLogger } from './log.js';
 import type { GatewayMetrics, LatencyChild } from './metrics.js';
@@ -103,10 +104,19 @@ export class UpstreamProxy {
    * `proxy.minBodyRate`. Answers 502 or 504 itself when the upstream fails
    * before its headers; after them, a failure can only cut the response
    * (the status is already sent). `charges` (rules with `cost`) are
-   * committed when the response ends, at the cost it reported.
+   * committed when the response ends, at the cost it reported; `holds`
+   * (slots of rules with `concurrency`) are freed when it ends, whether
+   * the upstream answered, failed (502, 504) or the client left.
    * Ends the caller's {@link hold}.
    */
-  forward(req: IncomingMessage, res: ServerResponse, extra: readonly HeaderPair[], charges?: readonly Charge[]): void {
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly HeaderPair[],
+    charges?: readonly Charge[],
+    holds?: readonly Hold[],
+  ): void {
+    if (holds !== undefined) for (const held of holds) held.watch(req, res);
     const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD');
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
