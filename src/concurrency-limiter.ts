@@ -100,6 +100,21 @@ const LONG_UNRENEWED_TTL_MS = 10 * 60_000;
  * `onStoreFailure: "reject"`.
  */
 export class ConcurrencyLimiter {
+  /**
+   * `value instanceof ConcurrencyLimiter` is also true for one of the
+   * package's other build (ESM or CommonJS, both loaded in one process), as
+   * for RateLimiter: both builds mark their instances with one registered symbol.
+   */
+  static [Symbol.hasInstance](value: unknown): value is ConcurrencyLimiter {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    return (
+      this === ConcurrencyLimiter &&
+      typeof value === 'object' &&
+      value !== null &&
+      (value as Record<symbol, unknown>)[CONCURRENCY_LIMITER_BRAND] === true
+    );
+  }
+
   /** Slots per key. */
   readonly limit: number;
   /** True when a refused `acquire` waits for a slot (the `wait` option). */
@@ -302,3 +317,8 @@ function warnAboutTtl(ttlMs: number, heartbeat: boolean, written: Duration | und
     );
   }
 }
+
+/** The mark of a ConcurrencyLimiter of either build (see its Symbol.hasInstance). */
+const CONCURRENCY_LIMITER_BRAND = Symbol.for('floodgate.ConcurrencyLimiter');
+// On the prototype, so every instance carries it without a per-instance field.
+Object.defineProperty(ConcurrencyLimiter.prototype, CONCURRENCY_LIMITER_BRAND, { value: true });

@@ -7,8 +7,13 @@ import type { RateLimiter } from './limiter.js';
 import type { StoreFailureMode } from './limiter-options.js';
 import type { Outcome } from './policy.js';
 
-/** Key of the RateLimiter method that returns its {@link LimiterInternals}; not exported from the package, so not API. */
-export const LIMITER_INTERNALS: unique symbol = Symbol('floodgate.limiterInternals');
+/**
+ * Key of the RateLimiter method that returns its {@link LimiterInternals};
+ * not exported from the package, so not API. A registered symbol, so that a
+ * RateLimiter of the package's other build (ESM or CommonJS, both loaded in
+ * one process) answers the middleware and `consumeAll` of this one.
+ */
+export const LIMITER_INTERNALS: unique symbol = Symbol.for('floodgate.limiterInternals');
 
 /** What `consumeAll` needs of each part's limiter beyond its public fields. */
 export interface LimiterInternals {

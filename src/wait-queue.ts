@@ -201,7 +201,8 @@ export class WaitQueue<T> {
       waiters.push(waiter);
       // Behind others, or behind an attempt whose waiter left at its deadline: that attempt's answer drives the line.
       if (waiters.length > 1 || line.busy) return;
-      if (refused !== undefined && !refused.admitted) this.answered(key, line, waiter, refused);
+      // The caller's own refusal, handled in the same instant it joined: a wait of 0 whatever the clock reads next.
+      if (refused !== undefined && !refused.admitted) this.answered(key, line, waiter, refused, now);
       else this.pump(key, line);
     });
   }
@@ -336,10 +337,10 @@ export class WaitQueue<T> {
     line.cancelDeadline = undefined;
   }
 
-  private answered(key: string, line: Line<T>, head: Waiter<T>, result: AttemptResult<T>): void {
+  private answered(key: string, line: Line<T>, head: Waiter<T>, result: AttemptResult<T>, at?: number): void {
     line.busy = false;
     if (this.closed) return;
-    const now = this.clock();
+    const now = at ?? this.clock();
     if (line.startedAt !== undefined) line.answerMs = now - line.startedAt;
     line.startedAt = undefined;
     if (result.admitted) {

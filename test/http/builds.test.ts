@@ -63,6 +63,13 @@ describe(
       assert.deepEqual(await limitedTwice(middleware as express.RequestHandler), [200, 429]);
     });
 
+    it('a ConcurrencyLimiter from the other build holds a slot per request in the middleware', async () => {
+      const { esm, cjsExpress } = await load();
+      const concurrency = new esm.ConcurrencyLimiter({ limit: 1 });
+      const middleware = cjsExpress.rateLimit({ limiter: new esm.RateLimiter({ limit: 10, window: '1m' }), concurrency });
+      assert.deepEqual(await limitedTwice(middleware as express.RequestHandler), [200, 200]);
+    });
+
     it('instanceof stays exact for what is not a RateLimiter, and for subclasses', async () => {
       const { cjs, esm } = await load();
       for (const value of [undefined, null, {}, { policy: {}, store: {}, prefix: 'p' }, cjs.RateLimiter]) {
