@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
+import { abandoned, abortOnClose } from './client-gone.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/express rateLimit';
@@ -69,6 +70,8 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
         return;
       case 'error':
+        // A wait its client left: nothing was spent, and nobody is there to answer; not an error for the app.
+        if (abandoned(outcome.error)) return;
         next(outcome.error);
         return;
     }
@@ -76,7 +79,8 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
   return (req, res, next) => {
     // The app vouches for `Req` (see above); the callbacks get the request as it comes.
     const raw = req as Req;
-    const view = viewOf(req, raw, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
+    const plain = viewOf(req, raw, req.originalUrl ?? req.url, limiter.usesFrameworkIp ? req.ip : undefined);
+    const view = limiter.mayWait ? { ...plain, signal: abortOnClose(res) } : plain;
     const decided = limiter.decide(view);
     // A refusal the in-memory block already knows is answered in this turn, without a promise.
     if (!(decided instanceof Promise)) {

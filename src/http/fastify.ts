@@ -6,6 +6,7 @@ import { assertKnownOptions } from '../validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
+import { abandoned, abortOnClose } from './client-gone.js';
 import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
 import { warnOnce, WarningCode } from '../warnings.js';
@@ -196,6 +197,11 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
         }
         return;
       case 'error':
+        // A wait its client left: nothing was spent and nobody is there to answer; ended quietly, not as an error.
+        if (abandoned(outcome.error)) {
+          reply.code(499).send();
+          return;
+        }
         done(outcome.error instanceof Error ? outcome.error : new Error(String(outcome.error)));
         return;
     }
@@ -210,6 +216,7 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
       headers: request.headers,
       method: request.method,
       path: q < 0 ? url : url.slice(0, q),
+      ...(limiter.mayWait ? { signal: abortOnClose(reply.raw) } : {}),
     };
     const decided = limiter.decide(view);
     if (!(decided instanceof Promise)) {

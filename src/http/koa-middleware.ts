@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
+import { abandoned, abortOnClose } from './client-gone.js';
 
 /**
  * The parts of a Koa context the adapter uses. Typed structurally rather
@@ -27,6 +28,8 @@ export interface KoaContextLike {
   set(field: string, value: string): void;
   /** Koa's per-request namespace; floodgate puts its decision in `state.rateLimit`. */
   state?: Record<string, unknown>;
+  /** Koa's switch to leave the response alone (set false for a request whose client left while it waited). */
+  respond?: boolean;
 }
 
 /** A Koa middleware. */
@@ -43,6 +46,7 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
       headers: ctx.req.headers,
       method: ctx.method,
       path: ctx.path ?? url.split('?')[0]!,
+      ...(limiter.mayWait ? { signal: abortOnClose(ctx.res) } : {}),
     };
     // Awaited only when it is a promise: a refusal the in-memory block already knows needs no turn of the queue.
     const decided = limiter.decide(view);
@@ -64,6 +68,11 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
         ctx.body = outcome.body;
         return;
       case 'error':
+        // A wait its client left: nothing was spent and nobody is there to answer; Koa is told not to respond.
+        if (abandoned(outcome.error)) {
+          ctx.respond = false;
+          return;
+        }
         throw outcome.error;
     }
   };

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
+import { abandoned, abortOnClose } from './client-gone.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/node rateLimit';
@@ -43,7 +44,7 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
   }
   const limiter = new HttpLimiter<Req>(options, { owner: OWNER, frameworkIp: false });
   return async (req, res) => {
-    const view = viewOf(req, req);
+    const view = limiter.mayWait ? { ...viewOf(req, req), signal: abortOnClose(res) } : viewOf(req, req);
     // Awaited only when it is a promise: a refusal the in-memory block already knows needs no turn of the queue.
     const decided = limiter.decide(view);
     const outcome = decided instanceof Promise ? await decided : decided;
@@ -59,6 +60,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
         return false;
       case 'error':
+        // A wait its client left: nothing was spent, and nobody is there to answer.
+        if (abandoned(outcome.error)) return false;
         // No framework to hand the error to: log it and answer 500 rather than leave the request open.
         limiter.reportError(outcome.error, req);
         writeResponse(res, 500, [], 'application/problem+json', INTERNAL_ERROR);

@@ -35,8 +35,12 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   /** Where each request's abort signal comes from, kept only when some limiter of the route may wait. */
   private readonly signals = new WeakMap<object, () => AbortSignal | undefined>();
 
-  /** True when a limiter of the route may wait (`wait`), so requests' abort signals are kept (see {@link noteSignal}). */
-  protected get mayWait(): boolean {
+  /**
+   * True when a limiter of the route may wait (`wait`): adapters then give
+   * each request an abort signal (see {@link noteSignal}), so a wait ends
+   * when its client leaves.
+   */
+  get mayWait(): boolean {
     return (this.waitsMemo ??=
       this.settings.selectPolicies !== undefined ||
       this.settings.policies.some((p) => p.limiter[LIMITER_INTERNALS]().waits) ||

@@ -8,7 +8,7 @@ import type { PathSettings } from '../config/settings.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import { whenDecided } from '../rules/verdict.js';
 import { abandonAll } from '../rules/rule-slots.js';
-import { abortOnClose } from './client-gone.js';
+import { abortOnClose } from '../../http/client-gone.js';
 
 /**
  * Answers one decision request. The original request is read from

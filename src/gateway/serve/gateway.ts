@@ -7,7 +7,7 @@ import { throttled } from '../../throttle.js';
 import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
-import { abortOnClose } from './client-gone.js';
+import { abortOnClose } from '../../http/client-gone.js';
 import { freeWhenClosed } from '../rules/rule-slots.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './optional-deps.js';

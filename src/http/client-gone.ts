@@ -1,6 +1,7 @@
-/** The signal a waiting request's limiter listens to: it aborts when the client goes away before its response is done. */
+/** The signal a waiting request's limiter listens to: it aborts when the client goes away before its response is done; and how an adapter tells a wait its client abandoned. */
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { ErrorCode, isFloodgateError } from '../errors.js';
 
 /**
  * A source of the signal that aborts when `res` (or an upgrade's socket)
@@ -20,4 +21,13 @@ export function abortOnClose(res: ServerResponse | Duplex): () => AbortSignal {
       });
     return made.signal;
   };
+}
+
+/**
+ * True for the error of a wait whose client left (FLOODGATE_ABORTED): nothing
+ * was spent and nobody is there to answer, so adapters drop the request
+ * instead of handing the error to the framework's error handling.
+ */
+export function abandoned(error: unknown): boolean {
+  return isFloodgateError(error, ErrorCode.ABORTED);
 }
