@@ -158,6 +158,13 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
         return this.refuse(raw, { ...refusal, violatedPolicies: [concurrency.name] }, headers);
       },
       (error: unknown) => {
+        // The middleware's timeout gave up on a slow store; a slot that store grants later was never this
+        // request's, and its heartbeat would keep it taken for ever: free it when it comes.
+        if (this.guard.timedOut(error))
+          this.quietly(
+            slotCall.then((late) => late.release()),
+            raw,
+          );
         if (!isStoreFailure(error)) {
           this.cancel(raw, reservations);
           return { action: 'error', error } as const;

@@ -162,6 +162,32 @@ describe('concurrency in the middleware (node:http)', () => {
     }
   });
 
+  it('a slot the store grants after the middleware timed out is freed, not held (and renewed) for ever', async () => {
+    const memory = new MemoryStore({ sweepIntervalMs: 0 });
+    const slow: Store = {
+      name: 'slow-slots',
+      apply: (op) => memory.apply(op),
+      acquireSlot: (key, limit, owner, ttl) =>
+        new Promise((resolve) => setTimeout(resolve, 200)).then(() => memory.acquireSlot!(key, limit, owner, ttl)),
+      releaseSlot: (key, owner) => memory.releaseSlot!(key, owner),
+      renewSlot: (key, owner, ttl) => memory.renewSlot!(key, owner, ttl),
+    };
+    const concurrency = new ConcurrencyLimiter({ limit: 1, store: slow, ttl: '3s' });
+    const limiter = new RateLimiter({ limit: 10, window: '1m', store: memory });
+    const { url, stop } = await server({ limiter, concurrency, timeout: 50, onError: () => {} });
+    try {
+      assert.equal((await get(`${url}/x`)).status, 503);
+      await settle(400);
+      // The late slot went back: another holder gets the only one.
+      const other = new ConcurrencyLimiter({ limit: 1, store: memory, ttl: '3s' });
+      const slot = await other.acquire('127.0.0.1');
+      assert.equal(slot.allowed, true);
+      await slot.release();
+    } finally {
+      await stop();
+    }
+  });
+
   it('concurrency that is not a ConcurrencyLimiter is refused at start with what to write', () => {
     assert.throws(
       () => rateLimit({ limit: 5, window: '1m', concurrency: 3 as unknown as ConcurrencyLimiter }),
