@@ -8,6 +8,7 @@ import type { SlotAcquisition } from '../../slots.js';
 import { loadIoredis } from '../serve/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
+import type { KnownKeysClient } from './known-keys.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -27,6 +28,8 @@ export interface GatewayStore {
   close(): Promise<void>;
   /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
   retain?(rules: readonly string[]): void;
+  /** The Redis client of a Redis store (allow lists in Redis ask it); undefined for the memory and cluster stores. */
+  readonly redis?: KnownKeysClient;
   /** Operations decided in overflow sketches so far (embedded memory store only). */
   overflows?(): number;
 }
@@ -171,6 +174,7 @@ export async function openStore(
   return {
     store: timed,
     storeFor: () => timed,
+    redis: client,
     description,
     ready: () => client.status === 'ready',
     close: async () => {

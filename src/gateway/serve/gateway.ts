@@ -97,6 +97,8 @@ export class Gateway implements AdminSource {
       storeFor: (rule) => store.storeFor(rule),
       storeCanFail: settings.store.kind === 'redis' || clustered,
       insuranceStore,
+      redis: store.redis,
+      reportStoreFailure: storeFailureLog(log),
       log,
       metrics,
       forwarded: new ForwardedHeaderWatch(log),
