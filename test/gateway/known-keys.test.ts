@@ -193,6 +193,46 @@ describe('allowList in a Redis set', () => {
     assert.deepEqual(rejections, []);
   });
 
+  it('SADD/SREM announced with PUBLISH <set>:changed, or seen as keyspace events, take effect on every host at once', async () => {
+    const set = 'fg:known-keys-live';
+    await admin.del(set);
+    const [a, b] = [await gateway(`{ redis: "${set}", knownFor: 30s, unknownFor: 30s }`), await gateway(`{ redis: "${set}" }`)];
+    for (let i = 0; i < 100; i += 1) {
+      const [, subscribers] = (await admin.pubsub('NUMSUB', `${set}:changed`)) as [string, number];
+      if (Number(subscribers) >= 2) break;
+      await sleep(20);
+    }
+    const both = async (key: string): Promise<number[]> => [
+      (await get(`${a.url}/`, h(key))).status,
+      (await get(`${b.url}/`, h(key))).status,
+    ];
+    assert.deepEqual(await both('key-live'), [401, 401], 'not listed, and now cached as unknown on both hosts');
+    let since = Date.now();
+    await admin.sadd(set, 'key-live');
+    await admin.publish(`${set}:changed`, 'key-live');
+    const addedA = await within(a, 'key-live', 200, since, 500);
+    const addedB = await within(b, 'key-live', 200, since, 500);
+    since = Date.now();
+    await admin.srem(set, 'key-live');
+    await admin.publish(`${set}:changed`, 'key-live');
+    const removedA = await within(a, 'key-live', 401, since, 500);
+    const removedB = await within(b, 'key-live', 401, since, 500);
+    // With keyspace events for sets on, a bare SADD is heard too (it names the set, not the key: the whole cache is asked again).
+    await admin.config('SET', 'notify-keyspace-events', 'Ks');
+    try {
+      assert.deepEqual(await both('key-bare'), [401, 401]);
+      since = Date.now();
+      await admin.sadd(set, 'key-bare');
+      const bare = await within(a, 'key-bare', 200, since, 500);
+      assert.equal((await get(`${b.url}/`, h('key-bare'))).status, 200);
+      console.log(
+        `published change: added ${addedA}/${addedB} ms, removed ${removedA}/${removedB} ms; keyspace event: added ${bare} ms (cache times 30 s)`,
+      );
+    } finally {
+      await admin.config('SET', 'notify-keyspace-events', '');
+    }
+  });
+
   it('a Redis allow list without a Redis store: a clear error at start', async () => {
     await assert.rejects(
       parseConfigText(

@@ -129,7 +129,7 @@ function knownKeysOf(rule: RuleSettings, settings: GatewaySettings, context: Rul
       ErrorCode.INVALID_CONFIG,
       `rule ${JSON.stringify(rule.name)}: allowList names the Redis set ${JSON.stringify(known.set)}, but the gateway has no Redis store; set store: { type: redis, url: ... } or list the keys in a file.`,
     );
-  return new KnownKeys(context.redis, known, settings.store.timeoutMs, context.reportStoreFailure ?? (() => {}));
+  return new KnownKeys(context.redis, known, settings.store.timeoutMs, context.reportStoreFailure ?? (() => {}), context.knownKeyChanges);
 }
 
 /** The one key of a `global` rule or policy: the same for every request, whatever it carries. */

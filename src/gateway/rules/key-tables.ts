@@ -9,6 +9,7 @@ import { loadIoredis } from '../serve/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
+import { KnownKeyChanges, type ChangeSubscriber } from './known-key-changes.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -30,6 +31,8 @@ export interface GatewayStore {
   retain?(rules: readonly string[]): void;
   /** The Redis client of a Redis store (allow lists in Redis ask it); undefined for the memory and cluster stores. */
   readonly redis?: KnownKeysClient;
+  /** Changes to allow-list sets heard on pub/sub (its connection opens on first use); undefined without Redis. */
+  readonly knownKeyChanges?: KnownKeyChanges;
   /** Operations decided in overflow sketches so far (embedded memory store only). */
   overflows?(): number;
 }
@@ -171,13 +174,16 @@ export async function openStore(
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
   }
   const timed = new TimedStore(store, metrics, report);
+  const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
   return {
     store: timed,
     storeFor: () => timed,
     redis: client,
+    knownKeyChanges,
     description,
     ready: () => client.status === 'ready',
     close: async () => {
+      knownKeyChanges.close();
       await store.close?.();
       client.disconnect();
     },

@@ -1,5 +1,6 @@
 /** A rule's allow list kept in a Redis set: each key looked up once, cached for a short time, lookups coalesced, batched and bounded so a flood of made-up keys cannot become a flood of Redis calls. */
 import type { KnownKeysSettings } from '../config/settings.js';
+import type { KnownKeyChanges } from './known-key-changes.js';
 
 /** The Redis commands the allow list needs (an ioredis client has them). */
 export interface KnownKeysClient {
@@ -57,6 +58,7 @@ export class KnownKeys {
    * @param settings - the set and the cache's bounds
    * @param timeoutMs - longest wait for one call (the store's timeout)
    * @param report - told of each failed or late call (the gateway logs them, throttled)
+   * @param changes - changes heard on pub/sub, which make a cached answer stale at once; undefined to rely on the cache times
    * @param now - the clock, ms
    */
   constructor(
@@ -64,8 +66,11 @@ export class KnownKeys {
     readonly settings: KnownKeysSettings,
     private readonly timeoutMs: number,
     private readonly report: (error: unknown) => void,
+    private readonly changes?: KnownKeyChanges,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    changes?.follow(settings.set);
+  }
 
   /** Keys cached now: known and unknown, each at most `cacheSize`. */
   get cached(): { known: number; unknown: number } {
@@ -80,14 +85,15 @@ export class KnownKeys {
   /** What the list says of `key`: from the cache synchronously, else through one (shared) lookup that never rejects. */
   check(key: string): KnownKeyAnswer | Promise<KnownKeyAnswer> {
     const t = this.now();
+    const { set, knownForMs, unknownForMs } = this.settings;
     const knownUntil = this.known.get(key);
     if (knownUntil !== undefined) {
-      if (knownUntil > t) return 'known';
+      if (knownUntil > t && this.changes?.changedSince(set, key, knownUntil - knownForMs) !== true) return 'known';
       this.known.delete(key);
     }
     const unknownUntil = this.unknown.get(key);
     if (unknownUntil !== undefined) {
-      if (unknownUntil > t) return 'unknown';
+      if (unknownUntil > t && this.changes?.changedSince(set, key, unknownUntil - unknownForMs) !== true) return 'unknown';
       this.unknown.delete(key);
     }
     const pending = this.underWay.get(key);
@@ -117,6 +123,8 @@ export class KnownKeys {
 
   private send(batch: readonly Lookup[]): void {
     this.calls += 1;
+    // Answers are dated from when they were asked: a change heard while the call was out makes them stale.
+    const askedAt = this.now();
     let done = false;
     const finish = (answers: readonly number[] | undefined, error?: unknown): void => {
       if (done) return;
@@ -124,7 +132,7 @@ export class KnownKeys {
       clearTimeout(timer);
       this.calls -= 1;
       if (answers === undefined) this.report(error);
-      const until = this.now();
+      const until = askedAt;
       for (let i = 0; i < batch.length; i += 1) {
         const lookup = batch[i]!;
         this.underWay.delete(lookup.key);

@@ -7,6 +7,7 @@ import { RateLimiter } from '../../limiter.js';
 import type { Store } from '../../stores/store.js';
 import type { KeyCheck, KnownKeyCheck } from './key-check.js';
 import type { KnownKeys, KnownKeysClient } from './known-keys.js';
+import type { KnownKeyChanges } from './known-key-changes.js';
 import type { RuleCost } from './rule-cost.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { ForwardedHeaderWatch } from '../serve/forwarded-warning.js';
@@ -77,6 +78,8 @@ export interface RuleContext {
   readonly metrics: GatewayMetrics;
   /** The Redis store's client, which rules with `allowList: { redis }` ask; undefined without a Redis store. */
   readonly redis?: KnownKeysClient | undefined;
+  /** Changes to allow-list sets heard on Redis pub/sub; undefined without a Redis store. */
+  readonly knownKeyChanges?: KnownKeyChanges | undefined;
   /** Told of each failed allow-list lookup (the store's failure log). */
   readonly reportStoreFailure?: (error: unknown) => void;
   /** Warns once of forwarding headers that IP-keyed rules ignore; the same watch across reloads. */

@@ -98,6 +98,7 @@ export class Gateway implements AdminSource {
       storeCanFail: settings.store.kind === 'redis' || clustered,
       insuranceStore,
       redis: store.redis,
+      knownKeyChanges: store.knownKeyChanges,
       reportStoreFailure: storeFailureLog(log),
       log,
       metrics,
