@@ -157,6 +157,37 @@ describe('allowList in a Redis set', () => {
     assert.deepEqual(await counterKeys(), counters, 'no made-up key touched a counter');
   });
 
+  it('concurrent requests with one uncached key share one lookup', async () => {
+    await admin.del(SET);
+    await admin.sadd(SET, 'key-shared');
+    const g = await gateway(`{ redis: "${SET}" }`);
+    await admin.config('RESETSTAT');
+    const got = await Promise.all(Array.from({ length: 40 }, async () => (await get(`${g.url}/`, h('key-shared'))).status));
+    assert.deepEqual(new Set(got), new Set([200]));
+    assert.ok((await commandCalls('smismember')) <= 2, 'one lookup (two if the requests spanned two turns)');
+  });
+
+  it('a stalled Redis holds at most maxLookups keys: the rest are answered 503 at once, none waits past store.timeout', async () => {
+    await admin.del(SET);
+    const g = await gateway(`{ redis: "${SET}", maxLookups: 5 }`);
+    redis.pause();
+    let replies;
+    try {
+      replies = await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${g.url}/`, h(`key-stalled-${i}`))));
+    } finally {
+      redis.resume();
+    }
+    const busy = replies.filter((r) => r.status === 503 && /Too many API keys/.test(r.body));
+    const unavailable = replies.filter((r) => r.status === 503 && /cannot be read right now/.test(r.body));
+    assert.equal(busy.length + unavailable.length, 20, `all 503: ${replies.map((r) => r.status).join(' ')}`);
+    assert.ok(unavailable.length >= 5 && busy.length >= 1, `${unavailable.length} looked up, ${busy.length} turned away`);
+    assert.ok(
+      replies.every((r) => r.elapsedMs < 1500),
+      `none left hanging: ${replies.map((r) => r.elapsedMs).join(' ')} ms`,
+    );
+    assert.equal(rulesOf(g).rules[0]!.knownKeys!.lookups, 0);
+  });
+
   it('Redis down: fail-closed answers 503 for keys not cached, fail-open admits them; recovers after restart; no unhandled rejection', async () => {
     await admin.del(SET);
     await admin.sadd(SET, 'key-cached', 'key-later');

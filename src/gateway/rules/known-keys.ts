@@ -167,7 +167,13 @@ export class KnownKeys {
         Array.isArray(answers) && answers.length === batch.length
           ? finish(answers)
           : finish(undefined, new Error(`SMISMEMBER ${this.settings.set} answered ${JSON.stringify(answers)}; is it a set?`)),
-      (error: unknown) => finish(undefined, error),
+      (error: unknown) =>
+        finish(
+          undefined,
+          /unknown command/i.test(String((error as Error | undefined)?.message))
+            ? new Error(`allowList: { redis } needs Redis 6.2 or later (SMISMEMBER); this server answered: ${(error as Error).message}`)
+            : error,
+        ),
     );
   }
 }
