@@ -220,6 +220,16 @@ describe('allowList in a Redis set', () => {
     await within(closed, 'key-later', 200, Date.now(), 3000);
     assert.equal((await get(`${closed.url}/`, h('still-unlisted'))).status, 401, 'answers from Redis again');
     assert.equal((await get(`${open.url}/`, h('still-unlisted'))).status, 401, 'fail-open refuses unknown keys again');
+    // The change subscription came back with the connection: an announced change is applied at once again.
+    for (let i = 0; i < 100; i += 1) {
+      const [, subscribers] = (await admin.pubsub('NUMSUB', `${SET}:changed`)) as [string, number];
+      if (Number(subscribers) >= 2) break;
+      await sleep(20);
+    }
+    const since = Date.now();
+    await admin.sadd(SET, 'still-unlisted');
+    await admin.publish(`${SET}:changed`, 'still-unlisted');
+    await within(closed, 'still-unlisted', 200, since, 500);
     await sleep(300);
     assert.deepEqual(rejections, []);
   });

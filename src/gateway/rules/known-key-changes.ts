@@ -66,17 +66,27 @@ export class KnownKeyChanges {
       sub.on('error', () => {});
       sub.on('message', (channel, message) => this.heard(channel, message, false));
       sub.on('pmessage', (_pattern, channel) => this.heard(channel, '', true));
-      // ioredis subscribes again after a reconnection; what was published meanwhile is lost, so everything is marked changed.
+      // After a (re)connection what was published meanwhile is lost: every answer is suspect until the subscription is confirmed
+      // again. Subscribing again is harmless where ioredis resubscribes too, and the only way to learn when it is done.
       sub.on('ready', () => {
-        for (const changes of this.sets.values()) changes.all = this.now();
+        for (const [name, changes] of this.sets) {
+          changes.all = Number.POSITIVE_INFINITY;
+          this.subscribe(name);
+        }
       });
     }
-    void this.subscriber.subscribe(changeChannel(set)).then(
+    this.subscribe(set);
+  }
+
+  private subscribe(set: string): void {
+    const sub = this.subscriber;
+    if (sub === undefined) return;
+    void sub.subscribe(changeChannel(set)).then(
       () => this.confirmed(set),
       // Refused (an ACL without SUBSCRIBE, say): nothing will be heard, so the cache times alone bound staleness.
       () => this.confirmed(set),
     );
-    void this.subscriber.psubscribe(`__keyspace@*__:${globEscape(set)}`).catch(() => {});
+    void sub.psubscribe(`__keyspace@*__:${globEscape(set)}`).catch(() => {});
   }
 
   /**
