@@ -1,4 +1,4 @@
-/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe. */
+/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe; on Redis also the client and change feed of allow lists kept in Redis sets. */
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../clock.js';
 import type { Operation, Outcome } from '../../policy.js';
