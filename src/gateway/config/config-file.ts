@@ -141,6 +141,14 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
         "needs an upstream: without one the gateway only answers its decision endpoint, which decides before the response exists and so cannot hold a slot until it ends. Set upstream so the gateway proxies (and holds the slot while the response runs), or limit requests in flight in the proxy that calls the endpoint (nginx's limit_conn).",
       );
   }
+  if (store.kind !== 'redis') {
+    const i = rules.findIndex((r) => r.key.kind === 'header' && r.key.validation?.knownKeys !== undefined);
+    if (i >= 0)
+      c.fail(
+        ['rules', i, 'key', 'allowList'],
+        'names a Redis set, but the gateway has no Redis store: set store: { type: redis, url: redis://HOST:6379 } (or --redis URL), or list the keys in a file: allowList: ./api-keys.txt.',
+      );
+  }
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
   const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined)

@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { describe } from '../../duration.js';
 import { costSettings } from './cost-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
+import { knownKeysSettings } from './known-keys-config.js';
 import { parsePathPattern } from './path-config.js';
 import {
   InvalidValue,
@@ -225,10 +226,14 @@ function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings 
         });
   let allowList: Set<string> | undefined;
   let allowListFile: string | undefined;
-  if (k.allowList !== undefined) {
+  // The mapping form names a Redis set, checked per key through a cache (see known-keys.ts).
+  const knownKeys = isObject(k.allowList) ? knownKeysSettings(c, [...path, 'allowList'], k.allowList) : undefined;
+  if (k.allowList !== undefined && knownKeys === undefined) {
     allowListFile = c.at([...path, 'allowList'], () => {
       if (typeof k.allowList !== 'string' || k.allowList === '')
-        throw new InvalidValue(`must be the path of a file with one key per line; got ${describe(k.allowList)}.`);
+        throw new InvalidValue(
+          `must be the path of a file with one key per line, or { redis: SET } for a Redis set; got ${describe(k.allowList)}.`,
+        );
       return resolve(baseDir, k.allowList);
     });
     let text: string;
@@ -250,8 +255,8 @@ function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings 
       c.fail([...path, 'allowList'], `${allowListFile} lists no key (one per line; # starts a comment): every request would be refused.`);
   }
   const validation =
-    maxLength === undefined && pattern === undefined && allowList === undefined
+    maxLength === undefined && pattern === undefined && allowList === undefined && knownKeys === undefined
       ? undefined
-      : { maxLength, pattern, allowList, allowListFile };
+      : { maxLength, pattern, allowList, allowListFile, ...(knownKeys === undefined ? {} : { knownKeys }) };
   return { kind: 'header', header, fallbackToIp, ...(validation === undefined ? {} : { validation }) };
 }

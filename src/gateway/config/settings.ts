@@ -49,7 +49,31 @@ export interface KeyValidation {
   readonly allowList: ReadonlySet<string> | undefined;
   /** The allow-list file, as resolved, for logs. */
   readonly allowListFile: string | undefined;
+  /** The allow list kept in a Redis set on the gateway's store (`allowList: { redis: NAME }`); undefined for none. */
+  readonly knownKeys?: KnownKeysSettings | undefined;
 }
+
+/** How a rule's allow list in Redis is read and cached (see docs/gateway.md "Known keys in Redis"). */
+export interface KnownKeysSettings {
+  /** The Redis set that lists the known keys (`redis`). */
+  readonly set: string;
+  /** How long a key found in the set is admitted without asking again, ms (`knownFor`). */
+  readonly knownForMs: number;
+  /** How long a key not found is refused without asking again, ms (`unknownFor`); 0 caches no refusal. */
+  readonly unknownForMs: number;
+  /** Most known keys cached, and separately most unknown keys cached (`cacheSize`). */
+  readonly cacheSize: number;
+  /** Most keys being looked up at once, waiting or sent (`maxLookups`); one more is answered 503. */
+  readonly maxLookups: number;
+}
+
+/** Defaults of {@link KnownKeysSettings}'s cache. */
+export const DEFAULT_KNOWN_KEYS: Omit<KnownKeysSettings, 'set'> = {
+  knownForMs: 30_000,
+  unknownForMs: 5_000,
+  cacheSize: 10_000,
+  maxLookups: 1_000,
+};
 
 /** Which requests a rule applies to; every given condition must hold. */
 export interface MatchSettings {

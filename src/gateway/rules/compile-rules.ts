@@ -1,6 +1,6 @@
 /** Compiling the configured rules: each rule's match, key source and HttpLimiter over its policies, on the gateway's stores. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { isStoreFailure } from '../../errors.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
 import { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
 import { headerValue } from '../../http/client-keys.js';
@@ -8,7 +8,8 @@ import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions, WaitOptions } from '../../limiter-options.js';
 import { ConcurrencyLimiter } from '../../concurrency-limiter.js';
 import { throttled } from '../../throttle.js';
-import { keyCheck } from './key-check.js';
+import { keyCheck, knownKeyCheck } from './key-check.js';
+import { KnownKeys } from './known-keys.js';
 import { RuleCost } from './rule-cost.js';
 import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
@@ -95,6 +96,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     RuleOutcome,
     DecisionCell
   >;
+  const knownKeys = rule.shadow ? undefined : knownKeysOf(rule, settings, context);
   return {
     name: rule.name,
     shadow: rule.shadow,
@@ -102,6 +104,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     // A policy keyed by address is as exposed to an unseen proxy as a rule keyed by address.
     ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
     checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
+    checkKnownKey: knownKeys === undefined ? undefined : knownKeyCheck(rule.key, knownKeys, settings.store.onFailure === 'fail-open'),
+    knownKeys,
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter,
     limiters: policies.map((p) => p.limiter),
@@ -110,6 +114,22 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     waits: rule.wait !== undefined,
     counts,
   };
+}
+
+/**
+ * The cache in front of a rule's allow list in Redis, or undefined when the
+ * rule has none. The config refuses a Redis allow list without a Redis
+ * store; a context without a client here is a caller's mistake.
+ */
+function knownKeysOf(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): KnownKeys | undefined {
+  const known = rule.key.kind === 'header' ? rule.key.validation?.knownKeys : undefined;
+  if (known === undefined) return undefined;
+  if (context.redis === undefined)
+    throw new FloodgateError(
+      ErrorCode.INVALID_CONFIG,
+      `rule ${JSON.stringify(rule.name)}: allowList names the Redis set ${JSON.stringify(known.set)}, but the gateway has no Redis store; set store: { type: redis, url: ... } or list the keys in a file.`,
+    );
+  return new KnownKeys(context.redis, known, settings.store.timeoutMs, context.reportStoreFailure ?? (() => {}), context.knownKeyChanges);
 }
 
 /** The one key of a `global` rule or policy: the same for every request, whatever it carries. */

@@ -1,14 +1,15 @@
-/** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), and the rule's validation (length, pattern, allow list; 401). */
+/** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), the rule's validation (length, pattern, allow list; 401), and the allow list kept in Redis. */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { RequestView } from '../../http/types.js';
 import type { KeySettings, PolicySettings } from '../config/settings.js';
+import type { KnownKeyAnswer, KnownKeys } from './known-keys.js';
 
 /** A refusal the key check answers with, built once per rule and sent as it is. */
 export interface KeyRefusal {
-  /** 400 (ambiguous key) or 401 (invalid key). */
-  readonly status: 400 | 401;
+  /** 400 (ambiguous key), 401 (invalid key) or 503 (the allow list in Redis cannot answer now). */
+  readonly status: 400 | 401 | 503;
   /** The `floodgate_decisions_total` outcome. */
-  readonly outcome: 'invalid_key';
+  readonly outcome: 'invalid_key' | 'store_error';
   /** Response fields besides Content-Type. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
   /** The problem+json body. */
@@ -87,6 +88,52 @@ function sentMoreThanOnce(raw: IncomingMessage | undefined, headers: IncomingHtt
   return false;
 }
 
-function refusal(status: 400 | 401, title: string, detail: string, headers: ReadonlyArray<readonly [string, string]>): KeyRefusal {
-  return Object.freeze({ status, outcome: 'invalid_key', headers, body: JSON.stringify({ type: 'about:blank', title, status, detail }) });
+function refusal(status: 400 | 401 | 503, title: string, detail: string, headers: ReadonlyArray<readonly [string, string]>): KeyRefusal {
+  return Object.freeze({
+    status,
+    outcome: status === 503 ? 'store_error' : 'invalid_key',
+    headers,
+    body: JSON.stringify({ type: 'about:blank', title, status, detail }),
+  });
+}
+
+/** Asks a rule's allow list in Redis about one request's key: undefined to count it, else the refusal; a promise when the cache does not know. */
+export type KnownKeyCheck = (view: RequestView<IncomingMessage>) => KeyRefusal | undefined | Promise<KeyRefusal | undefined>;
+
+/**
+ * The check of a rule key's allow list in Redis, run after {@link keyCheck}
+ * (so a key of the wrong length or shape never costs a lookup). A key the
+ * set does not hold gets the same 401 as any invalid key. When Redis cannot
+ * answer, `failOpen` admits the key (the rule counts it under its own
+ * failure policy); otherwise it is answered 503. Too many lookups under
+ * way is always 503: admitting would let a flood of made-up keys in.
+ */
+export function knownKeyCheck(key: KeySettings, known: KnownKeys, failOpen: boolean): KnownKeyCheck | undefined {
+  if (key.kind !== 'header') return undefined;
+  const name = key.header;
+  const invalid = refusal(401, 'Unauthorized', `The API key in ${name} is not valid.`, [['WWW-Authenticate', `ApiKey header="${name}"`]]);
+  const retry: ReadonlyArray<readonly [string, string]> = [['Retry-After', '1']];
+  const unavailable = refusal(503, 'Service Unavailable', 'The list of known API keys cannot be read right now; try again shortly.', retry);
+  const busy = refusal(503, 'Service Unavailable', 'Too many API keys are being checked at once; try again shortly.', retry);
+  const answer = (a: KnownKeyAnswer): KeyRefusal | undefined => {
+    switch (a) {
+      case 'known':
+        return undefined;
+      case 'unknown':
+        return invalid;
+      case 'busy':
+        return busy;
+      case 'unavailable':
+        return failOpen ? undefined : unavailable;
+    }
+  };
+  return (view) => {
+    const raw = view.headers[name];
+    if (raw === undefined) return undefined;
+    const trimmed = (typeof raw === 'string' ? raw : String(raw)).trim();
+    // A missing key is the limiter's to answer (401, or the IP fallback), as in the other checks.
+    if (trimmed === '') return undefined;
+    const a = known.check(trimmed);
+    return typeof a === 'string' ? answer(a) : a.then(answer);
+  };
 }

@@ -1,4 +1,4 @@
-/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe. */
+/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe; on Redis also the client and change feed of allow lists kept in Redis sets. */
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../clock.js';
 import type { Operation, Outcome } from '../../policy.js';
@@ -8,6 +8,8 @@ import type { SlotAcquisition } from '../../slots.js';
 import { loadIoredis } from '../serve/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
+import type { KnownKeysClient } from './known-keys.js';
+import { KnownKeyChanges, type ChangeSubscriber } from './known-key-changes.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -27,6 +29,10 @@ export interface GatewayStore {
   close(): Promise<void>;
   /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
   retain?(rules: readonly string[]): void;
+  /** The Redis client of a Redis store (allow lists in Redis ask it); undefined for the memory and cluster stores. */
+  readonly redis?: KnownKeysClient;
+  /** Changes to allow-list sets heard on pub/sub (its connection opens on first use); undefined without Redis. */
+  readonly knownKeyChanges?: KnownKeyChanges;
   /** Operations decided in overflow sketches so far (embedded memory store only). */
   overflows?(): number;
 }
@@ -168,12 +174,16 @@ export async function openStore(
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
   }
   const timed = new TimedStore(store, metrics, report);
+  const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
   return {
     store: timed,
     storeFor: () => timed,
+    redis: client,
+    knownKeyChanges,
     description,
     ready: () => client.status === 'ready',
     close: async () => {
+      knownKeyChanges.close();
       await store.close?.();
       client.disconnect();
     },

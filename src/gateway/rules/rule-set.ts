@@ -5,7 +5,9 @@ import type { HttpOutcome, RequestView } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
 import { RateLimiter } from '../../limiter.js';
 import type { Store } from '../../stores/store.js';
-import type { KeyCheck } from './key-check.js';
+import type { KeyCheck, KnownKeyCheck } from './key-check.js';
+import type { KnownKeys, KnownKeysClient } from './known-keys.js';
+import type { KnownKeyChanges } from './known-key-changes.js';
 import type { RuleCost } from './rule-cost.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { ForwardedHeaderWatch } from '../serve/forwarded-warning.js';
@@ -28,6 +30,10 @@ export interface Rule {
   readonly ipKeyed: boolean;
   /** Refuses a repeated or invalid API key before anything is counted; undefined for IP-keyed rules. */
   readonly checkKey: KeyCheck | undefined;
+  /** With `allowList: { redis }`: asks the set (through its cache) after `checkKey`; undefined otherwise. */
+  readonly checkKnownKey?: KnownKeyCheck | undefined;
+  /** The cache behind `checkKnownKey`, for inspection. */
+  readonly knownKeys?: KnownKeys | undefined;
   /** True when the request facts satisfy every condition of the rule's match. */
   readonly matches: (method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean;
   /** Decides about one request. */
@@ -70,6 +76,12 @@ export interface RuleContext {
   readonly log: GatewayLogger;
   /** Metrics. */
   readonly metrics: GatewayMetrics;
+  /** The Redis store's client, which rules with `allowList: { redis }` ask; undefined without a Redis store. */
+  readonly redis?: KnownKeysClient | undefined;
+  /** Changes to allow-list sets heard on Redis pub/sub; undefined without a Redis store. */
+  readonly knownKeyChanges?: KnownKeyChanges | undefined;
+  /** Told of each failed allow-list lookup (the store's failure log). */
+  readonly reportStoreFailure?: (error: unknown) => void;
   /** Warns once of forwarding headers that IP-keyed rules ignore; the same watch across reloads. */
   readonly forwarded?: ForwardedHeaderWatch;
 }
@@ -174,13 +186,24 @@ export class RuleSet {
     return FORWARD;
   }
 
-  /** The key check, then the rule's HttpLimiter decides. */
+  /** The key checks, then the rule's HttpLimiter decides. */
   private enforce(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
     if (rule.ipKeyed && this.forwarded?.pending === true) this.forwarded.see(rule.name, view.headers, view.socketAddress);
     if (rule.checkKey !== undefined) {
       const refused = rule.checkKey(view);
       if (refused !== undefined) return keyRefusalVerdict(rule, refused);
     }
+    if (rule.checkKnownKey !== undefined) {
+      const known = rule.checkKnownKey(view);
+      if (known instanceof Promise)
+        return known.then((refused) => (refused !== undefined ? keyRefusalVerdict(rule, refused) : this.count(rule, view)));
+      if (known !== undefined) return keyRefusalVerdict(rule, known);
+    }
+    return this.count(rule, view);
+  }
+
+  /** The rule's HttpLimiter decides (the key passed its checks). */
+  private count(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
     const decided = rule.limiter.decide(view);
     return decided instanceof Promise ? decided.then((outcome) => verdictOf(rule, outcome)) : verdictOf(rule, decided);
   }
