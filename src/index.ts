@@ -9,6 +9,7 @@ export type {
   WaitCallOptions,
 } from './limiter-options.js';
 export type { Decision, DecisionSource } from './decision.js';
+export type { KeyInspection } from './limiter-admin.js';
 export { ConcurrencyLimiter } from './concurrency-limiter.js';
 export type { ConcurrencyLimiterOptions, Slot } from './concurrency-limiter.js';
 export type { SlotAcquisition, SlotStore } from './slots.js';

@@ -31,6 +31,8 @@ export interface LimiterInternals {
   readonly waits: boolean;
   /** Feeds its in-memory block list from a store outcome for `key` (a consume). */
   learn(key: string, outcome: Outcome): void;
+  /** Drops `key` from the in-memory block list and its lapse probe, and wakes its waiters: its state in the store changed. */
+  forget(key: string): void;
   /** The Decision for an outcome, with this limiter's limit. */
   decision(outcome: Outcome, source: DecisionSource): Decision;
   /**

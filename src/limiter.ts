@@ -13,6 +13,7 @@ import { LapseProbes, type Probe } from './guards/lapse-probe.js';
 import { holdReservation, reserve, type Reservation, type ReserveOptions } from './reservation.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
+import { inspectKey, unblockKey, type KeyInspection } from './limiter-admin.js';
 import {
   callSignal,
   RATE_LIMITER_BRAND,
@@ -257,6 +258,20 @@ export class RateLimiter {
     this.waiting?.wake(key);
   }
 
+  /**
+   * Ends `key`'s block (one set by {@link block} or by `blockDuration`) and
+   * keeps its count: a key also over its limit stays refused until its
+   * window allows. Resolves to the key's state afterwards.
+   */
+  unblock(key: string): Promise<Decision> {
+    return unblockKey(this, key);
+  }
+
+  /** `key`'s state in the store and in this process's in-memory block, spending nothing. */
+  inspect(key: string): Promise<KeyInspection> {
+    return inspectKey(this, key);
+  }
+
   private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
     const list = this.memoryBlock?.list;
     if (list === undefined) return this.ask(kind, key, amount);
@@ -387,6 +402,11 @@ export class RateLimiter {
       learn: (key, outcome) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome);
+      },
+      forget: (key) => {
+        this.memoryBlock?.list.delete(key);
+        this.probes.forget(key);
+        this.waiting?.wake(key);
       },
       decision: (outcome, source) => this.decision(outcome, source),
       settle: (kind, key, amount) => this.settle(kind, key, amount),

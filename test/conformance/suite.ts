@@ -203,6 +203,58 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       assert.equal(after.remaining, 4);
     });
 
+    for (const algorithm of ALL) {
+      test(`${algorithm}: unblock ends a block (forever or blockDuration) and keeps the count, in the store and in memory`, async () => {
+        const l = limiter({ limit: 3, window: '10s', algorithm, blockDuration: '1m', inMemoryBlock: true });
+        await l.consume('k');
+        await l.consume('k');
+        await l.block('k', 'forever');
+        assert.equal((await l.consume('k')).allowed, false);
+        const seen = await l.inspect('k');
+        assert.equal(seen.store.allowed, false);
+        assert.equal(seen.store.retryAfterMs, Infinity);
+        const after = await l.unblock('k');
+        assert.equal(after.allowed, true);
+        assert.equal(after.remaining, 1, 'the two units spent before the block stay spent');
+        const d = await l.consume('k');
+        assert.equal(d.allowed, true);
+        assert.equal(d.remaining, 0);
+        // Over the limit: blockDuration blocks in the store and the in-memory block refuses without asking.
+        assert.equal((await l.consume('k')).allowed, false);
+        const blocked = await l.consume('k');
+        assert.equal(blocked.source, 'memory-block');
+        assert.ok((await l.inspect('k')).memoryBlockMs > 0);
+        const unblocked = await l.unblock('k');
+        assert.equal(unblocked.remaining, 0, 'still over its limit: unblock is no reset');
+        assert.equal((await l.inspect('k')).memoryBlockMs, 0);
+        // Another process on the same store sees the block gone too.
+        const other = new RateLimiter({
+          prefix: l.prefix,
+          clock: clock.now,
+          limit: 3,
+          window: '10s',
+          algorithm,
+          blockDuration: '1m',
+          store: counting,
+        });
+        // Two windows: a sliding window still weighs the previous one after one.
+        clock.advance(20_000);
+        assert.equal((await other.consume('k')).allowed, true, 'admitted once the window allows, not a minute later');
+      });
+    }
+
+    test('unblock of a key never seen or not blocked changes nothing; inspect spends nothing', async () => {
+      const l = limiter({ limit: 2, window: '1s' });
+      assert.equal((await l.unblock('fresh')).remaining, 2);
+      await l.consume('k');
+      assert.equal((await l.unblock('k')).remaining, 1);
+      const seen = await l.inspect('k');
+      assert.equal(seen.store.remaining, 1);
+      assert.equal(seen.memoryBlockMs, 0);
+      assert.equal((await l.inspect('k')).store.remaining, 1);
+      await assert.rejects(l.unblock(''), { code: 'FLOODGATE_INVALID_KEY' });
+    });
+
     test('sub-second windows', async () => {
       for (const algorithm of ALL) {
         const l = limiter({ limit: 2, window: '50ms', algorithm });

@@ -123,7 +123,8 @@ export function validAmount(kind: string, amount: unknown): boolean {
     case 'penalty':
       return amount > 0;
     case 'block':
-      return amount > 0 || amount === -1;
+      // 0 blocks until now: how RateLimiter.unblock ends a block.
+      return amount >= 0 || amount === -1;
     default:
       return true;
   }
