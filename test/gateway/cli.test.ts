@@ -30,6 +30,7 @@ describe('floodgate CLI', () => {
       '--lease',
       '--config',
       '--admin',
+      '--admin-token-file',
       '--trust-proxy',
       '--on-store-failure',
       '--shadow',

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { SettingsOverrides } from '../config/config-file.js';
+import { ADMIN_API_WORKERS, readAdminTokenFile } from '../config/admin-config.js';
 import { parseDecisionPath, parseFailurePolicy, parseLogLevel } from '../config/values.js';
 import {
   InvalidValue,
@@ -58,6 +59,7 @@ const OPTIONS = {
   config: { type: 'string' },
   'no-watch': { type: 'boolean' },
   admin: { type: 'string' },
+  'admin-token-file': { type: 'string' },
   'trust-proxy': { type: 'string' },
   headers: { type: 'string' },
   'drain-timeout': { type: 'string' },
@@ -120,6 +122,11 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v.upstream !== undefined) o.upstream = flag('upstream', () => parseUpstream(v.upstream));
   if (v.listen !== undefined) o.listen = flag('listen', () => parseListen(v.listen));
   if (v.admin !== undefined) o.admin = flag('admin', () => parseListen(v.admin));
+  if (v['admin-token-file'] !== undefined) {
+    if (v.admin === undefined && v.config === undefined)
+      throw bad('--admin-token-file needs --admin HOST:PORT: the admin API runs only on the admin listener.');
+    o.adminToken = flag('admin-token-file', () => readAdminTokenFile(v['admin-token-file']!));
+  }
   if (v.workers !== undefined) o.workers = flag('workers', () => parsePositiveInt(v.workers, 256, true));
   if (v['trust-proxy'] !== undefined) o.trustProxy = flag('trust-proxy', () => parseTrustProxy(v['trust-proxy']));
   if (v.headers !== undefined) o.headers = flag('headers', () => parseHeaders(v.headers));
@@ -165,6 +172,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
   const storeSettings: StoreSettings = { ...DEFAULT_STORE, ...store };
   if (storeSettings.localFirst && storeSettings.kind !== 'redis') throw bad('--local-first needs --redis URL.');
+  if (o.adminToken !== undefined && (o.workers ?? 0) > 0) throw bad(`--admin-token-file: ${ADMIN_API_WORKERS}`);
   const leaseProblem = leaseConflict(storeSettings, o.workers ?? 0);
   if (leaseProblem !== undefined) throw bad(`--lease ${leaseProblem}`);
   const settings: GatewaySettings = {
@@ -172,6 +180,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     upstream: o.upstream,
     listen: o.listen ?? DEFAULT_LISTEN,
     admin: o.admin,
+    adminToken: o.adminToken,
     workers: o.workers ?? 0,
     store: storeSettings,
     trustProxy: o.trustProxy ?? false,

@@ -51,6 +51,9 @@ Options of serve (flags win over the config file's values):
   --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener only; the
                           proxy listener then forwards /_floodgate/metrics etc. like any path
                             e.g. --admin 127.0.0.1:9090
+  --admin-token-file F    with --admin: turn on the admin API (/admin/..., JSON: inspect, reset,
+                          block and unblock keys, most-limited keys) behind the bearer token in F
+                            e.g. --admin 127.0.0.1:9090 --admin-token-file /run/secrets/fg-admin
   --ready-upstream        /readyz also requires the upstream to accept a TCP connection
                           (probed at most once a second)
                             e.g. --ready-upstream

@@ -20,6 +20,7 @@ import { ConfigError } from './config-error.js';
 import { Cursor, mapping, type Obj } from './yaml-cursor.js';
 import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
 import { ruleList } from './rule-sections.js';
+import { ADMIN_API_WORKERS, adminSection } from './admin-config.js';
 
 /** Settings given on the command line; they win over the file's, on start and on every reload. */
 export type SettingsOverrides = { -readonly [K in keyof GatewaySettings]?: GatewaySettings[K] } & {
@@ -110,7 +111,9 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
 
   const upstream = o.upstream ?? get('upstream', parseUpstream, undefined);
   const listen = o.listen ?? get('listen', parseListen, DEFAULT_LISTEN);
-  const admin = o.admin ?? get('admin', parseListen, undefined);
+  const adminGiven = top.admin === undefined ? undefined : adminSection(c, top.admin, dirname(file));
+  const admin = o.admin ?? adminGiven?.listen;
+  const adminToken = o.adminToken ?? adminGiven?.token;
   const workers = o.workers ?? get('workers', (v) => parsePositiveInt(v, 256, true), 0);
   const trustProxy = o.trustProxy ?? get('trustProxy', parseTrustProxy, false);
   const headers = o.headers ?? get('headers', parseHeaders, ['ietf'] as const);
@@ -124,6 +127,12 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
   if (store.localFirst && store.kind !== 'redis')
     c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
+  if (adminToken !== undefined && admin === undefined)
+    c.fail(
+      ['admin'],
+      'has a token but no listen address: the admin API runs only on the admin listener (e.g. admin: { listen: 127.0.0.1:9090, tokenFile: ./admin-token }).',
+    );
+  if (adminToken !== undefined && workers > 0) c.fail(['admin'], ADMIN_API_WORKERS);
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
@@ -158,6 +167,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     upstream,
     listen,
     admin,
+    adminToken,
     workers,
     store,
     trustProxy,

@@ -236,6 +236,8 @@ export interface GatewaySettings {
   readonly listen: ListenAddress;
   /** A separate listener for /metrics, /healthz, /readyz; undefined to serve them under /_floodgate/ only. */
   readonly admin: ListenAddress | undefined;
+  /** The admin API's bearer token (`admin.token`, `admin.tokenFile`, `--admin-token-file`); undefined leaves the API off. */
+  readonly adminToken?: string | undefined;
   /** Worker processes; 0 runs in this process. */
   readonly workers: number;
   /** The store. */

@@ -91,6 +91,15 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     options.onLimited = (_req, info) =>
       log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
+  const noteLimited = context.onLimited;
+  if (noteLimited !== undefined) {
+    // Only with the admin API on: a refusal hook makes HttpLimiter build each refusal, rather than share one.
+    const before = options.onLimited;
+    options.onLimited = (req, info) => {
+      if (info.key !== undefined) noteLimited(rule.name, info.key);
+      return before?.(req, info);
+    };
+  }
   const limiter = new HttpLimiter(options, { owner: `floodgate gateway rule ${JSON.stringify(rule.name)}`, frameworkIp: false });
   const counts = Object.fromEntries(RULE_OUTCOMES.map((o) => [o, context.metrics.decisionCell(rule.name, o)])) as Record<
     RuleOutcome,

@@ -82,6 +82,8 @@ export interface RuleContext {
   readonly knownKeyChanges?: KnownKeyChanges | undefined;
   /** Told of each failed allow-list lookup (the store's failure log). */
   readonly reportStoreFailure?: (error: unknown) => void;
+  /** Told of each refusal over a limit (rule name, key), when the admin API keeps the most-limited keys. */
+  readonly onLimited?: (rule: string, key: string) => void;
   /** Warns once of forwarding headers that IP-keyed rules ignore; the same watch across reloads. */
   readonly forwarded?: ForwardedHeaderWatch;
 }

@@ -1,6 +1,8 @@
 /** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
+import { writeResponse } from '../../http/respond.js';
+import type { AdminApi } from './admin-api.js';
 
 /** What the admin endpoints ask the gateway. */
 export interface AdminSource {
@@ -44,6 +46,16 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
       void req;
       return false;
   }
+}
+
+/** The admin listener's request handler: the admin API under /admin/ (when `api` is given), then the endpoints above, else 404. */
+export function adminListener(source: AdminSource, api: AdminApi | undefined): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    if (api?.handle(req, res) === true) return;
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (!handleAdmin(path, req, res, source))
+      writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
+  };
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {

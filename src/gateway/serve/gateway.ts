@@ -4,7 +4,9 @@ import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
 import { throttled } from '../../throttle.js';
-import { handleAdmin, registryMetrics, type AdminSource } from './admin.js';
+import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
+import { AdminApi, type AdminApiSource } from './admin-api.js';
+import { LimitedKeys } from './limited-keys.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
 import { abortOnClose } from '../../http/client-gone.js';
@@ -72,6 +74,8 @@ export class Gateway implements AdminSource {
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
   private readonly ruleContext: RuleContext;
+  /** Refusals per rule and key for the admin API; only kept while it is on. */
+  private readonly limited: LimitedKeys | undefined;
   /** Upgraded (WebSocket) connections: no longer HTTP, so closeAllConnections does not see them. */
   private readonly tunnels = new Set<Duplex>();
 
@@ -93,7 +97,10 @@ export class Gateway implements AdminSource {
       onFull: 'overflow',
       overflowCells: settings.store.overflowCells,
     });
+    this.limited = settings.adminToken === undefined || clustered ? undefined : new LimitedKeys();
+    const limited = this.limited;
     this.ruleContext = {
+      ...(limited === undefined ? {} : { onLimited: (rule: string, key: string) => limited.note(rule, key) }),
       storeFor: (rule) => store.storeFor(rule),
       storeCanFail: settings.store.kind === 'redis' || clustered,
       insuranceStore,
@@ -121,11 +128,7 @@ export class Gateway implements AdminSource {
     this.adminServer =
       settings.admin === undefined || clustered
         ? undefined
-        : createServer((req, res) => {
-            const path = (req.url ?? '/').split('?')[0]!;
-            if (!handleAdmin(path, req, res, this))
-              writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
-          });
+        : createServer(adminListener(this, new AdminApi(settings.adminToken, this.adminApiSource())));
   }
 
   /**
@@ -221,6 +224,7 @@ export class Gateway implements AdminSource {
     const prev = this.settings;
     if (!sameAddress(prev.listen, next.listen)) kept.push('listen');
     if (!sameAddress(prev.admin, next.admin)) kept.push('admin');
+    if (prev.adminToken !== next.adminToken) kept.push('admin token');
     if (prev.workers !== next.workers) kept.push('workers');
     if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
     if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
@@ -228,6 +232,7 @@ export class Gateway implements AdminSource {
       ...next,
       listen: prev.listen,
       admin: prev.admin,
+      adminToken: prev.adminToken,
       workers: prev.workers,
       store: prev.store,
       proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
@@ -241,6 +246,7 @@ export class Gateway implements AdminSource {
     const old = this.proxy;
     this.rules = rules;
     this.store.retain?.(effective.rules.map((r) => r.name));
+    this.limited?.retain(effective.rules.map((r) => r.name));
     this.proxy = proxy;
     this.settings = effective;
     // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.
@@ -284,6 +290,13 @@ export class Gateway implements AdminSource {
     await this.proxy?.close().catch(() => undefined);
     await this.store.close().catch(() => undefined);
     this.log.info('stopped');
+  }
+
+  private adminApiSource(): AdminApiSource {
+    return {
+      rules: () => this.rules.rules.map((rule, i) => ({ settings: this.settings.rules[i]!, limiters: rule.limiters })),
+      limited: this.limited ?? new LimitedKeys(),
+    };
   }
 
   private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {

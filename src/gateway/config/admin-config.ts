@@ -1,0 +1,75 @@
+/** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile }`, which also turns on the admin API; and reading `--admin-token-file`. */
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { describe } from '../../duration.js';
+import { InvalidValue, parseListen } from './values.js';
+import type { ListenAddress } from './settings.js';
+import { mapping, type Cursor, type Path } from './yaml-cursor.js';
+
+/** Shortest admin token accepted: a guessable token would hand anyone on the admin network every key's unblock. */
+export const MIN_ADMIN_TOKEN_LENGTH = 16;
+
+const ADMIN_FIELDS = ['listen', 'token', 'tokenFile'] as const;
+const EXAMPLE = 'e.g. admin: { listen: 127.0.0.1:9090, tokenFile: /run/secrets/floodgate-admin }';
+
+/** The admin listener and, when given, the admin API's bearer token. */
+export interface AdminSection {
+  /** Where the admin listener listens. */
+  readonly listen: ListenAddress;
+  /** The bearer token of the admin API; undefined leaves the API off. */
+  readonly token: string | undefined;
+}
+
+/**
+ * Checks a token: long enough, no whitespace inside (it travels in an
+ * `Authorization` header), printable.
+ * @throws InvalidValue naming what is wrong
+ */
+export function checkAdminToken(token: unknown, where: string): string {
+  if (typeof token !== 'string') throw new InvalidValue(`must be a string; got ${describe(token)}.`);
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH)
+    throw new InvalidValue(
+      `${where} is ${token.length} characters; an admin token needs at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. the output of openssl rand -hex 32).`,
+    );
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new InvalidValue(`${where} may hold only printable ASCII without spaces, as it is sent in an Authorization: Bearer header.`);
+  return token;
+}
+
+/**
+ * Reads a token file: its content without the trailing newline editors and
+ * `echo` add.
+ * @throws InvalidValue when the file cannot be read or its token is unfit
+ */
+export function readAdminTokenFile(file: string, base = process.cwd()): string {
+  const path = isAbsolute(file) ? file : resolve(base, file);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new InvalidValue(`cannot read the admin token file ${JSON.stringify(path)}: ${(error as Error).message}`);
+  }
+  return checkAdminToken(text.replace(/\r?\n$/, ''), `the token in ${JSON.stringify(path)}`);
+}
+
+/** Parses the config file's `admin` value (relative token files are resolved from `dir`, the config file's directory). */
+export function adminSection(c: Cursor, value: unknown, dir: string): AdminSection {
+  const path: Path = ['admin'];
+  if (typeof value === 'string' || typeof value === 'number') return { listen: c.at(path, () => parseListen(value)), token: undefined };
+  const o = mapping(c, path, value, ADMIN_FIELDS);
+  if (o.listen === undefined) c.fail(path, `needs listen, the HOST:PORT of the admin listener (${EXAMPLE}).`);
+  const listen = c.at([...path, 'listen'], () => parseListen(o.listen));
+  if (o.token !== undefined && o.tokenFile !== undefined)
+    c.fail([...path, 'tokenFile'], 'and token are both set; keep one (tokenFile keeps the secret out of the config file).');
+  if (o.token !== undefined) return { listen, token: c.at([...path, 'token'], () => checkAdminToken(o.token, 'the token')) };
+  if (o.tokenFile !== undefined) {
+    const file = o.tokenFile;
+    if (typeof file !== 'string' || file === '') c.fail([...path, 'tokenFile'], `must be a file path; got ${describe(file)}.`);
+    return { listen, token: c.at([...path, 'tokenFile'], () => readAdminTokenFile(file, dir)) };
+  }
+  return { listen, token: undefined };
+}
+
+/** The config error of an admin API under `--workers`: the primary holds no rules to act on. */
+export const ADMIN_API_WORKERS =
+  'the admin API (an admin token) does not run with --workers yet: the admin listener is in the primary, and the rules, their limiters and in-memory blocks are in each worker. Run without --workers (one process per core behind a load balancer, on Redis), or remove the token to keep /metrics, /healthz and /readyz.';
