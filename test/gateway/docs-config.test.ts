@@ -13,6 +13,8 @@ test('the YAML examples of docs/gateway.md load as configs', async () => {
   // The examples name an allow-list file beside the config.
   const dir = mkdtempSync(join(tmpdir(), 'floodgate-docs-'));
   writeFileSync(join(dir, 'api-keys.txt'), 'example-key-0123456789abcdef\n');
+  // And the admin API's token file.
+  writeFileSync(join(dir, 'admin-token'), 'example-admin-token-0123456789abcdef\n');
   for (const [i, yaml] of blocks.entries()) {
     await assert.doesNotReject(parseConfigText(yaml, join(dir, `example-${i}.yaml`)), `example ${i + 1}:\n${yaml}`);
   }
