@@ -1,4 +1,5 @@
 /** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe; on Redis also the client and change feed of allow lists kept in Redis sets. */
+import type { AdminPubSub } from '../serve/admin-broadcast.js';
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../clock.js';
 import type { Operation, Outcome } from '../../policy.js';
@@ -33,6 +34,8 @@ export interface GatewayStore {
   readonly redis?: KnownKeysClient;
   /** Changes to allow-list sets heard on pub/sub (its connection opens on first use); undefined without Redis. */
   readonly knownKeyChanges?: KnownKeyChanges;
+  /** Publish and subscribe on the Redis store's server (the admin API's change announcements); undefined without Redis. */
+  readonly pubsub?: AdminPubSub;
   /** Operations decided in overflow sketches so far (embedded memory store only). */
   overflows?(): number;
 }
@@ -180,6 +183,10 @@ export async function openStore(
     storeFor: () => timed,
     redis: client,
     knownKeyChanges,
+    pubsub: {
+      publish: (channel, message) => client.publish(channel, message),
+      subscriber: () => client.duplicate() as unknown as ChangeSubscriber,
+    },
     description,
     ready: () => client.status === 'ready',
     close: async () => {

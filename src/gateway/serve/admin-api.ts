@@ -29,6 +29,8 @@ export interface AdminApiSource {
   rules(): readonly AdminRule[];
   /** The refusals of the last minutes. */
   readonly limited: LimitedKeys;
+  /** Told after a reset or unblock of `key` under `rule`, so other hosts can drop their in-memory block of it. */
+  changed?(rule: string, key: string): void;
 }
 
 /** An answer with a status and a JSON body. */
@@ -128,9 +130,11 @@ export class AdminApi {
       switch (action) {
         case 'reset':
           await Promise.all(rule.limiters.map((l) => l.reset(key)));
+          this.source.changed?.(rule.settings.name, key);
           return [200, await inspect(rule, key)];
         case 'unblock':
           await Promise.all(rule.limiters.map((l) => l.unblock(key)));
+          this.source.changed?.(rule.settings.name, key);
           return [200, await inspect(rule, key)];
         case 'block': {
           const duration = blockDuration(await readJson(req));

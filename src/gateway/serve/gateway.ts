@@ -7,6 +7,8 @@ import { throttled } from '../../throttle.js';
 import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
 import { LimitedKeys } from './limited-keys.js';
+import type { AdminBroadcast } from './admin-broadcast.js';
+import { adminSource } from './admin-source.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
 import { abortOnClose } from '../../http/client-gone.js';
@@ -74,6 +76,8 @@ export class Gateway implements AdminSource {
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
   private readonly ruleContext: RuleContext;
+  /** Announces and hears admin resets and unblocks on Redis; undefined without Redis or without the admin API. */
+  private broadcast: AdminBroadcast | undefined;
   /** Refusals per rule and key for the admin API; only kept while it is on. */
   private readonly limited: LimitedKeys | undefined;
   /** Upgraded (WebSocket) connections: no longer HTTP, so closeAllConnections does not see them. */
@@ -128,7 +132,7 @@ export class Gateway implements AdminSource {
     this.adminServer =
       settings.admin === undefined || clustered
         ? undefined
-        : createServer(adminListener(this, new AdminApi(settings.adminToken, this.adminApiSource())));
+        : createServer(adminListener(this, new AdminApi(settings.adminToken, this.openAdmin())));
   }
 
   /**
@@ -288,15 +292,20 @@ export class Gateway implements AdminSource {
     for (const socket of this.tunnels) socket.destroy();
     await Promise.all([closed, adminClosed]);
     await this.proxy?.close().catch(() => undefined);
+    this.broadcast?.close();
     await this.store.close().catch(() => undefined);
     this.log.info('stopped');
   }
 
-  private adminApiSource(): AdminApiSource {
-    return {
-      rules: () => this.rules.rules.map((rule, i) => ({ settings: this.settings.rules[i]!, limiters: rule.limiters })),
-      limited: this.limited ?? new LimitedKeys(),
-    };
+  private openAdmin(): AdminApiSource {
+    const { source, broadcast } = adminSource({
+      rules: () => this.rules,
+      settings: () => this.settings,
+      limited: this.limited,
+      pubsub: this.store.pubsub,
+    });
+    this.broadcast = broadcast;
+    return source;
   }
 
   private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {
