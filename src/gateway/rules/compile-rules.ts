@@ -91,7 +91,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     options.onLimited = (_req, info) =>
       log.debug({ key: loggableKey(info.key, keyIsIp), ip: info.ip, policies: info.violatedPolicies }, 'limited');
   }
-  const noteLimited = context.onLimited;
+  // A shadow rule refuses nobody, so it has no limited keys to list.
+  const noteLimited = rule.shadow ? undefined : context.onLimited;
   if (noteLimited !== undefined) {
     // Only with the admin API on: a refusal hook makes HttpLimiter build each refusal, rather than share one.
     const before = options.onLimited;
