@@ -149,6 +149,15 @@ describe('gateway: admin API', () => {
     assert.deepEqual(top1.json.rules[0].keys, [{ key: 'heavy', refusals: 7 }]);
   });
 
+  it('a shadow rule refuses nobody, so it lists no limited keys', async () => {
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\nrules:\n  - name: watch\n    shadow: true\n    key: { header: x-api-key }\n    policies: ["1/1h"]\n`,
+    );
+    for (let i = 0; i < 3; i++) assert.equal((await call(g.url, 'GET', '/x', { headers: { 'x-api-key': 'k' } })).status, 200);
+    const r = await call(g.adminUrl!, 'GET', '/admin/limited', { token: TOKEN });
+    assert.deepEqual(r.json.rules, [{ rule: 'watch', keys: [] }]);
+  });
+
   it('a flood of 10 000 refused keys keeps the most-limited table bounded, and a key refused often stays on top', async () => {
     const g = await fixture.start(
       `upstream: ${fixture.upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\nrules:\n  - name: api\n    key: { header: x-api-key }\n    policies: ["1/1h"]\n`,
