@@ -1,4 +1,4 @@
-/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections). */
+/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';
