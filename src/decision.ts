@@ -1,4 +1,5 @@
 /** The Decision value every consume, peek, reward, penalty and block resolves to. */
+import type { Outcome } from './policy.js';
 
 /** Where a decision came from; useful for metrics and for tests. */
 export type DecisionSource =
@@ -37,4 +38,16 @@ export interface Decision {
    * was answered at once. Present only on limiters with `wait` or `execEvenly`.
    */
   readonly waitedMs?: number;
+}
+
+/** The decision of a store outcome under a policy of `limit`, from `source`. */
+export function toDecision(outcome: Outcome, limit: number, source: DecisionSource): Decision {
+  return {
+    allowed: outcome.allowed,
+    limit,
+    remaining: outcome.remaining,
+    resetMs: outcome.resetMs,
+    retryAfterMs: outcome.retryAfterMs,
+    source,
+  };
 }

@@ -1,9 +1,9 @@
 /** RateLimiter: validates options, then runs each call through the block list, the circuit breaker, the store and the fallbacks. */
 import { systemClock, type Clock } from './clock.js';
-import type { Decision, DecisionSource } from './decision.js';
+import { toDecision, type Decision, type DecisionSource } from './decision.js';
 import { describe, parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
-import { BlockList } from './guards/block-list.js';
+import { learnBlock, type BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
 import { MemoryStore } from './stores/memory.js';
@@ -359,17 +359,7 @@ export class RateLimiter {
 
   /** Feeds the block list from a store answer. */
   private learn(list: BlockList, kind: OperationKind, key: string, outcome: Outcome): void {
-    const { onConsumed, durationMs } = this.memoryBlock!;
-    if (this.policy.limit - outcome.remaining < onConsumed) {
-      list.delete(key);
-      return;
-    }
-    // With blockDuration, the consume that goes over the limit must reach the
-    // store so the block is set there for every process; only a refused
-    // consume (or an explicit block) proves the store holds the block.
-    if (this.policy.blockMs > 0 && !(kind === 'block' || (kind === 'consume' && !outcome.allowed))) return;
-    const ms = durationMs ?? (outcome.emptyMs > 0 ? outcome.emptyMs : outcome.resetMs);
-    if (ms > 0) list.add(key, ms, this.clock());
+    learnBlock(list, this.memoryBlock!, this.policy, kind, key, outcome, this.clock());
   }
 
   private async fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
@@ -414,14 +404,7 @@ export class RateLimiter {
   }
 
   private decision(outcome: Outcome, source: DecisionSource): Decision {
-    return {
-      allowed: outcome.allowed,
-      limit: this.policy.limit,
-      remaining: outcome.remaining,
-      resetMs: outcome.resetMs,
-      retryAfterMs: outcome.retryAfterMs,
-      source,
-    };
+    return toDecision(outcome, this.policy.limit, source);
   }
 }
 

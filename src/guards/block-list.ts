@@ -1,5 +1,6 @@
 /** The in-memory block list: keys known to be over their limit are refused from process memory, without a store call. */
 import { OldestEntries } from '../oldest-entries.js';
+import type { OperationKind, Outcome, Policy } from '../policy.js';
 
 /** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
 const LAPSE_MS = 1000;
@@ -91,4 +92,32 @@ export class BlockList {
     for (const [key, end] of this.until) if (end <= now) this.until.delete(key);
     this.lapsed.clear();
   }
+}
+
+/** When the in-memory block holds a key: at `onConsumed` units used, for `durationMs` (undefined: until the store would admit again). */
+export interface BlockRule {
+  readonly onConsumed: number;
+  readonly durationMs: number | undefined;
+}
+
+/** Feeds `list` from a store's answer to operation `kind` on `key` under `policy`, at `now`. */
+export function learnBlock(
+  list: BlockList,
+  rule: BlockRule,
+  policy: Policy,
+  kind: OperationKind,
+  key: string,
+  outcome: Outcome,
+  now: number,
+): void {
+  if (policy.limit - outcome.remaining < rule.onConsumed) {
+    list.delete(key);
+    return;
+  }
+  // With blockDuration, the consume that goes over the limit must reach the
+  // store so the block is set there for every process; only a refused
+  // consume (or an explicit block) proves the store holds the block.
+  if (policy.blockMs > 0 && !(kind === 'block' || (kind === 'consume' && !outcome.allowed))) return;
+  const ms = rule.durationMs ?? (outcome.emptyMs > 0 ? outcome.emptyMs : outcome.resetMs);
+  if (ms > 0) list.add(key, ms, now);
 }

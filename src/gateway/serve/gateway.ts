@@ -12,19 +12,19 @@ import { adminSource } from './admin-source.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
 import { abortOnClose } from '../../http/client-gone.js';
-import { freeWhenClosed } from '../rules/rule-slots.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
-import { applyClientLimits, closeServer, createProxyServer, listen, sameAddress, urlOf } from './listeners.js';
+import { applyClientLimits, closeServer, createProxyServer, listen, urlOf } from './listeners.js';
+import { liveSettings } from '../config/live-settings.js';
 import { GatewayMetrics } from './metrics.js';
-import { UpstreamProxy, writeRaw } from './proxy.js';
-import { checkUpgrade } from './tunnel.js';
+import { UpstreamProxy } from './proxy.js';
+import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
 import { compileRules } from '../rules/compile-rules.js';
 import { ForwardedHeaderWatch } from './forwarded-warning.js';
 import { answer } from './answer.js';
-import { whenDecided, type Verdict } from '../rules/verdict.js';
+import type { Verdict } from '../rules/verdict.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
 import { acceptTarget } from '../rules/path-match.js';
 import { SharedResult } from './shared-result.js';
@@ -127,7 +127,20 @@ export class Gateway implements AdminSource {
       0,
     );
     this.server = createProxyServer(settings.proxy, this.onRequest);
-    this.server.on('upgrade', this.onUpgrade);
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      handleUpgrade(
+        {
+          settings: this.settings,
+          proxy: this.proxy,
+          draining: this.draining,
+          rules: this.rules,
+          tunnels: this.tunnels,
+        },
+        req,
+        socket,
+        head,
+      ),
+    );
     this.connections = new ConnectionDrain(this.server);
     this.adminServer =
       settings.admin === undefined || clustered
@@ -224,23 +237,8 @@ export class Gateway implements AdminSource {
    * @throws FloodgateError when the new rules are invalid; nothing changes then
    */
   apply(next: GatewaySettings): void {
-    const kept: string[] = [];
     const prev = this.settings;
-    if (!sameAddress(prev.listen, next.listen)) kept.push('listen');
-    if (!sameAddress(prev.admin, next.admin)) kept.push('admin');
-    if (prev.adminToken !== next.adminToken) kept.push('admin token');
-    if (prev.workers !== next.workers) kept.push('workers');
-    if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
-    if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
-    const effective: GatewaySettings = {
-      ...next,
-      listen: prev.listen,
-      admin: prev.admin,
-      adminToken: prev.adminToken,
-      workers: prev.workers,
-      store: prev.store,
-      proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
-    };
+    const { kept, effective } = liveSettings(prev, next);
     const rules = compileRules(effective, this.ruleContext);
     const proxyChanged =
       prev.upstream?.href !== effective.upstream?.href ||
@@ -400,39 +398,6 @@ export class Gateway implements AdminSource {
     const path = q < 0 ? url : url.slice(0, q);
     return handleAdmin(path.slice(INTERNAL_PREFIX.length - 1), req, res, this);
   }
-
-  private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const url = acceptTarget(req, this.settings.paths);
-    if (url === undefined) {
-      writeRaw(socket, 400, []);
-      return;
-    }
-    const proxy = this.proxy;
-    if (proxy === undefined || this.draining) {
-      writeRaw(socket, 502, []);
-      return;
-    }
-    // Refused before the decision: the connection closes, so nothing after it reaches the upstream either.
-    const protocol = checkUpgrade(req, this.settings.proxy.upgrades);
-    if (typeof protocol !== 'string') {
-      writeRaw(socket, protocol.status, [['Content-Type', 'text/plain; charset=utf-8']], `${protocol.detail}\n`);
-      return;
-    }
-    this.tunnels.add(socket);
-    socket.once('close', () => this.tunnels.delete(socket));
-    proxy.hold();
-    const rules = this.rules;
-    const view = rules.waits ? { ...viewOf(req, req), signal: abortOnClose(socket) } : viewOf(req, req);
-    whenDecided(rules.decide(view, req.headers.host), (verdict) => {
-      if (verdict.forward) {
-        freeWhenClosed(req, socket, verdict);
-        proxy.upgrade(req, socket, head, protocol, verdict.headers);
-        return;
-      }
-      proxy.release();
-      writeRaw(socket, verdict.status, [...verdict.headers, ['Content-Type', verdict.contentType]], verdict.body);
-    });
-  };
 }
 
 /**

@@ -1,0 +1,28 @@
+/** What a config reload can change in a running gateway, and what waits for a restart (listeners, the store, workers). */
+import { sameAddress } from '../serve/listeners.js';
+import type { GatewaySettings } from './settings.js';
+
+/**
+ * The settings a reload can apply live: `next`, but with those that need new
+ * listeners, a new store or new workers kept as `prev` has them, and the
+ * names of those that changed (a restart applies them).
+ */
+export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { kept: string[]; effective: GatewaySettings } {
+  const kept: string[] = [];
+  if (!sameAddress(prev.listen, next.listen)) kept.push('listen');
+  if (!sameAddress(prev.admin, next.admin)) kept.push('admin');
+  if (prev.adminToken !== next.adminToken) kept.push('admin token');
+  if (prev.workers !== next.workers) kept.push('workers');
+  if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
+  if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
+  const effective: GatewaySettings = {
+    ...next,
+    listen: prev.listen,
+    admin: prev.admin,
+    adminToken: prev.adminToken,
+    workers: prev.workers,
+    store: prev.store,
+    proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
+  };
+  return { kept, effective };
+}
