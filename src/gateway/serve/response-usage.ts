@@ -9,6 +9,7 @@ export const MAX_JSON_BYTES = 1024 * 1024;
 export const MAX_SSE_LINE_BYTES = 64 * 1024;
 
 const LF = 0x0a;
+const CR = 0x0d;
 
 /** Emits a one-time warning about a rule's responses (see warnings.ts); the caller also logs it. */
 export type UsageWarn = (code: WarningCodeValue, message: string) => void;
@@ -34,6 +35,8 @@ export class UsageReader {
   /** Bytes of the SSE line being read, when it spans chunks. */
   private line: Buffer[] = [];
   private lineBytes = 0;
+  /** True when the last chunk ended in CR: an LF opening the next one ends no second line. */
+  private afterCr = false;
   /** True while the rest of an over-long SSE line is skipped. */
   private skipping = false;
   /** The data lines of the SSE event being read. */
@@ -153,12 +156,26 @@ export class UsageReader {
     this.chunks.push(chunk);
   }
 
-  /** Splits the stream into lines on LF (a CR before it is dropped); each complete line is handled at once. */
+  /**
+   * Splits the stream into lines on CRLF, LF or a lone CR (the three line
+   * ends the event-stream format allows; a CRLF split across chunks is one
+   * end); each complete line is handled at once. Reading only LF would make
+   * a CR-ended stream one over-long line, and its usage would be missed.
+   */
   private readSse(chunk: Buffer): void {
     let from = 0;
+    if (this.afterCr) {
+      this.afterCr = false;
+      if (chunk[0] === LF) from = 1;
+    }
+    // Where the next CR and LF are, each searched for again only once passed, so a chunk is scanned in one pass.
+    let cr = -2;
+    let lf = -2;
     while (from < chunk.length) {
-      const lf = chunk.indexOf(LF, from);
-      const end = lf < 0 ? chunk.length : lf;
+      if (cr !== -1 && cr < from) cr = chunk.indexOf(CR, from);
+      if (lf !== -1 && lf < from) lf = chunk.indexOf(LF, from);
+      const eol = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf);
+      const end = eol < 0 ? chunk.length : eol;
       if (!this.skipping) {
         this.lineBytes += end - from;
         if (this.lineBytes > MAX_SSE_LINE_BYTES) {
@@ -167,15 +184,16 @@ export class UsageReader {
           this.tooLarge(`a line of its event stream is longer than ${MAX_SSE_LINE_BYTES} bytes`);
         } else if (end > from) this.line.push(chunk.subarray(from, end));
       }
-      if (lf < 0) return;
-      if (!this.skipping) {
-        const text = (this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line)).toString('utf8');
-        this.sseLine(text.endsWith('\r') ? text.slice(0, -1) : text);
-      }
+      if (eol < 0) return;
+      if (!this.skipping) this.sseLine((this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line)).toString('utf8'));
       this.line = [];
       this.lineBytes = 0;
       this.skipping = false;
-      from = lf + 1;
+      from = eol + 1;
+      if (eol === cr) {
+        if (from === chunk.length) this.afterCr = true;
+        else if (chunk[from] === LF) from += 1;
+      }
     }
   }
 
