@@ -1,0 +1,316 @@
+// Attacks on the gateway's cost, concurrency and wait rule options, through a real gateway to a real upstream on real sockets: what a
+// client (and an upstream that answers what the client asks for) can do to pay less than it used, hold more than its slots, or stall it.
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import { after, before, describe, test } from 'node:test';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
+import { get } from '../http/support/http.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { sleep, startGateway } from './support/harness.js';
+
+/** The test upstream: an LLM-like API whose answers follow what the client asks, and which counts what it answers at once. */
+interface Llm {
+  url: string;
+  server: Server;
+  /** Requests being answered now, and the most at once. */
+  now: number;
+  most: number;
+  seen: number;
+  /** Accept-Encoding of each request seen. */
+  encodings: Array<string | undefined>;
+}
+
+const sse = (data: unknown, eol = '\n'): string => `data: ${JSON.stringify(data)}${eol}${eol}`;
+
+async function startLlm(): Promise<Llm> {
+  const llm: Llm = { url: '', server: undefined as unknown as Server, now: 0, most: 0, seen: 0, encodings: [] };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const tokens = Number(url.searchParams.get('tokens') ?? 0);
+    const ms = Number(url.searchParams.get('ms') ?? 0);
+    llm.seen += 1;
+    llm.now += 1;
+    llm.most = Math.max(llm.most, llm.now);
+    llm.encodings.push(req.headers['accept-encoding'] as string | undefined);
+    let left = false;
+    res.on('close', () => {
+      if (!left) llm.now -= 1;
+      left = true;
+    });
+    req.resume();
+    switch (url.pathname) {
+      case '/json': {
+        // Compresses when the client accepts it, like compression middleware in front of most apps.
+        const body = JSON.stringify({ text: 'x'.repeat(200), usage: { total_tokens: tokens } });
+        if (String(req.headers['accept-encoding'] ?? '').includes('gzip')) {
+          res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+          res.end(gzipSync(body));
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(body);
+        }
+        return;
+      }
+      case '/sse': {
+        // Content events, then (after `ms`) the usage event: an OpenAI-style stream with the usage last.
+        const eol = url.searchParams.get('eol') === 'cr' ? '\r' : url.searchParams.get('eol') === 'crlf' ? '\r\n' : '\n';
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(sse({ choices: [{ delta: { content: 'all the answer' }, finish_reason: 'stop' }], usage: null }, eol));
+        setTimeout(() => {
+          if (res.destroyed) return;
+          res.write(sse({ choices: [], usage: { total_tokens: tokens } }, eol));
+          res.end(`data: [DONE]${eol}${eol}`);
+        }, ms);
+        return;
+      }
+      case '/slow':
+        setTimeout(() => {
+          if (res.destroyed) return;
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.end('ok');
+        }, ms);
+        return;
+      default:
+        res.writeHead(404);
+        res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  llm.server = server;
+  llm.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return llm;
+}
+
+/** Units the gateway's first rule holds now for `key`. */
+async function used(gateway: Gateway, key = 'global'): Promise<number> {
+  const limiter = (gateway as unknown as { rules: RuleSet }).rules.rules[0]!.limiters[0]!;
+  const d = await limiter.peek(key);
+  return d.limit - d.remaining;
+}
+
+/** Waits until `check` holds (the commit runs just after the response ends), at most 2 s. */
+async function until(check: () => Promise<boolean> | boolean): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return;
+    await sleep(20);
+  }
+}
+
+function costConfig(upstream: string, cost: string): string {
+  return `upstream: ${upstream}
+rules:
+  - name: llm
+    key: global
+    policies: [{ limit: 100000, window: 1m }]
+    cost: ${cost}
+`;
+}
+
+let llm: Llm;
+const gateways: Gateway[] = [];
+before(async () => {
+  llm = await startLlm();
+});
+after(async () => {
+  for (const g of gateways) await g.shutdown();
+  llm.server.closeAllConnections();
+  await new Promise<void>((resolve) => llm.server.close(() => resolve()));
+});
+
+async function gateway(yaml: string): Promise<Gateway> {
+  const g = await startGateway(yaml);
+  gateways.push(g);
+  return g;
+}
+
+describe('cost: paying less than was used', () => {
+  test('a client that sends Accept-Encoding: gzip to an upstream that compresses: charged what it used, not the estimate', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+    llm.encodings.length = 0;
+    const reply = await get(`${g.url}/json?tokens=5000`, { headers: { 'accept-encoding': 'gzip, br' } });
+    assert.equal(reply.status, 200);
+    await until(async () => (await used(g)) !== 100);
+    // The gateway cannot read a compressed body, so it asks the upstream for an uncompressed one on rules that read the body.
+    assert.deepEqual(llm.encodings, ['identity']);
+    assert.equal(await used(g), 5000);
+  });
+
+  for (const eol of ['cr', 'crlf'] as const) {
+    test(`an event stream whose lines end in ${eol.toUpperCase()}: its usage is read, not missed for the estimate`, async () => {
+      const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const reply = await get(`${g.url}/sse?tokens=4000&eol=${eol}`);
+      assert.equal(reply.status, 200);
+      await until(async () => (await used(g)) !== 100);
+      assert.equal(await used(g), 4000);
+    });
+  }
+
+  test(
+    'a client that reads the whole answer and resets before the usage event: pays the estimate, not what it used',
+    {
+      todo: 'the usage of a streamed answer arrives last; a client that leaves after the content is charged the estimate (documented). Settling it needs the gateway to keep reading the upstream body after the client left, a design change',
+    },
+    async () => {
+      const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const url = new URL(`${g.url}/sse?tokens=50000&ms=150`);
+      await new Promise<void>((resolve) => {
+        const req = httpRequest(url, (res) => {
+          res.on('data', (chunk: Buffer) => {
+            // The whole answer is here: leave before the usage event comes.
+            if (chunk.toString('utf8').includes('"finish_reason":"stop"')) req.destroy();
+          });
+          res.on('error', () => undefined);
+          res.on('close', () => resolve());
+        });
+        req.on('error', () => resolve());
+        req.end();
+      });
+      await sleep(300);
+      assert.equal(await used(g), 50000);
+    },
+  );
+
+  test('a client that sends the cost header itself, in any case, twice: it never reaches the upstream', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
+    const seen: IncomingMessage['headers'][] = [];
+    const spy = (req: IncomingMessage): void => void seen.push(req.headers);
+    llm.server.on('request', spy);
+    try {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(g.url).port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(`GET /slow HTTP/1.1\r\nHost: x\r\nX-USAGE-TOKENS: 0\r\nx-Usage-Tokens: 1\r\nConnection: close\r\n\r\n`);
+      });
+      assert.match(raw, /^HTTP\/1\.1 200/);
+      assert.equal(seen.length, 1);
+      assert.equal(seen[0]!['x-usage-tokens'], undefined);
+    } finally {
+      llm.server.off('request', spy);
+    }
+  });
+});
+
+describe('concurrency: holding more than N in flight', () => {
+  const config = (upstream: string): string => `upstream: ${upstream}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["1000/1m"]
+    concurrency: 1
+`;
+
+  test('a client that pipelines requests on one keep-alive connection: each needs a slot, one reaches the upstream at a time', async () => {
+    const g = await gateway(config(llm.url));
+    llm.most = 0;
+    llm.now = 0;
+    const port = Number(new URL(g.url).port);
+    const one = 'GET /slow?ms=150 HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\n\r\n';
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let text = '';
+      socket.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        if ((text.match(/HTTP\/1\.1 \d{3}/g) ?? []).length === 4) socket.end();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+      socket.write(one + one + one + one);
+    });
+    const statuses = (raw.match(/HTTP\/1\.1 (\d{3})/g) ?? []).map((s) => Number(s.slice(9)));
+    assert.equal(statuses.length, 4);
+    assert.ok(llm.most <= 1, `the upstream answered ${llm.most} at once`);
+    assert.equal(statuses[0], 200);
+  });
+});
+
+/** Sends a request on a raw socket and destroys the socket after `ms` (or when `when` sees the bytes received so far). */
+function resetAfter(base: string, bytes: string | Buffer, ms: number, when?: (received: string) => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(base).port), '127.0.0.1');
+    let text = '';
+    const timer = setTimeout(() => socket.destroy(), ms);
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      if (when?.(text) === true) socket.destroy();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    socket.write(bytes);
+  });
+}
+
+describe('concurrency: leaking slots by leaving at each stage', () => {
+  const config = (upstream: string): string => `upstream: ${upstream}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["10000/1m"]
+    concurrency: 1
+    wait: { timeout: 2s }
+`;
+
+  test('a client that resets while waiting, while the upstream thinks, mid-upload or mid-answer: the slot is free at once for the next', async () => {
+    const g = await gateway(config(llm.url));
+    const head = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\n${extra}\r\n`;
+    // The upstream thinks for 5 s; the client leaves after 100 ms.
+    await resetAfter(g.url, head('/slow?ms=5000'), 100);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Waiting for the slot (another request holds it), then gone.
+    const holder = get(`${g.url}/slow?ms=400`, { headers: { 'x-api-key': 'k' } });
+    await sleep(50);
+    await resetAfter(g.url, head('/slow?ms=5000'), 100);
+    assert.equal((await holder).status, 200);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Mid-upload: a body larger than proxy.requestBuffer streams, and the client stops half-way.
+    const big = 'x'.repeat(200_000);
+    await resetAfter(g.url, head('/slow?ms=1', `Content-Length: ${big.length * 2}\r\n`) + big, 150);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Mid-answer: the stream's first event is read, then the client leaves.
+    await resetAfter(g.url, head('/sse?ms=5000'), 2000, (t) => t.includes('finish_reason'));
+    const after = await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 });
+    assert.equal(after.status, 200);
+    // Each wait above ended at once: none of them held its slot until the 2 s timeout.
+    assert.ok(after.elapsedMs < 500, `the last request waited ${after.elapsedMs} ms for the slot`);
+  });
+});
+
+describe('concurrency on Redis: a storm of clients that reset around the decision', () => {
+  let redis: RedisServer | undefined;
+  after(async () => {
+    await redis?.stop();
+  });
+
+  test('200 clients that each reset within 0–150 ms of sending: no slot is left taken, two requests run at once right after', async () => {
+    redis = await startRedis();
+    const g = await gateway(`upstream: ${llm.url}
+store: { type: redis, url: "${redis.url}" }
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["100000/1m"]
+    concurrency: 2
+    wait: { timeout: 1s }
+`);
+    llm.most = 0;
+    const head = 'GET /slow?ms=100 HTTP/1.1\r\nHost: x\r\nX-Api-Key: storm\r\n\r\n';
+    await Promise.all(Array.from({ length: 200 }, (_, i) => resetAfter(g.url, head, i % 151)));
+    await sleep(300);
+    const two = await Promise.all([0, 1].map(() => get(`${g.url}/slow?ms=200`, { headers: { 'x-api-key': 'storm' }, timeoutMs: 3000 })));
+    assert.deepEqual(
+      two.map((r) => r.status),
+      [200, 200],
+    );
+    // Both ran at once: neither waited for a slot a gone client still held.
+    for (const r of two) assert.ok(r.elapsedMs < 350, `a request took ${r.elapsedMs} ms`);
+    assert.ok(llm.most <= 2, `the upstream answered ${llm.most} at once`);
+  });
+});
