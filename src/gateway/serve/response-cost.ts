@@ -25,6 +25,10 @@ export interface CostWatch {
  */
 export function observeCost(req: IncomingMessage, res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
   const readers = charges.map((charge) => charge.watch(req, res));
+  // However the response ends, the body a reader kept is let go (a response cut short is never parsed).
+  res.once('close', () => {
+    for (const reader of readers) reader.discard();
+  });
   const headerNames: string[] = [];
   let readsBody = false;
   for (const charge of charges) {

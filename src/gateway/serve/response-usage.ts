@@ -5,6 +5,16 @@ import type { UsageSource } from '../config/settings.js';
 
 /** Largest JSON body kept to find its usage field; a larger body is relayed whole but settled at the estimate. */
 export const MAX_JSON_BYTES = 1024 * 1024;
+/**
+ * Bytes of JSON bodies all readers of the process keep at once: past it a
+ * body is relayed unread and charged the estimate, so answers of just under
+ * {@link MAX_JSON_BYTES} on every connection cannot hold
+ * `proxy.maxConnections` MiB between them.
+ */
+export const MAX_JSON_BYTES_KEPT = 64 * 1024 * 1024;
+/** Bytes the readers of this process keep now (see {@link MAX_JSON_BYTES_KEPT}). */
+let keptNow = 0;
+
 /** Longest SSE line (and event data) kept; a longer one is skipped to its end, so a never-ending line holds no more than this. */
 export const MAX_SSE_LINE_BYTES = 64 * 1024;
 
@@ -114,7 +124,7 @@ export class UsageReader {
       } catch {
         this.found = undefined;
       }
-      this.chunks = [];
+      this.discard();
     } else if (this.mode === 'sse') {
       if (this.line.length > 0 && !this.skipping) this.sseLine(Buffer.concat(this.line).toString('utf8'));
       this.endEvent();
@@ -145,15 +155,38 @@ export class UsageReader {
 
   private keepJson(chunk: Buffer): void {
     if (this.kept < 0) return;
-    this.kept += chunk.length;
-    if (this.kept > MAX_JSON_BYTES) {
-      this.kept = -1;
-      this.chunks = [];
-      this.expected = false;
+    if (this.kept + chunk.length > MAX_JSON_BYTES) {
+      this.drop();
       this.tooLarge(`its JSON body is larger than ${MAX_JSON_BYTES} bytes`);
       return;
     }
+    if (keptNow + chunk.length > MAX_JSON_BYTES_KEPT) {
+      this.drop();
+      this.tooLarge(`the gateway already keeps ${MAX_JSON_BYTES_KEPT / 1024 / 1024} MiB of JSON bodies being read at once`);
+      return;
+    }
+    this.kept += chunk.length;
+    keptNow += chunk.length;
     this.chunks.push(chunk);
+  }
+
+  /**
+   * The response is over (finished, cut or its client gone): whatever of its
+   * body was kept is let go, and counts no more against the process's share.
+   */
+  discard(): void {
+    if (this.kept > 0) {
+      keptNow -= this.kept;
+      this.kept = 0;
+    }
+    this.chunks = [];
+  }
+
+  /** Stops keeping a body that will not be read: the request is charged the estimate. */
+  private drop(): void {
+    this.discard();
+    this.kept = -1;
+    this.expected = false;
   }
 
   /**
