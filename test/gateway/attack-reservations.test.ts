@@ -409,3 +409,67 @@ describe('cost: memory held by bodies being read', () => {
     assert.ok(mib < 120, `the gateway process held ${mib.toFixed(0)} MiB more while ${n} answers were read`);
   });
 });
+
+describe('wait: getting in past the limit, or stalling the gateway', () => {
+  test('40 clients that wait for a "5/500ms" unit at once: no window admits more than its algorithm allows, none waits past its 1.2 s timeout', async () => {
+    for (const algorithm of ['fixed-window', 'sliding-log', 'token-bucket']) {
+      const g = await gateway(`upstream: ${llm.url}
+rules:
+  - name: search
+    key: header:x-api-key
+    policies: [{ limit: 5, window: 500ms, algorithm: ${algorithm} }]
+    wait: { timeout: 1200ms }
+`);
+      const arrivals: number[] = [];
+      const spy = (): void => void arrivals.push(Date.now());
+      llm.server.on('request', spy);
+      const start = Date.now();
+      const replies = await Promise.all(
+        Array.from({ length: 40 }, () => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': `w-${algorithm}` }, timeoutMs: 5000 })),
+      );
+      llm.server.off('request', spy);
+      const ok = replies.filter((r) => r.status === 200).length;
+      assert.equal(ok, arrivals.length);
+      // Any 500 ms holds at most the limit (a fixed window's boundary may hold two windows' worth: 10); arrivals are
+      // timed at the upstream, where a new connection's setup shifts them by up to ~20 ms, hence 460 ms.
+      const most = Math.max(...arrivals.map((t) => arrivals.filter((u) => u >= t && u < t + 460).length));
+      // A token bucket admits its burst of 5 plus one unit per 100 ms as it refills.
+      const bound = algorithm === 'sliding-log' ? 5 : 10;
+      assert.ok(most <= bound, `${algorithm}: ${most} requests reached the upstream within 460 ms`);
+      // In 1.2 s at most 3 windows' worth can be admitted; the rest are refused at their deadline or at once.
+      assert.ok(ok <= 20, `${algorithm}: ${ok} admitted`);
+      for (const r of replies) assert.ok(r.elapsedMs < 1500, `${algorithm}: a request was answered after ${r.elapsedMs} ms`);
+      assert.ok(Date.now() - start < 2000);
+    }
+  });
+
+  test('waiters that disconnect leave the line at once: maxQueue new waiters get in behind them, nothing of theirs is forwarded', async () => {
+    const g = await gateway(`upstream: ${llm.url}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["1000/1m"]
+    concurrency: 1
+    wait: { timeout: 2s, maxQueue: 3 }
+`);
+    const seenBefore = llm.seen;
+    const holder = get(`${g.url}/slow?ms=600`, { headers: { 'x-api-key': 'q' } });
+    await sleep(50);
+    const head = 'GET /slow?ms=1 HTTP/1.1\r\nHost: x\r\nX-Api-Key: q\r\n\r\n';
+    // Three waiters fill the line, then leave.
+    await Promise.all([0, 1, 2].map(() => resetAfter(g.url, head, 100)));
+    // Three more are queued (not refused at once: the line is empty again), and one past maxQueue is refused at once.
+    const waiting = [0, 1, 2].map(() => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'q' }, timeoutMs: 5000 }));
+    await sleep(30);
+    const over = await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'q' } });
+    assert.equal(over.status, 429);
+    assert.ok(over.elapsedMs < 200);
+    assert.equal((await holder).status, 200);
+    assert.deepEqual(
+      (await Promise.all(waiting)).map((r) => r.status),
+      [200, 200, 200],
+    );
+    // The holder and the three that waited; none of the three that left.
+    assert.equal(llm.seen - seenBefore, 4);
+  });
+});
