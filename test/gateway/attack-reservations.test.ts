@@ -80,6 +80,13 @@ async function startLlm(): Promise<Llm> {
         }, ms);
         return;
       }
+      case '/header': {
+        // The usage header as the query spells it, each `v` a field line of its own.
+        const values = url.searchParams.getAll('v');
+        res.writeHead(200, ['content-type', 'text/plain', ...values.flatMap((v) => ['x-usage-tokens', v])]);
+        res.end('ok');
+        return;
+      }
       case '/slow':
         setTimeout(() => {
           if (res.destroyed) return;
@@ -206,6 +213,22 @@ rules:
       assert.ok((await used(g)) >= 4900, `the window after the answer holds ${await used(g)} units`);
     },
   );
+
+  test('an upstream usage header sent twice, or spelled as an exponent, a sign or a fraction: the estimate, never the smaller value', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
+    let total = 0;
+    for (const query of ['v=5000&v=1', 'v=1&v=5000', 'v=5e3', 'v=%2B5000', 'v=-0', 'v=50.5', 'v=0x10', 'v=99999999999999999']) {
+      const reply = await get(`${g.url}/header?${query}`);
+      assert.equal(reply.status, 200);
+      total += 100;
+      await until(async () => (await used(g)) === total);
+      assert.equal(await used(g), total, query);
+    }
+    // A plain whole number is read.
+    await get(`${g.url}/header?v=%205000%20`);
+    await until(async () => (await used(g)) === total + 5000);
+    assert.equal(await used(g), total + 5000);
+  });
 
   test('a client that sends the cost header itself, in any case, twice: it never reaches the upstream', async () => {
     const g = await gateway(costConfig(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
