@@ -516,3 +516,64 @@ rules:
     assert.equal(llm.seen - seenBefore, 4);
   });
 });
+
+/** Commands the Redis server has processed so far (INFO stats), asked on a raw socket. */
+function redisCommands(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      const m = /total_commands_processed:(\d+)/.exec(text);
+      if (m !== null) {
+        socket.destroy();
+        resolve(Number(m[1]));
+      }
+    });
+    socket.on('error', reject);
+    socket.write('INFO stats\r\n');
+  });
+}
+
+describe('wait on Redis: what waiters of many keys cost the store', () => {
+  let redis: RedisServer | undefined;
+  after(async () => {
+    await redis?.stop();
+  });
+
+  test(
+    'a client holding one slot of each of 200 keys and waiting behind each: the gateway polls Redis 40 times a second per key',
+    {
+      todo: 'the first waiter of each key polls the store every 25 ms (a script of ~5 commands), so waiters of K keys cost 40 K scripts a second (with proxy.maxConnections 10 000, up to 5000 keys: 200 000 scripts/s from one gateway). A poll budget per process, or a backoff past the first polls, would bound it',
+    },
+    async () => {
+      redis = await startRedis();
+      const g = await gateway(`upstream: ${llm.url}
+store: { type: redis, url: "${redis.url}" }
+proxy: { connections: 512 }
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["100000/1m"]
+    concurrency: 1
+    wait: { timeout: 1s }
+`);
+      const keys = Array.from({ length: 200 }, (_, i) => `poll-${i}`);
+      const holders = keys.map((key) => get(`${g.url}/slow?ms=1300`, { headers: { 'x-api-key': key }, timeoutMs: 5000 }));
+      await sleep(150);
+      const before = await redisCommands(redis.port);
+      const started = Date.now();
+      const waiters = await Promise.all(keys.map((key) => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': key }, timeoutMs: 5000 })));
+      const seconds = (Date.now() - started) / 1000;
+      const calls = (await redisCommands(redis.port)) - before;
+      await Promise.all(holders);
+      assert.ok(waiters.every((r) => r.status === 429));
+      const perKeySecond = calls / keys.length / seconds;
+      // Commands, as Redis counts them (each script's own included); one acquisition and a few re-checks per waiter would be ~25.
+      assert.ok(
+        perKeySecond <= 5,
+        `${calls} store calls in ${seconds.toFixed(2)} s: ${perKeySecond.toFixed(1)} per waiting key per second`,
+      );
+    },
+  );
+});
