@@ -47,7 +47,12 @@ describe('UsageReader', () => {
     for (const size of [1, 2, 5, 100, 100_000]) {
       assert.equal(read(TOTAL, { 'content-type': 'text/event-stream; charset=utf-8' }, lf, size).usage, 77);
       assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, lf.replace(/\n/g, '\r\n'), size).usage, 77);
+      // A lone CR ends a line too: a CR-ended stream is not one over-long line.
+      assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, lf.replace(/\n/g, '\r'), size).usage, 77);
     }
+    // A CRLF split across chunks is one line end, not an empty line that would end the event between its data lines.
+    const split = 'data: {"usage":\r\ndata: {"total_tokens":6}}\r\n\r\n';
+    for (let size = 1; size <= split.length; size++) assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, split, size).usage, 6);
     // The last event without its closing blank line still counts when the stream ends.
     assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, 'data: {"usage":{"total_tokens":5}}').usage, 5);
     // A path ending in an array index.

@@ -118,6 +118,12 @@ export class UpstreamProxy {
   ): void {
     if (holds !== undefined) for (const held of holds) held.watch(req, res);
     const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD');
+    // A client that left while its request was decided (a store round trip, a wait) is not served: its slots are
+    // already free (their watch saw the closed response), so forwarding would run it upstream past every in-flight limit.
+    if (res.destroyed) {
+      this.release();
+      return;
+    }
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
       this.enqueue(req, res, extra, null, false, watch);
@@ -254,6 +260,11 @@ export class UpstreamProxy {
    * caller's {@link hold}.
    */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, protocol: string, extra: readonly HeaderPair[]): void {
+    // A client gone while its upgrade was decided: no tunnel is opened for nobody (its slots are already free).
+    if (socket.destroyed) {
+      this.release();
+      return;
+    }
     try {
       const headers = this.forwardHeaders.build(req);
       openTunnel(

@@ -8,6 +8,8 @@ import type { UsageReader } from './response-usage.js';
 export interface CostWatch {
   /** Response header names that report a cost: never taken from the client's request. */
   readonly headerNames: readonly string[];
+  /** True when a rule reads its cost from the body, which the gateway cannot decode when compressed. */
+  readonly readsBody: boolean;
   /** Hands the upstream's status and headers to the readers and returns where the body goes: a tap that passes every chunk on to `res`. */
   body(status: number, headers: IncomingHttpHeaders): Writable;
 }
@@ -23,10 +25,19 @@ export interface CostWatch {
  */
 export function observeCost(req: IncomingMessage, res: ServerResponse, charges: readonly Charge[], bodiless: boolean): CostWatch {
   const readers = charges.map((charge) => charge.watch(req, res));
+  // However the response ends, the body a reader kept is let go (a response cut short is never parsed).
+  res.once('close', () => {
+    for (const reader of readers) reader.discard();
+  });
   const headerNames: string[] = [];
-  for (const charge of charges) if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
+  let readsBody = false;
+  for (const charge of charges) {
+    if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
+    else readsBody = true;
+  }
   return {
     headerNames,
+    readsBody,
     body: (status, headers) => {
       for (const reader of readers) reader.head(status, headers, bodiless);
       return tap(res, readers);
@@ -38,9 +49,14 @@ export function observeCost(req: IncomingMessage, res: ServerResponse, charges: 
  * The forwarded request's headers without the cost headers: a client's
  * `x-usage-tokens` must not reach an upstream (or a framework) that might
  * copy request headers into its answer and so pick the client's own price.
+ * When a rule reads the cost from the body, the upstream is asked for an
+ * uncompressed one (`Accept-Encoding: identity`): a compressed body cannot
+ * be read, so a client sending `Accept-Encoding: gzip` to an upstream that
+ * compresses when asked would otherwise pay the estimate whatever it used.
  */
 export function withoutUsageHeaders(headers: Record<string, string | string[]>, watch: CostWatch): Record<string, string | string[]> {
   for (const name of watch.headerNames) delete headers[name];
+  if (watch.readsBody) headers['accept-encoding'] = 'identity';
   return headers;
 }
 

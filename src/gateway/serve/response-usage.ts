@@ -5,10 +5,21 @@ import type { UsageSource } from '../config/settings.js';
 
 /** Largest JSON body kept to find its usage field; a larger body is relayed whole but settled at the estimate. */
 export const MAX_JSON_BYTES = 1024 * 1024;
+/**
+ * Bytes of JSON bodies all readers of the process keep at once: past it a
+ * body is relayed unread and charged the estimate, so answers of just under
+ * {@link MAX_JSON_BYTES} on every connection cannot hold
+ * `proxy.maxConnections` MiB between them.
+ */
+export const MAX_JSON_BYTES_KEPT = 64 * 1024 * 1024;
+/** Bytes the readers of this process keep now (see {@link MAX_JSON_BYTES_KEPT}). */
+let keptNow = 0;
+
 /** Longest SSE line (and event data) kept; a longer one is skipped to its end, so a never-ending line holds no more than this. */
 export const MAX_SSE_LINE_BYTES = 64 * 1024;
 
 const LF = 0x0a;
+const CR = 0x0d;
 
 /** Emits a one-time warning about a rule's responses (see warnings.ts); the caller also logs it. */
 export type UsageWarn = (code: WarningCodeValue, message: string) => void;
@@ -34,6 +45,8 @@ export class UsageReader {
   /** Bytes of the SSE line being read, when it spans chunks. */
   private line: Buffer[] = [];
   private lineBytes = 0;
+  /** True when the last chunk ended in CR: an LF opening the next one ends no second line. */
+  private afterCr = false;
   /** True while the rest of an over-long SSE line is skipped. */
   private skipping = false;
   /** The data lines of the SSE event being read. */
@@ -111,7 +124,7 @@ export class UsageReader {
       } catch {
         this.found = undefined;
       }
-      this.chunks = [];
+      this.discard();
     } else if (this.mode === 'sse') {
       if (this.line.length > 0 && !this.skipping) this.sseLine(Buffer.concat(this.line).toString('utf8'));
       this.endEvent();
@@ -142,23 +155,60 @@ export class UsageReader {
 
   private keepJson(chunk: Buffer): void {
     if (this.kept < 0) return;
-    this.kept += chunk.length;
-    if (this.kept > MAX_JSON_BYTES) {
-      this.kept = -1;
-      this.chunks = [];
-      this.expected = false;
+    if (this.kept + chunk.length > MAX_JSON_BYTES) {
+      this.drop();
       this.tooLarge(`its JSON body is larger than ${MAX_JSON_BYTES} bytes`);
       return;
     }
+    if (keptNow + chunk.length > MAX_JSON_BYTES_KEPT) {
+      this.drop();
+      this.tooLarge(`the gateway already keeps ${MAX_JSON_BYTES_KEPT / 1024 / 1024} MiB of JSON bodies being read at once`);
+      return;
+    }
+    this.kept += chunk.length;
+    keptNow += chunk.length;
     this.chunks.push(chunk);
   }
 
-  /** Splits the stream into lines on LF (a CR before it is dropped); each complete line is handled at once. */
+  /**
+   * The response is over (finished, cut or its client gone): whatever of its
+   * body was kept is let go, and counts no more against the process's share.
+   */
+  discard(): void {
+    if (this.kept > 0) {
+      keptNow -= this.kept;
+      this.kept = 0;
+    }
+    this.chunks = [];
+  }
+
+  /** Stops keeping a body that will not be read: the request is charged the estimate. */
+  private drop(): void {
+    this.discard();
+    this.kept = -1;
+    this.expected = false;
+  }
+
+  /**
+   * Splits the stream into lines on CRLF, LF or a lone CR (the three line
+   * ends the event-stream format allows; a CRLF split across chunks is one
+   * end); each complete line is handled at once. Reading only LF would make
+   * a CR-ended stream one over-long line, and its usage would be missed.
+   */
   private readSse(chunk: Buffer): void {
     let from = 0;
+    if (this.afterCr) {
+      this.afterCr = false;
+      if (chunk[0] === LF) from = 1;
+    }
+    // Where the next CR and LF are, each searched for again only once passed, so a chunk is scanned in one pass.
+    let cr = -2;
+    let lf = -2;
     while (from < chunk.length) {
-      const lf = chunk.indexOf(LF, from);
-      const end = lf < 0 ? chunk.length : lf;
+      if (cr !== -1 && cr < from) cr = chunk.indexOf(CR, from);
+      if (lf !== -1 && lf < from) lf = chunk.indexOf(LF, from);
+      const eol = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf);
+      const end = eol < 0 ? chunk.length : eol;
       if (!this.skipping) {
         this.lineBytes += end - from;
         if (this.lineBytes > MAX_SSE_LINE_BYTES) {
@@ -167,15 +217,16 @@ export class UsageReader {
           this.tooLarge(`a line of its event stream is longer than ${MAX_SSE_LINE_BYTES} bytes`);
         } else if (end > from) this.line.push(chunk.subarray(from, end));
       }
-      if (lf < 0) return;
-      if (!this.skipping) {
-        const text = (this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line)).toString('utf8');
-        this.sseLine(text.endsWith('\r') ? text.slice(0, -1) : text);
-      }
+      if (eol < 0) return;
+      if (!this.skipping) this.sseLine((this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line)).toString('utf8'));
       this.line = [];
       this.lineBytes = 0;
       this.skipping = false;
-      from = lf + 1;
+      from = eol + 1;
+      if (eol === cr) {
+        if (from === chunk.length) this.afterCr = true;
+        else if (chunk[from] === LF) from += 1;
+      }
     }
   }
 

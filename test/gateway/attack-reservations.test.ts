@@ -1,0 +1,593 @@
+// Attacks on the gateway's cost, concurrency and wait rule options, through a real gateway to a real upstream on real sockets: what a
+// client (and an upstream that answers what the client asks for) can do to pay less than it used, hold more than its slots, or stall it.
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import express from 'express';
+import { ConcurrencyLimiter } from '../../src/concurrency-limiter.js';
+import { RateLimiter } from '../../src/limiter.js';
+import { MemoryStore } from '../../src/stores/memory.js';
+import { rateLimit } from '../../src/http/express.js';
+import { after, before, describe, test } from 'node:test';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
+import { close, get, listen } from '../http/support/http.js';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { sleep, startGateway } from './support/harness.js';
+
+/** The test upstream: an LLM-like API whose answers follow what the client asks, and which counts what it answers at once. */
+interface Llm {
+  url: string;
+  server: Server;
+  /** Requests being answered now, and the most at once. */
+  now: number;
+  most: number;
+  seen: number;
+  /** Accept-Encoding of each request seen. */
+  encodings: Array<string | undefined>;
+}
+
+const sse = (data: unknown, eol = '\n'): string => `data: ${JSON.stringify(data)}${eol}${eol}`;
+
+async function startLlm(): Promise<Llm> {
+  const llm: Llm = { url: '', server: undefined as unknown as Server, now: 0, most: 0, seen: 0, encodings: [] };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const tokens = Number(url.searchParams.get('tokens') ?? 0);
+    const ms = Number(url.searchParams.get('ms') ?? 0);
+    llm.seen += 1;
+    llm.now += 1;
+    llm.most = Math.max(llm.most, llm.now);
+    llm.encodings.push(req.headers['accept-encoding'] as string | undefined);
+    let left = false;
+    res.on('close', () => {
+      if (!left) llm.now -= 1;
+      left = true;
+    });
+    req.resume();
+    switch (url.pathname) {
+      case '/json': {
+        // Compresses when the client accepts it, like compression middleware in front of most apps.
+        const body = JSON.stringify({ text: 'x'.repeat(200), usage: { total_tokens: tokens } });
+        if (String(req.headers['accept-encoding'] ?? '').includes('gzip')) {
+          res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+          res.end(gzipSync(body));
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(body);
+        }
+        return;
+      }
+      case '/sse': {
+        // Content events, then (after `ms`) the usage event: an OpenAI-style stream with the usage last.
+        const eol = url.searchParams.get('eol') === 'cr' ? '\r' : url.searchParams.get('eol') === 'crlf' ? '\r\n' : '\n';
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(sse({ choices: [{ delta: { content: 'all the answer' }, finish_reason: 'stop' }], usage: null }, eol));
+        setTimeout(() => {
+          if (res.destroyed) return;
+          res.write(sse({ choices: [], usage: { total_tokens: tokens } }, eol));
+          res.end(`data: [DONE]${eol}${eol}`);
+        }, ms);
+        return;
+      }
+      case '/bigjson': {
+        // A JSON body just under the 1 MiB the reader keeps, whose end comes after `ms`.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(`{"text":"${'x'.repeat(1024 * 1024 - 200)}`);
+        setTimeout(() => {
+          if (!res.destroyed) res.end(`","usage":{"total_tokens":${tokens}}}`);
+        }, ms);
+        return;
+      }
+      case '/header': {
+        // The usage header as the query spells it, each `v` a field line of its own.
+        const values = url.searchParams.getAll('v');
+        res.writeHead(200, ['content-type', 'text/plain', ...values.flatMap((v) => ['x-usage-tokens', v])]);
+        res.end('ok');
+        return;
+      }
+      case '/slow':
+        setTimeout(() => {
+          if (res.destroyed) return;
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.end('ok');
+        }, ms);
+        return;
+      default:
+        res.writeHead(404);
+        res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  llm.server = server;
+  llm.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return llm;
+}
+
+/** Units the gateway's first rule holds now for `key`. */
+async function used(gateway: Gateway, key = 'global'): Promise<number> {
+  const limiter = (gateway as unknown as { rules: RuleSet }).rules.rules[0]!.limiters[0]!;
+  const d = await limiter.peek(key);
+  return d.limit - d.remaining;
+}
+
+/** Waits until `check` holds (the commit runs just after the response ends), at most 2 s. */
+async function until(check: () => Promise<boolean> | boolean): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return;
+    await sleep(20);
+  }
+}
+
+function costConfig(upstream: string, cost: string): string {
+  return `upstream: ${upstream}
+rules:
+  - name: llm
+    key: global
+    policies: [{ limit: 100000, window: 1m }]
+    cost: ${cost}
+`;
+}
+
+let llm: Llm;
+const gateways: Gateway[] = [];
+before(async () => {
+  llm = await startLlm();
+});
+after(async () => {
+  for (const g of gateways) await g.shutdown();
+  llm.server.closeAllConnections();
+  await new Promise<void>((resolve) => llm.server.close(() => resolve()));
+});
+
+async function gateway(yaml: string): Promise<Gateway> {
+  const g = await startGateway(yaml);
+  gateways.push(g);
+  return g;
+}
+
+describe('cost: paying less than was used', () => {
+  test('a client that sends Accept-Encoding: gzip to an upstream that compresses: charged what it used, not the estimate', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+    llm.encodings.length = 0;
+    const reply = await get(`${g.url}/json?tokens=5000`, { headers: { 'accept-encoding': 'gzip, br' } });
+    assert.equal(reply.status, 200);
+    await until(async () => (await used(g)) !== 100);
+    // The gateway cannot read a compressed body, so it asks the upstream for an uncompressed one on rules that read the body.
+    assert.deepEqual(llm.encodings, ['identity']);
+    assert.equal(await used(g), 5000);
+  });
+
+  for (const eol of ['cr', 'crlf'] as const) {
+    test(`an event stream whose lines end in ${eol.toUpperCase()}: its usage is read, not missed for the estimate`, async () => {
+      const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const reply = await get(`${g.url}/sse?tokens=4000&eol=${eol}`);
+      assert.equal(reply.status, 200);
+      await until(async () => (await used(g)) !== 100);
+      assert.equal(await used(g), 4000);
+    });
+  }
+
+  test(
+    'a client that reads the whole answer and resets before the usage event: pays the estimate, not what it used',
+    {
+      todo: 'the usage of a streamed answer arrives last; a client that leaves after the content is charged the estimate (documented). Settling it needs the gateway to keep reading the upstream body after the client left, a design change',
+    },
+    async () => {
+      const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const url = new URL(`${g.url}/sse?tokens=50000&ms=150`);
+      await new Promise<void>((resolve) => {
+        const req = httpRequest(url, (res) => {
+          res.on('data', (chunk: Buffer) => {
+            // The whole answer is here: leave before the usage event comes.
+            if (chunk.toString('utf8').includes('"finish_reason":"stop"')) req.destroy();
+          });
+          res.on('error', () => undefined);
+          res.on('close', () => resolve());
+        });
+        req.on('error', () => resolve());
+        req.end();
+      });
+      await sleep(300);
+      assert.equal(await used(g), 50000);
+    },
+  );
+
+  test(
+    "a stream that outlasts its policy's window (1 s window, answer of 1.3 s reporting 5000 tokens, estimate 100): the excess is never charged",
+    {
+      todo: 'by design the reservation ttl is the window and a late commit changes nothing (docs: "an excess it reports is not charged"); with windows shorter than the answers (tokens per 10 s, streams of 30 s) every request pays only its estimate. Charging a late excess to the current window would close it',
+    },
+    async () => {
+      const g = await gateway(`upstream: ${llm.url}
+rules:
+  - name: llm
+    key: global
+    policies: [{ limit: 100000, window: 1s }]
+    cost: { estimate: 100, json: usage.total_tokens }
+`);
+      const reply = await get(`${g.url}/sse?tokens=5000&ms=1300`);
+      assert.equal(reply.status, 200);
+      await sleep(50);
+      assert.ok((await used(g)) >= 4900, `the window after the answer holds ${await used(g)} units`);
+    },
+  );
+
+  test('an upstream usage header sent twice, or spelled as an exponent, a sign or a fraction: the estimate, never the smaller value', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
+    let total = 0;
+    for (const query of ['v=5000&v=1', 'v=1&v=5000', 'v=5e3', 'v=%2B5000', 'v=-0', 'v=50.5', 'v=0x10', 'v=99999999999999999']) {
+      const reply = await get(`${g.url}/header?${query}`);
+      assert.equal(reply.status, 200);
+      total += 100;
+      await until(async () => (await used(g)) === total);
+      assert.equal(await used(g), total, query);
+    }
+    // A plain whole number is read.
+    await get(`${g.url}/header?v=%205000%20`);
+    await until(async () => (await used(g)) === total + 5000);
+    assert.equal(await used(g), total + 5000);
+  });
+
+  test(
+    'a client that sends HEAD to a GET route whose upstream does the work for HEAD too (Express, node): pays the estimate, not what it used',
+    {
+      todo: 'a HEAD answer has no body to read the usage from, so it is charged the estimate (documented for bodiless answers) while an upstream that runs its GET handler for HEAD spends the tokens. Charging HEAD on body-cost rules some other way (refuse it, or forward it as GET and drop the body) is a behaviour choice',
+    },
+    async () => {
+      const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const reply = await get(`${g.url}/json?tokens=5000`, { method: 'HEAD' });
+      assert.equal(reply.status, 200);
+      await sleep(100);
+      assert.equal(await used(g), 5000);
+    },
+  );
+
+  test('a client that sends the cost header itself, in any case, twice: it never reaches the upstream', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
+    const seen: IncomingMessage['headers'][] = [];
+    const spy = (req: IncomingMessage): void => void seen.push(req.headers);
+    llm.server.on('request', spy);
+    try {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(g.url).port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(`GET /slow HTTP/1.1\r\nHost: x\r\nX-USAGE-TOKENS: 0\r\nx-Usage-Tokens: 1\r\nConnection: close\r\n\r\n`);
+      });
+      assert.match(raw, /^HTTP\/1\.1 200/);
+      assert.equal(seen.length, 1);
+      assert.equal(seen[0]!['x-usage-tokens'], undefined);
+    } finally {
+      llm.server.off('request', spy);
+    }
+  });
+});
+
+describe('concurrency: holding more than N in flight', () => {
+  const config = (upstream: string): string => `upstream: ${upstream}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["1000/1m"]
+    concurrency: 1
+`;
+
+  test('a client that pipelines requests on one keep-alive connection: each needs a slot, one reaches the upstream at a time', async () => {
+    const g = await gateway(config(llm.url));
+    llm.most = 0;
+    llm.now = 0;
+    const port = Number(new URL(g.url).port);
+    const one = 'GET /slow?ms=150 HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\n\r\n';
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      let text = '';
+      socket.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        if ((text.match(/HTTP\/1\.1 \d{3}/g) ?? []).length === 4) socket.end();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+      socket.write(one + one + one + one);
+    });
+    const statuses = (raw.match(/HTTP\/1\.1 (\d{3})/g) ?? []).map((s) => Number(s.slice(9)));
+    assert.equal(statuses.length, 4);
+    assert.ok(llm.most <= 1, `the upstream answered ${llm.most} at once`);
+    assert.equal(statuses[0], 200);
+  });
+});
+
+/** Sends a request on a raw socket and destroys the socket after `ms` (or when `when` sees the bytes received so far). */
+function resetAfter(base: string, bytes: string | Buffer, ms: number, when?: (received: string) => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(base).port), '127.0.0.1');
+    let text = '';
+    const timer = setTimeout(() => socket.destroy(), ms);
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      if (when?.(text) === true) socket.destroy();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    socket.write(bytes);
+  });
+}
+
+describe('concurrency: leaking slots by leaving at each stage', () => {
+  const config = (upstream: string): string => `upstream: ${upstream}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["10000/1m"]
+    concurrency: 1
+    wait: { timeout: 2s }
+`;
+
+  test('a client that resets while waiting, while the upstream thinks, mid-upload or mid-answer: the slot is free at once for the next', async () => {
+    const g = await gateway(config(llm.url));
+    const head = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Api-Key: k\r\n${extra}\r\n`;
+    // The upstream thinks for 5 s; the client leaves after 100 ms.
+    await resetAfter(g.url, head('/slow?ms=5000'), 100);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Waiting for the slot (another request holds it), then gone.
+    const holder = get(`${g.url}/slow?ms=400`, { headers: { 'x-api-key': 'k' } });
+    await sleep(50);
+    await resetAfter(g.url, head('/slow?ms=5000'), 100);
+    assert.equal((await holder).status, 200);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Mid-upload: a body larger than proxy.requestBuffer streams, and the client stops half-way.
+    const big = 'x'.repeat(200_000);
+    await resetAfter(g.url, head('/slow?ms=1', `Content-Length: ${big.length * 2}\r\n`) + big, 150);
+    assert.equal((await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 })).status, 200);
+    // Mid-answer: the stream's first event is read, then the client leaves.
+    await resetAfter(g.url, head('/sse?ms=5000'), 2000, (t) => t.includes('finish_reason'));
+    const after = await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'k' }, timeoutMs: 1000 });
+    assert.equal(after.status, 200);
+    // Each wait above ended at once: none of them held its slot until the 2 s timeout.
+    assert.ok(after.elapsedMs < 500, `the last request waited ${after.elapsedMs} ms for the slot`);
+  });
+});
+
+describe('concurrency on Redis: a storm of clients that reset around the decision', () => {
+  let redis: RedisServer | undefined;
+  after(async () => {
+    await redis?.stop();
+  });
+
+  test('200 clients that each reset within 0–150 ms of sending: no slot is left taken, two requests run at once right after', async () => {
+    redis = await startRedis();
+    const g = await gateway(`upstream: ${llm.url}
+store: { type: redis, url: "${redis.url}" }
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["100000/1m"]
+    concurrency: 2
+    wait: { timeout: 1s }
+`);
+    llm.most = 0;
+    const head = 'GET /slow?ms=100 HTTP/1.1\r\nHost: x\r\nX-Api-Key: storm\r\n\r\n';
+    await Promise.all(Array.from({ length: 200 }, (_, i) => resetAfter(g.url, head, i % 151)));
+    await sleep(300);
+    const two = await Promise.all([0, 1].map(() => get(`${g.url}/slow?ms=200`, { headers: { 'x-api-key': 'storm' }, timeoutMs: 3000 })));
+    assert.deepEqual(
+      two.map((r) => r.status),
+      [200, 200],
+    );
+    // Both ran at once: neither waited for a slot a gone client still held.
+    for (const r of two) assert.ok(r.elapsedMs < 350, `a request took ${r.elapsedMs} ms`);
+    assert.ok(llm.most <= 2, `the upstream answered ${llm.most} at once`);
+  });
+});
+
+describe('middleware concurrency: clients that reset while the slot is acquired', () => {
+  test(
+    'Express, concurrency 2, 100 clients that reset within 0–150 ms: the handler runs for gone clients without a slot',
+    {
+      todo: 'the slot of a client gone before the decision is freed at once (right), but next() still runs the handler, so more than N handlers run at once; the adapters would have to skip next() for a closed response, a behaviour change for apps',
+    },
+    async () => {
+      const store = new MemoryStore({ sweepIntervalMs: 0 });
+      // A store that answers in 20 ms, as a Redis across a network might.
+      const acquire = store.acquireSlot!.bind(store);
+      store.acquireSlot = async (...args) => {
+        await sleep(20);
+        return acquire(...args);
+      };
+      const app = express();
+      let running = 0;
+      let most = 0;
+      app.use(
+        rateLimit({
+          limiter: new RateLimiter({ limit: 100000, window: '1m', store }),
+          concurrency: new ConcurrencyLimiter({ limit: 2, store }),
+        }),
+      );
+      app.get('/work', (_req, res) => {
+        // The work an app does (an upstream call), whether or not its client is still there.
+        running += 1;
+        most = Math.max(most, running);
+        setTimeout(() => {
+          running -= 1;
+          if (!res.destroyed) res.end('ok');
+        }, 100);
+      });
+      const server = createServer(app);
+      const url = await listen(server);
+      try {
+        const head = 'GET /work HTTP/1.1\r\nHost: x\r\n\r\n';
+        await Promise.all(Array.from({ length: 100 }, (_, i) => resetAfter(url, head, i % 151)));
+        await sleep(200);
+        assert.ok(most <= 2, `${most} handlers ran at once`);
+      } finally {
+        await close(server);
+      }
+    },
+  );
+});
+
+describe('cost: memory held by bodies being read', () => {
+  test('clients that each ask for a JSON answer of just under 1 MiB: the gateway keeps at most 64 MiB of them at once, the rest pay the estimate', async () => {
+    const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+    globalThis.gc?.();
+    const before = process.memoryUsage().arrayBuffers;
+    let most = 0;
+    const sample = setInterval(() => (most = Math.max(most, process.memoryUsage().arrayBuffers - before)), 20);
+    const n = 100;
+    // The clients count the bytes and keep none, so what grows is the gateway's (and the upstream's write buffers).
+    const statuses = await Promise.all(
+      Array.from(
+        { length: n },
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const req = httpRequest(`${g.url}/bigjson?tokens=7&ms=1000`, { agent: false }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            });
+            req.on('error', reject);
+            req.end();
+          }),
+      ),
+    );
+    clearInterval(sample);
+    assert.ok(statuses.every((s) => s === 200));
+    await sleep(100);
+    // Each body kept is read (7 tokens); those past the process's share are charged the estimate (100).
+    const read = (100 * n - (await used(g))) / (100 - 7);
+    assert.ok(read >= 50 && read <= 64, `${read} of ${n} bodies were read`);
+    const mib = most / 1024 / 1024;
+    // Before the share, 100 answers at once held 129 MiB (1 MiB kept each, plus socket buffers).
+    assert.ok(mib < 120, `the gateway process held ${mib.toFixed(0)} MiB more while ${n} answers were read`);
+  });
+});
+
+describe('wait: getting in past the limit, or stalling the gateway', () => {
+  test('40 clients that wait for a "5/500ms" unit at once: no window admits more than its algorithm allows, none waits past its 1.2 s timeout', async () => {
+    for (const algorithm of ['fixed-window', 'sliding-log', 'token-bucket']) {
+      const g = await gateway(`upstream: ${llm.url}
+rules:
+  - name: search
+    key: header:x-api-key
+    policies: [{ limit: 5, window: 500ms, algorithm: ${algorithm} }]
+    wait: { timeout: 1200ms }
+`);
+      const arrivals: number[] = [];
+      const spy = (): void => void arrivals.push(Date.now());
+      llm.server.on('request', spy);
+      const start = Date.now();
+      const replies = await Promise.all(
+        Array.from({ length: 40 }, () => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': `w-${algorithm}` }, timeoutMs: 5000 })),
+      );
+      llm.server.off('request', spy);
+      const ok = replies.filter((r) => r.status === 200).length;
+      assert.equal(ok, arrivals.length);
+      // Any 500 ms holds at most the limit (a fixed window's boundary may hold two windows' worth: 10); arrivals are
+      // timed at the upstream, where a new connection's setup shifts them by up to ~20 ms, hence 460 ms.
+      const most = Math.max(...arrivals.map((t) => arrivals.filter((u) => u >= t && u < t + 460).length));
+      // A token bucket admits its burst of 5 plus one unit per 100 ms as it refills.
+      const bound = algorithm === 'sliding-log' ? 5 : 10;
+      assert.ok(most <= bound, `${algorithm}: ${most} requests reached the upstream within 460 ms`);
+      // In 1.2 s at most 3 windows' worth can be admitted; the rest are refused at their deadline or at once.
+      assert.ok(ok <= 20, `${algorithm}: ${ok} admitted`);
+      for (const r of replies) assert.ok(r.elapsedMs < 1500, `${algorithm}: a request was answered after ${r.elapsedMs} ms`);
+      assert.ok(Date.now() - start < 2000);
+    }
+  });
+
+  test('waiters that disconnect leave the line at once: maxQueue new waiters get in behind them, nothing of theirs is forwarded', async () => {
+    const g = await gateway(`upstream: ${llm.url}
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["1000/1m"]
+    concurrency: 1
+    wait: { timeout: 2s, maxQueue: 3 }
+`);
+    const seenBefore = llm.seen;
+    const holder = get(`${g.url}/slow?ms=600`, { headers: { 'x-api-key': 'q' } });
+    await sleep(50);
+    const head = 'GET /slow?ms=1 HTTP/1.1\r\nHost: x\r\nX-Api-Key: q\r\n\r\n';
+    // Three waiters fill the line, then leave.
+    await Promise.all([0, 1, 2].map(() => resetAfter(g.url, head, 100)));
+    // Three more are queued (not refused at once: the line is empty again), and one past maxQueue is refused at once.
+    const waiting = [0, 1, 2].map(() => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'q' }, timeoutMs: 5000 }));
+    await sleep(30);
+    const over = await get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': 'q' } });
+    assert.equal(over.status, 429);
+    assert.ok(over.elapsedMs < 200);
+    assert.equal((await holder).status, 200);
+    assert.deepEqual(
+      (await Promise.all(waiting)).map((r) => r.status),
+      [200, 200, 200],
+    );
+    // The holder and the three that waited; none of the three that left.
+    assert.equal(llm.seen - seenBefore, 4);
+  });
+});
+
+/** Commands the Redis server has processed so far (INFO stats), asked on a raw socket. */
+function redisCommands(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      const m = /total_commands_processed:(\d+)/.exec(text);
+      if (m !== null) {
+        socket.destroy();
+        resolve(Number(m[1]));
+      }
+    });
+    socket.on('error', reject);
+    socket.write('INFO stats\r\n');
+  });
+}
+
+describe('wait on Redis: what waiters of many keys cost the store', () => {
+  let redis: RedisServer | undefined;
+  after(async () => {
+    await redis?.stop();
+  });
+
+  test(
+    'a client holding one slot of each of 200 keys and waiting behind each: the gateway polls Redis 40 times a second per key',
+    {
+      todo: 'the first waiter of each key polls the store every 25 ms (a script of ~5 commands), so waiters of K keys cost 40 K scripts a second (with proxy.maxConnections 10 000, up to 5000 keys: 200 000 scripts/s from one gateway). A poll budget per process, or a backoff past the first polls, would bound it',
+    },
+    async () => {
+      redis = await startRedis();
+      const g = await gateway(`upstream: ${llm.url}
+store: { type: redis, url: "${redis.url}" }
+proxy: { connections: 512 }
+rules:
+  - name: chat
+    key: header:x-api-key
+    policies: ["100000/1m"]
+    concurrency: 1
+    wait: { timeout: 1s }
+`);
+      const keys = Array.from({ length: 200 }, (_, i) => `poll-${i}`);
+      const holders = keys.map((key) => get(`${g.url}/slow?ms=1300`, { headers: { 'x-api-key': key }, timeoutMs: 5000 }));
+      await sleep(150);
+      const before = await redisCommands(redis.port);
+      const started = Date.now();
+      const waiters = await Promise.all(keys.map((key) => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': key }, timeoutMs: 5000 })));
+      const seconds = (Date.now() - started) / 1000;
+      const calls = (await redisCommands(redis.port)) - before;
+      await Promise.all(holders);
+      assert.ok(waiters.every((r) => r.status === 429));
+      const perKeySecond = calls / keys.length / seconds;
+      // Commands, as Redis counts them (each script's own included); one acquisition and a few re-checks per waiter would be ~25.
+      assert.ok(
+        perKeySecond <= 25,
+        `${calls} Redis commands in ${seconds.toFixed(2)} s: ${perKeySecond.toFixed(1)} per waiting key per second`,
+      );
+    },
+  );
+});
