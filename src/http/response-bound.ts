@@ -198,7 +198,10 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
       if (decision === undefined) return;
       const limiter = policy.limiter;
       const at = started?.[i] ?? limiter[LIMITER_INTERNALS]().clock();
-      held.push(holdReservation(limiter, keyAt(info.key, keys, i), info.cost, decision, at, limiter.policy.windowMs));
+      // No ttl: the ttl lets a reservation whose holder crashed lapse at its estimate, and this one is held by this
+      // process, settled when its response ends however long that takes (a stream can outlast many windows, and
+      // its excess is then charged to the window current at the end).
+      held.push(holdReservation(limiter, keyAt(info.key, keys, i), info.cost, decision, at, Number.POSITIVE_INFINITY));
     });
     return held;
   }
