@@ -6,18 +6,25 @@ import { systemClock, type Clock } from './clock.js';
 import { abortedError } from './limiter-waiting.js';
 
 /**
- * How often the first waiting caller of a key asks the store again while its
+ * How soon the first waiting caller of a key asks the store again while its
  * slots are held (ms). A release in this process wakes it at once; one in
- * another process is seen at the next ask, so this bounds how long a freed
- * slot stays unused, at one store call per waiting key and process.
+ * another process is seen at the next ask. Each ask that finds the slots
+ * still taken doubles the interval, up to {@link SLOT_POLL_MAX_MS}: a short
+ * wait notices a release elsewhere quickly, and waiters of many keys cost
+ * each key at most a few asks a second.
  */
 export const SLOT_POLL_MS = 25;
 
+/** The longest interval between two asks of one waiting caller (ms). */
+export const SLOT_POLL_MAX_MS = 400;
+
 /**
  * The waiting of a ConcurrencyLimiter: a refused `acquire` joins its key's
- * line (see {@link WaitQueue}); the first caller asks the store again every
- * {@link SLOT_POLL_MS} (sooner when a slot's expiry comes first), or at once
- * when a slot of its key is released in this process.
+ * line (see {@link WaitQueue}); the first caller asks the store again after
+ * {@link SLOT_POLL_MS}, then twice as long each time up to
+ * {@link SLOT_POLL_MAX_MS} (sooner when a slot's expiry comes first, and
+ * once more just before its timeout), or at once when a slot of its key is
+ * released in this process.
  */
 export class SlotWaiting {
   private readonly queue: WaitQueue<Slot>;
@@ -52,12 +59,15 @@ export class SlotWaiting {
     const deadline = this.clock() + this.wait.timeoutMs;
     let first: AttemptResult<Slot> | undefined;
     if (this.queue.waiting(key) === 0) {
-      first = attemptOf(await once());
+      first = attemptOf(await once(), 0);
       if (first.admitted) return this.held(first.value, key, 0);
     }
     // A slot taken after the caller's deadline (it was told no) is freed at once.
     const late = (slot: Slot): void => void slot.release().catch(() => undefined);
-    const result = await this.queue.run(key, async () => attemptOf(await once()), deadline, first, late, signal);
+    // The asks back off while the key stays full (see SLOT_POLL_MS); a local release wakes the line at once anyway.
+    let asks = first === undefined ? 0 : 1;
+    const attempt = async (): Promise<AttemptResult<Slot>> => attemptOf(await once(), asks++);
+    const result = await this.queue.run(key, attempt, deadline, first, late, signal);
     switch (result.status) {
       case 'aborted':
         throw abortedError(signal!);
@@ -95,8 +105,9 @@ export class SlotWaiting {
   }
 }
 
-function attemptOf(slot: Slot): AttemptResult<Slot> {
-  return slot.allowed
-    ? { admitted: true, value: slot }
-    : { admitted: false, value: slot, retryInMs: Math.min(slot.retryAfterMs, SLOT_POLL_MS) };
+/** An acquire's answer as a wait attempt: refused, it is asked again after the slot's expiry or the poll interval of its `asks`-th ask, whichever comes first. */
+function attemptOf(slot: Slot, asks: number): AttemptResult<Slot> {
+  if (slot.allowed) return { admitted: true, value: slot };
+  const poll = Math.min(SLOT_POLL_MS * 2 ** Math.min(asks, 10), SLOT_POLL_MAX_MS);
+  return { admitted: false, value: slot, retryInMs: Math.min(slot.retryAfterMs, poll), poll: true };
 }

@@ -5,7 +5,18 @@ import { MAX_TIMER_MS } from './validate.js';
 
 /** What one attempt answered: admitted, or refused with the ms until it may succeed. */
 export type AttemptResult<T> =
-  { readonly admitted: true; readonly value: T } | { readonly admitted: false; readonly value: T; readonly retryInMs: number };
+  | { readonly admitted: true; readonly value: T }
+  | {
+      readonly admitted: false;
+      readonly value: T;
+      readonly retryInMs: number;
+      /**
+       * True when the attempt may succeed at any moment (a slot freed in another
+       * process) and `retryInMs` is only how soon to look again: the last look
+       * is then moved to fit before the deadline instead of giving up early.
+       */
+      readonly poll?: boolean;
+    };
 
 /** One try of the waiter's operation; it runs only while the waiter is at the head of its key's line. */
 export type Attempt<T> = () => Promise<AttemptResult<T>>;
@@ -355,7 +366,9 @@ export class WaitQueue<T> {
       return;
     }
     line.last = result.value;
-    const delay = line.woken ? this.minRetryMs : Math.max(result.retryInMs, this.minRetryMs);
+    let delay = line.woken ? this.minRetryMs : Math.max(result.retryInMs, this.minRetryMs);
+    // A poll whose interval would overshoot the deadline looks once more just before it.
+    if (result.poll === true) delay = Math.max(this.minRetryMs, Math.min(delay, head.deadline - now - line.answerMs));
     const retryAt = now + delay;
     if (!(retryAt + line.answerMs <= head.deadline)) {
       const retryInMs = Math.max(result.retryInMs, delay);

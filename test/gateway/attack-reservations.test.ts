@@ -549,14 +549,9 @@ describe('wait on Redis: what waiters of many keys cost the store', () => {
     await redis?.stop();
   });
 
-  test(
-    'a client holding one slot of each of 200 keys and waiting behind each: the gateway polls Redis 40 times a second per key',
-    {
-      todo: 'the first waiter of each key polls the store every 25 ms (a script of ~5 commands), so waiters of K keys cost 40 K scripts a second (with proxy.maxConnections 10 000, up to 5000 keys: 200 000 scripts/s from one gateway). A poll budget per process, or a backoff past the first polls, would bound it',
-    },
-    async () => {
-      redis = await startRedis();
-      const g = await gateway(`upstream: ${llm.url}
+  test('a client holding one slot of each of 200 keys and waiting behind each: the waiters back off, a few asks per key and second', async () => {
+    redis = await startRedis();
+    const g = await gateway(`upstream: ${llm.url}
 store: { type: redis, url: "${redis.url}" }
 proxy: { connections: 512 }
 rules:
@@ -566,22 +561,23 @@ rules:
     concurrency: 1
     wait: { timeout: 1s }
 `);
-      const keys = Array.from({ length: 200 }, (_, i) => `poll-${i}`);
-      const holders = keys.map((key) => get(`${g.url}/slow?ms=1300`, { headers: { 'x-api-key': key }, timeoutMs: 5000 }));
-      await sleep(150);
-      const before = await redisCommands(redis.port);
-      const started = Date.now();
-      const waiters = await Promise.all(keys.map((key) => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': key }, timeoutMs: 5000 })));
-      const seconds = (Date.now() - started) / 1000;
-      const calls = (await redisCommands(redis.port)) - before;
-      await Promise.all(holders);
-      assert.ok(waiters.every((r) => r.status === 429));
-      const perKeySecond = calls / keys.length / seconds;
-      // Commands, as Redis counts them (each script's own included); one acquisition and a few re-checks per waiter would be ~25.
-      assert.ok(
-        perKeySecond <= 25,
-        `${calls} Redis commands in ${seconds.toFixed(2)} s: ${perKeySecond.toFixed(1)} per waiting key per second`,
-      );
-    },
-  );
+    const keys = Array.from({ length: 200 }, (_, i) => `poll-${i}`);
+    const holders = keys.map((key) => get(`${g.url}/slow?ms=1300`, { headers: { 'x-api-key': key }, timeoutMs: 5000 }));
+    await sleep(150);
+    const before = await redisCommands(redis.port);
+    const started = Date.now();
+    const waiters = await Promise.all(keys.map((key) => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': key }, timeoutMs: 5000 })));
+    const seconds = (Date.now() - started) / 1000;
+    const calls = (await redisCommands(redis.port)) - before;
+    await Promise.all(holders);
+    assert.ok(waiters.every((r) => r.status === 429));
+    const perKeySecond = calls / keys.length / seconds;
+    // Commands, as Redis counts them (a refused acquire script runs 6): the rate check, then asks at 0, 25, 75, 175, 375
+    // and 775 ms as the interval doubles to 400 ms, about 45 a key in this first second. Polling every 25 ms cost
+    // about 190; in a longer wait the asks settle at 2.5 a second.
+    assert.ok(
+      perKeySecond <= 60,
+      `${calls} Redis commands in ${seconds.toFixed(2)} s: ${perKeySecond.toFixed(1)} per waiting key per second`,
+    );
+  });
 });
