@@ -31,3 +31,12 @@ export function abortOnClose(res: ServerResponse | Duplex): () => AbortSignal {
 export function abandoned(error: unknown): boolean {
   return isFloodgateError(error, ErrorCode.ABORTED);
 }
+
+/**
+ * True when `res`'s client left before the response began: a request
+ * admitted to a route with an in-flight limit after that is not handed to
+ * the app, whose work would then run without the slot its client gave up.
+ */
+export function goneBeforeAdmission(res: ServerResponse): boolean {
+  return res.destroyed && !res.writableFinished;
+}

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
-import { abandoned, abortOnClose } from './client-gone.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/express rateLimit';
@@ -64,6 +64,8 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
           (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
           limiter.watchResponse(req as Req, res, outcome.info);
         }
+        // Its client left while it was decided: its slot went back, so its work must not run without one.
+        if (limiter.holdsSlots && goneBeforeAdmission(res)) return;
         next();
         return;
       case 'respond':

@@ -6,7 +6,7 @@ import { assertKnownOptions } from '../validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
-import { abandoned, abortOnClose } from './client-gone.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
 import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
 import { warnOnce, WarningCode } from '../warnings.js';
@@ -178,6 +178,11 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
         if (outcome.info !== undefined) {
           request.rateLimit = outcome.info;
           limiter.watchResponse(request, reply.raw, outcome.info);
+        }
+        // Its client left while it was decided: its slot went back, so its work must not run without one.
+        if (limiter.holdsSlots && goneBeforeAdmission(reply.raw)) {
+          reply.code(499).send();
+          return;
         }
         done();
         return;

@@ -2,7 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
-import { abandoned, abortOnClose } from './client-gone.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
 
 /**
  * The parts of a Koa context the adapter uses. Typed structurally rather
@@ -57,6 +57,11 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
         if (outcome.info !== undefined) {
           (ctx.state ??= {}).rateLimit = outcome.info;
           limiter.watchResponse(ctx, ctx.res, outcome.info);
+        }
+        // Its client left while it was decided: its slot went back, so its work must not run without one.
+        if (limiter.holdsSlots && goneBeforeAdmission(ctx.res)) {
+          ctx.respond = false;
+          return;
         }
         await next();
         return;

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
-import { abandoned, abortOnClose } from './client-gone.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/node rateLimit';
@@ -55,7 +55,8 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
           (req as { rateLimit?: RateLimitInfo }).rateLimit = outcome.info;
           limiter.watchResponse(req, res, outcome.info);
         }
-        return true;
+        // Its client left while it was decided: its slot went back, so its work must not run without one.
+        return !(limiter.holdsSlots && goneBeforeAdmission(res));
       case 'respond':
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
         return false;

@@ -60,6 +60,11 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     return signal === undefined ? undefined : { signal };
   }
 
+  /** True when the route holds a concurrency slot per request: adapters then do not hand the app a request whose client already left. */
+  get holdsSlots(): boolean {
+    return this.settings.concurrency !== undefined;
+  }
+
   /** True when an admitted request's units are held as reservations: settled after the response, or given back for want of a slot. */
   protected get holdsUnits(): boolean {
     return this.settings.actualCost !== undefined || this.settings.concurrency !== undefined;
