@@ -52,7 +52,8 @@ describe('UsageReader', () => {
     }
     // A CRLF split across chunks is one line end, not an empty line that would end the event between its data lines.
     const split = 'data: {"usage":\r\ndata: {"total_tokens":6}}\r\n\r\n';
-    for (let size = 1; size <= split.length; size++) assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, split, size).usage, 6);
+    for (let size = 1; size <= split.length; size++)
+      assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, split, size).usage, 6);
     // The last event without its closing blank line still counts when the stream ends.
     assert.equal(read(TOTAL, { 'content-type': 'text/event-stream' }, 'data: {"usage":{"total_tokens":5}}').usage, 5);
     // A path ending in an array index.
