@@ -112,7 +112,8 @@ function prepare(parts: readonly LimitPart[]): Plan {
     const { key } = part!;
     const cost = part!.cost ?? 1;
     assertKey(key);
-    assertUnits(cost, 'cost', limiter.policy.limit);
+    const policy = limiter.policyFor(key);
+    assertUnits(cost, 'cost', policy.limit);
     if (store === undefined) store = limiter.store;
     else if (limiter.store !== store) {
       throw new FloodgateError(
@@ -129,7 +130,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
         );
       }
     }
-    operations[i] = { kind: 'consume', key: storeKey, amount: cost, policy: limiter.policy };
+    operations[i] = { kind: 'consume', key: storeKey, amount: cost, policy };
     keys[i] = key;
     internals[i] = limiter[LIMITER_INTERNALS]();
     if (internals[i]!.waits) warnCompositeDoesNotWait(limiter.prefix);
@@ -175,7 +176,11 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
     const ms = list.blockedFor(keys[i]!, side.clock());
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
-    parts[i] = side.decision({ allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms }, 'memory-block');
+    parts[i] = side.decision(
+      { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms },
+      'memory-block',
+      operations[i]!.policy,
+    );
     if (store.applyNow !== undefined) {
       for (let j = 0; j < internals.length; j++) {
         if (j !== i) parts[j] = peekNow(store, operations[j]!, internals[j]!);
@@ -190,7 +195,7 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
 function peekNow(store: Store, operation: Operation, side: LimiterInternals): Decision | undefined {
   try {
     const outcome = store.applyNow!({ kind: 'peek', key: operation.key, amount: 0, policy: operation.policy });
-    return outcome === undefined ? undefined : side.decision(outcome, 'store');
+    return outcome === undefined ? undefined : side.decision(outcome, 'store', operation.policy);
   } catch {
     return undefined;
   }
@@ -228,13 +233,14 @@ async function ask(plan: Plan): Promise<CompositeDecision> {
 
 /** Each part's limiter learns from its outcome; the decisions are combined. */
 function settle(plan: Plan, outcomes: Outcome[], source: DecisionSource): CompositeDecision {
-  const { internals, keys } = plan;
+  const { internals, keys, operations } = plan;
   const parts: Decision[] = new Array(outcomes.length);
   let allowed = true;
   for (let i = 0; i < outcomes.length; i++) {
     const outcome = outcomes[i]!;
-    internals[i]!.learn(keys[i]!, outcome);
-    parts[i] = internals[i]!.decision(outcome, source);
+    const policy = operations[i]!.policy;
+    internals[i]!.learn(keys[i]!, outcome, policy);
+    parts[i] = internals[i]!.decision(outcome, source, policy);
     if (!outcome.allowed) allowed = false;
   }
   return combine(parts, allowed, decisiveIndex(parts, allowed));
@@ -257,7 +263,11 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
     const side = internals[closed]!;
     const wait = side.breaker?.retryInMs(side.clock()) || 1000;
     const decisions: (Decision | undefined)[] = new Array(n).fill(undefined);
-    decisions[closed] = side.decision({ allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait, emptyMs: wait }, 'fail-closed');
+    decisions[closed] = side.decision(
+      { allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait, emptyMs: wait },
+      'fail-closed',
+      plan.operations[closed]!.policy,
+    );
     return combine(decisions, false, closed);
   }
   for (let i = 0; i < n; i++) {
@@ -273,8 +283,12 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
       const decision = covered!.parts[k++];
       decisions[i] = decision === undefined ? undefined : { ...decision, source: 'insurance' };
     } else {
-      const limit = plan.operations[i]!.policy.limit;
-      decisions[i] = side.decision({ allowed: true, remaining: limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open');
+      const policy = plan.operations[i]!.policy;
+      decisions[i] = side.decision(
+        { allowed: true, remaining: policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 },
+        'fail-open',
+        policy,
+      );
     }
   }
   const allowed = covered === undefined || covered.allowed;
@@ -298,6 +312,7 @@ function combine(parts: readonly (Decision | undefined)[], allowed: boolean, dec
   return {
     allowed,
     limit: d.limit,
+    windowMs: d.windowMs,
     remaining: d.remaining,
     resetMs: d.resetMs,
     retryAfterMs: allowed ? 0 : d.retryAfterMs,

@@ -1,5 +1,5 @@
 /** The Decision value every consume, peek, reward, penalty and block resolves to. */
-import type { Outcome } from './policy.js';
+import type { Outcome, Policy } from './policy.js';
 
 /** Where a decision came from; useful for metrics and for tests. */
 export type DecisionSource =
@@ -22,8 +22,10 @@ export type DecisionSource =
 export interface Decision {
   /** True when the request was admitted (for `peek`: when a cost-1 consume would be). */
   readonly allowed: boolean;
-  /** The policy's limit (requests per window, or the bucket size). */
+  /** The policy's limit (requests per window, or the bucket size); a key's override's when it has one. */
   readonly limit: number;
+  /** The policy's window in ms (for token-bucket: time to refill the whole bucket); a key's override's when it has one. */
+  readonly windowMs: number;
   /** Units that can still be consumed now, never negative. */
   readonly remaining: number;
   /** Milliseconds until the quota is whole again (0 when it already is). `Infinity` while blocked until unblocked. */
@@ -40,11 +42,12 @@ export interface Decision {
   readonly waitedMs?: number;
 }
 
-/** The decision of a store outcome under a policy of `limit`, from `source`. */
-export function toDecision(outcome: Outcome, limit: number, source: DecisionSource): Decision {
+/** The decision of a store outcome under `policy`, from `source`. */
+export function toDecision(outcome: Outcome, policy: Policy, source: DecisionSource): Decision {
   return {
     allowed: outcome.allowed,
-    limit,
+    limit: policy.limit,
+    windowMs: policy.windowMs,
     remaining: outcome.remaining,
     resetMs: outcome.resetMs,
     retryAfterMs: outcome.retryAfterMs,

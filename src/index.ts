@@ -15,6 +15,8 @@ export type { ConcurrencyLimiterOptions, Slot } from './concurrency-limiter.js';
 export type { SlotAcquisition, SlotStore } from './slots.js';
 export { consumeAll, consumeAllNow, MAX_PARTS } from './composite.js';
 export { Reservation } from './reservation.js';
+export { PolicyOverrides } from './overrides.js';
+export type { PolicyOverride, OverrideLookup, OverrideMatch } from './overrides.js';
 export type { ReserveOptions, Settlement, SettlementStatus } from './reservation.js';
 export type { LimitPart, CompositeDecision } from './composite.js';
 export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';

@@ -32,7 +32,7 @@ const BLOCK_UNTIL_NOW = 0;
 /** Applies one operation on the limiter's store alone: an operator's call must reach the shared state, never a fallback. */
 async function onStore(limiter: RateLimiter, kind: OperationKind, key: string, amount: number): Promise<Outcome> {
   try {
-    return await limiter.store.apply({ kind, key: `${limiter.prefix}:${key}`, amount, policy: limiter.policy });
+    return await limiter.store.apply({ kind, key: `${limiter.prefix}:${key}`, amount, policy: limiter.policyFor(key) });
   } catch (error) {
     throw toStoreError(error, limiter.store.name);
   }
@@ -47,7 +47,7 @@ export async function unblockKey(limiter: RateLimiter, key: string): Promise<Dec
   // A consume answered meanwhile may have put the key back on the in-memory list from the old block.
   internals.forget(key);
   const outcome = await onStore(limiter, 'peek', key, 0);
-  return internals.decision(outcome, 'store');
+  return internals.decision(outcome, 'store', limiter.policyFor(key));
 }
 
 /** See {@link RateLimiter.inspect}. */
@@ -56,5 +56,5 @@ export async function inspectKey(limiter: RateLimiter, key: string): Promise<Key
   const internals = limiter[LIMITER_INTERNALS]();
   const memoryBlockMs = internals.blockList?.blockedFor(key, internals.clock()) ?? 0;
   const outcome = await onStore(limiter, 'peek', key, 0);
-  return { store: internals.decision(outcome, 'store'), memoryBlockMs };
+  return { store: internals.decision(outcome, 'store', limiter.policyFor(key)), memoryBlockMs };
 }

@@ -5,7 +5,7 @@ import type { BlockList } from './guards/block-list.js';
 import type { CircuitBreaker } from './guards/breaker.js';
 import type { RateLimiter } from './limiter.js';
 import type { StoreFailureMode } from './limiter-options.js';
-import type { Outcome } from './policy.js';
+import type { Outcome, Policy } from './policy.js';
 
 /**
  * Key of the RateLimiter method that returns its {@link LimiterInternals};
@@ -29,12 +29,12 @@ export interface LimiterInternals {
   readonly failureMode: StoreFailureMode;
   /** Whether it has `wait` or `execEvenly`, which a composite decision does not apply. */
   readonly waits: boolean;
-  /** Feeds its in-memory block list from a store outcome for `key` (a consume). */
-  learn(key: string, outcome: Outcome): void;
+  /** Feeds its in-memory block list from a store outcome for `key` (a consume under `policy`, the key's). */
+  learn(key: string, outcome: Outcome, policy: Policy): void;
   /** Drops `key` from the in-memory block list and its lapse probe, and wakes its waiters: its state in the store changed. */
   forget(key: string): void;
-  /** The Decision for an outcome, with this limiter's limit. */
-  decision(outcome: Outcome, source: DecisionSource): Decision;
+  /** The Decision for an outcome under `policy` (the key's: the limiter's, or an override). */
+  decision(outcome: Outcome, source: DecisionSource, policy: Policy): Decision;
   /**
    * A reservation's give-back (`reward`) or excess charge (`penalty`) of
    * `amount` units of `key`, on the limiter's store only: a fallback did not

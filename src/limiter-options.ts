@@ -8,6 +8,7 @@ import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
 import type { Store } from './stores/store.js';
+import type { OverrideLookup, PolicyOverrides } from './overrides.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
 export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
@@ -92,6 +93,12 @@ export interface RateLimiterOptions {
    * delayed. See docs/reservations.md#waiting.
    */
   execEvenly?: boolean;
+  /**
+   * Per-key changes of this policy (limit, window, block), changed live: a
+   * {@link PolicyOverrides} table, or a function of the key. An overridden
+   * key keeps its store key and counter. See docs/overrides.md.
+   */
+  overrides?: PolicyOverrides | OverrideLookup;
 }
 
 /** The option names of {@link RateLimiterOptions}, for strict validation. */
@@ -109,6 +116,7 @@ export const OPTION_NAMES = [
   'clock',
   'wait',
   'execEvenly',
+  'overrides',
 ] as const;
 /** The values of {@link StoreFailureMode}. */
 export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];

@@ -17,6 +17,8 @@ export interface WaitingDeps {
   /** The `execEvenly` option. */
   readonly execEvenly: boolean;
   readonly policy: Policy;
+  /** The policy of one key (the limiter's, or the key's override). */
+  readonly policyFor: (key: string) => Policy;
   readonly store: Store;
   readonly prefix: string;
   readonly clock: Clock;
@@ -75,7 +77,7 @@ export class LimiterWaiting {
    */
   async consume(key: string, cost: number, signal?: AbortSignal): Promise<Decision> {
     assertKey(key);
-    assertUnits(cost, 'cost', this.deps.policy.limit);
+    assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
     const queue = this.queue;
     if (queue === undefined) {
       const decision = await this.deps.consume(key, cost);
@@ -109,7 +111,8 @@ export class LimiterWaiting {
         return { ...result.value, allowed: false, retryAfterMs: Math.max(1, result.retryInMs), waitedMs: result.waitedMs };
       case 'full': {
         const retryAfterMs = Math.max(1, result.retryInMs);
-        const base = result.value ?? { limit: this.deps.policy.limit, remaining: 0, resetMs: retryAfterMs, source: 'store' as const };
+        const { limit, windowMs } = this.deps.policyFor(key);
+        const base = result.value ?? { limit, windowMs, remaining: 0, resetMs: retryAfterMs, source: 'store' as const };
         return { ...base, allowed: false, retryAfterMs, waitedMs: 0 };
       }
     }
@@ -125,12 +128,12 @@ export class LimiterWaiting {
     // and one admitted here would already have spent its units.
     if (this.pacer !== undefined) {
       assertKey(key);
-      assertUnits(cost, 'cost', this.deps.policy.limit);
+      assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
       return undefined;
     }
     if (this.waiting(key) > 0) {
       assertKey(key);
-      assertUnits(cost, 'cost', this.deps.policy.limit);
+      assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
       return undefined;
     }
     const decision = this.deps.consumeNow(key, cost);

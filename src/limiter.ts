@@ -14,6 +14,7 @@ import { holdReservation, reserve, type Reservation, type ReserveOptions } from 
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
 import { inspectKey, unblockKey, type KeyInspection } from './limiter-admin.js';
+import { OverrideResolver, PolicyOverrides } from './overrides.js';
 import {
   callSignal,
   RATE_LIMITER_BRAND,
@@ -66,6 +67,7 @@ export class RateLimiter {
   private readonly failureMode: StoreFailureMode;
   private internals: LimiterInternals | undefined;
   private readonly waiting: LimiterWaiting | undefined;
+  private readonly overrides: OverrideResolver | undefined;
 
   /** @param options - see {@link RateLimiterOptions}; invalid ones throw a FloodgateError. */
   constructor(options: RateLimiterOptions) {
@@ -94,6 +96,7 @@ export class RateLimiter {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
     }
     this.clock = o.clock ?? systemClock;
+    this.overrides = parseOverrides(o, this.policy);
     this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     this.breaker = parseBreaker(o.breaker);
 
@@ -102,10 +105,11 @@ export class RateLimiter {
     const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
     const giveBack = (key: string, cost: number, decision: Decision, at: number): void =>
       // Best effort: a give-back that fails leaves the units spent, never more than the caller was refused.
-      void holdReservation(this, key, cost, decision, at, policy.windowMs)
+      void holdReservation(this, key, cost, decision, at, this.policyFor(key).windowMs)
         .cancel()
         .catch(() => undefined);
-    this.waiting = LimiterWaiting.fromOptions(o, { policy, store, prefix, clock, consume, consumeNow, giveBack });
+    const policyFor = (key: string): Policy => this.policyFor(key);
+    this.waiting = LimiterWaiting.fromOptions(o, { policy, policyFor, store, prefix, clock, consume, consumeNow, giveBack });
   }
 
   /**
@@ -150,19 +154,29 @@ export class RateLimiter {
     return this.waiting === undefined ? this.consumeNowOnce(key, cost) : this.waiting.consumeNow(key, cost);
   }
 
+  /**
+   * The policy that decides `key`: its entry in the `overrides` option when
+   * one matches, else {@link policy}.
+   * @throws FloodgateError for an invalid override an `overrides` function returned
+   */
+  policyFor(key: string): Policy {
+    return this.overrides === undefined ? this.policy : this.overrides.policyFor(key);
+  }
+
   private consumeNowOnce(key: string, cost: number): Decision | undefined {
     assertKey(key);
-    assertUnits(cost, 'cost', this.policy.limit);
+    const policy = this.policyFor(key);
+    assertUnits(cost, 'cost', policy.limit);
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
       const blockedMs = list.blockedFor(key, this.clock());
-      if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+      if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', policy);
     }
     const store = this.store;
     if (store.applyNow === undefined) return undefined;
     let outcome: Outcome | undefined;
     try {
-      outcome = store.applyNow({ kind: 'consume', key: `${this.prefix}:${key}`, amount: cost, policy: this.policy });
+      outcome = store.applyNow({ kind: 'consume', key: `${this.prefix}:${key}`, amount: cost, policy });
     } catch (error) {
       const failure = toStoreError(error, store.name);
       // A misconfiguration throws as consume would reject; a store that breaks its no-outage promise
@@ -175,9 +189,9 @@ export class RateLimiter {
       // Answered without a store call, so a lapse this lookup found must not make a much later
       // consume hold others back: forget it (at time 0 the answer is always no).
       list.takeLapsed(key, 0);
-      this.learn(list, 'consume', key, outcome);
+      this.learn(list, 'consume', key, outcome, policy);
     }
-    return this.decision(outcome, 'store');
+    return this.decision(outcome, 'store', policy);
   }
 
   /**
@@ -284,7 +298,7 @@ export class RateLimiter {
     if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
     const now = this.clock();
     const blockedMs = list.blockedFor(key, now);
-    if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block');
+    if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
     return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
   }
 
@@ -318,8 +332,9 @@ export class RateLimiter {
     }
 
     let outcome: Outcome;
+    const policy = this.policyFor(key);
     try {
-      outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
+      outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy });
     } catch (error) {
       const failure = toStoreError(error, this.store.name);
       // A misconfiguration the store reports (e.g. two policies under one
@@ -331,8 +346,8 @@ export class RateLimiter {
       return this.fallback(kind, key, amount, failure);
     }
     breaker?.success();
-    if (list) this.learn(list, kind, key, outcome);
-    return this.decision(outcome, 'store');
+    if (list) this.learn(list, kind, key, outcome, policy);
+    return this.decision(outcome, 'store', policy);
   }
 
   /**
@@ -346,20 +361,21 @@ export class RateLimiter {
       list?.delete(key);
       this.probes.forget(key);
     }
-    const outcome = this.store.settleNow?.({ kind, key: `${this.prefix}:${key}`, amount, policy: this.policy });
+    const policy = this.policyFor(key);
+    const outcome = this.store.settleNow?.({ kind, key: `${this.prefix}:${key}`, amount, policy });
     let settled: Promise<Decision>;
     if (outcome === undefined) {
       settled = this.ask(kind, key, amount, undefined, false);
     } else {
-      if (list) this.learn(list, kind, key, outcome);
-      settled = Promise.resolve(this.decision(outcome, 'store'));
+      if (list) this.learn(list, kind, key, outcome, policy);
+      settled = Promise.resolve(this.decision(outcome, 'store', policy));
     }
     return kind === 'reward' && this.waiting !== undefined ? settled.finally(() => this.waiting!.wake(key)) : settled;
   }
 
   /** Feeds the block list from a store answer. */
-  private learn(list: BlockList, kind: OperationKind, key: string, outcome: Outcome): void {
-    learnBlock(list, this.memoryBlock!, this.policy, kind, key, outcome, this.clock());
+  private learn(list: BlockList, kind: OperationKind, key: string, outcome: Outcome, policy: Policy): void {
+    learnBlock(list, this.memoryBlock!, policy, kind, key, outcome, this.clock());
   }
 
   private async fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
@@ -368,12 +384,14 @@ export class RateLimiter {
       return { ...decision, source: 'insurance' };
     }
     switch (this.failureMode) {
-      case 'fail-open':
-        return this.decision({ allowed: true, remaining: this.policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open');
+      case 'fail-open': {
+        const policy = this.policyFor(key);
+        return this.decision({ allowed: true, remaining: policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open', policy);
+      }
       case 'fail-closed': {
         // Retry once the breaker would probe again; a second when it is not open.
         const wait = this.breaker?.retryInMs(this.clock()) || 1000;
-        return this.decision(refused(wait), 'fail-closed');
+        return this.decision(refused(wait), 'fail-closed', this.policyFor(key));
       }
       default:
         throw failure;
@@ -389,27 +407,44 @@ export class RateLimiter {
       insurance: this.insurance,
       failureMode: this.failureMode,
       waits: this.waiting !== undefined,
-      learn: (key, outcome) => {
+      learn: (key, outcome, policy) => {
         const list = this.memoryBlock?.list;
-        if (list !== undefined) this.learn(list, 'consume', key, outcome);
+        if (list !== undefined) this.learn(list, 'consume', key, outcome, policy);
       },
       forget: (key) => {
         this.memoryBlock?.list.delete(key);
         this.probes.forget(key);
         this.waiting?.wake(key);
       },
-      decision: (outcome, source) => this.decision(outcome, source),
+      decision: (outcome, source, policy) => this.decision(outcome, source, policy),
       settle: (kind, key, amount) => this.settle(kind, key, amount),
     });
   }
 
-  private decision(outcome: Outcome, source: DecisionSource): Decision {
-    return toDecision(outcome, this.policy.limit, source);
+  private decision(outcome: Outcome, source: DecisionSource, policy: Policy): Decision {
+    return toDecision(outcome, policy, source);
   }
 }
 
 // On the prototype, so every instance carries it without a per-instance field.
 Object.defineProperty(RateLimiter.prototype, RATE_LIMITER_BRAND, { value: true });
+
+/** The `overrides` option, checked. */
+function parseOverrides(o: RateLimiterOptions, policy: Policy): OverrideResolver | undefined {
+  const source = o.overrides;
+  if (source === undefined) return undefined;
+  if (!(source instanceof PolicyOverrides) && typeof source !== 'function') {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `overrides must be a PolicyOverrides table or a function of the key; got ${describe(source)}.`,
+    );
+  }
+  if (o.execEvenly === true) {
+    // The pacer spaces a key's actions by its policy's window/limit, fixed when it is built.
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, 'overrides cannot be combined with execEvenly.');
+  }
+  return new OverrideResolver(policy, source);
+}
 
 function refused(ms: number): Outcome {
   return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };

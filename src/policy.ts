@@ -19,6 +19,12 @@ export interface Policy {
   readonly windowMs: number;
   /** How long a consume that goes over the limit blocks the key, in ms; 0 for no block. */
   readonly blockMs: number;
+  /**
+   * The limiter's own policy, when this one is a per-key override of it
+   * (see `PolicyOverrides`). A key's policy may change between policies of
+   * one family; stores refuse two unrelated policies on one key.
+   */
+  readonly base?: Policy;
 }
 
 /** Operation names a store applies. */
@@ -79,4 +85,12 @@ export interface Outcome {
 /** Whether two policies decide alike (the same algorithm, limit, window and block). */
 export function samePolicy(a: Policy, b: Policy): boolean {
   return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
+}
+
+/**
+ * Whether two policies may take turns on one store key: the same policy, or
+ * per-key overrides of the same limiter's policy (and that policy itself).
+ */
+export function sameFamily(a: Policy, b: Policy): boolean {
+  return samePolicy(a.base ?? a, b.base ?? b);
 }

@@ -153,8 +153,9 @@ export class Reservation {
  */
 export async function reserve(limiter: RateLimiter, key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
   assertKey(key);
-  assertUnits(estimate, 'estimate', limiter.policy.limit);
-  let ttlMs = limiter.policy.windowMs;
+  const policy = limiter.policyFor(key);
+  assertUnits(estimate, 'estimate', policy.limit);
+  let ttlMs = policy.windowMs;
   if (options !== undefined) {
     assertKnownOptions(options, OPTION_NAMES, 'reserve');
     if (options.ttl !== undefined) ttlMs = parseDuration(options.ttl, 'reserve ttl');
@@ -183,7 +184,7 @@ export function holdReservation(
   let ledger: Ledger | undefined;
   if (decision.allowed && decision.source !== 'fail-open') {
     const taker = decision.source === 'insurance' ? internals.insurance! : limiter;
-    ledger = { settle: taker[LIMITER_INTERNALS]().settle, returnable: giveBackRule(taker.policy, decision, at) };
+    ledger = { settle: taker[LIMITER_INTERNALS]().settle, returnable: giveBackRule(taker.policyFor(key), decision, at) };
   }
   return new Reservation({ decision, key, estimate, expiresAt: at + ttlMs, clock: internals.clock, ledger });
 }

@@ -32,7 +32,7 @@ export function toReport(policy: NamedPolicy, d: Decision, key?: string): Policy
   const report: PolicyReport = {
     name: policy.name,
     limit: d.limit,
-    windowMs: policy.limiter.policy.windowMs,
+    windowMs: d.windowMs,
     allowed: d.allowed,
     remaining: d.remaining,
     resetMs: d.resetMs,

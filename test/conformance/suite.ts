@@ -13,6 +13,7 @@ import {
 } from '../../src/index.js';
 import { compositeCases } from './composite.js';
 import { reservationCases } from './reservation.js';
+import { overrideCases } from './overrides.js';
 import { concurrencyCases } from './concurrency.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
@@ -94,6 +95,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
 
     compositeCases({ clock, limiter, calls: () => counting.calls });
     reservationCases({ clock, limiter });
+    overrideCases({ clock, limiter });
     concurrencyCases({ clock, store: () => counting });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
@@ -109,7 +111,10 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       }
       clock.advance(400);
       const refused = await l.consume('k');
-      assert.deepEqual({ ...refused }, { allowed: false, limit: 3, remaining: 0, resetMs: 600, retryAfterMs: 600, source: 'store' });
+      assert.deepEqual(
+        { ...refused },
+        { allowed: false, limit: 3, windowMs: 1000, remaining: 0, resetMs: 600, retryAfterMs: 600, source: 'store' },
+      );
       // A refused consume spent nothing: one reward makes exactly one unit available.
       await l.reward('k', 1);
       assert.equal((await l.consume('k')).allowed, true);
@@ -142,7 +147,10 @@ export function runConformance(label: string, factory: ConformanceFactory): void
 
     test('peek does not spend', async () => {
       const l = limiter({ limit: 2, window: '1s' });
-      assert.deepEqual({ ...(await l.peek('k')) }, { allowed: true, limit: 2, remaining: 2, resetMs: 0, retryAfterMs: 0, source: 'store' });
+      assert.deepEqual(
+        { ...(await l.peek('k')) },
+        { allowed: true, limit: 2, windowMs: 1000, remaining: 2, resetMs: 0, retryAfterMs: 0, source: 'store' },
+      );
       await l.consume('k');
       const p = await l.peek('k');
       assert.equal(p.remaining, 1);
@@ -350,7 +358,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
       const first = l.consumeNow('k');
       // A store that cannot answer now leaves the call to consume, having spent nothing.
       if (first !== undefined)
-        assert.deepEqual(first, { allowed: true, limit: 3, remaining: 2, resetMs: 1000, retryAfterMs: 0, source: 'store' });
+        assert.deepEqual(first, { allowed: true, limit: 3, windowMs: 1000, remaining: 2, resetMs: 1000, retryAfterMs: 0, source: 'store' });
       await l.consume('k', first === undefined ? 3 : 2);
       assert.equal((await l.peek('k')).remaining, 0);
       // Now the in-memory block knows the key, on every store.

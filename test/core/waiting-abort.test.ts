@@ -20,6 +20,7 @@ function waitingLimiter(
     wait: parseWait({ timeout: timeoutMs }),
     execEvenly: false,
     policy: plain.policy,
+    policyFor: (key) => plain.policyFor(key),
     store,
     prefix: plain.prefix,
     clock: timers.clock.now,

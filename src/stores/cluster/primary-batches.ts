@@ -242,7 +242,7 @@ export class BatchApplier {
   /** The conflict message when another policy still holds `key`, else undefined. */
   private conflict(key: string, resolved: ResolvedPolicy, now: number): string | undefined {
     const bound = this.bindings.get(key);
-    if (bound === undefined || bound.fp === resolved.fp || bound.until <= now) return undefined;
+    if (bound === undefined || bound.family === resolved.family || bound.until <= now) return undefined;
     return this.policies.conflict(key, bound.policy, resolved.policy);
   }
 
@@ -326,8 +326,8 @@ export class BatchApplier {
     // Re-inserted, which keeps the Map in least-recently-used order.
     if (bound !== undefined) this.bindings.delete(key);
     if (until > now) {
-      const binding = bound ?? { fp: resolved.fp, policy: resolved.policy, until };
-      binding.fp = resolved.fp;
+      const binding = bound ?? { family: resolved.family, policy: resolved.policy, until };
+      binding.family = resolved.family;
       binding.policy = resolved.policy;
       binding.until = until;
       this.bindings.set(key, binding);

@@ -16,14 +16,16 @@ export class PrimaryPolicies {
 
   /** The policy of a wire tuple, decoded once per distinct tuple; undefined for a malformed one. */
   resolve(tuple: unknown): ResolvedPolicy | undefined {
-    if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
+    if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
     const fp = tuple.join(',');
     let resolved = this.policies.get(fp);
     if (resolved === undefined) {
       const policy = decodePolicy(tuple);
       if (policy === undefined) return undefined;
       if (this.policies.size >= POLICY_CACHE_SIZE) this.policies.clear();
-      resolved = { policy, fp };
+      // An override's family is its base: the algorithm and the base's limit, window and block.
+      const family = tuple.length === 7 ? [tuple[0], ...tuple.slice(4)].join(',') : fp;
+      resolved = { policy, fp, family };
       this.policies.set(fp, resolved);
     }
     return resolved;

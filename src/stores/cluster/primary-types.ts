@@ -99,11 +99,14 @@ export interface ResolvedPolicy {
   policy: Policy;
   /** The tuple as a string: equal options, equal string. */
   fp: string;
+  /** The fingerprint of the policy a per-key override changes (`fp` itself for any other): policies of one family may take turns on a key. */
+  family: string;
 }
 
 /** The policy that last touched a key, while its usage matters. */
 export interface Binding {
-  fp: string;
+  /** The binding policy's family (see ResolvedPolicy.family). */
+  family: string;
   policy: Policy;
   /** Until when the key's usage can still matter; after it, another policy may take the key over. */
   until: number;

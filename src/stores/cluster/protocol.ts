@@ -25,8 +25,8 @@ export const TOPIC = 'floodgate';
  */
 export const PM2_MESSAGE_TYPE = 'process:msg';
 
-/** A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs]. */
-export type PolicyTuple = [number, number, number, number];
+/** A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs], and for a per-key override its base's [limit, windowMs, blockMs] after. */
+export type PolicyTuple = [number, number, number, number] | [number, number, number, number, number, number, number];
 
 /** Worker → primary: asks whether a primary is there. Idempotent, so it may be resent until answered. */
 export interface HelloMessage {
@@ -220,9 +220,11 @@ export const KIND_BY_CODE: readonly (OperationKind | undefined)[] = (() => {
   return kinds;
 })();
 
-/** Encodes a policy for the wire. */
+/** Encodes a policy for the wire; an override carries its base's limit, window and block after its own. */
 export function encodePolicy(policy: Policy): PolicyTuple {
-  return [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs];
+  const { algorithm, limit, windowMs, blockMs, base } = policy;
+  const a = ALGORITHMS.indexOf(algorithm);
+  return base === undefined ? [a, limit, windowMs, blockMs] : [a, limit, windowMs, blockMs, base.limit, base.windowMs, base.blockMs];
 }
 
 /** limit × window bound of the limiter, so a primary never runs arithmetic the algorithms do not promise to keep exact. */
@@ -233,7 +235,12 @@ const MAX_PRODUCT = 2 ** 50;
  * checks because a worker may run another floodgate release than it does.
  */
 export function decodePolicy(tuple: unknown): Policy | undefined {
-  if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
+  if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
+  if (tuple.length === 7) {
+    const own = decodePolicy(tuple.slice(0, 4));
+    const base = decodePolicy([tuple[0], ...tuple.slice(4)]);
+    return own === undefined || base === undefined ? undefined : Object.freeze({ ...own, base });
+  }
   const [a, limit, windowMs, blockMs] = tuple as unknown[];
   const algorithm = typeof a === 'number' ? ALGORITHMS[a] : undefined;
   if (algorithm === undefined) return undefined;

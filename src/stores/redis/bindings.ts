@@ -1,7 +1,7 @@
 /** Which policy last used each Redis key from this process, so two limiters whose prefixes collide fail loudly instead of sharing a counter. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { BoundedMap } from '../../bounded-map.js';
-import { samePolicy, type Policy } from '../../policy.js';
+import { sameFamily, type Policy } from '../../policy.js';
 import { describePolicy } from '../cluster/protocol.js';
 
 /** Keys whose policy is remembered; past this the least recently used is forgotten (and no longer checked). */
@@ -34,12 +34,13 @@ export class PolicyBindings {
 
   /**
    * The CONFLICTING_OPTIONS error for `policy` on `key` at time `now`, or
-   * undefined when the key is free or bound to the same policy. Emits one
+   * undefined when the key is free or bound to the same policy (or one of
+   * its family: a per-key override may change a key's policy). Emits one
    * process warning per distinct pair of policies.
    */
   check(key: string, policy: Policy, now: number): FloodgateError | undefined {
     const bound = this.bindings.get(key);
-    if (bound === undefined || bound.until <= now || samePolicy(bound.policy, policy)) return undefined;
+    if (bound === undefined || bound.until <= now || sameFamily(bound.policy, policy)) return undefined;
     return conflictError(key, bound.policy, policy, this.warned);
   }
 

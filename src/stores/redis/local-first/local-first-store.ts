@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../../../clock.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../../errors.js';
-import { samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
+import { sameFamily, samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
 import type { Store } from '../../store.js';
 import type { SlotAcquisition } from '../../../slots.js';
 import type { ClientKind } from '../clients.js';
@@ -195,7 +195,7 @@ export class LocalFirstStore implements Store {
    */
   private conflict(op: Operation): FloodgateError | undefined {
     const e = this.entries.get(op.key);
-    if (e === undefined || e.policy === undefined || e.policy === op.policy || samePolicy(e.policy, op.policy)) return undefined;
+    if (e === undefined || e.policy === undefined || e.policy === op.policy || sameFamily(e.policy, op.policy)) return undefined;
     // The operation reports the clock's failure itself.
     const t = this.readTime();
     if (t instanceof FloodgateError) return undefined;
@@ -263,8 +263,12 @@ export class LocalFirstStore implements Store {
     if (t instanceof FloodgateError) return Promise.reject(t);
     const e = this.touch(op.key, t);
     if (e.policy !== op.policy && (e.policy === undefined || !samePolicy(e.policy, op.policy))) {
-      // Another limiter on the same key: its lease counts in the same hash, so hand it back.
-      if (e.policy !== undefined) this.giveBack(op.key, e);
+      // The key's policy changed (an override) or another limiter took it over: the lease was sized and
+      // the exhausted mark decided under the old limit, so hand the units back and decide anew in Redis.
+      if (e.policy !== undefined) {
+        this.giveBack(op.key, e);
+        e.exhaustedUntil = 0;
+      }
       e.policy = op.policy;
     }
     const decided = this.decide(op.key, e, op.amount, op.policy, t);
