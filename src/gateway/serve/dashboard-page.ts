@@ -13,6 +13,7 @@ th, td { border-bottom: 1px solid var(--line); padding: .3rem .5rem; text-align:
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { word-break: break-all; }
 button, input, select { font: inherit; padding: .25rem .6rem; }
+label { margin-right: .3rem; }
 :focus-visible { outline: 3px solid #1a66d2; outline-offset: 2px; }
 .warn { color: var(--warn); font-weight: 600; }
 .muted { color: var(--muted); }
@@ -156,6 +157,7 @@ async function poll() {
     renderRules(s);
     prev = s;
     $('updated').textContent = 'Last update: ' + new Date(s.at).toLocaleTimeString();
+    $('updated').dataset.at = String(s.at);
     if ($('board').hidden) { $('login').hidden = true; $('board').hidden = false; say('Connected; the numbers update every second.'); }
     else if (failing) say('Connected again.');
     failing = false;
