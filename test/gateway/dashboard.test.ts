@@ -59,7 +59,13 @@ describe('gateway: dashboard', () => {
     const style = /<style>([\s\S]*)<\/style>/.exec(page.body)![1]!;
     assert.ok(csp.includes(`script-src ${digest(script)}`), csp);
     assert.ok(csp.includes(`style-src ${digest(style)}`), csp);
-    assert.equal((await get(`${g.adminUrl}/admin/dashboard`, { method: 'POST' })).status, 405);
+    const posted = await get(`${g.adminUrl}/admin/dashboard`, { method: 'POST' });
+    assert.equal(posted.status, 405);
+    assert.equal(posted.headers.allow, 'GET, HEAD');
+    const head = await get(`${g.adminUrl}/admin/dashboard`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.body, '');
+    assert.equal(Number(head.headers['content-length']), Buffer.byteLength(page.body));
   });
 
   it('is not on the proxy port: there both paths are requests like any other, forwarded upstream', async () => {
@@ -86,6 +92,10 @@ describe('gateway: dashboard', () => {
       assert.match(String((r.json as unknown as { error: string }).error), /bearer token/);
     }
     assert.equal((await stats(g)).status, 200);
+    // The token first: without it not even a wrong method is told.
+    assert.equal((await get(`${g.adminUrl}/admin/stats`, { method: 'POST' })).status, 401);
+    const posted = await get(`${g.adminUrl}/admin/stats`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(posted.status, 405);
   });
 
   it('counts equal /metrics after a known number of requests; the most-limited keys and each policy are listed', async () => {

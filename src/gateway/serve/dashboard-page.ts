@@ -30,6 +30,8 @@ let timer = undefined;
 let failing = false;
 let limitedShown = '';
 let rulesShown = '';
+// Bumped when the token changes or is forgotten: a poll or action begun under another token drops its answer.
+let generation = 0;
 
 class TokenRefused extends Error {}
 
@@ -43,16 +45,26 @@ async function api(method, path) {
 
 function say(text) { $('status').textContent = text; }
 
-function row(cells, data) {
+// The first cell heads its row; cells from index numbersFrom on are numbers, aligned right.
+function row(cells, data, numbersFrom) {
   const tr = document.createElement('tr');
-  for (const [k, v] of Object.entries(data || {})) tr.dataset[k] = v;
+  for (const [k, v] of Object.entries(data)) tr.dataset[k] = v;
   cells.forEach((c, i) => {
     const td = document.createElement(i === 0 ? 'th' : 'td');
     if (i === 0) td.scope = 'row';
     if (c instanceof Node) td.append(c); else td.textContent = String(c);
-    if (typeof c === 'number' || /^[\\d.,<>≤ —-]+$/.test(String(c))) td.className = 'num';
+    if (numbersFrom !== undefined && i >= numbersFrom) td.className = 'num';
     tr.append(td);
   });
+  return tr;
+}
+
+function emptyRow(text, span) {
+  const tr = document.createElement('tr');
+  const td = document.createElement('td');
+  td.colSpan = span;
+  td.textContent = text;
+  tr.append(td);
   return tr;
 }
 
@@ -66,7 +78,7 @@ function renderDecisions(s, dt) {
   $('decisions').tBodies[0].replaceChildren(...shown.map((d) => {
     const was = before.get(d.rule + '\\0' + d.outcome);
     const rate = was === undefined || !(dt > 0) ? NaN : (d.count - was) / dt;
-    const tr = row([d.rule, d.outcome, num(d.count), num(rate, 1)], { rule: d.rule, outcome: d.outcome });
+    const tr = row([d.rule, d.outcome, num(d.count), num(rate, 1)], { rule: d.rule, outcome: d.outcome }, 2);
     tr.cells[2].classList.add('total');
     tr.cells[3].classList.add('rate');
     return tr;
@@ -95,9 +107,11 @@ function renderLimited(s) {
     code.textContent = k.key;
     const buttons = document.createElement('span');
     buttons.append(actionButton(r.rule, k.key, 'reset'), ' ', actionButton(r.rule, k.key, 'unblock'));
-    rows.push(row([r.rule, code, num(k.refusals), buttons], { rule: r.rule, key: k.key }));
+    const tr = row([r.rule, code, num(k.refusals), buttons], { rule: r.rule, key: k.key });
+    tr.cells[2].className = 'num';
+    rows.push(tr);
   }
-  if (rows.length === 0) rows.push(row(['—', 'no key refused in the last ' + s.limited.minutes + ' minutes', '', '']));
+  if (rows.length === 0) rows.push(emptyRow('No key refused in the last ' + s.limited.minutes + ' minutes.', 4));
   body.replaceChildren(...rows);
   $('limited').caption.textContent = 'Keys refused most in the last ' + s.limited.minutes + ' minutes, per rule';
   // A refresh must not throw the keyboard user's focus back to the top of the page.
@@ -121,9 +135,9 @@ function renderStore(s, dt) {
     const calls = l.count - p.count;
     const buckets = l.buckets.map((b, i) => ({ le: b.le, count: b.count - (p.buckets[i] ? p.buckets[i].count : 0) }));
     const mean = calls > 0 ? ((l.sumSeconds - p.sumSeconds) / calls) * 1000 : NaN;
-    return row([l.store, l.result, num(prev && dt > 0 ? calls / dt : NaN, 1), num(mean, 3), bound(buckets, calls, 0.5), bound(buckets, calls, 0.99)], { store: l.store, result: l.result });
+    return row([l.store, l.result, num(prev && dt > 0 ? calls / dt : NaN, 1), num(mean, 3), bound(buckets, calls, 0.5), bound(buckets, calls, 0.99)], { store: l.store, result: l.result }, 2);
   });
-  if (rows.length === 0) rows.push(row(['—', 'no store call timed yet', '', '', '', '']));
+  if (rows.length === 0) rows.push(emptyRow('No store call timed: ' + (s.store.description.startsWith('memory') ? 'the embedded memory store answers in the process.' : 'none made yet.'), 6));
   $('latency').tBodies[0].replaceChildren(...rows);
   const health = [];
   for (const r of s.rules) for (const p of r.policies) {
@@ -148,8 +162,10 @@ function renderRules(s) {
 
 async function poll() {
   timer = undefined;
+  const mine = generation;
   try {
     const s = await api('GET', '/admin/stats');
+    if (mine !== generation) return;
     const dt = prev ? (s.at - prev.at) / 1000 : NaN;
     renderDecisions(s, dt);
     renderLimited(s);
@@ -162,6 +178,7 @@ async function poll() {
     else if (failing) say('Connected again.');
     failing = false;
   } catch (error) {
+    if (mine !== generation) return;
     if (error instanceof TokenRefused) return signOut('The gateway refused this token (401 Unauthorized). Check the admin token and try again.');
     if (!failing) say('Cannot read the stats: ' + error.message + '. Retrying every second.');
     failing = true;
@@ -179,9 +196,14 @@ async function act(rule, key, action) {
   }
 }
 
-function signOut(message) {
+function stop() {
+  generation += 1;
   if (timer !== undefined) clearTimeout(timer);
   timer = undefined;
+}
+
+function signOut(message) {
+  stop();
   sessionStorage.removeItem(STORE_KEY);
   prev = undefined; limitedShown = ''; rulesShown = '';
   $('board').hidden = true;
@@ -197,7 +219,8 @@ $('login').addEventListener('submit', (event) => {
   $('token').value = '';
   $('login-error').textContent = '';
   say('Connecting…');
-  if (timer === undefined) poll();
+  stop();
+  poll();
 });
 $('forget').addEventListener('click', () => signOut(''));
 // Enter in the key field would submit the form (and leave the page); the buttons act instead.

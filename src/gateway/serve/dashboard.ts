@@ -47,10 +47,15 @@ export class Dashboard {
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== DASHBOARD_PATH && path !== STATS_PATH) return false;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      send(res, 405, 'application/json', `${JSON.stringify({ error: `use GET here; got ${req.method ?? 'no method'}.` })}\n`, {
-        Allow: 'GET, HEAD',
+    // As in the admin API, the token comes first for the data: without it, not even a wrong method is told.
+    if (path === STATS_PATH && !bearerMatches(req.headers.authorization, this.token)) {
+      sendJson(res, 401, 'missing or wrong bearer token: send Authorization: Bearer <admin token>.', {
+        'WWW-Authenticate': 'Bearer realm="floodgate admin"',
       });
+      return true;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      sendJson(res, 405, `use GET here; got ${req.method ?? 'no method'}.`, { Allow: 'GET, HEAD' });
       return true;
     }
     if (path === DASHBOARD_PATH) {
@@ -62,20 +67,9 @@ export class Dashboard {
       });
       return true;
     }
-    if (!bearerMatches(req.headers.authorization, this.token)) {
-      send(
-        res,
-        401,
-        'application/json',
-        `${JSON.stringify({ error: 'missing or wrong bearer token: send Authorization: Bearer <admin token>.' })}\n`,
-        { 'WWW-Authenticate': 'Bearer realm="floodgate admin"' },
-      );
-      return true;
-    }
     dashboardStats(this.source).then(
       (stats) => send(res, 200, 'application/json', `${JSON.stringify(stats)}\n`),
-      (error: unknown) =>
-        send(res, 500, 'application/json', `${JSON.stringify({ error: `internal error: ${(error as Error).message}` })}\n`),
+      (error: unknown) => sendJson(res, 500, `internal error: ${(error as Error).message}`),
     );
     return true;
   }
@@ -93,6 +87,10 @@ export function dashboardFor(
 ): Dashboard | undefined {
   if (token === undefined) return undefined;
   return new Dashboard(token, { registry, admin, store: () => ({ description: store.description, connected: store.ready() }) });
+}
+
+function sendJson(res: ServerResponse, status: number, error: string, headers: Record<string, string> = {}): void {
+  send(res, status, 'application/json', `${JSON.stringify({ error })}\n`, headers);
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string, headers: Record<string, string> = {}): void {
