@@ -10,7 +10,7 @@ header { display: flex; flex-wrap: wrap; gap: .5rem 1.5rem; align-items: baselin
 table { border-collapse: collapse; width: 100%; margin-bottom: 1rem; }
 caption { text-align: left; color: var(--muted); padding-bottom: .25rem; }
 th, td { border-bottom: 1px solid var(--line); padding: .3rem .5rem; text-align: left; vertical-align: top; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { word-break: break-all; }
 button, input, select { font: inherit; padding: .25rem .6rem; }
 label { margin-right: .3rem; }
@@ -76,8 +76,9 @@ function renderDecisions(s, dt) {
     .filter((d) => d.count > 0 || d.outcome === 'allowed' || d.outcome === 'limited')
     .sort((a, b) => (a.rule + '\\0' + a.outcome < b.rule + '\\0' + b.outcome ? -1 : 1));
   $('decisions').tBodies[0].replaceChildren(...shown.map((d) => {
-    const was = before.get(d.rule + '\\0' + d.outcome);
-    const rate = was === undefined || !(dt > 0) ? NaN : (d.count - was) / dt;
+    // A series missing from the previous read had counted nothing yet: series appear with their first decision.
+    const was = before.get(d.rule + '\\0' + d.outcome) || 0;
+    const rate = dt > 0 ? (d.count - was) / dt : NaN;
     const tr = row([d.rule, d.outcome, num(d.count), num(rate, 1)], { rule: d.rule, outcome: d.outcome }, 2);
     tr.cells[2].classList.add('total');
     tr.cells[3].classList.add('rate');
@@ -263,7 +264,7 @@ export function dashboardHtml(): string {
 <h2 id="h-decisions">Decisions</h2>
 <table id="decisions">
 <caption>Decisions per rule and outcome: total since the gateway started, and per second since the previous update</caption>
-<thead><tr><th scope="col">Rule</th><th scope="col">Outcome</th><th scope="col">Total</th><th scope="col">Per second</th></tr></thead>
+<thead><tr><th scope="col">Rule</th><th scope="col">Outcome</th><th scope="col" class="num">Total</th><th scope="col" class="num">Per second</th></tr></thead>
 <tbody></tbody>
 </table>
 </section>
@@ -271,7 +272,7 @@ export function dashboardHtml(): string {
 <h2 id="h-limited">Most-limited keys</h2>
 <table id="limited">
 <caption>Keys refused most, per rule</caption>
-<thead><tr><th scope="col">Rule</th><th scope="col">Key</th><th scope="col">Refusals</th><th scope="col">Actions</th></tr></thead>
+<thead><tr><th scope="col">Rule</th><th scope="col">Key</th><th scope="col" class="num">Refusals</th><th scope="col">Actions</th></tr></thead>
 <tbody></tbody>
 </table>
 <form id="key-form">
@@ -287,7 +288,7 @@ export function dashboardHtml(): string {
 <p id="store-desc"></p>
 <table id="latency">
 <caption>Store call latency since the previous update (bounds in ms are the histogram's buckets)</caption>
-<thead><tr><th scope="col">Store</th><th scope="col">Result</th><th scope="col">Calls per second</th><th scope="col">Mean ms</th><th scope="col">p50 ms</th><th scope="col">p99 ms</th></tr></thead>
+<thead><tr><th scope="col">Store</th><th scope="col">Result</th><th scope="col" class="num">Calls per second</th><th scope="col" class="num">Mean ms</th><th scope="col" class="num">p50 ms</th><th scope="col" class="num">p99 ms</th></tr></thead>
 <tbody></tbody>
 </table>
 <table id="health">

@@ -62,7 +62,7 @@ export interface PolicyHealth {
 
 /** The body of `GET /admin/stats`. */
 export interface DashboardStats {
-  /** When the numbers were read, in ms since the epoch: the page divides count differences by time differences. */
+  /** Taken just before the numbers were read, in ms since the epoch: the page divides count differences by time differences. */
   readonly at: number;
   /** Every decision series. */
   readonly decisions: readonly DecisionCount[];
@@ -79,6 +79,8 @@ export interface DashboardStats {
 
 /** Reads the numbers the dashboard shows, now. */
 export async function dashboardStats(source: DashboardSource): Promise<DashboardStats> {
+  // Before the reads: a client that saw /metrics before this instant knows every count here is at least what it saw.
+  const at = Date.now();
   // Reading a metric runs its collect hook, exactly as a scrape does, so the counts equal what /metrics says next.
   const [decisions, latency] = await Promise.all([
     source.registry.getSingleMetric('floodgate_decisions_total')?.get(),
@@ -87,7 +89,7 @@ export async function dashboardStats(source: DashboardSource): Promise<Dashboard
   const store = source.store();
   const rules = source.admin.rules();
   return {
-    at: Date.now(),
+    at,
     decisions: (decisions?.values ?? []).map((v) => ({
       rule: String(v.labels.rule),
       outcome: String(v.labels.outcome),
