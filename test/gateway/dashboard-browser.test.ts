@@ -199,6 +199,18 @@ describe('dashboard in headless Chromium', () => {
         .filter({ hasText: /^≤ [\d.,]+$/ })
         .waitFor();
 
+      // Paused, the page reads nothing more (the load goes on); resumed, it reads again.
+      const pause = page.getByRole('button', { name: 'Pause updates' });
+      await pause.click();
+      await page.getByRole('status').filter({ hasText: 'Updates paused.' }).waitFor();
+      assert.equal(await pause.getAttribute('aria-pressed'), 'true');
+      const frozen = await shown(page);
+      await sleep(2500);
+      assert.deepEqual(await shown(page), frozen);
+      await pause.click();
+      assert.equal(await pause.getAttribute('aria-pressed'), 'false');
+      await shownAfter(page, frozen.at);
+
       // A key blocked through the API shows among the most-limited once its requests are refused.
       await block('victim');
       extra.add('victim');

@@ -32,6 +32,7 @@ let limitedShown = '';
 let rulesShown = '';
 // Bumped when the token changes or is forgotten: a poll or action begun under another token drops its answer.
 let generation = 0;
+let paused = false;
 
 class TokenRefused extends Error {}
 
@@ -173,7 +174,7 @@ async function poll() {
     renderStore(s, dt);
     renderRules(s);
     prev = s;
-    $('updated').textContent = 'Last update: ' + new Date(s.at).toLocaleTimeString();
+    $('updated').textContent = 'Last update: ' + new Date(s.at).toLocaleTimeString() + '.';
     $('updated').dataset.at = String(s.at);
     if ($('board').hidden) { $('login').hidden = true; $('board').hidden = false; say('Connected; the numbers update every second.'); }
     else if (failing) say('Connected again.');
@@ -207,6 +208,7 @@ function signOut(message) {
   stop();
   sessionStorage.removeItem(STORE_KEY);
   prev = undefined; limitedShown = ''; rulesShown = '';
+  setPaused(false);
   $('board').hidden = true;
   $('login').hidden = false;
   $('login-error').textContent = message;
@@ -224,6 +226,18 @@ $('login').addEventListener('submit', (event) => {
   poll();
 });
 $('forget').addEventListener('click', () => signOut(''));
+function setPaused(on) {
+  paused = on;
+  $('pause').setAttribute('aria-pressed', String(on));
+  $('paused').hidden = !on;
+}
+// Numbers that change every second must be stoppable (WCAG 2.2.2), e.g. to read a table with a screen reader.
+$('pause').addEventListener('click', () => {
+  setPaused(!paused);
+  stop();
+  if (paused) say('Updates paused.');
+  else { say('Updates resumed.'); poll(); }
+});
 // Enter in the key field would submit the form (and leave the page); the buttons act instead.
 $('key-form').addEventListener('submit', (event) => event.preventDefault());
 for (const action of ['reset', 'unblock'])
@@ -259,7 +273,8 @@ export function dashboardHtml(): string {
 <p id="login-error" role="alert"></p>
 </form>
 <div id="board" hidden>
-<p><span id="updated" class="muted"></span> <button id="forget" type="button">Forget token</button></p>
+<p><span id="updated" class="muted"></span> <strong id="paused" hidden>Paused.</strong>
+<button id="pause" type="button" aria-pressed="false">Pause updates</button> <button id="forget" type="button">Forget token</button></p>
 <section aria-labelledby="h-decisions">
 <h2 id="h-decisions">Decisions</h2>
 <table id="decisions">
