@@ -1,4 +1,4 @@
-// The system programs the tests run for real (redis-server, nginx): found, installed with apt-get when this user may, or named in one command to run.
+// The system programs the tests run for real (redis-server, nginx, chromium): found, installed with apt-get when this user may, or named in one command to run.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
@@ -9,6 +9,14 @@ const PROGRAMS = [
   { name: 'redis-cli', paths: [], apt: 'redis-tools', brew: 'redis' },
   // nginx lives in /usr/sbin, which a non-root PATH often lacks; test/gateway/nginx.test.ts looks there too.
   { name: 'nginx', paths: ['/usr/sbin/nginx', '/usr/local/sbin/nginx'], apt: 'nginx', brew: 'nginx' },
+  // The dashboard's browser test drives it headless; `chromium -v` would start a browser, so it is asked --version.
+  {
+    name: 'chromium',
+    paths: ['/usr/bin/chromium-browser', '/Applications/Chromium.app/Contents/MacOS/Chromium'],
+    apt: 'chromium',
+    brew: 'chromium',
+    version: '--version',
+  },
 ];
 
 function runs(command, args) {
@@ -17,7 +25,8 @@ function runs(command, args) {
 }
 
 function installed(program) {
-  return runs(program.name, ['-v']) || program.paths.some((path) => existsSync(path) && runs(path, ['-v']));
+  const flag = program.version ?? '-v';
+  return runs(program.name, [flag]) || program.paths.some((path) => existsSync(path) && runs(path, [flag]));
 }
 
 /** How apt-get can be run here without a password: directly as root, through `sudo -n`, or not at all. */

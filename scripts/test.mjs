@@ -1,4 +1,4 @@
-// `npm test`: makes sure redis-server and nginx are installed (installing them when it may), builds, then runs every test/**/*.test.ts with node's test runner.
+// `npm test`: makes sure redis-server, nginx and chromium are installed (installing them when it may), builds, then runs every test/**/*.test.ts with node's test runner.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';
 import type { AdminApi } from './admin-api.js';
+import type { Dashboard } from './dashboard.js';
 
 /** What the admin endpoints ask the gateway. */
 export interface AdminSource {
@@ -48,9 +49,14 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
   }
 }
 
-/** The admin listener's request handler: the admin API under /admin/ (when `api` is given), then the endpoints above, else 404. */
-export function adminListener(source: AdminSource, api: AdminApi | undefined): (req: IncomingMessage, res: ServerResponse) => void {
+/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404. */
+export function adminListener(
+  source: AdminSource,
+  api: AdminApi | undefined,
+  dashboard?: Dashboard,
+): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
     const path = (req.url ?? '/').split('?')[0]!;
     if (!handleAdmin(path, req, res, source))

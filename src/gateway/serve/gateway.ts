@@ -9,6 +9,7 @@ import { AdminApi, type AdminApiSource } from './admin-api.js';
 import { LimitedKeys } from './limited-keys.js';
 import type { AdminBroadcast } from './admin-broadcast.js';
 import { adminSource } from './admin-source.js';
+import { dashboardFor } from './dashboard.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
 import { handleDecision } from './decision-endpoint.js';
 import { abortOnClose } from '../../http/client-gone.js';
@@ -142,10 +143,17 @@ export class Gateway implements AdminSource {
       ),
     );
     this.connections = new ConnectionDrain(this.server);
+    const admin = settings.admin === undefined || clustered ? undefined : this.openAdmin();
     this.adminServer =
-      settings.admin === undefined || clustered
+      admin === undefined
         ? undefined
-        : createServer(adminListener(this, new AdminApi(settings.adminToken, this.openAdmin())));
+        : createServer(
+            adminListener(
+              this,
+              new AdminApi(settings.adminToken, admin),
+              dashboardFor(settings.adminToken, metrics.registry, admin, store),
+            ),
+          );
   }
 
   /**
