@@ -173,6 +173,7 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
     const side = internals[i]!;
     const list = side.blockList;
     if (list === undefined) continue;
+    side.dropStaleBlocks();
     const ms = list.blockedFor(keys[i]!, side.clock());
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);

@@ -29,6 +29,8 @@ export interface LimiterInternals {
   readonly failureMode: StoreFailureMode;
   /** Whether it has `wait` or `execEvenly`, which a composite decision does not apply. */
   readonly waits: boolean;
+  /** Empties its in-memory block list when its overrides changed since it last looked (what it learned was under old numbers). */
+  dropStaleBlocks(): void;
   /** Feeds its in-memory block list from a store outcome for `key` (a consume under `policy`, the key's). */
   learn(key: string, outcome: Outcome, policy: Policy): void;
   /** Drops `key` from the in-memory block list and its lapse probe, and wakes its waiters: its state in the store changed. */

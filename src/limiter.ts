@@ -169,6 +169,7 @@ export class RateLimiter {
     assertUnits(cost, 'cost', policy.limit);
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
+      if (this.overrides?.takeChange() === true) list.clear();
       const blockedMs = list.blockedFor(key, this.clock());
       if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', policy);
     }
@@ -297,6 +298,7 @@ export class RateLimiter {
     }
     if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
     const now = this.clock();
+    if (this.overrides?.takeChange() === true) list.clear();
     const blockedMs = list.blockedFor(key, now);
     if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
     return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
@@ -407,6 +409,9 @@ export class RateLimiter {
       insurance: this.insurance,
       failureMode: this.failureMode,
       waits: this.waiting !== undefined,
+      dropStaleBlocks: () => {
+        if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
+      },
       learn: (key, outcome, policy) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome, policy);

@@ -242,11 +242,26 @@ export class OverrideResolver {
   private readonly cache = new Map<string, Policy>();
   private readonly built = new WeakMap<PolicyOverride, Policy>();
   private seen = -1;
+  private blocksSeen: number;
 
   constructor(
     private readonly base: Policy,
     private readonly source: PolicyOverrides | OverrideLookup,
-  ) {}
+  ) {
+    this.blocksSeen = typeof source === 'function' ? 0 : source.version;
+  }
+
+  /**
+   * True once after each change of a table source: what the limiter's
+   * in-memory block learned under the old numbers must go. A function
+   * source cannot tell; its changes reach blocks when they expire.
+   */
+  takeChange(): boolean {
+    const source = this.source;
+    if (typeof source === 'function' || source.version === this.blocksSeen) return false;
+    this.blocksSeen = source.version;
+    return true;
+  }
 
   /**
    * The policy that decides `key`.

@@ -74,6 +74,12 @@ export class BlockList {
     this.lapsed.delete(key);
   }
 
+  /** Forgets every block (a key's policy changed, and what was learned under the old one no longer holds). */
+  clear(): void {
+    this.until.clear();
+    this.lapsed.clear();
+  }
+
   /**
    * True when a lookup (by a consume, a peek or consumeNow) found `key`'s
    * block over less than a second before `now`; forgets it either way.
@@ -110,7 +116,10 @@ export function learnBlock(
   outcome: Outcome,
   now: number,
 ): void {
-  if (policy.limit - outcome.remaining < rule.onConsumed) {
+  // onConsumed is set against the limiter's limit; a key whose override moves the limit moves the threshold with it,
+  // so the block still starts the same number of units before the key's own limit.
+  const moved = policy.base === undefined ? 0 : policy.limit - policy.base.limit;
+  if (policy.limit - outcome.remaining < rule.onConsumed + moved) {
     list.delete(key);
     return;
   }

@@ -110,3 +110,18 @@ test('a cost above the limiter limit is accepted for a key whose override allows
   assert.equal((await l.consume('big', 5)).allowed, true);
   await assert.rejects(l.consume('small', 5), { code: ErrorCode.COST_EXCEEDS_LIMIT });
 });
+
+test('in-memory block: a key refused from memory under its old limit is admitted once an override raises it, and the block threshold moves with the key limit', async () => {
+  const overrides = new PolicyOverrides();
+  const l = new RateLimiter({ limit: 2, window: '1m', inMemoryBlock: true, overrides });
+  await l.consume('k');
+  await l.consume('k');
+  assert.equal((await l.consume('k')).source, 'memory-block');
+  overrides.set('k', { limit: 4 });
+  const raised = await l.consume('k');
+  assert.equal(raised.allowed, true, 'the block learned under limit 2 is dropped');
+  assert.equal((await l.consume('k')).allowed, true);
+  const over = await l.consume('k');
+  assert.equal(over.allowed, false);
+  assert.equal((await l.consume('k')).source, 'memory-block', 'blocked again at its own limit of 4');
+});

@@ -194,6 +194,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     logLevel: o.logLevel ?? 'info',
     watch: false,
     paths: DEFAULT_PATHS,
+    plans: new Map(),
     rules: [
       {
         name: 'default',

@@ -20,6 +20,7 @@ import { ConfigError } from './config-error.js';
 import { Cursor, mapping, type Obj } from './yaml-cursor.js';
 import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
 import { ruleList } from './rule-sections.js';
+import { planSettings } from './override-config.js';
 import { ADMIN_API_WORKERS, adminSection } from './admin-config.js';
 
 /** Settings given on the command line; they win over the file's, on start and on every reload. */
@@ -44,6 +45,7 @@ const TOP_FIELDS = [
   'logLevel',
   'watch',
   'paths',
+  'plans',
   'rules',
 ] as const;
 
@@ -141,7 +143,8 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
       ['rules'],
       'is missing, so every request would be forwarded without limits. Add rules, e.g. rules: [{ name: all, policies: ["100/1m"] }]; to forward without limits on purpose, write rules: [].',
     );
-  const rules = o.rules ?? ruleList(c, top.rules, dirname(file));
+  const plans = planSettings(c, top.plans);
+  const rules = o.rules ?? ruleList(c, top.rules, dirname(file), plans);
   if (upstream === undefined && o.rules === undefined) {
     const i = rules.findIndex((r) => r.concurrency !== undefined);
     if (i >= 0)
@@ -162,7 +165,16 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined)
     c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
+  if (store.kind !== 'redis') {
+    const i = rules.findIndex((r) => r.overrides?.redis !== undefined);
+    if (i >= 0)
+      c.fail(
+        ['rules', i, 'overrides', 'redis'],
+        'names a Redis hash, but the gateway has no Redis store: set store: { type: redis, url: redis://HOST:6379 } (or --redis URL), or list the overrides in the file: overrides: { keys: { KEY: PLAN } }.',
+      );
+  }
   return {
+    plans,
     configFile: file,
     upstream,
     listen,

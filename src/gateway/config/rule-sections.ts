@@ -17,10 +17,11 @@ import {
   parseMs,
   parsePositiveInt,
 } from './values.js';
-import { type KeySettings, type MatchSettings, type PolicySettings, type RuleSettings } from './settings.js';
+import { type KeySettings, type MatchSettings, type PlanSettings, type PolicySettings, type RuleSettings } from './settings.js';
+import { overrideSettings } from './override-config.js';
 import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
 
-const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait'] as const;
+const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait', 'overrides'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration', 'key'] as const;
@@ -28,12 +29,12 @@ const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHOD = /^[A-Z]+$/;
 
 /** The `rules` list: each rule's match, key and policies, checked and placed. */
-export function ruleList(c: Cursor, value: unknown, baseDir: string): RuleSettings[] {
+export function ruleList(c: Cursor, value: unknown, baseDir: string, plans: PlanSettings = new Map()): RuleSettings[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describe(value)}.`);
   const names = new Set<string>();
   return value.map((entry, i) => {
-    const rule = ruleSettings(c, ['rules', i], entry, i, baseDir);
+    const rule = ruleSettings(c, ['rules', i], entry, i, baseDir, plans);
     if (names.has(rule.name))
       c.fail(
         ['rules', i, 'name'],
@@ -44,7 +45,7 @@ export function ruleList(c: Cursor, value: unknown, baseDir: string): RuleSettin
   });
 }
 
-function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, baseDir: string): RuleSettings {
+function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, baseDir: string, plans: PlanSettings): RuleSettings {
   const r = mapping(c, path, value, RULE_FIELDS);
   const name =
     r.name === undefined
@@ -79,6 +80,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   const cost = r.cost === undefined ? undefined : costSettings(c, [...path, 'cost'], r.cost, policies, shadow);
   const concurrency = r.concurrency === undefined ? undefined : concurrencySettings(c, [...path, 'concurrency'], r.concurrency, shadow);
   const wait = r.wait === undefined ? undefined : waitSettings(c, [...path, 'wait'], r.wait, policies, concurrency !== undefined, shadow);
+  const overrides = r.overrides === undefined ? undefined : overrideSettings(c, [...path, 'overrides'], r.overrides, policies, plans);
   return {
     name,
     match,
@@ -89,6 +91,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
     ...(cost === undefined ? {} : { cost }),
     ...(concurrency === undefined ? {} : { concurrency }),
     ...(wait === undefined ? {} : { wait }),
+    ...(overrides === undefined ? {} : { overrides }),
     line: c.lineOf(path),
   };
 }

@@ -2,6 +2,8 @@
 import type { Algorithm } from '../../policy.js';
 import type { HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
+import type { PolicyOverride } from '../../overrides.js';
+import type { ResolvedOverride } from './override-config.js';
 
 /** A host and port to listen on. */
 export interface ListenAddress {
@@ -9,6 +11,19 @@ export interface ListenAddress {
   readonly host: string;
   /** Port; 0 picks a free one (printed in the `listening` log line). */
   readonly port: number;
+}
+
+/** The `plans` section: plan name → (policy name → the numbers it changes). */
+export type PlanSettings = ReadonlyMap<string, ReadonlyMap<string, PolicyOverride>>;
+
+/** A rule's `overrides`. */
+export interface OverrideSettings {
+  /** The entries of `keys`, pattern → what each policy's numbers become (in the rule's policy order). */
+  readonly entries: ReadonlyMap<string, ResolvedOverride>;
+  /** The entries of `keys` as written, for the admin API. */
+  readonly raw: ReadonlyMap<string, unknown>;
+  /** The Redis hash holding more entries (field: pattern, value: as in `keys`, JSON), shared by every host; undefined for none. */
+  readonly redis: string | undefined;
 }
 
 /** One policy of a rule: a limit per window under one algorithm. */
@@ -109,6 +124,8 @@ export interface RuleSettings {
   readonly concurrency?: ConcurrencySettings | undefined;
   /** A refused request waits for a slot (with `concurrency`) or a unit (`wait:`); absent: refused at once. */
   readonly wait?: WaitSettings | undefined;
+  /** Per-key overrides of the rule's policies (`overrides`); absent: every key has the rule's policies. */
+  readonly overrides?: OverrideSettings | undefined;
   /** The 1-based line where the rule starts in its config file, for messages; undefined for the command line's rule. */
   readonly line?: number | undefined;
 }
@@ -269,6 +286,8 @@ export interface GatewaySettings {
   readonly paths: PathSettings;
   /** The rules, in order. */
   readonly rules: readonly RuleSettings[];
+  /** The plans (`plans`) that rules' overrides name; empty for none. */
+  readonly plans: PlanSettings;
 }
 
 /** pino levels the CLI accepts. */

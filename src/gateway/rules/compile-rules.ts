@@ -11,6 +11,8 @@ import { throttled } from '../../throttle.js';
 import { keyCheck, knownKeyCheck } from './key-check.js';
 import { KnownKeys } from './known-keys.js';
 import { RuleCost } from './rule-cost.js';
+import { RuleOverrides } from './rule-overrides.js';
+import type { PolicyOverrides } from '../../overrides.js';
 import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
@@ -37,8 +39,10 @@ export function compileRules(settings: GatewaySettings, context: RuleContext): R
 }
 
 function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
-  const policies: Array<NamedLimiter<IncomingMessage>> = rule.policies.map((p) => ({
-    limiter: limiterFor(rule, p, settings, context),
+  const overrides = rule.overrides === undefined ? undefined : new RuleOverrides(rule, settings.plans);
+  if (overrides !== undefined) context.overrideSync?.follow(rule.name, overrides);
+  const policies: Array<NamedLimiter<IncomingMessage>> = rule.policies.map((p, i) => ({
+    limiter: limiterFor(rule, p, settings, context, overrides?.tables[i]),
     ...(p.name === undefined ? {} : { name: p.name }),
     ...(p.key === undefined ? {} : { key: keySource(p.key) }),
   }));
@@ -119,6 +123,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
     limiter,
     limiters: policies.map((p) => p.limiter),
+    overrides,
     cost,
     holdsSlots: rule.concurrency !== undefined,
     waits: rule.wait !== undefined,
@@ -158,7 +163,13 @@ function keySource(key: KeySettings): KeySource<IncomingMessage> {
   };
 }
 
-function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySettings, context: RuleContext): RateLimiter {
+function limiterFor(
+  rule: RuleSettings,
+  p: PolicySettings,
+  settings: GatewaySettings,
+  context: RuleContext,
+  overrides: PolicyOverrides | undefined,
+): RateLimiter {
   const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
@@ -167,6 +178,8 @@ function limiterFor(rule: RuleSettings, p: PolicySettings, settings: GatewaySett
     algorithm: p.algorithm,
     prefix,
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
+    // The prefix stays the policy's: an overridden key keeps its counter, under the numbers of its entry.
+    ...(overrides === undefined ? {} : { overrides }),
   };
   // The block list is as large as a rule's table: with the library's 10 000, half a million blocked keys (a per-IP
   // rule under a distributed flood) sent most refusals to the store, and each evicted a live entry.

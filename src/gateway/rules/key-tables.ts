@@ -11,6 +11,7 @@ import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
 import { KnownKeyChanges, type ChangeSubscriber } from './known-key-changes.js';
+import { OverrideSync, type RefusedEntry } from './override-sync.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -34,6 +35,8 @@ export interface GatewayStore {
   readonly redis?: KnownKeysClient;
   /** Changes to allow-list sets heard on pub/sub (its connection opens on first use); undefined without Redis. */
   readonly knownKeyChanges?: KnownKeyChanges;
+  /** Rules' overrides kept in step with their Redis hashes (its connection opens on first use); undefined without Redis. */
+  readonly overrideSync?: OverrideSync;
   /** Publish and subscribe on the Redis store's server (the admin API's change announcements); undefined without Redis. */
   readonly pubsub?: AdminPubSub;
   /** Operations decided in overflow sketches so far (embedded memory store only). */
@@ -137,6 +140,7 @@ class TimedStore implements Store {
  *
  * @param clustered - true in a `--workers` worker: the memory store is then the cluster store, shared through the primary
  * @param report - told of every failed store call (see {@link StoreFailureReporter})
+ * @param refusedOverride - told of each entry of a rules' override hash that a rule refuses
  * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
  */
 export async function openStore(
@@ -144,6 +148,7 @@ export async function openStore(
   metrics: GatewayMetrics,
   clustered: boolean,
   report: StoreFailureReporter,
+  refusedOverride: RefusedEntry = () => {},
 ): Promise<GatewayStore> {
   if (settings.kind === 'memory') {
     if (clustered) {
@@ -178,11 +183,13 @@ export async function openStore(
   }
   const timed = new TimedStore(store, metrics, report);
   const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
+  const overrideSync = new OverrideSync(client, () => client.duplicate() as unknown as ChangeSubscriber, refusedOverride);
   return {
     store: timed,
     storeFor: () => timed,
     redis: client,
     knownKeyChanges,
+    overrideSync,
     pubsub: {
       publish: (channel, message) => client.publish(channel, message),
       subscriber: () => client.duplicate() as unknown as ChangeSubscriber,
@@ -191,6 +198,7 @@ export async function openStore(
     ready: () => client.status === 'ready',
     close: async () => {
       knownKeyChanges.close();
+      overrideSync.close();
       await store.close?.();
       client.disconnect();
     },

@@ -16,6 +16,8 @@ import { abandonAll } from './rule-slots.js';
 import { canonicalHost } from './path-match.js';
 import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../serve/metrics.js';
 import type { RuleSettings } from '../config/settings.js';
+import type { RuleOverrides } from './rule-overrides.js';
+import type { OverrideSync } from './override-sync.js';
 import { type Verdict, FORWARD, verdictOf, keyRefusalVerdict } from './verdict.js';
 
 /** A compiled rule. */
@@ -40,6 +42,8 @@ export interface Rule {
   readonly limiter: HttpLimiter<IncomingMessage>;
   /** The RateLimiters of its policies, on the shared store (not the insurance ones), whose breakers readiness reads. */
   readonly limiters: readonly RateLimiter[];
+  /** With `overrides`: the per-key entries its limiters follow; undefined otherwise. */
+  readonly overrides?: RuleOverrides | undefined;
   /** With `cost`: the estimate each request takes, and how its response settles it; undefined for one unit per request. */
   readonly cost: RuleCost | undefined;
   /** With `concurrency`: each admitted request holds a slot until its response ends. */
@@ -80,6 +84,8 @@ export interface RuleContext {
   readonly redis?: KnownKeysClient | undefined;
   /** Changes to allow-list sets heard on Redis pub/sub; undefined without a Redis store. */
   readonly knownKeyChanges?: KnownKeyChanges | undefined;
+  /** Keeps rules' overrides in step with their Redis hashes; undefined without a Redis store. */
+  readonly overrideSync?: OverrideSync | undefined;
   /** Told of each failed allow-list lookup (the store's failure log). */
   readonly reportStoreFailure?: (error: unknown) => void;
   /** Told of each refusal over a limit (rule name, key), when the admin API keeps the most-limited keys. */

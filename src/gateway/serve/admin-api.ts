@@ -6,14 +6,14 @@ import { isFloodgateError, isStoreFailure } from '../../errors.js';
 import type { RateLimiter } from '../../limiter.js';
 import type { RuleSettings } from '../config/settings.js';
 import type { LimitedKeys } from './limited-keys.js';
+import type { RuleOverrides } from '../rules/rule-overrides.js';
 import { LIMITED_MINUTES } from './limited-keys.js';
 import { msOrForever, policyState, ruleView } from './admin-rules.js';
+import { allow, ApiError, badField, decode, readJson, sendJson } from './admin-http.js';
+import { plansView, routeOverrides, type OverrideAdmin } from './admin-overrides.js';
 
 /** Where the admin API's paths start; room is left beside `rules` and `limited` for more resources. */
 export const ADMIN_API_PREFIX = '/admin/';
-
-/** Largest request body the admin API reads. */
-const MAX_BODY = 4096;
 
 /** One loaded rule: its settings and the limiters of its policies, in the same order. */
 export interface AdminRule {
@@ -21,6 +21,8 @@ export interface AdminRule {
   readonly settings: RuleSettings;
   /** One RateLimiter per policy, in `settings.policies` order. */
   readonly limiters: readonly RateLimiter[];
+  /** The rule's per-key overrides, when it has `overrides`. */
+  readonly overrides?: RuleOverrides | undefined;
 }
 
 /** What the admin API reads from the running gateway. */
@@ -29,22 +31,11 @@ export interface AdminApiSource {
   rules(): readonly AdminRule[];
   /** The refusals of the last minutes. */
   readonly limited: LimitedKeys;
+  /** Plans, and writes to rules' override hashes; undefined: no plans, overrides change this process only. */
+  readonly overrides?: OverrideAdmin;
   /** Told after a reset or unblock of `key` under `rule`, so other hosts can drop their in-memory block of it. */
   changed?(rule: string, key: string): void;
 }
-
-/** An answer with a status and a JSON body. */
-class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: Record<string, unknown>,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(String(body.error));
-  }
-}
-
-const badField = (field: string, error: string): ApiError => new ApiError(400, { error, field });
 
 /** Checks `Authorization: Bearer <token>` in constant time: both sides are hashed first, so neither length nor prefix leaks. */
 export function bearerMatches(header: string | undefined, token: string): boolean {
@@ -117,6 +108,19 @@ export class AdminApi {
       allow(req, 'GET');
       return [200, this.limited(query)];
     }
+    if (parts.length === 1 && parts[0] === 'plans') {
+      allow(req, 'GET');
+      return [200, plansView(this.source.overrides?.plans() ?? new Map())];
+    }
+    if (parts[0] === 'rules' && parts[2] === 'overrides' && (parts.length === 3 || parts.length === 4)) {
+      const rule = this.rule(decode(parts[1]!, 'rule'));
+      return routeOverrides(
+        req,
+        { name: rule.settings.name, overrides: rule.overrides },
+        parts[3],
+        this.source.overrides ?? { plans: () => new Map() },
+      );
+    }
     if (parts[0] === 'rules' && parts[2] === 'keys' && (parts.length === 4 || parts.length === 5)) {
       const rule = this.rule(decode(parts[1]!, 'rule'));
       const key = decode(parts[3]!, 'key');
@@ -147,7 +151,7 @@ export class AdminApi {
     }
     throw new ApiError(404, {
       error:
-        'no such admin endpoint; try GET /admin/rules, GET /admin/rules/RULE/keys/KEY, POST .../reset|block|unblock, GET /admin/limited.',
+        'no such admin endpoint; try GET /admin/rules, GET /admin/rules/RULE/keys/KEY, POST .../reset|block|unblock, GET /admin/limited, GET /admin/plans, GET|PUT|DELETE /admin/rules/RULE/overrides[/PATTERN].',
     });
   }
 
@@ -175,28 +179,13 @@ export class AdminApi {
 
 async function inspect(rule: AdminRule, key: string): Promise<Record<string, unknown>> {
   const states = await Promise.all(rule.limiters.map((l) => l.inspect(key)));
+  const override = rule.overrides?.tables.map((t) => t.match(key)?.pattern).find((p) => p !== undefined);
   return {
     rule: rule.settings.name,
     key,
+    ...(override === undefined ? {} : { override }),
     policies: states.map((seen, i) => policyState(rule.settings.policies[i]!, seen)),
   };
-}
-
-function allow(req: IncomingMessage, method: 'GET' | 'POST'): void {
-  if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
-  throw new ApiError(
-    405,
-    { error: `use ${method} here; got ${req.method ?? 'no method'}.` },
-    { Allow: method === 'GET' ? 'GET, HEAD' : 'POST' },
-  );
-}
-
-function decode(segment: string, field: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw badField(field, `the ${field} is not valid percent-encoding; encode it with encodeURIComponent.`);
-  }
 }
 
 function wholeParam(query: URLSearchParams, name: string, fallback: number, max: number): number {
@@ -226,41 +215,4 @@ function blockDuration(body: unknown): number | 'forever' {
     if (isFloodgateError(error)) throw badField('duration', `${error.message} (or "forever")`);
     throw error;
   }
-}
-
-function readJson(req: IncomingMessage): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new ApiError(413, { error: `the body is over ${MAX_BODY} bytes.`, field: 'body' }));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('error', reject);
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        resolve(text.trim() === '' ? {} : JSON.parse(text));
-      } catch {
-        reject(badField('body', 'the body is not valid JSON; send e.g. {"duration":"10m"}.'));
-      }
-    });
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  if (res.headersSent) return;
-  const text = `${JSON.stringify(body)}\n`;
-  res.writeHead(status, {
-    ...headers,
-    'Content-Type': 'application/json',
-    'Content-Length': Buffer.byteLength(text),
-    'Cache-Control': 'no-store',
-  });
-  res.end(text);
 }

@@ -62,6 +62,7 @@ export function policyState(p: PolicySettings, seen: KeyInspection): Record<stri
   return {
     policy: policyName(p),
     limit: d.limit,
+    windowMs: d.windowMs,
     remaining: d.remaining,
     allowed: d.allowed,
     resetMs: msOrForever(d.resetMs),

@@ -5,6 +5,7 @@ import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
 import { AdminBroadcast, adminChannel, type AdminPubSub } from './admin-broadcast.js';
 import { LimitedKeys } from './limited-keys.js';
+import type { OverrideSync } from '../rules/override-sync.js';
 
 /** The parts of a gateway the admin API reads; functions, since a reload replaces the rules and settings. */
 export interface AdminParts {
@@ -16,6 +17,8 @@ export interface AdminParts {
   readonly limited: LimitedKeys | undefined;
   /** The Redis store's publish and subscribe; undefined without Redis. */
   readonly pubsub: AdminPubSub | undefined;
+  /** Writes to rules' override hashes; undefined without Redis. */
+  readonly overrideSync?: OverrideSync | undefined;
 }
 
 /**
@@ -35,9 +38,13 @@ export function adminSource(parts: AdminParts): { source: AdminApiSource; broadc
   const source: AdminApiSource = {
     rules: () => {
       const settings = parts.settings().rules;
-      return parts.rules().rules.map((rule, i) => ({ settings: settings[i]!, limiters: rule.limiters }));
+      return parts.rules().rules.map((rule, i) => ({ settings: settings[i]!, limiters: rule.limiters, overrides: rule.overrides }));
     },
     limited: parts.limited ?? new LimitedKeys(),
+    overrides: {
+      plans: () => parts.settings().plans,
+      ...(parts.overrideSync === undefined ? {} : { write: parts.overrideSync.write.bind(parts.overrideSync) }),
+    },
     ...(broadcast === undefined ? {} : { changed: (rule: string, key: string) => void broadcast.announce(rule, key) }),
   };
   return { source, broadcast };

@@ -111,6 +111,7 @@ export class Gateway implements AdminSource {
       insuranceStore,
       redis: store.redis,
       knownKeyChanges: store.knownKeyChanges,
+      overrideSync: store.overrideSync,
       reportStoreFailure: storeFailureLog(log),
       log,
       metrics,
@@ -169,7 +170,9 @@ export class Gateway implements AdminSource {
   ): Promise<Gateway> {
     const metrics = new GatewayMetrics(deps.prom);
     const clustered = options.clustered ?? false;
-    const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log));
+    const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log), (hash, rule, pattern, why) =>
+      log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
+    );
     let gateway: Gateway;
     try {
       gateway = new Gateway(settings, deps, log, metrics, store, clustered);
@@ -255,8 +258,10 @@ export class Gateway implements AdminSource {
     const proxy = proxyChanged ? this.makeProxy(effective) : this.proxy;
     const old = this.proxy;
     this.rules = rules;
-    this.store.retain?.(effective.rules.map((r) => r.name));
-    this.limited?.retain(effective.rules.map((r) => r.name));
+    const names = effective.rules.map((r) => r.name);
+    this.store.retain?.(names);
+    this.store.overrideSync?.retain(new Set(effective.rules.filter((r) => r.overrides?.redis !== undefined).map((r) => r.name)));
+    this.limited?.retain(names);
     this.proxy = proxy;
     this.settings = effective;
     // Requests already decided on the old proxy keep it until they are forwarded; it closes after them.
@@ -309,6 +314,7 @@ export class Gateway implements AdminSource {
       settings: () => this.settings,
       limited: this.limited,
       pubsub: this.store.pubsub,
+      overrideSync: this.store.overrideSync,
     });
     this.broadcast = broadcast;
     return source;

@@ -1,0 +1,138 @@
+/** Plans and per-key overrides in the config: the `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis hash and the admin API share. */
+import { describe } from '../../duration.js';
+import { isFloodgateError } from '../../errors.js';
+import { checkOverride, type PolicyOverride } from '../../overrides.js';
+import type { OverrideSettings, PlanSettings, PolicySettings } from './settings.js';
+import { InvalidValue, parseLimitSpec } from './values.js';
+import { Cursor, isObject, mapping, type Path } from './yaml-cursor.js';
+
+const OVERRIDE_FIELDS = ['keys', 'redis'] as const;
+const POLICY_OVERRIDE_FIELDS = new Set(['limit', 'window', 'blockDuration']);
+/** Name of a Redis hash: printable ASCII without spaces, as the other Redis names of the config. */
+const REDIS_NAME = /^[!-~]{1,200}$/;
+
+/**
+ * What an override value changes, policy by policy (in the rule's order;
+ * undefined leaves that policy as the rule has it).
+ */
+export type ResolvedOverride = ReadonlyArray<PolicyOverride | undefined>;
+
+/** The `plans` section: name → (policy name → override). */
+export function planSettings(c: Cursor, value: unknown): PlanSettings {
+  const plans = new Map<string, ReadonlyMap<string, PolicyOverride>>();
+  if (value === undefined) return plans;
+  if (!isObject(value))
+    c.fail(['plans'], `must map plan names to the policies they change, e.g. pro: { per-minute: 600/1m }; got ${describe(value)}.`);
+  for (const [name, body] of Object.entries(value)) {
+    const path: Path = ['plans', name];
+    if (!isObject(body) || Object.keys(body).length === 0)
+      c.fail(
+        path,
+        `must map the names of the rule policies it changes to their new numbers, e.g. { per-minute: 600/1m }; got ${describe(body)}.`,
+      );
+    const policies = new Map<string, PolicyOverride>();
+    for (const [policy, spec] of Object.entries(body))
+      policies.set(
+        policy,
+        c.at([...path, policy], () => policyOverride(spec)),
+      );
+    plans.set(name, policies);
+  }
+  return plans;
+}
+
+/** A rule's `overrides`: `keys` (pattern → plan name or numbers) and `redis` (a hash on the store holding more). */
+export function overrideSettings(
+  c: Cursor,
+  path: Path,
+  value: unknown,
+  policies: readonly PolicySettings[],
+  plans: PlanSettings,
+): OverrideSettings {
+  const o = mapping(c, path, value, OVERRIDE_FIELDS);
+  const entries = new Map<string, ResolvedOverride>();
+  const raw = new Map<string, unknown>();
+  if (o.keys !== undefined) {
+    if (!isObject(o.keys))
+      c.fail([...path, 'keys'], `must map keys or patterns (with *) to a plan name or new numbers; got ${describe(o.keys)}.`);
+    for (const [pattern, spec] of Object.entries(o.keys)) {
+      entries.set(
+        pattern,
+        c.at([...path, 'keys', pattern], () => resolveOverride(spec, policies, plans)),
+      );
+      raw.set(pattern, spec);
+    }
+  }
+  const redis =
+    o.redis === undefined
+      ? undefined
+      : c.at([...path, 'redis'], () => {
+          if (typeof o.redis !== 'string' || !REDIS_NAME.test(o.redis))
+            throw new InvalidValue(
+              `must be the name of a Redis hash (field: key or pattern, value: a plan name or JSON numbers); got ${describe(o.redis)}.`,
+            );
+          return o.redis;
+        });
+  return { entries, raw, redis };
+}
+
+/**
+ * Reads one override value for a rule with `policies`:
+ * - a plan name (`pro`): the plan's numbers for the policies it names;
+ * - `"LIMIT/WINDOW"` or `{ limit, window, blockDuration }`: the numbers of a one-policy rule's policy;
+ * - `{ POLICY_NAME: "LIMIT/WINDOW" | { limit, window, blockDuration }, … }`: per named policy.
+ * @throws InvalidValue saying what is wrong and what would be right
+ */
+export function resolveOverride(value: unknown, policies: readonly PolicySettings[], plans: PlanSettings): ResolvedOverride {
+  const only = policies.length === 1;
+  if (typeof value === 'string' && !value.includes('/')) {
+    const plan = plans.get(value);
+    if (plan === undefined)
+      throw new InvalidValue(
+        `names no plan: ${describe(value)}; the plans are ${[...plans.keys()].map((p) => JSON.stringify(p)).join(', ') || 'none (add a plans section)'}.`,
+      );
+    return byName(plan, policies, `plan ${JSON.stringify(value)}`);
+  }
+  if (typeof value === 'string' || (isObject(value) && Object.keys(value).some((k) => POLICY_OVERRIDE_FIELDS.has(k)))) {
+    if (!only)
+      throw new InvalidValue(
+        `this rule has ${policies.length} policies, so say which one each number is for: { ${policies[0]!.name ?? 'POLICY_NAME'}: ${typeof value === 'string' ? value : '{ limit: … }'} }.`,
+      );
+    return [policyOverride(value)];
+  }
+  if (!isObject(value) || Object.keys(value).length === 0)
+    throw new InvalidValue(
+      `must be a plan name, "LIMIT/WINDOW", { limit, window, blockDuration } or { POLICY_NAME: … }; got ${describe(value)}.`,
+    );
+  return byName(new Map(Object.entries(value).map(([name, spec]) => [name, policyOverride(spec)])), policies, 'the override');
+}
+
+function byName(changes: ReadonlyMap<string, PolicyOverride>, policies: readonly PolicySettings[], what: string): ResolvedOverride {
+  const resolved: Array<PolicyOverride | undefined> = policies.map(() => undefined);
+  for (const [name, override] of changes) {
+    const i = policies.findIndex((p) => p.name === name);
+    if (i < 0) {
+      const names = policies.map((p) => p.name).filter((n) => n !== undefined);
+      throw new InvalidValue(
+        `${what} changes policy ${JSON.stringify(name)}, which this rule does not have; its named policies: ${names.map((n) => JSON.stringify(n)).join(', ') || 'none (give its policies a name)'}.`,
+      );
+    }
+    resolved[i] = override;
+  }
+  return resolved;
+}
+
+/** `"LIMIT/WINDOW"` or `{ limit, window, blockDuration }` → a checked PolicyOverride. */
+function policyOverride(spec: unknown): PolicyOverride {
+  if (typeof spec === 'string') {
+    const { limit, windowMs } = parseLimitSpec(spec);
+    return { limit, window: windowMs };
+  }
+  try {
+    checkOverride(spec as PolicyOverride, 'the override');
+  } catch (error) {
+    if (isFloodgateError(error)) throw new InvalidValue(error.message);
+    throw error;
+  }
+  return spec as PolicyOverride;
+}

@@ -1,0 +1,77 @@
+/** The admin API's HTTP pieces: its error answer, method checks, path segments decoded, JSON bodies read (bounded) and JSON answers written. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** Largest request body the admin API reads. */
+const MAX_BODY = 4096;
+
+/** An answer with a status and a JSON body. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: Record<string, unknown>,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(String(body.error));
+  }
+}
+
+/** A 400 answer naming the field that is wrong. */
+export const badField = (field: string, error: string): ApiError => new ApiError(400, { error, field });
+
+/** Throws 405 unless `req` uses `method` (GET also admits HEAD). */
+export function allow(req: IncomingMessage, method: 'GET' | 'POST' | 'PUT' | 'DELETE'): void {
+  if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
+  throw new ApiError(
+    405,
+    { error: `use ${method} here; got ${req.method ?? 'no method'}.` },
+    { Allow: method === 'GET' ? 'GET, HEAD' : method },
+  );
+}
+
+/** A path segment percent-decoded; 400 naming `field` when the encoding is broken. */
+export function decode(segment: string, field: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw badField(field, `the ${field} is not valid percent-encoding; encode it with encodeURIComponent.`);
+  }
+}
+
+/** The request body as JSON (an empty body reads as `{}`); 413 past the size limit, 400 when it is not JSON. */
+export function readJson(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        reject(new ApiError(413, { error: `the body is over ${MAX_BODY} bytes.`, field: 'body' }));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('error', reject);
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      try {
+        resolve(text.trim() === '' ? {} : JSON.parse(text));
+      } catch {
+        reject(badField('body', 'the body is not valid JSON; send e.g. {"duration":"10m"}.'));
+      }
+    });
+  });
+}
+
+/** Writes `body` as JSON with `status`, uncached. */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) return;
+  const text = `${JSON.stringify(body)}\n`;
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(text),
+    'Cache-Control': 'no-store',
+  });
+  res.end(text);
+}
