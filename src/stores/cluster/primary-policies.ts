@@ -16,7 +16,7 @@ export class PrimaryPolicies {
 
   /** The policy of a wire tuple, decoded once per distinct tuple; undefined for a malformed one. */
   resolve(tuple: unknown): ResolvedPolicy | undefined {
-    if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
+    if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
     const fp = tuple.join(',');
     let resolved = this.policies.get(fp);
     if (resolved === undefined) {

@@ -1,5 +1,7 @@
 /** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
 import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../policy.js';
+import { checkPeriod, type CalendarUnit } from '../../calendar.js';
+import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../calendar-window.js';
 
 /**
  * Protocol version. Every message carries it under the `floodgate` property,
@@ -25,8 +27,11 @@ export const TOPIC = 'floodgate';
  */
 export const PM2_MESSAGE_TYPE = 'process:msg';
 
-/** A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs]. */
-export type PolicyTuple = [number, number, number, number];
+/**
+ * A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs], and
+ * for a calendar window its unit, time zone and week start after them.
+ */
+export type PolicyTuple = [number, number, number, number] | [number, number, number, number, string, string, number];
 
 /** Worker → primary: asks whether a primary is there. Idempotent, so it may be resent until answered. */
 export interface HelloMessage {
@@ -222,7 +227,9 @@ export const KIND_BY_CODE: readonly (OperationKind | undefined)[] = (() => {
 
 /** Encodes a policy for the wire. */
 export function encodePolicy(policy: Policy): PolicyTuple {
-  return [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs];
+  const head = [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs] as const;
+  const c = policy.calendar;
+  return c === undefined ? [...head] : [...head, c.unit, c.timeZone, c.weekStart];
 }
 
 /** limit × window bound of the limiter, so a primary never runs arithmetic the algorithms do not promise to keep exact. */
@@ -233,14 +240,28 @@ const MAX_PRODUCT = 2 ** 50;
  * checks because a worker may run another floodgate release than it does.
  */
 export function decodePolicy(tuple: unknown): Policy | undefined {
-  if (!Array.isArray(tuple) || tuple.length !== 4) return undefined;
-  const [a, limit, windowMs, blockMs] = tuple as unknown[];
+  if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
+  const [a, limit, windowMs, blockMs, unit, timeZone, weekStart] = tuple as unknown[];
   const algorithm = typeof a === 'number' ? ALGORITHMS[a] : undefined;
   if (algorithm === undefined) return undefined;
   if (!isPositiveInteger(limit) || !isPositiveInteger(windowMs)) return undefined;
   if (!Number.isSafeInteger(blockMs) || (blockMs as number) < 0) return undefined;
   if (limit * windowMs > MAX_PRODUCT) return undefined;
-  return Object.freeze({ algorithm, limit, windowMs, blockMs: blockMs as number });
+  const policy = { algorithm, limit, windowMs, blockMs: blockMs as number };
+  if (tuple.length === 4) return Object.freeze(policy);
+  const calendar = decodeCalendar(unit, timeZone, weekStart);
+  if (calendar === undefined || algorithm !== 'fixed-window' || windowMs !== longestPeriodMs(calendar.unit)) return undefined;
+  return Object.freeze({ ...policy, calendar });
+}
+
+/** A calendar period from the wire, checked as the limiter checks its option; undefined when malformed (an unknown zone included). */
+function decodeCalendar(unit: unknown, timeZone: unknown, weekStart: unknown): CalendarSpec | undefined {
+  if (typeof unit !== 'string' || typeof timeZone !== 'string' || typeof weekStart !== 'number') return undefined;
+  try {
+    return Object.freeze(checkPeriod({ unit: unit as CalendarUnit, timeZone, weekStart }));
+  } catch {
+    return undefined;
+  }
 }
 
 function isPositiveInteger(value: unknown): value is number {
@@ -308,5 +329,6 @@ export function refusalMs(kind: OperationKind, policy: Policy, outcome: Outcome)
 /** A short human description of a policy, for error messages. */
 export function describePolicy(policy: Policy): string {
   const block = policy.blockMs > 0 ? `, block ${policy.blockMs} ms` : '';
-  return `${policy.algorithm} limit ${policy.limit} per ${policy.windowMs} ms${block}`;
+  const per = policy.calendar ? calendarLabel(policy.calendar) : `${policy.windowMs} ms`;
+  return `${policy.algorithm} limit ${policy.limit} per ${per}${block}`;
 }
