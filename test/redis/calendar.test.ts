@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { periodBounds, RateLimiter, type CalendarPeriod } from '../../src/index.js';
+import { ErrorCode, isFloodgateError, periodBounds, RateLimiter, type CalendarPeriod } from '../../src/index.js';
 import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { LUA_SCRIPTS } from '../../src/stores/redis/lua/scripts.generated.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -70,6 +70,20 @@ describe('calendar windows on Redis time', () => {
     if (got === undefined) return t.skip('a period ended during the call');
     assert.equal(Number(await admin.hget(redisKeys(`${prefix}:k`).state, 'r')), got.end);
     assert.ok(got.end - got.resetMs <= got.after + 1);
+    await store.close();
+  });
+
+  test('one key under two zones is CONFLICTING_OPTIONS naming both periods, not a shared counter', async () => {
+    const store = new RedisStore({ client });
+    const prefix = `cal${++n}:${process.pid}`;
+    const utc = new RateLimiter({ store, prefix, limit: 5, window: { calendar: 'month', timeZone: 'UTC' } });
+    const berlin = new RateLimiter({ store, prefix, limit: 5, window: { calendar: 'month', timeZone: 'Europe/Berlin' } });
+    await utc.consume('k');
+    await assert.rejects(berlin.consume('k'), (e: unknown) => {
+      assert.ok(isFloodgateError(e) && e.code === ErrorCode.CONFLICTING_OPTIONS, String(e));
+      assert.match(e.message, /per month@UTC.*per month@Europe\/Berlin/);
+      return true;
+    });
     await store.close();
   });
 
