@@ -1,7 +1,7 @@
 // The calendar `window` option: its checks and typed errors, the policy and default prefix it gives, and the policy on the cluster store's wire.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode, FloodgateError, MemoryStore, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
+import { ErrorCode, FloodgateError, ManualClock, MemoryStore, RateLimiter, type RateLimiterOptions, type Store } from '../../src/index.js';
 import { samePolicy } from '../../src/policy.js';
 import { decodePolicy, describePolicy, encodePolicy } from '../../src/stores/cluster/protocol.js';
 
@@ -88,6 +88,30 @@ describe('the calendar window option', () => {
 
   it('keeps limit × window exact: the longest month counts', () => {
     rejects({ limit: 1_000_000, window: { calendar: 'month', timeZone: 'UTC' } }, ErrorCode.LIMIT_TOO_LARGE, /longest month@UTC/);
+  });
+});
+
+describe('a calendar limiter while its store fails', () => {
+  it('its insurance limiter decides with the same period: the reset is the month end', async () => {
+    const clock = new ManualClock(Date.parse('2026-01-31T23:30:00Z'));
+    const window = { calendar: 'month', timeZone: 'UTC' } as const;
+    const failing: Store = {
+      name: 'failing',
+      apply: () => Promise.reject(new FloodgateError(ErrorCode.STORE_ERROR, 'down')),
+    };
+    const insurance = new RateLimiter({
+      limit: 1,
+      window,
+      store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
+      clock: clock.now,
+    });
+    const l = new RateLimiter({ limit: 1, window, store: failing, insurance, clock: clock.now, breaker: false });
+    const d = await l.consume('k');
+    assert.deepEqual([d.allowed, d.source, d.resetMs], [true, 'insurance', 30 * 60_000]);
+    assert.deepEqual([(await l.consume('k')).allowed, (await l.consume('k')).retryAfterMs], [false, 30 * 60_000]);
+    clock.advance(30 * 60_000);
+    const february = await l.consume('k');
+    assert.deepEqual([february.allowed, february.resetMs], [true, 28 * 86_400_000]);
   });
 });
 
