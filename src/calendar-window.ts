@@ -90,19 +90,19 @@ interface CachedPeriod {
   next: number | undefined;
 }
 
-/** The last period each spec was asked about: nearly every call falls in it, and a time-zone lookup costs microseconds. */
-const lastPeriod = new Map<string, CachedPeriod>();
-/** Specs remembered at most; a process uses a handful, so clearing past this is only a bound. */
-const MAX_CACHED = 1000;
+/**
+ * The last period each spec was asked about: nearly every call falls in it,
+ * and a time-zone lookup costs microseconds. Keyed by the frozen spec a policy
+ * holds, so it lives as long as the policy.
+ */
+const lastPeriod = new WeakMap<CalendarSpec, CachedPeriod>();
 
 function periodAt(spec: CalendarSpec, at: number): CachedPeriod {
-  const id = calendarLabel(spec);
-  let p = lastPeriod.get(id);
+  let p = lastPeriod.get(spec);
   if (p === undefined || at < p.start || at >= p.end) {
     const b = periodBounds(spec, at);
     p = { start: b.start, end: b.end, next: undefined };
-    if (lastPeriod.size >= MAX_CACHED) lastPeriod.clear();
-    lastPeriod.set(id, p);
+    lastPeriod.set(spec, p);
   }
   return p;
 }

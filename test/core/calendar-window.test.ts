@@ -131,3 +131,23 @@ describe('a calendar policy on the cluster store wire', () => {
     assert.deepEqual(encodePolicy(make({ limit: 9, window: '1m' }).policy), [0, 9, 60_000, 0]);
   });
 });
+
+describe('a calendar policy in a full MemoryStore (overflow sketch)', () => {
+  it('a key decided in the sketch gets the period end, and is never admitted over its limit', () => {
+    const clock = new ManualClock(Date.parse('2026-04-30T22:00:00Z'));
+    const store = new MemoryStore({ maxKeys: 1, onFull: 'overflow', overflowCells: 64, clock: clock.now, sweepIntervalMs: 0 });
+    const policy = make({ limit: 2, window: { calendar: 'month', timeZone: 'UTC' } }).policy;
+    const consume = (key: string) => store.applySync({ kind: 'consume', key, amount: 1, policy }, clock.now());
+    assert.equal(consume('held').allowed, true);
+    const first = consume('overflowed');
+    assert.equal(store.overflows, 1);
+    assert.deepEqual([first.allowed, first.resetMs], [true, 2 * 3_600_000]);
+    assert.equal(consume('overflowed').allowed, true);
+    const refused = consume('overflowed');
+    assert.deepEqual([refused.allowed, refused.retryAfterMs], [false, 2 * 3_600_000]);
+    clock.advance(2 * 3_600_000);
+    // May: the held key's window ended, so the table has room again and the key starts afresh.
+    const may = consume('overflowed');
+    assert.deepEqual([may.allowed, may.resetMs], [true, 31 * 86_400_000]);
+  });
+});
