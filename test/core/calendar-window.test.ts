@@ -1,4 +1,4 @@
-// The calendar `window` option: its checks and typed errors, the policy and default prefix it gives, and the policy on the cluster store's wire.
+// The calendar `window` option: its checks and typed errors, the policy and default prefix it gives, insurance and the overflow sketch with it, and the policy on the cluster store's wire.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode, FloodgateError, ManualClock, MemoryStore, RateLimiter, type RateLimiterOptions, type Store } from '../../src/index.js';
