@@ -23,6 +23,9 @@ export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './e
 export type { ErrorCodeValue } from './errors.js';
 export { WarningCode } from './warnings.js';
 export type { WarningCodeValue } from './warnings.js';
+export { CALENDAR_UNITS, periodBounds } from './calendar.js';
+export type { CalendarPeriod, CalendarUnit, PeriodBounds } from './calendar.js';
+export type { CalendarWindow, CalendarSpec } from './calendar-window.js';
 export { parseDuration } from './duration.js';
 export type { Duration } from './duration.js';
 export { ManualClock, systemClock } from './clock.js';

@@ -7,6 +7,7 @@ import { warnOnce, WarningCode } from './warnings.js';
 import { BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
+import { calendarLabel, isCalendarWindow, longestPeriodMs, parseCalendarWindow, type CalendarWindow } from './calendar-window.js';
 import type { Store } from './stores/store.js';
 import type { OverrideLookup, PolicyOverrides } from './overrides.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
@@ -56,8 +57,13 @@ export interface WaitOptions {
 export interface RateLimiterOptions {
   /** Units admitted per window (for token-bucket: the bucket size). A positive integer. */
   limit: number;
-  /** The window (for token-bucket: time to refill the whole bucket). */
-  window: Duration;
+  /**
+   * The window (for token-bucket: time to refill the whole bucket). For the
+   * fixed window, a {@link CalendarWindow} instead makes windows follow the
+   * calendar, e.g. `{ calendar: 'month', timeZone: 'Europe/Berlin' }`: a
+   * quota that resets at midnight on the 1st, Berlin time. See docs/calendar.md.
+   */
+  window: Duration | CalendarWindow;
   /** The algorithm. Default `"fixed-window"`. */
   algorithm?: Algorithm;
   /** Where counters live. Default: a new {@link MemoryStore}. */
@@ -136,6 +142,7 @@ export function parsePolicy(o: RateLimiterOptions): Policy {
   if (o.window === undefined) {
     throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
   }
+  if (isCalendarWindow(o.window)) return calendarPolicy(o, o.window);
   const windowMs = parseDuration(o.window, 'window', ErrorCode.INVALID_WINDOW);
   if (typeof o.window === 'number' && windowMs < 1000) {
     // `window: 60` meaning a minute is a likelier slip than a sub-second window written as a bare number.
@@ -151,15 +158,41 @@ export function parsePolicy(o: RateLimiterOptions): Policy {
       `limit × window (in ms) must not exceed 2^50 so that counts stay exact; got ${o.limit} × ${windowMs}. Use a shorter window or a smaller limit.`,
     );
   }
-  const algorithm = o.algorithm ?? 'fixed-window';
+  const algorithm = checkAlgorithm(o.algorithm);
+  const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
+  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+}
+
+function checkAlgorithm(algorithm: Algorithm = 'fixed-window'): Algorithm {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new FloodgateError(
       ErrorCode.INVALID_ALGORITHM,
       `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describe(algorithm)}.`,
     );
   }
+  return algorithm;
+}
+
+/** The policy of a calendar `window`: a fixed window whose windows end where the period does. */
+function calendarPolicy(o: RateLimiterOptions, window: CalendarWindow): Policy {
+  const calendar = parseCalendarWindow(window);
+  const algorithm = checkAlgorithm(o.algorithm);
+  if (algorithm !== 'fixed-window') {
+    // The other algorithms look back over a rolling span; only a fixed window has an end for the calendar to set.
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `window: { calendar: ${JSON.stringify(calendar.unit)} } makes calendar windows, which are fixed windows (a quota that resets when the ${calendar.unit} ends); ${JSON.stringify(algorithm)} rolls over time instead. Use algorithm: 'fixed-window' (the default), or a duration window such as window: '30d'.`,
+    );
+  }
+  const windowMs = longestPeriodMs(calendar.unit);
+  if (o.limit * windowMs > MAX_PRODUCT) {
+    throw new FloodgateError(
+      ErrorCode.LIMIT_TOO_LARGE,
+      `limit × window (in ms, ${windowMs} for the longest ${calendarLabel(calendar)}) must not exceed 2^50 so that counts stay exact; got limit ${o.limit}. Use a smaller limit.`,
+    );
+  }
   const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
-  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs, calendar });
 }
 
 /** The in-memory block of one limiter, checked. */

@@ -6,6 +6,7 @@ import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './error
 import { learnBlock, type BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
+import { calendarLabel } from './calendar-window.js';
 import { MemoryStore } from './stores/memory.js';
 import { isStore, type Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
@@ -88,7 +89,9 @@ export class RateLimiter {
     if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
     }
-    this.prefix = o.prefix ?? `fg:${algorithm}:${limit}:${windowMs}:${blockMs}`;
+    // A calendar window names its period, so a monthly limiter never shares keys with one of 745 hours.
+    const windowPart = this.policy.calendar ? calendarLabel(this.policy.calendar) : windowMs;
+    this.prefix = o.prefix ?? `fg:${algorithm}:${limit}:${windowPart}:${blockMs}`;
     // Only a derived prefix can be shared by accident; one written twice is shared on purpose.
     if (o.prefix === undefined) noteDefaultPrefix(this.store, this.prefix, this);
 

@@ -221,6 +221,12 @@ export function checkOverride(override: PolicyOverride, name = 'override'): void
  * @throws FloodgateError LIMIT_TOO_LARGE when limit × window passes 2^50
  */
 export function overridePolicy(base: Policy, override: PolicyOverride): Policy {
+  if (base.calendar !== undefined && override.window !== undefined) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `an override of a calendar limiter changes its limit or block, not its window: the key's windows follow the limiter's calendar period.`,
+    );
+  }
   const limit = override.limit ?? base.limit;
   const windowMs = override.window === undefined ? base.windowMs : parseDuration(override.window, 'window', ErrorCode.INVALID_WINDOW);
   const blockMs = override.blockDuration === undefined ? base.blockMs : parseDuration(override.blockDuration, 'blockDuration');
@@ -230,7 +236,12 @@ export function overridePolicy(base: Policy, override: PolicyOverride): Policy {
       `an override's limit × window (in ms) must not exceed 2^50; got ${limit} × ${windowMs}.`,
     );
   }
-  return Object.freeze({ algorithm: base.algorithm, limit, windowMs, blockMs, base: base.base ?? base });
+  const root = base.base ?? base;
+  return Object.freeze(
+    root.calendar === undefined
+      ? { algorithm: base.algorithm, limit, windowMs, blockMs, base: root }
+      : { algorithm: base.algorithm, limit, windowMs, blockMs, calendar: root.calendar, base: root },
+  );
 }
 
 /**

@@ -1,4 +1,5 @@
 /** Policy: the algorithm, limit, window and block that decide about a key, and the operations a store applies. */
+import { sameCalendar, type CalendarSpec } from './calendar-window.js';
 
 /** Names of the supported algorithms. */
 export const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket'] as const;
@@ -15,7 +16,12 @@ export interface Policy {
   readonly algorithm: Algorithm;
   /** Units admitted per window (or bucket size). */
   readonly limit: number;
-  /** Window length (or time to refill the whole bucket), in ms. */
+  /**
+   * Window length (or time to refill the whole bucket), in ms. With
+   * `calendar`, the longest period (see longestPeriodMs): windows then end
+   * where the calendar says, and this is only the length where a number is
+   * needed.
+   */
   readonly windowMs: number;
   /** How long a consume that goes over the limit blocks the key, in ms; 0 for no block. */
   readonly blockMs: number;
@@ -25,6 +31,12 @@ export interface Policy {
    * one family; stores refuse two unrelated policies on one key.
    */
   readonly base?: Policy;
+  /**
+   * Fixed window only: windows follow this calendar period (a window opened
+   * at any instant ends when that instant's day, week or month ends in the
+   * time zone). Absent for windows of `windowMs` from the first consume.
+   */
+  readonly calendar?: CalendarSpec;
 }
 
 /** Operation names a store applies. */
@@ -82,9 +94,16 @@ export interface Outcome {
   readonly emptyMs: number;
 }
 
-/** Whether two policies decide alike (the same algorithm, limit, window and block). */
+/** Whether two policies decide alike (the same algorithm, limit, window, block and calendar). */
 export function samePolicy(a: Policy, b: Policy): boolean {
-  return a === b || (a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.blockMs === b.blockMs);
+  return (
+    a === b ||
+    (a.algorithm === b.algorithm &&
+      a.limit === b.limit &&
+      a.windowMs === b.windowMs &&
+      a.blockMs === b.blockMs &&
+      sameCalendar(a.calendar, b.calendar))
+  );
 }
 
 /**

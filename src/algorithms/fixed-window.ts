@@ -1,4 +1,5 @@
-/** Fixed window: a counter per key; the window starts at the key's first consume. */
+/** Fixed window: a counter per key; the window starts at the key's first consume and ends a window length later, or where its calendar period ends. */
+import { periodEnd } from '../calendar-window.js';
 import type { Policy } from '../policy.js';
 import { fullView, type AlgorithmImpl, type View } from './types.js';
 
@@ -8,8 +9,17 @@ export interface FixedWindowState {
   r: number;
 }
 
+/**
+ * Where a window opened at `now` ends. The stores that run this code decide on
+ * their own clock, so the period holding `now` is the one the Lua scripts
+ * pick from the ends their caller sends (the first end after Redis's now).
+ */
+export function windowEnd(policy: Policy, now: number): number {
+  return policy.calendar ? periodEnd(policy.calendar, now) : now + policy.windowMs;
+}
+
 function open(state: FixedWindowState | undefined, policy: Policy, now: number): FixedWindowState {
-  return state ? { c: state.c, r: state.r } : { c: 0, r: now + policy.windowMs };
+  return state ? { c: state.c, r: state.r } : { c: 0, r: windowEnd(policy, now) };
 }
 
 /** Fixed window, the default algorithm: at most `limit` per window that starts at first use. */

@@ -263,7 +263,8 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
     if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
       throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `a policy name must be a non-empty string; got ${describe(name)}.`);
     }
-    const policyName = (name as string | undefined) ?? `${limiter.policy.limit}-per-${formatWindow(limiter.policy.windowMs)}`;
+    const { limit, windowMs, calendar } = limiter.policy;
+    const policyName = (name as string | undefined) ?? `${limit}-per-${calendar ? calendar.unit : formatWindow(windowMs)}`;
     if (!/^[\x20-\x7e]+$/.test(policyName)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,

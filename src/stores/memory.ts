@@ -2,6 +2,7 @@
 import { performance } from 'node:perf_hooks';
 import { applyComposite, type CompositePart } from '../algorithms/composite.js';
 import { applyOperation, type Applied, type KeyState } from '../algorithms/index.js';
+import { calendarLabel, periodEnd } from '../calendar-window.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ErrorCode } from '../errors.js';
 import type { Operation, Outcome, Policy } from '../policy.js';
@@ -149,7 +150,7 @@ export class MemoryStore implements Store {
       const sketch = this.sketchFor(operation.policy);
       if (this.entries.size >= this.maxKeys && !this.reclaim(now)) {
         this.overflowed++;
-        return sketch === undefined ? refusal(operation.policy) : sketch.apply(operation, now);
+        return sketch === undefined ? refusal(operation.policy, now) : sketch.apply(operation, now);
       }
       // A key the sketch may have counted enters with its cell's usage, never afresh.
       if (sketch !== undefined && sketch.active(now)) current = sketch.seed(key, now);
@@ -258,7 +259,7 @@ export class MemoryStore implements Store {
       if (!(i in sketched)) continue;
       const operation = operations[i]!;
       const sketch = sketched[i];
-      if (sketch === undefined) outcomes[i] = refusal(operation.policy);
+      if (sketch === undefined) outcomes[i] = refusal(operation.policy, now);
       else if (allowed) {
         // Spent unconditionally: two parts' keys may share cells, and the first one's units must not refuse the second now.
         outcomes[i] = { ...sketch.apply({ ...operation, kind: 'penalty' }, now), allowed: true, retryAfterMs: 0 };
@@ -301,7 +302,8 @@ export class MemoryStore implements Store {
 
   /** The sketch of `policy`, made on first use; undefined once {@link MAX_SKETCHES} policies have one. */
   private sketchFor(policy: Policy): OverflowSketch | undefined {
-    const id = `${policy.algorithm}:${policy.limit}:${policy.windowMs}:${policy.blockMs}`;
+    const window = policy.calendar ? calendarLabel(policy.calendar) : policy.windowMs;
+    const id = `${policy.algorithm}:${policy.limit}:${window}:${policy.blockMs}`;
     let sketch = this.sketches.get(id);
     if (sketch === undefined && this.sketches.size < MAX_SKETCHES) {
       sketch = new OverflowSketch(this.overflowCells, policy);
@@ -332,7 +334,8 @@ export class MemoryStore implements Store {
   }
 }
 
-/** The answer for a full table when no sketch is left for the policy: refused for a window, the conservative choice. */
-function refusal(policy: Policy): Outcome {
-  return { allowed: false, remaining: 0, resetMs: policy.windowMs, retryAfterMs: policy.windowMs, emptyMs: policy.windowMs };
+/** The answer for a full table when no sketch is left for the policy: refused for a window (to the period's end for a calendar one), the conservative choice. */
+function refusal(policy: Policy, now: number): Outcome {
+  const ms = policy.calendar ? periodEnd(policy.calendar, now) - now : policy.windowMs;
+  return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };
 }

@@ -92,7 +92,11 @@ export class OverflowSketch {
     private readonly policy: Policy,
   ) {
     this.width = Math.max(1, Math.floor(cellCount / SKETCH_ROWS));
-    this.impl = policy.algorithm === 'fixed-window' ? (fixedWindowCell as AlgorithmImpl<unknown>) : ALGORITHM_IMPLS[policy.algorithm];
+    // Calendar windows are aligned already (every key's window is the period's), so a cell is a plain fixed window.
+    this.impl =
+      policy.algorithm === 'fixed-window' && policy.calendar === undefined
+        ? (fixedWindowCell as AlgorithmImpl<unknown>)
+        : ALGORITHM_IMPLS[policy.algorithm];
     const seeds = randomBytes(8);
     this.seed1 = seeds.readUInt32LE(0);
     this.seed2 = seeds.readUInt32LE(4);
@@ -143,7 +147,7 @@ export class OverflowSketch {
     const states = slots.map((slot) => this.read(slot, now));
     if (states.some((s) => s === undefined)) return undefined;
     const best = states[pickBestIndex(states.map((state) => applyOperation(state, 'peek', 0, this.policy, now, this.impl)))]!;
-    if (this.policy.algorithm !== 'fixed-window') return best;
+    if (this.impl !== fixedWindowCell) return best;
     // A key's own fixed window holds only units of the last two aligned windows and ends within one window from now.
     const cell = fixedWindowCell.normalize(best.usage as SlidingWindowState | undefined, this.policy, now);
     const used = cell === undefined ? 0 : cell.p + cell.c;

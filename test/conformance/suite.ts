@@ -15,6 +15,7 @@ import { compositeCases } from './composite.js';
 import { reservationCases } from './reservation.js';
 import { overrideCases } from './overrides.js';
 import { concurrencyCases } from './concurrency.js';
+import { calendarCases } from './calendar.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
@@ -97,6 +98,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
     reservationCases({ clock, limiter });
     overrideCases({ clock, limiter });
     concurrencyCases({ clock, store: () => counting });
+    calendarCases({ clock, limiter });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
       const l = limiter({ limit: 3, window: 1000 });

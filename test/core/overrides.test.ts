@@ -1,7 +1,7 @@
 // PolicyOverrides: which entry decides a key (exact, then the most specific pattern, the same on every host), live changes, and the typed errors of bad entries.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ErrorCode, MemoryStore, PolicyOverrides, RateLimiter } from '../../src/index.js';
+import { ErrorCode, ManualClock, MemoryStore, PolicyOverrides, RateLimiter } from '../../src/index.js';
 
 test('an exact key beats every pattern; among patterns the most literal characters win, then the smaller pattern', () => {
   const o = new PolicyOverrides({
@@ -124,4 +124,21 @@ test('in-memory block: a key refused from memory under its old limit is admitted
   const over = await l.consume('k');
   assert.equal(over.allowed, false);
   assert.equal((await l.consume('k')).source, 'memory-block', 'blocked again at its own limit of 4');
+});
+
+test('a calendar limiter: an override changes the limit and keeps the calendar period; one that changes the window is refused', async () => {
+  const clock = new ManualClock(Date.UTC(2027, 0, 31, 23, 0, 0));
+  const overrides = new PolicyOverrides({ vip: { limit: 3 }, odd: { window: '1h' } });
+  const l = new RateLimiter({
+    limit: 1,
+    window: { calendar: 'month', timeZone: 'UTC' },
+    clock: clock.now,
+    store: new MemoryStore({ clock: clock.now }),
+    overrides,
+  });
+  for (let i = 0; i < 3; i++) assert.equal((await l.consume('vip')).allowed, true);
+  const over = await l.consume('vip');
+  assert.equal(over.allowed, false);
+  assert.equal(over.retryAfterMs, 3_600_000, 'until February starts, as the limiter has it');
+  await assert.rejects(l.consume('odd'), { code: ErrorCode.INVALID_OPTIONS });
 });

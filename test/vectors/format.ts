@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { ManualClock, RateLimiter, type Algorithm, type Decision } from '../../src/index.js';
+import { ManualClock, RateLimiter, type Algorithm, type CalendarWindow, type Decision } from '../../src/index.js';
 import type { ConformanceFactory, ConformanceTarget } from '../conformance/suite.js';
 import { compositeVectorTests } from './composite-format.js';
 
@@ -29,7 +29,12 @@ export interface VectorStep {
 /** A sequence of calls on one key under one policy. */
 export interface VectorCase {
   name: string;
+  /** Absolute time of t = 0 when not the file's: calendar cases sit at a month end, a leap day, a DST change. */
+  t0?: number;
+  /** For a calendar window, `windowMs` is the longest period (what the limiter derives); the windows follow this. */
   policy: { algorithm: Algorithm; limit: number; windowMs: number; blockMs: number };
+  /** A calendar window: the period in its time zone (weekStart 0 = Sunday … 6, for weeks). */
+  calendar?: { unit: CalendarWindow['calendar']; timeZone: string; weekStart?: number };
   steps: VectorStep[];
 }
 
@@ -76,11 +81,13 @@ export function runVectors(label: string, factory: ConformanceFactory): void {
           prefix: `vec${++n}:${process.pid}:${Date.now()}`,
           algorithm: vc.policy.algorithm,
           limit: vc.policy.limit,
-          window: vc.policy.windowMs,
+          window: vc.calendar
+            ? { calendar: vc.calendar.unit, timeZone: vc.calendar.timeZone, weekStart: vc.calendar.weekStart }
+            : vc.policy.windowMs,
           ...(vc.policy.blockMs ? { blockDuration: vc.policy.blockMs } : {}),
         });
         for (const [i, step] of vc.steps.entries()) {
-          clock.set(t0 + step.t);
+          clock.set((vc.t0 ?? t0) + step.t);
           const d = await call(limiter, 'v', step);
           const got = d && {
             allowed: d.allowed,

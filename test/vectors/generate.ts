@@ -1,7 +1,7 @@
-// Regenerates test/vectors/algorithms.json: hand-written step sequences, expectations from the TypeScript algorithms (run: npx tsx test/vectors/generate.ts).
+// Regenerates test/vectors/algorithms.json: hand-written step sequences (calendar windows included), expectations from the TypeScript algorithms (run: npx tsx test/vectors/generate.ts).
 // Review any changed expectation by hand before committing: the JSON is the contract the Lua scripts must meet.
 import { writeFileSync } from 'node:fs';
-import { ALGORITHMS, ManualClock, MemoryStore, RateLimiter, type Algorithm } from '../../src/index.js';
+import { ALGORITHMS, ManualClock, MemoryStore, RateLimiter, type Algorithm, type RateLimiterOptions } from '../../src/index.js';
 import { T0, type VectorCase, type VectorStep } from './format.js';
 
 type Input = Omit<VectorStep, 'expect'>;
@@ -120,21 +120,124 @@ const scenarios: { name: string; limit: number; windowMs: number; blockMs?: numb
   },
 ];
 
-const cases: VectorCase[] = [];
+const H = 3_600_000;
+const D = 24 * H;
+/**
+ * Calendar windows (fixed window only), each from its own absolute t0 (the
+ * case's `t0`), in time order so a shared clock only moves forward: month
+ * ends, a leap day, both DST changes in two zones, a week from Sunday.
+ */
+const calendarScenarios: {
+  name: string;
+  t0: string;
+  limit: number;
+  calendar: NonNullable<VectorCase['calendar']>;
+  blockMs?: number;
+  steps: Input[];
+}[] = [
+  {
+    // 23:00 in Berlin on Jan 31: the month ends in an hour; February has 28 days.
+    name: 'month Jan → Feb, Europe/Berlin',
+    t0: '2026-01-31T22:00:00Z',
+    limit: 3,
+    calendar: { unit: 'month', timeZone: 'Europe/Berlin' },
+    steps: [...c(0, 4), op(H - 1, 'peek'), ...c(H - 1), ...c(H, 3), op(H + 1, 'reward', 1), ...c(H + 2, 2), op(29 * D, 'peek')],
+  },
+  {
+    name: 'month with a block across its end, UTC',
+    t0: '2026-01-31T23:00:00Z',
+    limit: 1,
+    calendar: { unit: 'month', timeZone: 'UTC' },
+    blockMs: 2 * H,
+    steps: [...c(0, 2), op(H, 'peek'), ...c(H + H / 2), ...c(2 * H), op(2 * H + 1, 'peek')],
+  },
+  {
+    name: 'day across spring forward (23 hours), Europe/Berlin',
+    t0: '2026-03-28T23:00:00Z',
+    limit: 2,
+    calendar: { unit: 'day', timeZone: 'Europe/Berlin' },
+    steps: [...c(0), ...c(2 * H, 2), ...c(23 * H - 1), ...c(23 * H), op(23 * H, 'penalty', 1), ...c(47 * H - 1), ...c(47 * H)],
+  },
+  {
+    // Saturday 23:00 in New York; weeks start on Sunday, and the next one loses an hour to DST.
+    name: 'week from Sunday across spring forward, America/New_York',
+    t0: '2026-03-08T04:00:00Z',
+    limit: 2,
+    calendar: { unit: 'week', timeZone: 'America/New_York', weekStart: 0 },
+    steps: [...c(0, 3), ...c(H), ...c(H + 167 * H - 1, 2), ...c(168 * H)],
+  },
+  {
+    name: 'day across spring forward (23 hours), America/New_York',
+    t0: '2026-03-08T05:00:00Z',
+    limit: 1,
+    calendar: { unit: 'day', timeZone: 'America/New_York' },
+    steps: [...c(0, 2), ...c(23 * H - 1), ...c(23 * H, 2)],
+  },
+  {
+    name: 'day across fall back (25 hours), Europe/Berlin',
+    t0: '2026-10-24T22:00:00Z',
+    limit: 2,
+    calendar: { unit: 'day', timeZone: 'Europe/Berlin' },
+    steps: [op(0, 'consume', 2), ...c(3 * H), ...c(25 * H - 1), ...c(25 * H), op(25 * H + 1, 'peek')],
+  },
+  {
+    name: 'day across fall back (25 hours), America/New_York',
+    t0: '2026-11-01T04:00:00Z',
+    limit: 3,
+    calendar: { unit: 'day', timeZone: 'America/New_York' },
+    steps: [op(0, 'consume', 3), ...c(6 * H), op(12 * H, 'block', H), ...c(12 * H + 1), ...c(25 * H - 1), ...c(25 * H, 4)],
+  },
+  {
+    // Feb 29 2028 ends the month; March has 31 days.
+    name: 'leap day → March, UTC',
+    t0: '2028-02-29T23:59:00Z',
+    limit: 2,
+    calendar: { unit: 'month', timeZone: 'UTC' },
+    steps: [...c(0, 3), ...c(59_999), ...c(60_000, 3), op(60_000 + 31 * D - 1, 'peek'), ...c(60_000 + 31 * D)],
+  },
+  {
+    name: 'leap day → March, America/New_York',
+    t0: '2028-03-01T04:00:00Z',
+    limit: 1,
+    calendar: { unit: 'month', timeZone: 'America/New_York' },
+    steps: [...c(0, 2), ...c(H), ...c(H + 1)],
+  },
+];
+
+interface Run {
+  name: string;
+  t0: number;
+  calendar?: VectorCase['calendar'];
+  options: { algorithm: Algorithm; limit: number; window: RateLimiterOptions['window']; blockDuration?: number };
+  steps: Input[];
+}
+
+const runs: Run[] = [];
 for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
   for (const s of scenarios) {
-    const clock = new ManualClock(T0);
-    const limiter = new RateLimiter({
-      store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }),
-      clock: clock.now,
-      algorithm,
-      limit: s.limit,
-      window: s.windowMs,
-      ...(s.blockMs ? { blockDuration: s.blockMs } : {}),
-    });
+    const options = { algorithm, limit: s.limit, window: s.windowMs, ...(s.blockMs ? { blockDuration: s.blockMs } : {}) };
+    runs.push({ name: `${algorithm}: ${s.name}`, t0: T0, options, steps: s.steps });
+  }
+}
+for (const s of calendarScenarios) {
+  const window = {
+    calendar: s.calendar.unit,
+    timeZone: s.calendar.timeZone,
+    ...(s.calendar.weekStart === undefined ? {} : { weekStart: s.calendar.weekStart }),
+  };
+  const options = { algorithm: 'fixed-window' as const, limit: s.limit, window, ...(s.blockMs ? { blockDuration: s.blockMs } : {}) };
+  runs.push({ name: `fixed-window: calendar ${s.name}`, t0: Date.parse(s.t0), calendar: s.calendar, options, steps: s.steps });
+}
+
+const cases: VectorCase[] = [];
+for (const run of runs) {
+  {
+    const s = run.options;
+    const clock = new ManualClock(run.t0);
+    const limiter = new RateLimiter({ store: new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 }), clock: clock.now, ...s });
     const steps: VectorStep[] = [];
-    for (const step of s.steps) {
-      clock.set(T0 + step.t);
+    for (const step of run.steps) {
+      clock.set(run.t0 + step.t);
       const key = 'v';
       let d;
       switch (step.op) {
@@ -164,9 +267,13 @@ for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
         expect: d ? { allowed: d.allowed, remaining: d.remaining, resetMs: fmt(d.resetMs), retryAfterMs: fmt(d.retryAfterMs) } : null,
       });
     }
+    const policy = limiter.policy;
+    const calendar = policy.calendar;
     cases.push({
-      name: `${algorithm}: ${s.name}`,
-      policy: { algorithm, limit: s.limit, windowMs: s.windowMs, blockMs: s.blockMs ?? 0 },
+      name: run.name,
+      ...(run.t0 === T0 ? {} : { t0: run.t0 }),
+      policy: { algorithm: policy.algorithm, limit: policy.limit, windowMs: policy.windowMs, blockMs: policy.blockMs },
+      ...(calendar ? { calendar: run.calendar! } : {}),
       steps,
     });
   }

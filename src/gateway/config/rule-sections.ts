@@ -1,7 +1,10 @@
 /** The config file's rules: match, key and policies of each rule, checked and placed in the file. */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { CALENDAR_UNITS, type CalendarUnit } from '../../calendar.js';
+import { calendarLabel, longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../calendar-window.js';
 import { describe } from '../../duration.js';
+import type { Algorithm } from '../../policy.js';
 import { costSettings } from './cost-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
 import { knownKeysSettings } from './known-keys-config.js';
@@ -24,7 +27,7 @@ import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait', 'overrides'] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
-const POLICY_FIELDS = ['name', 'limit', 'window', 'algorithm', 'blockDuration', 'key'] as const;
+const POLICY_FIELDS = ['name', 'limit', 'window', 'timeZone', 'weekStart', 'algorithm', 'blockDuration', 'key'] as const;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHOD = /^[A-Z]+$/;
 
@@ -71,7 +74,8 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
   const seen = new Set<string>();
   policies.forEach((p, i) => {
-    const label = p.name ?? `${p.limit}/${p.windowMs}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
+    const window = p.calendar === undefined ? p.windowMs : calendarLabel(p.calendar);
+    const label = p.name ?? `${p.limit}/${window}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
     if (seen.has(label))
       c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
     seen.add(label);
@@ -105,8 +109,9 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
   if (p.limit === undefined) c.fail(path, 'a policy needs a limit, e.g. { limit: 3, window: 5s }.');
   if (p.window === undefined) c.fail(path, 'a policy needs a window, e.g. { limit: 3, window: 5s }.');
   const limit = c.at([...path, 'limit'], () => parsePositiveInt(p.limit));
-  const windowMs = c.at([...path, 'window'], () => parseMs(p.window));
   const algorithm = p.algorithm === undefined ? 'fixed-window' : c.at([...path, 'algorithm'], () => parseAlgorithm(p.algorithm));
+  const calendar = calendarWindow(c, path, p, algorithm);
+  const windowMs = calendar ? longestPeriodMs(calendar.unit) : c.at([...path, 'window'], () => parseMs(p.window));
   const blockMs = p.blockDuration === undefined ? 0 : c.at([...path, 'blockDuration'], () => parseMs(p.blockDuration));
   const name =
     p.name === undefined
@@ -117,7 +122,50 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
         });
   const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
   const policy = c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
-  return key === undefined ? policy : { ...policy, key };
+  const withCalendar = calendar === undefined ? policy : { ...policy, calendar };
+  return key === undefined ? withCalendar : { ...withCalendar, key };
+}
+
+/**
+ * A policy's calendar window (`window: day`, `week` or `month`, with its
+ * `timeZone` and, for weeks, `weekStart`), checked; undefined for a duration
+ * window, which then may not name a zone.
+ */
+function calendarWindow(c: Cursor, path: Path, p: Obj, algorithm: Algorithm): CalendarSpec | undefined {
+  if (!(CALENDAR_UNITS as readonly unknown[]).includes(p.window)) {
+    for (const field of ['timeZone', 'weekStart'] as const) {
+      if (p[field] !== undefined) {
+        c.fail(
+          [...path, field],
+          `applies to calendar windows only (window: day, week or month); window ${describe(p.window)} is a duration, which runs from the first request whatever the zone. Remove ${field}, or use a calendar window.`,
+        );
+      }
+    }
+    return undefined;
+  }
+  if (p.timeZone === undefined) {
+    c.fail(
+      [...path, 'window'],
+      `a calendar window needs the time zone its ${String(p.window)} follows, e.g. { limit: 10000, window: ${String(p.window)}, timeZone: Europe/Berlin } (or timeZone: UTC).`,
+    );
+  }
+  if (algorithm !== 'fixed-window') {
+    c.fail(
+      [...path, 'algorithm'],
+      `calendar windows are fixed windows (a quota that resets when the ${String(p.window)} ends); ${algorithm} rolls over time instead. Remove algorithm, or use a duration window such as 30d.`,
+    );
+  }
+  if (p.weekStart !== undefined && p.window !== 'week')
+    c.fail([...path, 'weekStart'], `applies to weeks only, not to window: ${String(p.window)}.`);
+  const window = { calendar: p.window as CalendarUnit, timeZone: p.timeZone as string, weekStart: p.weekStart as number | undefined };
+  try {
+    return parseCalendarWindow(window, 'window');
+  } catch (error) {
+    // The library names the option (window.timeZone …); the file names the field, where the cursor points.
+    const message = (error as Error).message;
+    const named = /^window\.(timeZone|weekStart) ([\s\S]*)$/.exec(message);
+    return c.fail(named ? [...path, named[1]!] : [...path, 'window'], named ? named[2]! : message, error);
+  }
 }
 
 /**

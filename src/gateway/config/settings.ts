@@ -1,5 +1,6 @@
 /** The gateway's validated settings (from flags and the config file) and their defaults. */
 import type { Algorithm } from '../../policy.js';
+import type { CalendarSpec } from '../../calendar-window.js';
 import type { HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import type { PolicyOverride } from '../../overrides.js';
@@ -32,8 +33,10 @@ export interface PolicySettings {
   readonly name: string | undefined;
   /** Requests per window. */
   readonly limit: number;
-  /** Window in ms. */
+  /** Window in ms; for a calendar window, the longest period (the windows follow `calendar`). */
   readonly windowMs: number;
+  /** A calendar window (`window: month` with a `timeZone`): the period windows follow; undefined for a duration window. */
+  readonly calendar?: CalendarSpec | undefined;
   /** The algorithm. */
   readonly algorithm: Algorithm;
   /** Block after going over the limit, in ms; 0 for none. */

@@ -1,5 +1,6 @@
 /** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
 import { describe, parseDuration } from '../../duration.js';
+import { CALENDAR_UNITS } from '../../calendar.js';
 import { ALGORITHMS, type Algorithm } from '../../policy.js';
 import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
@@ -104,6 +105,12 @@ export function parseLimitSpec(value: unknown): { limit: number; windowMs: numbe
   const limit = Number(match[1]);
   if (!Number.isSafeInteger(limit) || limit < 1)
     throw new InvalidValue(`the limit must be a positive whole number; got ${describe(value)}.`);
+  if ((CALENDAR_UNITS as readonly string[]).includes(match[2]!)) {
+    // A calendar window follows a time zone, which the short form has no room for.
+    throw new InvalidValue(
+      `a calendar window needs its time zone: write the policy as { limit: ${limit}, window: ${match[2]}, timeZone: Europe/Berlin } (or timeZone: UTC); got ${describe(value)}.`,
+    );
+  }
   const windowMs = asInvalid(() => parseDuration(match[2], 'the window'));
   return { limit, windowMs };
 }

@@ -16,6 +16,7 @@ import type { PolicyOverrides } from '../../overrides.js';
 import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
+import { calendarLabel } from '../../calendar-window.js';
 import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings, WaitSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
@@ -170,11 +171,12 @@ function limiterFor(
   context: RuleContext,
   overrides: PolicyOverrides | undefined,
 ): RateLimiter {
-  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${p.windowMs}:${p.blockMs}`;
+  const c = p.calendar;
+  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${c ? calendarLabel(c) : p.windowMs}:${p.blockMs}`;
   const base: RateLimiterOptions = {
     limit: p.limit,
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.
-    window: `${p.windowMs}ms`,
+    window: c ? { calendar: c.unit, timeZone: c.timeZone, ...(c.unit === 'week' ? { weekStart: c.weekStart } : {}) } : `${p.windowMs}ms`,
     algorithm: p.algorithm,
     prefix,
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),

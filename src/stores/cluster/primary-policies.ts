@@ -1,7 +1,7 @@
 /** The policies a ClusterStorePrimary meets: decoded from the wire once per distinct tuple, and the conflicts between two of them on one key, each warned about once. */
 import { ErrorCode } from '../../errors.js';
 import type { Policy } from '../../policy.js';
-import { decodePolicy, describePolicy } from './protocol.js';
+import { decodePolicy, describePolicy, familyOf, POLICY_TUPLE_LENGTHS } from './protocol.js';
 import type { ResolvedPolicy } from './primary-types.js';
 
 /** Distinct policies remembered; more than this many limiters is a leak, and the cache just restarts. */
@@ -16,16 +16,14 @@ export class PrimaryPolicies {
 
   /** The policy of a wire tuple, decoded once per distinct tuple; undefined for a malformed one. */
   resolve(tuple: unknown): ResolvedPolicy | undefined {
-    if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
+    if (!Array.isArray(tuple) || !POLICY_TUPLE_LENGTHS.includes(tuple.length)) return undefined;
     const fp = tuple.join(',');
     let resolved = this.policies.get(fp);
     if (resolved === undefined) {
       const policy = decodePolicy(tuple);
       if (policy === undefined) return undefined;
       if (this.policies.size >= POLICY_CACHE_SIZE) this.policies.clear();
-      // An override's family is its base: the algorithm and the base's limit, window and block.
-      const family = tuple.length === 7 ? [tuple[0], ...tuple.slice(4)].join(',') : fp;
-      resolved = { policy, fp, family };
+      resolved = { policy, fp, family: familyOf(tuple) };
       this.policies.set(fp, resolved);
     }
     return resolved;

@@ -1,5 +1,7 @@
 /** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
 import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../policy.js';
+import { checkPeriod, type CalendarUnit } from '../../calendar.js';
+import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../calendar-window.js';
 
 /**
  * Protocol version. Every message carries it under the `floodgate` property,
@@ -25,8 +27,13 @@ export const TOPIC = 'floodgate';
  */
 export const PM2_MESSAGE_TYPE = 'process:msg';
 
-/** A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs], and for a per-key override its base's [limit, windowMs, blockMs] after. */
-export type PolicyTuple = [number, number, number, number] | [number, number, number, number, number, number, number];
+/**
+ * A policy on the wire: [index in ALGORITHMS, limit, windowMs, blockMs];
+ * for a calendar window its unit, time zone and week start after them; for
+ * a per-key override, last, its base's limit, window and block (the base
+ * has the same algorithm and calendar).
+ */
+export type PolicyTuple = Array<number | string>;
 
 /** Worker → primary: asks whether a primary is there. Idempotent, so it may be resent until answered. */
 export interface HelloMessage {
@@ -222,9 +229,21 @@ export const KIND_BY_CODE: readonly (OperationKind | undefined)[] = (() => {
 
 /** Encodes a policy for the wire; an override carries its base's limit, window and block after its own. */
 export function encodePolicy(policy: Policy): PolicyTuple {
-  const { algorithm, limit, windowMs, blockMs, base } = policy;
-  const a = ALGORITHMS.indexOf(algorithm);
-  return base === undefined ? [a, limit, windowMs, blockMs] : [a, limit, windowMs, blockMs, base.limit, base.windowMs, base.blockMs];
+  const tuple: PolicyTuple = [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs];
+  const c = policy.calendar;
+  if (c !== undefined) tuple.push(c.unit, c.timeZone, c.weekStart);
+  const base = policy.base;
+  if (base !== undefined) tuple.push(base.limit, base.windowMs, base.blockMs);
+  return tuple;
+}
+
+/** The lengths a policy tuple can have: plain or calendar (4, 7), each with an override's base (7, 10). */
+export const POLICY_TUPLE_LENGTHS: readonly number[] = [4, 7, 10];
+
+/** The fingerprint of a tuple's family: an override's tuple with its base's numbers in its own place; any other tuple's own. */
+export function familyOf(tuple: readonly unknown[]): string {
+  const own = typeof tuple[4] === 'string' ? 7 : 4;
+  return tuple.length === own ? tuple.join(',') : [tuple[0], ...tuple.slice(own), ...tuple.slice(4, own)].join(',');
 }
 
 /** limit × window bound of the limiter, so a primary never runs arithmetic the algorithms do not promise to keep exact. */
@@ -235,19 +254,37 @@ const MAX_PRODUCT = 2 ** 50;
  * checks because a worker may run another floodgate release than it does.
  */
 export function decodePolicy(tuple: unknown): Policy | undefined {
-  if (!Array.isArray(tuple) || (tuple.length !== 4 && tuple.length !== 7)) return undefined;
-  if (tuple.length === 7) {
-    const own = decodePolicy(tuple.slice(0, 4));
-    const base = decodePolicy([tuple[0], ...tuple.slice(4)]);
-    return own === undefined || base === undefined ? undefined : Object.freeze({ ...own, base });
+  if (!Array.isArray(tuple) || !POLICY_TUPLE_LENGTHS.includes(tuple.length)) return undefined;
+  const calendared = typeof tuple[4] === 'string';
+  const own = calendared ? 7 : 4;
+  if (tuple.length > own) {
+    // An override: its own numbers, then its base's, under the same algorithm and calendar.
+    if (tuple.length !== own + 3) return undefined;
+    const self = decodePolicy(tuple.slice(0, own));
+    const base = decodePolicy([tuple[0], ...tuple.slice(own), ...tuple.slice(4, own)]);
+    return self === undefined || base === undefined ? undefined : Object.freeze({ ...self, base });
   }
-  const [a, limit, windowMs, blockMs] = tuple as unknown[];
+  const [a, limit, windowMs, blockMs, unit, timeZone, weekStart] = tuple as unknown[];
   const algorithm = typeof a === 'number' ? ALGORITHMS[a] : undefined;
   if (algorithm === undefined) return undefined;
   if (!isPositiveInteger(limit) || !isPositiveInteger(windowMs)) return undefined;
   if (!Number.isSafeInteger(blockMs) || (blockMs as number) < 0) return undefined;
   if (limit * windowMs > MAX_PRODUCT) return undefined;
-  return Object.freeze({ algorithm, limit, windowMs, blockMs: blockMs as number });
+  const policy = { algorithm, limit, windowMs, blockMs: blockMs as number };
+  if (tuple.length === 4) return Object.freeze(policy);
+  const calendar = decodeCalendar(unit, timeZone, weekStart);
+  if (calendar === undefined || algorithm !== 'fixed-window' || windowMs !== longestPeriodMs(calendar.unit)) return undefined;
+  return Object.freeze({ ...policy, calendar });
+}
+
+/** A calendar period from the wire, checked as the limiter checks its option; undefined when malformed (an unknown zone included). */
+function decodeCalendar(unit: unknown, timeZone: unknown, weekStart: unknown): CalendarSpec | undefined {
+  if (typeof unit !== 'string' || typeof timeZone !== 'string' || typeof weekStart !== 'number') return undefined;
+  try {
+    return Object.freeze(checkPeriod({ unit: unit as CalendarUnit, timeZone, weekStart }));
+  } catch {
+    return undefined;
+  }
 }
 
 function isPositiveInteger(value: unknown): value is number {
@@ -315,5 +352,6 @@ export function refusalMs(kind: OperationKind, policy: Policy, outcome: Outcome)
 /** A short human description of a policy, for error messages. */
 export function describePolicy(policy: Policy): string {
   const block = policy.blockMs > 0 ? `, block ${policy.blockMs} ms` : '';
-  return `${policy.algorithm} limit ${policy.limit} per ${policy.windowMs} ms${block}`;
+  const per = policy.calendar ? calendarLabel(policy.calendar) : `${policy.windowMs} ms`;
+  return `${policy.algorithm} limit ${policy.limit} per ${per}${block}`;
 }

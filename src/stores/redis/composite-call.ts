@@ -1,4 +1,5 @@
 /** The composite script call of RedisStore.consumeAll: its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding. */
+import { windowArgument } from '../../calendar-window.js';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { ALGORITHMS, type Operation, type Policy } from '../../policy.js';
@@ -18,7 +19,17 @@ export function compositeCall(operations: readonly Operation[], now: number | un
   for (const operation of operations) {
     const k = redisKeys(operation.key);
     keys.push(k.state, k.log);
-    args.push(...policyArgs(operation.policy), String(operation.amount));
+    const p = operation.policy;
+    if (p.calendar === undefined) args.push(...policyArgs(p), String(operation.amount));
+    // A calendar window's ends change with the period: made for each call, from this host's clock.
+    else
+      args.push(
+        p.algorithm,
+        String(p.limit),
+        windowArgument(p.windowMs, p.calendar, now ?? Date.now()),
+        String(p.blockMs),
+        String(operation.amount),
+      );
   }
   return { script: COMPOSITE_SCRIPT, keys, args };
 }

@@ -1,4 +1,5 @@
 /** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster, with the calls of one event-loop turn coalesced per key and pipelined. */
+import { windowArgument } from '../../calendar-window.js';
 import type { Clock } from '../../clock.js';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
@@ -173,7 +174,7 @@ export class RedisStore implements Store {
       let batch = this.openBatches.get(operation.key);
       if (batch === undefined || !samePolicy(batch.policy, policy) || batch.waiters.length >= MAX_OPS_PER_CALL) {
         // A new batch also takes over the key, so a later operation never jumps ahead of this one.
-        batch = newBatch(operation.key, policy, this.clock !== undefined);
+        batch = newBatch(operation.key, policy, this.clock !== undefined ? t : undefined);
         this.openBatches.set(operation.key, batch);
         this.pipeline.push(batch);
       }
@@ -282,13 +283,16 @@ export class RedisStore implements Store {
   }
 }
 
-function newBatch(key: string, policy: Policy, clientTime: boolean): Batch {
+/** A script call for operations on `key`; `clientTime` is the store clock's time, undefined to use Redis TIME. */
+function newBatch(key: string, policy: Policy, clientTime: number | undefined): Batch {
   const keys = redisKeys(key);
   const script: LuaScript = LUA_SCRIPTS[policy.algorithm];
+  // A calendar window's period ends come from this host's clock; the script picks by Redis's.
+  const window = windowArgument(policy.windowMs, policy.calendar, clientTime ?? Date.now());
   return {
     script,
     keys: policy.algorithm === 'sliding-log' ? [keys.state, keys.log] : [keys.state],
-    args: [String(policy.limit), String(policy.windowMs), String(policy.blockMs), clientTime ? '1' : '0'],
+    args: [String(policy.limit), window, String(policy.blockMs), clientTime !== undefined ? '1' : '0'],
     policy,
     waiters: [],
     answer(error, reply) {

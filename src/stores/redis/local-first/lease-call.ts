@@ -1,4 +1,5 @@
 /** The local-first lease call: its arguments (sized from a key's waiters and demand), its reply, and how a reply changes the key's entry and answers its waiters. */
+import { windowArgument } from '../../../calendar-window.js';
 import { ErrorCode, FloodgateError } from '../../../errors.js';
 import type { Outcome, Policy } from '../../../policy.js';
 import type { ScriptCall } from '../clients.js';
@@ -187,7 +188,8 @@ export function settleWaiters(e: Entry, t: number, parsed: LeaseReply, need: num
 
 /**
  * A call of the lease script (lease-fixed-window.lua) for `key` under
- * `policy`: ARGV[1..4] the policy and whether the caller's clock is used,
+ * `policy`: ARGV[1..4] the policy (a calendar window's period ends
+ * included) and whether the caller's clock is used,
  * then the operation (`'1'` lease, `'2'` return), the caller's time (`at`,
  * or 0 for Redis's), and the operation's own arguments in `rest`.
  */
@@ -203,7 +205,8 @@ export function leaseScriptCall(
     keys: [redisKeys(key).state],
     args: [
       String(policy.limit),
-      String(policy.windowMs),
+      // A calendar window's period ends, from this host's clock (the script picks by Redis's).
+      windowArgument(policy.windowMs, policy.calendar, at ?? Date.now()),
       String(policy.blockMs),
       at === undefined ? '0' : '1',
       operation!,

@@ -4,10 +4,11 @@
 -- ARGV[1..3]  unused ('0'): each part brings its own limit, window and block
 -- ARGV[4]     '1' when ARGV[5] carries the time (the store has a clock); '0' to use Redis TIME
 -- ARGV[5]     the time with ARGV[4] = '1', else '0'
--- ARGV[6..]   five values per part: algorithm name, limit, window ms, block ms, cost
+-- ARGV[6..]   five values per part: algorithm name, limit, window ms (with a calendar window's ends, as
+--             in prelude.lua), block ms, cost
 -- Returns five integers per part, encoded as apply.lua does.
 --
--- The prelude's L, W and BLOCK_MS are reassigned before each part's algorithm runs: the algorithm
+-- The prelude's L, W, E1, E2 and BLOCK_MS are reassigned before each part's algorithm runs: the algorithm
 -- functions close over those locals, so they always see the current part's policy.
 
 local FIRST_PART = 6
@@ -24,6 +25,7 @@ if CLIENT_TIME then now = tonumber(ARGV[5]) end
 
 local function use(p)
   L, W, BLOCK_MS = p.limit, p.window, p.block
+  E1, E2 = p.end1, p.end2
 end
 
 -- Reads a part's state and normalizes it, as applyOperation begins; keeps what was read to tell a change.
@@ -88,11 +90,11 @@ for i = 1, count do
   local p = {
     state = KEYS[2 * i - 1],
     limit = tonumber(ARGV[j + 1]),
-    window = tonumber(ARGV[j + 2]),
     block = tonumber(ARGV[j + 3]),
     cost = tonumber(ARGV[j + 4]),
     sliding_log = ARGV[j] == 'sliding-log',
   }
+  p.window, p.end1, p.end2 = parse_window(ARGV[j + 2])
   -- The sliding log gets an instance per part (it keeps its list's name and a read cache per key); the
   -- other algorithms read only the policy locals, so one instance per algorithm serves every part.
   if p.sliding_log then

@@ -2,7 +2,7 @@
 
 local function fw_open(state, now)
   if state then return { c = state.c, r = state.r } end
-  return { c = 0, r = now + W }
+  return { c = 0, r = window_end(now) }
 end
 
 local impl = {

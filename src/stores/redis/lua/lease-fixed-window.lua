@@ -1,6 +1,7 @@
 -- Local-first leases over the fixed window's own hash (c, r, b): lease a slice of what remains, or give unused units back.
 --
--- Appended to prelude.lua, so ARGV[1..4] (limit, window, block ms, client time) mean what they mean there.
+-- Appended to prelude.lua, so ARGV[1..4] (limit, window, block ms, client time) mean what they mean there
+-- (a calendar window's ends included).
 -- ARGV[5]   '1' lease, '2' return
 -- ARGV[6]   now in ms when ARGV[4] = '1'; ignored otherwise (Redis TIME)
 -- ARGV[7]   lease: need, the units the waiting consumes lack (0: a top-up no consume waits for, which
@@ -78,11 +79,12 @@ end
 local grant = math.max(need, math.min(want, math.max(1, math.floor(remaining * share / 1000))))
 if grant > remaining then grant = remaining end
 if r == nil then
-  r = now + W
+  -- A calendar window ends with its period: a lease never spends across it (leases end at r).
+  r = window_end(now)
   -- DEL first: an expired window or block must not linger in the hash.
   redis.call('DEL', STATE)
   redis.call('HSET', STATE, 'c', int(grant), 'r', int(r))
-  expire(STATE, W)
+  expire(STATE, r - now)
 else
   redis.call('HSET', STATE, 'c', int(used + grant))
 end

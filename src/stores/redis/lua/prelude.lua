@@ -2,15 +2,23 @@
 --
 -- KEYS[1]    the key's state hash: the algorithm's fields plus b, the block end (src/algorithms/index.ts KeyState)
 -- KEYS[2]    sliding log only: the list of unit timestamps, oldest first
--- ARGV[1..3] limit, window ms, block ms of an over-limit consume (0 = none)
+-- ARGV[1..3] limit, window ms, block ms of an over-limit consume (0 = none); a calendar window's is
+--            'ms:end:nextEnd', the ends of the caller's current and next period (see window_end)
 -- ARGV[4]    '1' when every operation carries its own time (the store has a clock); '0' to use Redis TIME
 -- ARGV[5..]  the operations in arrival order: opcode, amount (and now, with ARGV[4] = '1')
 -- Returns five integers per operation: allowed (1/0), remaining, resetMs, retryAfterMs, emptyMs;
 -- -1 stands for Infinity (blocked until unblocked).
 
+-- src/calendar-window.ts windowArgument: 'ms', or 'ms:end:nextEnd' for a calendar window (E1, E2; 0 otherwise).
+local function parse_window(arg)
+  local w, e1, e2 = string.match(arg, '^(%d+):(%d+):(%d+)$')
+  if w then return tonumber(w), tonumber(e1), tonumber(e2) end
+  return tonumber(arg), 0, 0
+end
+
 local STATE = KEYS[1]
 local L = tonumber(ARGV[1])
-local W = tonumber(ARGV[2])
+local W, E1, E2 = parse_window(ARGV[2])
 local BLOCK_MS = tonumber(ARGV[3])
 local CLIENT_TIME = ARGV[4] == '1'
 local FIRST_OP = 5
@@ -29,6 +37,16 @@ local CLIENT_TIME_MIN_TTL = 60000
 -- can round or use exponents for large integers such as timestamps; format integers exactly instead.
 local function int(x)
   return string.format('%d', x)
+end
+
+-- Where a fixed window opened at now ends (fixed-window.ts windowEnd): W later, or for a calendar window
+-- the first of the caller's two period ends after this script's now, so Redis's clock decides which
+-- period a window belongs to even when the caller's clock is a little off. A caller a whole period
+-- behind sent no end ahead of now; the window then lasts the longest period (W).
+local function window_end(now)
+  if E1 > now then return E1 end
+  if E2 > now then return E2 end
+  return now + W
 end
 
 -- types.ts ceilDiv: the same double arithmetic as JavaScript, exact below 2^52.
