@@ -53,9 +53,29 @@ runServer(async () => {
   gatewayReady(gateway);
 });
 
-/** The one rule of every limiting variant, as YAML: `limit` requests per 5 s per X-API-KEY. */
+/**
+ * The one rule of every limiting variant, as YAML: `limit` requests per 5 s
+ * per X-API-KEY; with GATEWAY_OVERRIDES=N, N per-key overrides as well (see
+ * bench/scenarios/overrides.ts).
+ */
 function apiRule(limit: number): string {
-  return `rules: [{ name: api, key: "header:x-api-key", policies: ["${limit}/${WINDOW_S}s"] }]`;
+  const n = Number(process.env.GATEWAY_OVERRIDES ?? 0);
+  const policy = `["${limit}/${WINDOW_S}s"]`;
+  if (!(n > 0)) return `rules: [{ name: api, key: "header:x-api-key", policies: ${policy} }]`;
+  return `rules: [{ name: api, key: "header:x-api-key", policies: ${policy}, overrides: { keys: {${overrideEntries(n, limit)}} } }]`;
+}
+
+/**
+ * N override entries: the first ten of wrk's API keys get a limit one higher
+ * (so half the requests are decided under an override, with the same work as
+ * the others), ten `prefix*` patterns, and the rest keys nobody sends.
+ */
+function overrideEntries(n: number, limit: number): string {
+  const entries: string[] = [];
+  for (let i = 1; i <= 10; i++) entries.push(`"api-key-${i}": "${limit + 1}/${WINDOW_S}s"`);
+  for (let i = 0; i < 10; i++) entries.push(`"group-${i}-*": "${limit * 2}/${WINDOW_S}s"`);
+  for (let i = entries.length; i < n; i++) entries.push(`"tenant-${i}": "${limit * 3}/${WINDOW_S}s"`);
+  return entries.join(', ');
 }
 
 /**
