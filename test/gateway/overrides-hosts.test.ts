@@ -20,7 +20,9 @@ after(async () => {
   await redis.stop();
 });
 
-async function threeHosts(localFirst: boolean, hash: string): Promise<Array<CliProcess & { url: string; admin: string }>> {
+type Host = CliProcess & { url: string; admin: string };
+
+async function threeHosts(localFirst: boolean, hash: string): Promise<[Host, Host, Host]> {
   const config = writeTemp(
     `hosts-${hash}.yaml`,
     `upstream: ${upstream.url}\nadmin: { listen: 127.0.0.1:0, token: ${TOKEN} }\n` +
@@ -33,7 +35,7 @@ async function threeHosts(localFirst: boolean, hash: string): Promise<Array<CliP
     return Object.assign(cli, { admin: String(line.admin) });
   });
   hosts.push(...out);
-  return out;
+  return [out[0]!, out[1]!, out[2]!];
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer is read field by field
