@@ -96,12 +96,18 @@ describe('overrides from the config file', () => {
     assert.equal((await admin(g, 'POST', '/admin/rules/api/overrides/cust', { value: 'pro' })).status, 405);
     const noToken = await fetch(`${g.adminUrl}/admin/rules/api/overrides/cust`, { method: 'PUT', body: '{"value":"pro"}' });
     assert.equal(noToken.status, 401);
-    const onProxy = await fetch(`${g.url}/admin/plans`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    assert.equal(
-      onProxy.headers.get('content-type')?.includes('application/json') && onProxy.status !== 429,
-      false,
-      'the proxy port forwards it upstream',
-    );
+    for (const [method, path] of [
+      ['GET', '/admin/plans'],
+      ['PUT', '/admin/rules/api/overrides/cust'],
+      ['DELETE', '/admin/rules/api/overrides/cust'],
+    ] as const) {
+      const seen = upstream.seen.length;
+      const headers = { authorization: `Bearer ${TOKEN}`, 'x-api-key': 'proxy-check' };
+      await fetch(`${g.url}${path}`, { method, headers, body: method === 'PUT' ? '{"value":"pro"}' : null });
+      assert.equal(upstream.seen.at(-1)?.url, path, `${method} ${path} on the proxy port is a request like any other, forwarded`);
+      assert.equal(upstream.seen.length, seen + 1);
+    }
+    assert.equal((await admin(g, 'GET', '/admin/rules/api/overrides/cust')).json.entry, null, 'the PUT on the proxy port changed nothing');
   });
 
   it('config mistakes are refused with the place and what was meant', async () => {
