@@ -1,25 +1,23 @@
 /** RateLimiter: validates options, then runs each call through the block list, the circuit breaker, the store and the fallbacks. */
-import { systemClock, type Clock } from './clock.js';
+import type { Clock } from './clock.js';
 import { toDecision, type Decision, type DecisionSource } from './decision.js';
-import { describe, parseDuration, type Duration } from './duration.js';
+import { parseDuration, type Duration } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { learnBlock, type BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
-import { calendarLabel } from './calendar-window.js';
-import { MemoryStore } from './stores/memory.js';
-import { isStore, type Store } from './stores/store.js';
+import { clockOption, prefixOption, storeOption } from './limiter-setup.js';
+import type { Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
 import { LapseProbes, type Probe } from './guards/lapse-probe.js';
 import { holdReservation, reserve, type Reservation, type ReserveOptions } from './reservation.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { LimiterWaiting } from './limiter-waiting.js';
 import { inspectKey, unblockKey, type KeyInspection } from './limiter-admin.js';
-import { OverrideResolver, PolicyOverrides } from './overrides.js';
+import { overrideResolver, type OverrideResolver } from './overrides.js';
 import {
   callSignal,
   RATE_LIMITER_BRAND,
-  noteDefaultPrefix,
   OPTION_NAMES,
   parseBreaker,
   parseFailureHandling,
@@ -76,30 +74,10 @@ export class RateLimiter {
     const o = options as RateLimiterOptions;
 
     this.policy = parsePolicy(o);
-    const { algorithm, limit, windowMs, blockMs } = this.policy;
-
-    if (o.store !== undefined && !isStore(o.store)) {
-      throw new FloodgateError(
-        ErrorCode.INVALID_STORE,
-        `store must implement the Store contract (a name and an apply(operation) method), e.g. new MemoryStore() or new RedisStore({ client }); got ${describe(o.store)}.`,
-      );
-    }
-    this.store = o.store ?? new MemoryStore();
-
-    if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
-    }
-    // A calendar window names its period, so a monthly limiter never shares keys with one of 745 hours.
-    const windowPart = this.policy.calendar ? calendarLabel(this.policy.calendar) : windowMs;
-    this.prefix = o.prefix ?? `fg:${algorithm}:${limit}:${windowPart}:${blockMs}`;
-    // Only a derived prefix can be shared by accident; one written twice is shared on purpose.
-    if (o.prefix === undefined) noteDefaultPrefix(this.store, this.prefix, this);
-
-    if (o.clock !== undefined && typeof o.clock !== 'function') {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
-    }
-    this.clock = o.clock ?? systemClock;
-    this.overrides = parseOverrides(o, this.policy);
+    this.store = storeOption(o);
+    this.prefix = prefixOption(o, this.policy, this.store, this);
+    this.clock = clockOption(o);
+    this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
     this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     this.breaker = parseBreaker(o.breaker);
 
@@ -436,23 +414,6 @@ export class RateLimiter {
 
 // On the prototype, so every instance carries it without a per-instance field.
 Object.defineProperty(RateLimiter.prototype, RATE_LIMITER_BRAND, { value: true });
-
-/** The `overrides` option, checked. */
-function parseOverrides(o: RateLimiterOptions, policy: Policy): OverrideResolver | undefined {
-  const source = o.overrides;
-  if (source === undefined) return undefined;
-  if (!(source instanceof PolicyOverrides) && typeof source !== 'function') {
-    throw new FloodgateError(
-      ErrorCode.INVALID_OPTIONS,
-      `overrides must be a PolicyOverrides table or a function of the key; got ${describe(source)}.`,
-    );
-  }
-  if (o.execEvenly === true) {
-    // The pacer spaces a key's actions by its policy's window/limit, fixed when it is built.
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, 'overrides cannot be combined with execEvenly.');
-  }
-  return new OverrideResolver(policy, source);
-}
 
 function refused(ms: number): Outcome {
   return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };

@@ -306,3 +306,21 @@ export class OverrideResolver {
     return policy;
   }
 }
+
+/**
+ * The resolver of a limiter's `overrides` option, checked.
+ * @throws FloodgateError INVALID_OPTIONS for a source that is neither a table nor a function, or with `execEvenly`
+ */
+export function overrideResolver(source: unknown, execEvenly: boolean, policy: Policy): OverrideResolver {
+  if (!(source instanceof PolicyOverrides) && typeof source !== 'function') {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `overrides must be a PolicyOverrides table or a function of the key; got ${describe(source)}.`,
+    );
+  }
+  if (execEvenly) {
+    // The pacer spaces a key's actions by its policy's window/limit, fixed when it is built.
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, 'overrides cannot be combined with execEvenly.');
+  }
+  return new OverrideResolver(policy, source as PolicyOverrides | OverrideLookup);
+}
