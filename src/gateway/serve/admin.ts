@@ -49,19 +49,28 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
   }
 }
 
-/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404. */
+/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404; a request with a body has its connection closed after the answer. */
 export function adminListener(
   source: AdminSource,
   api: AdminApi | undefined,
   dashboard?: Dashboard,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    // Most answers here come before a body is read (a 401 always does), and node would then read and drop the rest
+    // to keep the connection: an endless body, fast or trickled, would hold it and a core until the request timeout.
+    if (mayHaveBody(req)) res.shouldKeepAlive = false;
     if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
     const path = (req.url ?? '/').split('?')[0]!;
     if (!handleAdmin(path, req, res, source))
       writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
   };
+}
+
+/** Whether a request announces a body (a chunked one, or a length over zero). */
+function mayHaveBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {

@@ -1,4 +1,4 @@
-/** The gateway's listeners: the proxy server with its client-side limits (header timeout checked promptly, a connection cap), and listen/close helpers. */
+/** The gateway's listeners: the proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection cap), and listen/close helpers. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -39,6 +39,32 @@ export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMes
     }
   });
   return server;
+}
+
+/**
+ * Connections the admin listener holds at once. Its clients are a few
+ * operators, dashboards and scrapers; without a cap, idle or slow
+ * connections to it would take the file descriptors the proxy port needs.
+ */
+export const ADMIN_MAX_CONNECTIONS = 64;
+
+/** Longest an admin request may take when the proxy's `clientRequestTimeout` is 0 (off): long uploads are the proxy's, not the admin's. */
+const ADMIN_REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * The admin listener's limits: the proxy's header size (the admin API must
+ * address any key the proxy counts) and client timeouts, never an unbounded
+ * request, and its own small connection cap.
+ */
+export function adminLimits(p: ProxySettings): ProxySettings {
+  const requestTimeout =
+    p.clientRequestTimeoutMs > 0 ? p.clientRequestTimeoutMs : Math.max(ADMIN_REQUEST_TIMEOUT_MS, p.clientHeadersTimeoutMs);
+  return { ...p, clientRequestTimeoutMs: requestTimeout, maxConnections: ADMIN_MAX_CONNECTIONS };
+}
+
+/** Creates the admin listener's server (not yet listening) with {@link adminLimits}: a slow or idle client is cut as on the proxy port. */
+export function createAdminServer(p: ProxySettings, onRequest: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  return createProxyServer(adminLimits(p), onRequest);
 }
 
 /** Applies the client-side limits of `p` that a running server can change (the checking interval and header size cannot). */
