@@ -19,8 +19,13 @@ const CONFIG = (upstream: string) =>
 /** The raw answer to one request written exactly as given. */
 const raw = (base: string, line: string, headers: readonly string[] = []) => sendRaw(base, requestBytes(line, headers));
 
+interface Answer {
+  status: number;
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
 /** The admin API, with the token, as JSON. */
-async function api(base: string, method: string, path: string, body?: string): Promise<{ status: number; json: any }> {
+async function api(base: string, method: string, path: string, body?: string): Promise<Answer> {
   const r = await sendRaw(
     base,
     `${method} ${path} HTTP/1.1\r\nHost: x\r\n${AUTH}\r\nConnection: close\r\n` +
