@@ -5,7 +5,8 @@ import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { ADMIN_MAX_CONNECTIONS } from '../../src/gateway/serve/listeners.js';
 import { get } from '../http/support/http.js';
-import { gatewayFixture, sleep } from './support/harness.js';
+import { freePort } from '../support/redis-server.js';
+import { gatewayFixture, serveCli, sleep, stopCli, writeTemp } from './support/harness.js';
 import { requestBytes, sendRaw } from './support/raw.js';
 
 const fixture = gatewayFixture();
@@ -189,4 +190,41 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
     assert.equal(proxied.status, 200);
     assert.deepEqual([...new Set(statuses)], [200]);
   });
+
+  it(
+    'regression: under --workers the primary’s admin listener has the same limits: a slow head cut with 408, an endless body closed after its answer',
+    { timeout: 30_000 },
+    async () => {
+      const [port, adminPort] = [await freePort(), await freePort()];
+      const config = writeTemp(
+        'workers.yaml',
+        `upstream: ${fixture.upstream.url}\nworkers: 1\nlisten: 127.0.0.1:${port}\nadmin: 127.0.0.1:${adminPort}\n` +
+          'proxy: { clientHeadersTimeout: 1s }\nrules: []\n',
+      );
+      const cli = await serveCli(['--config', config]);
+      try {
+        await cli.waitForLog((l) => l.msg === 'floodgate primary started');
+        const base = `http://127.0.0.1:${adminPort}`;
+        assert.equal((await get(`${base}/healthz`)).status, 200);
+        const slow = open(base);
+        slow.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+        const timer = setInterval(() => slow.socket.writable && slow.socket.write('x'), 200);
+        try {
+          await slow.closed;
+        } finally {
+          clearInterval(timer);
+        }
+        assert.match(slow.reply(), /^HTTP\/1\.1 408 /);
+        const c = open(base);
+        c.socket.write('POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');
+        const limit = 512 * 1024 * 1024;
+        const sent = await pour(c.socket, c.closed, limit);
+        await c.closed;
+        assert.ok(sent < limit, `the primary kept reading: ${sent} bytes sent`);
+        assert.match(c.reply(), /^HTTP\/1\.1 200 /);
+      } finally {
+        assert.equal(await stopCli(cli), 0);
+      }
+    },
+  );
 });

@@ -56,15 +56,38 @@ export function adminListener(
   dashboard?: Dashboard,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
-    // Most answers here come before a body is read (a 401 always does), and node would then read and drop the rest
-    // to keep the connection: an endless body, fast or trickled, would hold it and a core until the request timeout.
-    if (mayHaveBody(req)) res.shouldKeepAlive = false;
+    if (mayHaveBody(req)) closeAfterAnswer(req, res);
     if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
     const path = (req.url ?? '/').split('?')[0]!;
     if (!handleAdmin(path, req, res, source))
       writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
   };
+}
+
+/** How long the connection of an answer sent before its body was read stays open, unread, before it is cut. */
+const LINGER_MS = 1_000;
+
+/**
+ * Closes the connection of a request with a body after its answer. Most
+ * answers here come before a body is read (a 401 always does), and node
+ * would then read and drop the rest to keep the connection: an endless body,
+ * fast or trickled, would hold it and a core until the request timeout. So
+ * the answer says `Connection: close`, and if the body is still coming the
+ * connection is no longer read, and cut a moment later rather than at once:
+ * a cut with unread data resets the connection, and a reset can take the
+ * answer with it before the client has read it.
+ */
+function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  res.shouldKeepAlive = false;
+  // Runs after node's own handler, which has just asked the socket to be destroyed once the answer is written.
+  res.once('finish', () => {
+    if (req.complete) return;
+    const socket = req.socket;
+    socket.removeListener('finish', socket.destroy);
+    socket.pause();
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  });
 }
 
 /** Whether a request announces a body (a chunked one, or a length over zero). */
