@@ -99,6 +99,10 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
     },
   );
 
+  it.todo(
+    `a client holding all ${ADMIN_MAX_CONNECTIONS} admin connections with slow heads, again and again, locks operators out (each is cut after clientHeadersTimeout, but reopened); a cap per client address would need a setting, and the admin listener belongs on an address only operators reach`,
+  );
+
   for (const [what, head] of [
     ['POST .../reset without the token', 'POST /admin/rules/api/keys/k/reset HTTP/1.1'],
     ['GET /metrics (no token needed)', 'GET /metrics HTTP/1.1'],
