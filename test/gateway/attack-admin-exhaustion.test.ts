@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { ADMIN_MAX_PIPELINED } from '../../src/gateway/serve/admin.js';
-import { ADMIN_MAX_CONNECTIONS } from '../../src/gateway/serve/listeners.js';
+import { ADMIN_MAX_CONNECTIONS, MAX_PIPELINED } from '../../src/gateway/serve/listeners.js';
 import { get } from '../http/support/http.js';
 import { freePort } from '../support/redis-server.js';
 import { gatewayFixture, serveCli, sleep, stopCli, writeTemp } from './support/harness.js';
@@ -101,7 +100,7 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
   );
 
   it(
-    `regression: a connection pipelining 5 000 requests for /metrics without reading is cut past ${ADMIN_MAX_PIPELINED} unanswered (node queued an answer for each: about 10 MB per connection)`,
+    `regression: a connection pipelining 5 000 requests for /metrics without reading is cut past ${MAX_PIPELINED} unanswered (node queued an answer for each: about 10 MB per connection)`,
     { timeout: 20_000 },
     async () => {
       const g = await fixture.start(CONFIG(fixture.upstream.url));
@@ -109,14 +108,31 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
       c.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(5_000));
       await c.closed;
       const answers = c.reply().match(/^HTTP\/1\.1 /gm)?.length ?? 0;
-      assert.ok(answers <= ADMIN_MAX_PIPELINED, `${answers} answers`);
+      assert.ok(answers <= MAX_PIPELINED, `${answers} answers`);
       assert.equal((await get(`${g.adminUrl!}/healthz`)).status, 200, 'others are served');
     },
   );
 
-  it(`holds: ${ADMIN_MAX_PIPELINED} pipelined requests on one connection are all answered, in order`, async () => {
+  it(
+    `regression: on the proxy port too, 5 000 pipelined requests without reading cut the connection past ${MAX_PIPELINED} (each was parsed and forwarded: about 160 MB held per connection)`,
+    { timeout: 20_000 },
+    async () => {
+      const g = await fixture.start(CONFIG(fixture.upstream.url));
+      const before = fixture.upstream.seen.length;
+      const c = open(g.url);
+      c.socket.write('GET /piped HTTP/1.1\r\nHost: x\r\nX-Api-Key: piped\r\n\r\n'.repeat(5_000));
+      await c.closed;
+      // Requests already forwarded finish at the upstream after the cut.
+      await sleep(200);
+      const forwarded = fixture.upstream.seen.slice(before).filter((r) => r.url === '/piped').length;
+      assert.ok(forwarded <= MAX_PIPELINED, `${forwarded} forwarded`);
+      assert.equal((await get(`${g.url}/after`, { headers: { 'x-api-key': 'other' } })).status, 200);
+    },
+  );
+
+  it(`holds: ${MAX_PIPELINED} pipelined requests on one connection are all answered, in order`, async () => {
     const g = await fixture.start(CONFIG(fixture.upstream.url));
-    const paths = Array.from({ length: ADMIN_MAX_PIPELINED }, (_, i) => ['/healthz', '/metrics', '/readyz', '/admin/rules'][i % 4]!);
+    const paths = Array.from({ length: MAX_PIPELINED }, (_, i) => ['/healthz', '/metrics', '/readyz', '/admin/rules'][i % 4]!);
     const r = await sendRaw(
       g.adminUrl!,
       paths
@@ -127,6 +143,15 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
     );
     assert.deepEqual(
       r.statuses,
+      paths.map(() => 200),
+    );
+    const proxied = await sendRaw(
+      g.url,
+      Array.from({ length: MAX_PIPELINED - 1 }, (_, i) => `GET /p${i} HTTP/1.1\r\nHost: x\r\nX-Api-Key: many\r\n\r\n`).join('') +
+        requestBytes('GET /last HTTP/1.1', ['X-Api-Key: many']),
+    );
+    assert.deepEqual(
+      proxied.statuses,
       paths.map(() => 200),
     );
   });

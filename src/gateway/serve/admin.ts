@@ -1,6 +1,5 @@
-/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first and bounds what one connection may queue or send. */
+/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first and closes a connection whose body is still coming after its answer. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';
 import type { AdminApi } from './admin-api.js';
@@ -57,7 +56,6 @@ export function adminListener(
   dashboard?: Dashboard,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
-    if (!withinPipelineDepth(req, res)) return;
     if (mayHaveBody(req)) closeAfterAnswer(req, res);
     if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
@@ -65,29 +63,6 @@ export function adminListener(
     if (!handleAdmin(path, req, res, source))
       writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
   };
-}
-
-/**
- * Requests one admin connection may have unanswered at once. Node parses
- * every pipelined request it has read and queues an answer for each: a
- * client that pipelines thousands of `/metrics` and reads nothing held
- * about 10 MB per connection. Scrapers and browsers do not pipeline.
- */
-export const ADMIN_MAX_PIPELINED = 16;
-
-const unanswered = new WeakMap<Socket, number>();
-
-/** Counts `req` against its connection's unanswered requests; past {@link ADMIN_MAX_PIPELINED}, cuts the connection (false). */
-function withinPipelineDepth(req: IncomingMessage, res: ServerResponse): boolean {
-  const socket = req.socket;
-  const n = (unanswered.get(socket) ?? 0) + 1;
-  if (n > ADMIN_MAX_PIPELINED) {
-    socket.destroy();
-    return false;
-  }
-  unanswered.set(socket, n);
-  res.once('close', () => unanswered.set(socket, (unanswered.get(socket) ?? 1) - 1));
-  return true;
 }
 
 /** How long the connection of an answer sent before its body was read stays open, unread, before it is cut. */
