@@ -93,6 +93,30 @@ describe('attack: the bearer token', () => {
       assert.deepEqual((await raw(g.adminUrl!, line)).statuses, [401], line);
   });
 
+  it('holds: on the admin listener itself, an upgrade (websocket, h2c), CONNECT, HTTP/1.0 or an absolute-form target gets no tunnel and no data without the token', async () => {
+    const g = await fixture.start(CONFIG(fixture.upstream.url));
+    const admin = new URL(g.adminUrl!).host;
+    const tries: Array<[string, number[]]> = [
+      [
+        'GET /admin/rules HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+        [401],
+      ],
+      [
+        'GET /admin/stats HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+        [401],
+      ],
+      [`CONNECT ${admin} HTTP/1.1\r\nHost: ${admin}\r\n\r\nGET /admin/rules HTTP/1.1\r\nHost: x\r\n\r\n`, []],
+      ['GET /admin/rules HTTP/1.0\r\n\r\n', [401]],
+      [`GET http://${admin}/admin/rules HTTP/1.1\r\nHost: ${admin}\r\n\r\n`, [404]],
+      ['PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', [400]],
+    ];
+    for (const [bytes, statuses] of tries) {
+      const r = await sendRaw(g.adminUrl!, bytes, 1500);
+      assert.deepEqual(r.statuses, statuses, bytes.split('\r\n')[0]);
+      assert.doesNotMatch(r.text, /"rules":|101 Switching/, bytes.split('\r\n')[0]);
+    }
+  });
+
   it('holds: a cross-origin preflight gets no CORS grant, so no other site can send the token-bearing POST from a browser', async () => {
     const g = await fixture.start(CONFIG(fixture.upstream.url));
     const r = await raw(g.adminUrl!, 'OPTIONS /admin/rules/api/keys/k/reset HTTP/1.1', [
