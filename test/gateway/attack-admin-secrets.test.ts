@@ -1,5 +1,6 @@
 // Secrets the admin side must not show: the admin token in any log line of a real process at debug level, and a Redis password given in the URL's query (ioredis reads ?password=) on the dashboard's stats or in the logs.
 import assert from 'node:assert/strict';
+import { rmSync, writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
@@ -69,6 +70,33 @@ describe('attack: secrets on the admin side', { timeout: 60_000 }, () => {
       assert.ok(!logs.includes(TOKEN.slice(4, -4)), 'a log line shows the token');
     } finally {
       await stopCli(cli);
+    }
+  });
+
+  it('holds: a token file emptied, shortened or deleted before a reload fails the reload; the API keeps the token it started with, and the new content is not logged', async () => {
+    const tokenFile = writeTemp('token', `${TOKEN}\n`);
+    const config = writeTemp(
+      'reload.yaml',
+      `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${tokenFile}\nrules: []\n`,
+    );
+    const cli = await serveCli(['--config', config]);
+    try {
+      const line = await cli.waitForLog((l) => l.msg === 'floodgate gateway listening');
+      const admin = String(line.admin);
+      const auth = { authorization: `Bearer ${TOKEN}` };
+      // An answer proves the process is past start-up, where it handles SIGHUP (a signal before that ends it).
+      assert.equal((await get(`${admin}/admin/rules`, { headers: auth })).status, 200);
+      for (const [i, content] of ['', '\n', 'short-secret-x\n', undefined].entries()) {
+        if (content === undefined) rmSync(tokenFile);
+        else writeFileSync(tokenFile, content);
+        process.kill(cli.child.pid!, 'SIGHUP');
+        await cli.waitForLog(() => cli.logs.filter((l) => String(l.msg).startsWith('config reload failed')).length > i);
+        assert.equal((await get(`${admin}/admin/rules`, { headers: auth })).status, 200, `after ${JSON.stringify(content)}`);
+        assert.equal((await get(`${admin}/admin/rules`, { headers: { authorization: 'Bearer ' } })).status, 401);
+      }
+      assert.ok(!JSON.stringify(cli.logs).includes('short-secret-x'), 'a log line shows the new token');
+    } finally {
+      assert.equal(await stopCli(cli), 0);
     }
   });
 });
