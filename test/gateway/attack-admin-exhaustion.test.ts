@@ -130,6 +130,27 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
     },
   );
 
+  it(
+    'regression: a client that pipelines requests and leaves frees their concurrency slots and in-flight count at once (node never closed the answers queued behind the first)',
+    { timeout: 20_000 },
+    async () => {
+      const g = await fixture.start(
+        `upstream: ${fixture.upstream.url}\nrules:\n  - name: api\n    key: { header: x-api-key }\n    concurrency: { limit: 3, ttl: 10m }\n    policies: ["1000/1h"]\n`,
+      );
+      const c = open(g.url);
+      c.socket.write('GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\nX-Api-Key: piper\r\n\r\n'.repeat(3));
+      // All three slots are taken while the upstream answers slowly; then the client is gone.
+      for (let i = 0; i < 100 && fixture.upstream.seen.filter((r) => r.headers['x-api-key'] === 'piper').length < 1; i += 1)
+        await sleep(10);
+      c.socket.destroy();
+      await sleep(600);
+      const after = await get(`${g.url}/x`, { headers: { 'x-api-key': 'piper' } });
+      assert.equal(after.status, 200, 'the slots were freed, not held until their ttl');
+      const metrics = await get(`${g.url}/_floodgate/metrics`, { headers: { 'x-api-key': 'm' } });
+      assert.match(metrics.body, /^floodgate_requests_in_flight 0$/m, 'nothing left in flight');
+    },
+  );
+
   it(`holds: ${MAX_PIPELINED} pipelined requests on one connection are all answered, in order`, async () => {
     const g = await fixture.start(CONFIG(fixture.upstream.url));
     const paths = Array.from({ length: MAX_PIPELINED }, (_, i) => ['/healthz', '/metrics', '/readyz', '/admin/rules'][i % 4]!);

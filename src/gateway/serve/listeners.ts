@@ -24,20 +24,40 @@ export function checkingIntervalMs(p: ProxySettings): number {
  */
 export const MAX_PIPELINED = 32;
 
-/** `onRequest`, with a connection cut once more than {@link MAX_PIPELINED} of its requests are unanswered. */
+/**
+ * `onRequest`, with a connection cut once more than {@link MAX_PIPELINED}
+ * of its requests are unanswered, and every answer of a closed connection
+ * ended. Node emits `close` only on the answer the connection is writing:
+ * those queued behind it would never end, and what waits for their end
+ * (the in-flight count, a rule's concurrency slots) would wait for good.
+ */
 function pipelineBounded(
   onRequest: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const unanswered = new WeakMap<Duplex, number>();
+  const unanswered = new WeakMap<Duplex, Set<ServerResponse>>();
   return (req, res) => {
     const socket = req.socket;
-    const n = (unanswered.get(socket) ?? 0) + 1;
-    if (n > MAX_PIPELINED) {
+    let waiting = unanswered.get(socket);
+    if (waiting === undefined) {
+      const answers = (waiting = new Set());
+      unanswered.set(socket, answers);
+      socket.once('close', () => {
+        // Never given the socket, so node will not close them; the one it was writing it closes itself.
+        for (const queued of answers)
+          if (queued.socket === null) {
+            queued.destroy();
+            queued.emit('close');
+          }
+        answers.clear();
+      });
+    }
+    if (waiting.size >= MAX_PIPELINED) {
       socket.destroy();
       return;
     }
-    unanswered.set(socket, n);
-    res.once('close', () => unanswered.set(socket, (unanswered.get(socket) ?? 1) - 1));
+    const answers = waiting;
+    answers.add(res);
+    res.once('close', () => answers.delete(res));
     onRequest(req, res);
   };
 }
