@@ -131,7 +131,7 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
   );
 
   it(
-    'regression: a client that pipelines requests and leaves frees their concurrency slots and in-flight count at once (node never closed the answers queued behind the first)',
+    'regression: a client that pipelines requests and leaves brings the in-flight count back to 0 (node never closed the answers queued behind the first), and frees its concurrency slots',
     { timeout: 20_000 },
     async () => {
       const g = await fixture.start(
