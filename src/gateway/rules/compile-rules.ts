@@ -24,7 +24,7 @@ import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome }
  * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as
  * `maxKeyLength`): an API key is kept readable in the store up to this.
  */
-const MAX_KEY_BYTES = 128;
+export const MAX_KEY_BYTES = 128;
 
 /**
  * Compiles the rules of `settings`: one RateLimiter per policy, on the

@@ -246,11 +246,12 @@ function memoryTables(settings: StoreSettings): GatewayStore {
   };
 }
 
-/** The URL without a password, for logs. */
+/** The URL without a password, for logs and the dashboard: in `user:pass@`, or in the query, where ioredis reads `?password=` too. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password !== '') u.password = '***';
+    for (const name of [...u.searchParams.keys()]) if (/pass|secret|token/i.test(name)) u.searchParams.set(name, '***');
     return u.toString();
   } catch {
     return '(unparseable URL)';

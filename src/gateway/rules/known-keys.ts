@@ -24,6 +24,15 @@ const CALLS_IN_FLIGHT = 2;
 /** Most keys in one SMISMEMBER: a larger batch would hold Redis for longer than a store call should. */
 const BATCH = 500;
 
+/**
+ * Characters of key per entry the unknown table holds on average, all its
+ * keys together: made-up keys come from clients and may be as long as a
+ * request head allows (16 KiB by default), so `cacheSize` entries alone
+ * could hold 10 000 × 16 KiB. The known table needs no such bound: only
+ * keys in the set get there.
+ */
+export const UNKNOWN_CHARS_PER_ENTRY = 128;
+
 interface Lookup {
   readonly key: string;
   readonly promise: Promise<KnownKeyAnswer>;
@@ -46,6 +55,8 @@ interface Lookup {
 export class KnownKeys {
   private readonly known = new Map<string, number>();
   private readonly unknown = new Map<string, number>();
+  /** Characters of the keys in {@link unknown}. */
+  private unknownChars = 0;
   /** Every key under way (waiting or sent), for coalescing. */
   private readonly underWay = new Map<string, Lookup>();
   /** Keys waiting for a call slot, in order. */
@@ -77,6 +88,11 @@ export class KnownKeys {
     return { known: this.known.size, unknown: this.unknown.size };
   }
 
+  /** Characters of the keys cached as unknown (at most `cacheSize` × {@link UNKNOWN_CHARS_PER_ENTRY}). */
+  get cachedUnknownChars(): number {
+    return this.unknownChars;
+  }
+
   /** Keys under way now (at most `maxLookups`). */
   get lookups(): number {
     return this.underWay.size;
@@ -94,7 +110,7 @@ export class KnownKeys {
     const unknownUntil = this.unknown.get(key);
     if (unknownUntil !== undefined) {
       if (unknownUntil > t && this.changes?.changedSince(set, key, unknownUntil - unknownForMs) !== true) return 'unknown';
-      this.unknown.delete(key);
+      this.forgetUnknown(key);
     }
     const pending = this.underWay.get(key);
     if (pending !== undefined) return pending.promise;
@@ -121,6 +137,22 @@ export class KnownKeys {
     }
   };
 
+  /** Caches `key` as unknown until `until`; the oldest entries go while the table is over `cacheSize` or its characters over budget. */
+  private rememberUnknown(key: string, until: number): void {
+    this.forgetUnknown(key);
+    const budget = this.settings.cacheSize * UNKNOWN_CHARS_PER_ENTRY;
+    // A key longer than the whole budget is not cached: it would only push every other entry out.
+    if (key.length > budget) return;
+    while (this.unknown.size > 0 && (this.unknown.size >= this.settings.cacheSize || this.unknownChars + key.length > budget))
+      this.forgetUnknown(this.unknown.keys().next().value!);
+    this.unknown.set(key, until);
+    this.unknownChars += key.length;
+  }
+
+  private forgetUnknown(key: string): void {
+    if (this.unknown.delete(key)) this.unknownChars -= key.length;
+  }
+
   private send(batch: readonly Lookup[]): void {
     this.calls += 1;
     // Answers are dated from when they were asked: a change heard while the call was out makes them stale.
@@ -139,7 +171,7 @@ export class KnownKeys {
         const answer = answers === undefined ? 'unavailable' : answers[i] === 1 ? 'known' : 'unknown';
         if (answer === 'known') remember(this.known, lookup.key, until + this.settings.knownForMs, this.settings.cacheSize);
         else if (answer === 'unknown' && this.settings.unknownForMs > 0)
-          remember(this.unknown, lookup.key, until + this.settings.unknownForMs, this.settings.cacheSize);
+          this.rememberUnknown(lookup.key, until + this.settings.unknownForMs);
         lookup.resolve(answer);
       }
       if (this.waiting.length > 0) this.flush();

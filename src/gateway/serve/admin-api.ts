@@ -3,7 +3,9 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseDuration } from '../../duration.js';
 import { isFloodgateError, isStoreFailure } from '../../errors.js';
+import { boundKey } from '../../http/client-keys.js';
 import type { RateLimiter } from '../../limiter.js';
+import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import type { RuleSettings } from '../config/settings.js';
 import type { LimitedKeys } from './limited-keys.js';
 import type { RuleOverrides } from '../rules/rule-overrides.js';
@@ -123,8 +125,10 @@ export class AdminApi {
     }
     if (parts[0] === 'rules' && parts[2] === 'keys' && (parts.length === 4 || parts.length === 5)) {
       const rule = this.rule(decode(parts[1]!, 'rule'));
-      const key = decode(parts[3]!, 'key');
-      if (key === '') throw badField('key', 'the key is empty.');
+      const given = decode(parts[3]!, 'key');
+      if (given === '') throw badField('key', 'the key is empty.');
+      // As the rules count it: a long key is counted by its hash, so acting on it as given would touch nothing.
+      const key = boundKey(given, MAX_KEY_BYTES);
       const action = parts[4];
       if (action === undefined) {
         allow(req, 'GET');

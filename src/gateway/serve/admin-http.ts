@@ -45,8 +45,8 @@ export function readJson(req: IncomingMessage): Promise<unknown> {
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY) {
+        // Not destroyed: that would lose the 413. The admin listener closes a connection with a body after its answer.
         reject(new ApiError(413, { error: `the body is over ${MAX_BODY} bytes.`, field: 'body' }));
-        req.destroy();
         return;
       }
       chunks.push(chunk);

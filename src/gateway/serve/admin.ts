@@ -1,4 +1,4 @@
-/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first. */
+/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first and closes a connection whose body is still coming after its answer. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';
@@ -49,19 +49,51 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
   }
 }
 
-/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404. */
+/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404; a request with a body has its connection closed after the answer. */
 export function adminListener(
   source: AdminSource,
   api: AdminApi | undefined,
   dashboard?: Dashboard,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
+    if (mayHaveBody(req)) closeAfterAnswer(req, res);
     if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
     const path = (req.url ?? '/').split('?')[0]!;
     if (!handleAdmin(path, req, res, source))
       writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
   };
+}
+
+/** How long the connection of an answer sent before its body was read stays open, unread, before it is cut. */
+const LINGER_MS = 1_000;
+
+/**
+ * Closes the connection of a request with a body after its answer. Most
+ * answers here come before a body is read (a 401 always does), and node
+ * would then read and drop the rest to keep the connection: an endless body,
+ * fast or trickled, would hold it and a core until the request timeout. So
+ * the answer says `Connection: close`, and if the body is still coming the
+ * connection is no longer read, and cut a moment later rather than at once:
+ * a cut with unread data resets the connection, and a reset can take the
+ * answer with it before the client has read it.
+ */
+function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
+  res.shouldKeepAlive = false;
+  // Runs after node's own handler, which has just asked the socket to be destroyed once the answer is written.
+  res.once('finish', () => {
+    if (req.complete) return;
+    const socket = req.socket;
+    socket.removeListener('finish', socket.destroy);
+    socket.pause();
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  });
+}
+
+/** Whether a request announces a body (a chunked one, or a length over zero). */
+function mayHaveBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {

@@ -1,5 +1,5 @@
 /** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
@@ -16,7 +16,7 @@ import { abortOnClose } from '../../http/client-gone.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
-import { applyClientLimits, closeServer, createProxyServer, listen, urlOf } from './listeners.js';
+import { adminLimits, applyClientLimits, closeServer, createAdminServer, createProxyServer, listen, urlOf } from './listeners.js';
 import { liveSettings } from '../config/live-settings.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamProxy } from './proxy.js';
@@ -148,7 +148,8 @@ export class Gateway implements AdminSource {
     this.adminServer =
       admin === undefined
         ? undefined
-        : createServer(
+        : createAdminServer(
+            settings.proxy,
             adminListener(
               this,
               new AdminApi(settings.adminToken, admin),
@@ -269,6 +270,7 @@ export class Gateway implements AdminSource {
     if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream)
       this.upstreamCheck = upstreamCheckFor(effective);
     applyClientLimits(this.server, effective.proxy);
+    if (this.adminServer) applyClientLimits(this.adminServer, adminLimits(effective.proxy));
     this.log.level = effective.logLevel;
     const trustWarning =
       JSON.stringify(prev.trustProxy) === JSON.stringify(effective.trustProxy) || this.clustered

@@ -1,4 +1,4 @@
-/** The gateway's listeners: the proxy server with its client-side limits (header timeout checked promptly, a connection cap), and listen/close helpers. */
+/** The gateway's listeners: the proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection cap, a pipelining bound), and listen/close helpers. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -14,6 +14,54 @@ export function checkingIntervalMs(p: ProxySettings): number {
   return Math.max(10, Math.min(1000, Math.floor(p.clientHeadersTimeoutMs / 4)));
 }
 
+/**
+ * Requests one connection may have unanswered at once. Node parses every
+ * pipelined request it has read and queues an answer for each, reading on
+ * until an answer is written: a client that pipelines thousands of requests
+ * and reads nothing held about 160 MB per proxy connection (forwarded) or
+ * 10 MB per admin one (`/metrics`). Browsers and common clients do not
+ * pipeline at all.
+ */
+export const MAX_PIPELINED = 32;
+
+/**
+ * `onRequest`, with a connection cut once more than {@link MAX_PIPELINED}
+ * of its requests are unanswered, and every answer of a closed connection
+ * ended. Node emits `close` only on the answer the connection is writing:
+ * those queued behind it would never end, and what waits for their end
+ * (the in-flight count, a rule's concurrency slots) would wait for good.
+ */
+function pipelineBounded(
+  onRequest: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const unanswered = new WeakMap<Duplex, Set<ServerResponse>>();
+  return (req, res) => {
+    const socket = req.socket;
+    let waiting = unanswered.get(socket);
+    if (waiting === undefined) {
+      const answers = (waiting = new Set());
+      unanswered.set(socket, answers);
+      socket.once('close', () => {
+        // Never given the socket, so node will not close them; the one it was writing it closes itself.
+        for (const queued of answers)
+          if (queued.socket === null) {
+            queued.destroy();
+            queued.emit('close');
+          }
+        answers.clear();
+      });
+    }
+    if (waiting.size >= MAX_PIPELINED) {
+      socket.destroy();
+      return;
+    }
+    const answers = waiting;
+    answers.add(res);
+    res.once('close', () => answers.delete(res));
+    onRequest(req, res);
+  };
+}
+
 /** Creates the proxy listener's server (not yet listening) with the client-side limits of `p`. */
 export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const server = createServer(
@@ -24,7 +72,7 @@ export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMes
       keepAliveTimeout: p.clientKeepAliveTimeoutMs,
       connectionsCheckingInterval: checkingIntervalMs(p),
     },
-    onRequest,
+    pipelineBounded(onRequest),
   );
   server.maxConnections = p.maxConnections;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
@@ -39,6 +87,32 @@ export function createProxyServer(p: ProxySettings, onRequest: (req: IncomingMes
     }
   });
   return server;
+}
+
+/**
+ * Connections the admin listener holds at once. Its clients are a few
+ * operators, dashboards and scrapers; without a cap, idle or slow
+ * connections to it would take the file descriptors the proxy port needs.
+ */
+export const ADMIN_MAX_CONNECTIONS = 64;
+
+/** Longest an admin request may take when the proxy's `clientRequestTimeout` is 0 (off): long uploads are the proxy's, not the admin's. */
+const ADMIN_REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * The admin listener's limits: the proxy's header size (the admin API must
+ * address any key the proxy counts) and client timeouts, never an unbounded
+ * request, and its own small connection cap.
+ */
+export function adminLimits(p: ProxySettings): ProxySettings {
+  const requestTimeout =
+    p.clientRequestTimeoutMs > 0 ? p.clientRequestTimeoutMs : Math.max(ADMIN_REQUEST_TIMEOUT_MS, p.clientHeadersTimeoutMs);
+  return { ...p, clientRequestTimeoutMs: requestTimeout, maxConnections: ADMIN_MAX_CONNECTIONS };
+}
+
+/** Creates the admin listener's server (not yet listening) with {@link adminLimits}: a slow or idle client is cut as on the proxy port. */
+export function createAdminServer(p: ProxySettings, onRequest: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  return createProxyServer(adminLimits(p), onRequest);
 }
 
 /** Applies the client-side limits of `p` that a running server can change (the checking interval and header size cannot). */

@@ -1,9 +1,9 @@
 /** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
-import { createServer, type Server } from 'node:http';
-import { writeResponse } from '../../http/respond.js';
-import { handleAdmin } from '../serve/admin.js';
+import type { Server } from 'node:http';
+import { adminListener } from '../serve/admin.js';
+import { createAdminServer } from '../serve/listeners.js';
 import { answerMetricsRequests } from './cluster-metrics.js';
 import { WorkerReadiness } from './cluster-ready.js';
 import { workerPort } from './ipc.js';
@@ -63,11 +63,8 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
       renderMetrics: async () => ({ contentType: aggregator.contentType, body: await renderAggregate() }),
       notReady: () => (stopping ? 'draining' : readiness.notReady()),
     };
-    admin = createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0]!;
-      if (!handleAdmin(path, req, res, source))
-        writeResponse(res, 404, [], 'text/plain; charset=utf-8', 'not found; try /metrics, /healthz or /readyz\n');
-    });
+    // The same handler and limits as a single process's admin listener: no API here, but a slow or endless client is cut alike.
+    admin = createAdminServer(settings.proxy, adminListener(source, undefined));
     await new Promise<void>((resolve, reject) => {
       admin!.once('error', reject);
       admin!.listen(settings.admin!.port, settings.admin!.host, () => resolve());
