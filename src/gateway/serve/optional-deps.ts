@@ -12,6 +12,8 @@ export type Yaml = typeof import('yaml');
 export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
+/** The @opentelemetry/api module. */
+export type OtelApi = typeof import('@opentelemetry/api');
 
 const cache = new Map<string, Promise<unknown>>();
 
@@ -51,6 +53,8 @@ export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+/** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */
+export const loadOtelApi = (): Promise<OtelApi> => load('@opentelemetry/api', () => import('@opentelemetry/api'));
 
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
