@@ -106,32 +106,48 @@ export class InstrumentedStore implements Store {
     if (inner.consumeAllNow !== undefined) this.consumeAllNow = counted((ops: readonly Operation[]) => inner.consumeAllNow!(ops));
     if (inner.consumeAll !== undefined) {
       this.consumeAll = (ops) =>
-        this.traced(SPAN.consumeAll, 'consume_all', compositeAttributes(ops, this.hashKey), () => inner.consumeAll!(ops), allAllowed);
+        this.traced(
+          SPAN.consumeAll,
+          'consume_all',
+          () => compositeAttributes(ops, this.hashKey),
+          () => inner.consumeAll!(ops),
+          allAllowed,
+        );
     }
     if (inner.acquireSlot !== undefined && inner.releaseSlot !== undefined && inner.renewSlot !== undefined) {
       this.acquireSlot = (key, limit, owner, ttlMs) =>
         this.traced(
           SPAN.acquireSlot,
           'acquire_slot',
-          this.keyAttributes(key),
+          () => this.keyAttributes(key),
           () => inner.acquireSlot!(key, limit, owner, ttlMs),
           (a) => a.admitted,
         );
       this.releaseSlot = (key, owner) =>
-        this.traced(SPAN.releaseSlot, 'release_slot', this.keyAttributes(key), () => inner.releaseSlot!(key, owner), undefined);
+        this.traced(
+          SPAN.releaseSlot,
+          'release_slot',
+          () => this.keyAttributes(key),
+          () => inner.releaseSlot!(key, owner),
+          undefined,
+        );
       this.renewSlot = (key, owner, ttlMs) =>
-        this.traced(SPAN.renewSlot, 'renew_slot', this.keyAttributes(key), () => inner.renewSlot!(key, owner, ttlMs), undefined);
+        this.traced(
+          SPAN.renewSlot,
+          'renew_slot',
+          () => this.keyAttributes(key),
+          () => inner.renewSlot!(key, owner, ttlMs),
+          undefined,
+        );
     }
   }
 
   /** Applies `operation` on the wrapped store, in a `floodgate.store.apply` span. */
   apply(operation: Operation): Promise<Outcome> {
-    const attributes = this.keyAttributes(operation.key);
-    attributes[ATTR.algorithm] = operation.policy.algorithm;
     return this.traced(
       SPAN.apply,
       operation.kind,
-      attributes,
+      () => ({ ...this.keyAttributes(operation.key), [ATTR.algorithm]: operation.policy.algorithm }),
       () => this.inner.apply(operation),
       (o) => o.allowed,
     );
@@ -146,17 +162,25 @@ export class InstrumentedStore implements Store {
     return this.hashKey === undefined ? {} : { [ATTR.keyHash]: this.hashKey(key) };
   }
 
-  /** Runs `call` in a span named `name` and times it; `allowed` reads the admission from a result, when it has one. */
+  /**
+   * Runs `call` in a span named `name` and times it; `allowed` reads the
+   * admission from a result, when it has one. `attributes` is called only
+   * with a tracer: without one, no key is hashed and nothing allocated.
+   */
   private traced<T>(
     name: string,
     operation: string,
-    attributes: OtelAttributes,
+    attributes: () => OtelAttributes,
     call: () => Promise<T>,
     allowed: ((result: T) => boolean) | undefined,
   ): Promise<T> {
-    attributes[ATTR.store] = this.name;
-    attributes[ATTR.operation] = operation;
-    const span = this.tracer?.startSpan(name, { attributes });
+    let span: OtelSpan | undefined;
+    if (this.tracer !== undefined) {
+      const all = attributes();
+      all[ATTR.store] = this.name;
+      all[ATTR.operation] = operation;
+      span = this.tracer.startSpan(name, { attributes: all });
+    }
     const started = this.duration === undefined ? 0 : performance.now();
     let pending: Promise<T>;
     try {

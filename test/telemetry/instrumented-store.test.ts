@@ -76,6 +76,49 @@ describe('InstrumentedStore on a MemoryStore', () => {
     assert.doesNotMatch(spanText(), /203\.0\.113\.9/);
   });
 
+  test('composites and concurrency slots: their own spans, admission included; a composite hashes its keys together', async () => {
+    sdk.resetSpans();
+    const a = new RateLimiter({ limit: 1, window: '1m', prefix: 'mem-comp-a' });
+    const b = new RateLimiter({ limit: 5, window: '1s', algorithm: 'sliding-window', prefix: 'mem-comp-b' });
+    const store = new InstrumentedStore(new MemoryStore(), { tracer: sdk.tracer, recordKey: 'sha256' });
+    const ops: Operation[] = [
+      { kind: 'consume', key: 'mem-comp-a:erin', amount: 1, policy: a.policy },
+      { kind: 'consume', key: 'mem-comp-b:erin', amount: 1, policy: b.policy },
+    ];
+    assert.deepEqual(
+      (await store.consumeAll!(ops)).map((o) => o.allowed),
+      [true, true],
+    );
+    assert.equal(
+      (await store.consumeAll!(ops)).some((o) => !o.allowed),
+      true,
+    );
+    assert.equal((await store.acquireSlot!('slots:erin', 1, 'owner-1', 10_000)).admitted, true);
+    assert.equal((await store.acquireSlot!('slots:erin', 1, 'owner-2', 10_000)).admitted, false);
+    assert.equal(await store.renewSlot!('slots:erin', 'owner-1', 10_000), true);
+    assert.equal(await store.releaseSlot!('slots:erin', 'owner-1'), true);
+    const spans = sdk.spans();
+    assert.deepEqual(
+      spans.map((s) => [s.name, s.attributes['floodgate.operation'], s.attributes['floodgate.allowed']]),
+      [
+        ['floodgate.store.consume_all', 'consume_all', true],
+        ['floodgate.store.consume_all', 'consume_all', false],
+        ['floodgate.store.acquire_slot', 'acquire_slot', true],
+        ['floodgate.store.acquire_slot', 'acquire_slot', false],
+        ['floodgate.store.renew_slot', 'renew_slot', undefined],
+        ['floodgate.store.release_slot', 'release_slot', undefined],
+      ],
+    );
+    assert.equal(spans[0]!.attributes['floodgate.parts'], 2);
+    // The parts' algorithms differ, so none is named.
+    assert.equal(spans[0]!.attributes['floodgate.algorithm'], undefined);
+    assert.equal(
+      spans[0]!.attributes['floodgate.key.hash'],
+      createHash('sha256').update('mem-comp-a:erin\0mem-comp-b:erin').digest('hex').slice(0, 16),
+    );
+    assert.doesNotMatch(spanText(), /erin/);
+  });
+
   test('the wrapper has exactly the capabilities of the store it wraps, and bad options are refused', () => {
     const memory = new InstrumentedStore(new MemoryStore(), {});
     for (const method of ['applyNow', 'settleNow', 'consumeAll', 'consumeAllNow', 'acquireSlot', 'releaseSlot', 'renewSlot'] as const) {

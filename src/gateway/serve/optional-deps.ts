@@ -1,6 +1,7 @@
 /** Lazy loading of the gateway's optional packages, so `import 'floodgate'` never loads them and a missing one fails with the package to install. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { GATEWAY_BUNDLE, GATEWAY_PACKAGES, type GatewayPackageName } from '../cli/package-check.js';
+import type { OtelMeter, OtelTracer } from '../../telemetry/otel-types.js';
 
 /** The undici module. */
 export type Undici = typeof import('undici');
@@ -12,8 +13,16 @@ export type Yaml = typeof import('yaml');
 export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
-/** The @opentelemetry/api module. */
-export type OtelApi = typeof import('@opentelemetry/api');
+/**
+ * The part of the @opentelemetry/api module the gateway uses, declared
+ * structurally so the gateway's types do not need the package installed.
+ */
+export interface OtelApi {
+  /** The metrics API (global MeterProvider). */
+  readonly metrics: { getMeter(name: string, version?: string): OtelMeter };
+  /** The trace API (global TracerProvider). */
+  readonly trace: { getTracer(name: string, version?: string): OtelTracer };
+}
 
 const cache = new Map<string, Promise<unknown>>();
 
