@@ -13,6 +13,7 @@ import {
   type OtelCounter,
   type OtelHistogram,
   type OtelMeter,
+  type OtelSpan,
   type OtelTracer,
 } from './otel-types.js';
 
