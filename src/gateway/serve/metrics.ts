@@ -37,8 +37,9 @@ export interface LatencyChild {
  */
 export type LatencyTap = (histogram: 'store' | 'upstream', labels: Readonly<Record<string, string>>) => LatencyChild | undefined;
 
-/** Latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
+/** Store latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
 export const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** Upstream latency buckets in seconds. */
 export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Every metric the gateway exports, with per-label-set children cached so the hot path does no label hashing. */
