@@ -135,6 +135,15 @@ describe('InstrumentedStore on a MemoryStore', () => {
       () => new InstrumentedStore(new MemoryStore(), { trace: sdk.tracer } as never),
       (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.UNKNOWN_OPTION,
     );
+    const limiter = new RateLimiter({ limit: 1, window: '1s' });
+    assert.throws(
+      () => instrumentLimiter(limiter, {} as never),
+      (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.INVALID_OPTIONS,
+    );
+    assert.throws(
+      () => instrumentLimiter(limiter, { meter: sdk.meter, tracer: sdk.tracer } as never),
+      (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.UNKNOWN_OPTION,
+    );
   });
 
   test('a limiter on it: synchronous answers counted, not traced; decisions by outcome and source', async () => {
