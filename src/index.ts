@@ -40,3 +40,17 @@ export { applyOperation } from './algorithms/index.js';
 export { applyComposite } from './algorithms/composite.js';
 export type { CompositePart, CompositeApplied } from './algorithms/composite.js';
 export type { KeyState, Applied } from './algorithms/index.js';
+export { InstrumentedStore } from './telemetry/instrumented-store.js';
+export type { InstrumentOptions } from './telemetry/instrumented-store.js';
+export { instrumentLimiter } from './telemetry/instrument-limiter.js';
+export type { LimiterInstrumentOptions } from './telemetry/instrument-limiter.js';
+export type {
+  OtelMeter,
+  OtelTracer,
+  OtelSpan,
+  OtelCounter,
+  OtelHistogram,
+  OtelObservable,
+  OtelAttributes,
+  OtelInstrumentOptions,
+} from './telemetry/otel-types.js';

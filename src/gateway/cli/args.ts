@@ -66,6 +66,7 @@ const OPTIONS = {
   'decision-path': { type: 'string' },
   'ready-upstream': { type: 'boolean' },
   'log-level': { type: 'string' },
+  otel: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const;
@@ -135,6 +136,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v['decision-path'] !== undefined)
     o.decisionPath = flag('decision-path', () => parseDecisionPath(v['decision-path'] === 'false' ? false : v['decision-path']));
   if (v['ready-upstream'] === true) o.readiness = { upstream: true };
+  if (v.otel === true) o.telemetry = { otel: true };
   if (v['no-watch'] === true) {
     if (v.config === undefined) throw bad('--no-watch only applies with --config FILE.');
     o.watch = false;
@@ -195,6 +197,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     watch: false,
     paths: DEFAULT_PATHS,
     plans: new Map(),
+    ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
     rules: [
       {
         name: 'default',

@@ -51,7 +51,8 @@ export async function main(argv: readonly string[]): Promise<number> {
           command.settings !== undefined
             ? { settings: command.settings, text: undefined }
             : await readSettings(command.configFile!, command.overrides);
-        if (command.settings !== undefined) requirePackages(packagesFor({ config: false, redis: settings.store.kind === 'redis' }));
+        if (command.settings !== undefined)
+          requirePackages(packagesFor({ config: false, redis: settings.store.kind === 'redis', otel: settings.telemetry?.otel }));
         await serve(settings, command.overrides, text);
         return 0;
       }
@@ -104,7 +105,7 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   if (packageState(GATEWAY_PACKAGES.yaml).status !== 'ok')
     requirePackages(packagesFor({ config: true, redis: redisFlag || REDIS_STORE.test(text) }));
   const settings = await parseConfigText(text, file, overrides, { requireRules: true });
-  requirePackages(packagesFor({ config: true, redis: settings.store.kind === 'redis' }));
+  requirePackages(packagesFor({ config: true, redis: settings.store.kind === 'redis', otel: settings.telemetry?.otel }));
   if (settings.upstream === undefined && settings.decisionPath === false) {
     throw new ConfigError(
       ErrorCode.INVALID_CONFIG,

@@ -54,6 +54,10 @@ Options of serve (flags win over the config file's values):
   --admin-token-file F    with --admin: turn on the admin API (/admin/..., JSON: inspect, reset,
                           block and unblock keys, most-limited keys) behind the bearer token in F
                             e.g. --admin 127.0.0.1:9090 --admin-token-file /run/secrets/fg-admin
+  --otel                  also record metrics and store spans through OpenTelemetry's global
+                          providers (needs @opentelemetry/api and an SDK the operator registers,
+                          see docs/telemetry.md); /metrics stays as it is
+                            e.g. NODE_OPTIONS="--import ./otel-setup.mjs" npx floodgate serve --otel ...
   --ready-upstream        /readyz also requires the upstream to accept a TCP connection
                           (probed at most once a second)
                             e.g. --ready-upstream

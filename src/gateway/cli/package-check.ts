@@ -1,4 +1,4 @@
-/** The gateway's packages (undici, prom-client, pino, yaml, ioredis): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
+/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, and @opentelemetry/api when telemetry is on): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode, FloodgateError } from '../../errors.js';
@@ -21,6 +21,7 @@ export const GATEWAY_PACKAGES = {
   pino: { name: 'pino', purpose: 'structured logs', major: 9 },
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
+  '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */
@@ -55,12 +56,14 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 
 /**
  * The packages `floodgate serve` needs: undici, prom-client and pino
- * always, yaml with a config file, ioredis with the Redis store.
+ * always, yaml with a config file, ioredis with the Redis store,
+ * @opentelemetry/api with OpenTelemetry on.
  */
-export function packagesFor(uses: { readonly config: boolean; readonly redis: boolean }): GatewayPackage[] {
+export function packagesFor(uses: { readonly config: boolean; readonly redis: boolean; readonly otel?: boolean }): GatewayPackage[] {
   const out: GatewayPackage[] = [GATEWAY_PACKAGES.undici, GATEWAY_PACKAGES['prom-client'], GATEWAY_PACKAGES.pino];
   if (uses.config) out.push(GATEWAY_PACKAGES.yaml);
   if (uses.redis) out.push(GATEWAY_PACKAGES.ioredis);
+  if (uses.otel === true) out.push(GATEWAY_PACKAGES['@opentelemetry/api']);
   return out;
 }
 

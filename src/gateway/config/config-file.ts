@@ -22,6 +22,7 @@ import { pathSettings, readinessSettings, storeSettings, proxySettings } from '.
 import { ruleList } from './rule-sections.js';
 import { planSettings } from './override-config.js';
 import { ADMIN_API_WORKERS, adminSection } from './admin-config.js';
+import { telemetrySettings } from './telemetry-config.js';
 
 /** Settings given on the command line; they win over the file's, on start and on every reload. */
 export type SettingsOverrides = { -readonly [K in keyof GatewaySettings]?: GatewaySettings[K] } & {
@@ -47,6 +48,7 @@ const TOP_FIELDS = [
   'paths',
   'plans',
   'rules',
+  'telemetry',
 ] as const;
 
 /**
@@ -162,6 +164,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
       );
   }
   const readiness = o.readiness ?? readinessSettings(c, top.readiness);
+  const telemetry = o.telemetry ?? telemetrySettings(c, top.telemetry);
   const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined)
     c.fail(['readiness', 'upstream'], 'needs an upstream to probe; remove it or set upstream.');
@@ -194,5 +197,6 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     watch,
     paths,
     rules,
+    ...(telemetry === undefined ? {} : { telemetry }),
   };
 }

@@ -15,6 +15,8 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
   if (prev.workers !== next.workers) kept.push('workers');
   if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
   if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
+  // Instruments and the store wrapper are made once, at start.
+  if ((prev.telemetry?.otel ?? false) !== (next.telemetry?.otel ?? false)) kept.push('telemetry.otel');
   const effective: GatewaySettings = {
     ...next,
     listen: prev.listen,
@@ -23,6 +25,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
     workers: prev.workers,
     store: prev.store,
     proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
+    telemetry: prev.telemetry,
   };
   return { kept, effective };
 }

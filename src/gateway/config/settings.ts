@@ -291,6 +291,18 @@ export interface GatewaySettings {
   readonly rules: readonly RuleSettings[];
   /** The plans (`plans`) that rules' overrides name; empty for none. */
   readonly plans: PlanSettings;
+  /** Telemetry besides Prometheus; absent means none. */
+  readonly telemetry?: TelemetrySettings;
+}
+
+/** The `telemetry` section. */
+export interface TelemetrySettings {
+  /**
+   * Record metrics and store-call spans through `@opentelemetry/api`'s
+   * global MeterProvider and TracerProvider (the operator registers an SDK);
+   * `/metrics` is unchanged. See docs/telemetry.md.
+   */
+  readonly otel: boolean;
 }
 
 /** pino levels the CLI accepts. */

@@ -10,6 +10,8 @@ import { loadIoredis } from '../serve/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
+import { InstrumentedStore } from '../../telemetry/instrumented-store.js';
+import type { OtelTracer } from '../../telemetry/otel-types.js';
 import { KnownKeyChanges, type ChangeSubscriber } from './known-key-changes.js';
 import { OverrideSync, type RefusedEntry } from './override-sync.js';
 
@@ -141,6 +143,7 @@ class TimedStore implements Store {
  * @param clustered - true in a `--workers` worker: the memory store is then the cluster store, shared through the primary
  * @param report - told of every failed store call (see {@link StoreFailureReporter})
  * @param refusedOverride - told of each entry of a rules' override hash that a rule refuses
+ * @param tracer - with telemetry.otel: spans around each call to the cluster or Redis store (the embedded memory store answers in the process)
  * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
  */
 export async function openStore(
@@ -149,13 +152,15 @@ export async function openStore(
   clustered: boolean,
   report: StoreFailureReporter,
   refusedOverride: RefusedEntry = () => {},
+  tracer?: OtelTracer,
 ): Promise<GatewayStore> {
+  const traced = (store: Store): Store => (tracer === undefined ? store : new InstrumentedStore(store, { tracer }));
   if (settings.kind === 'memory') {
     if (clustered) {
       const { ClusterStore } = await import('../../stores/cluster/index.js');
       const store = new ClusterStore({ timeoutMs: settings.timeoutMs, leaseMs: settings.leaseMs });
       const leases = settings.leaseMs > 0 ? `, leases of ${settings.leaseMs} ms` : '';
-      const timed = new TimedStore(store, metrics, report);
+      const timed = new TimedStore(traced(store), metrics, report);
       return {
         store: timed,
         storeFor: () => timed,
@@ -181,7 +186,7 @@ export async function openStore(
   } else {
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
   }
-  const timed = new TimedStore(store, metrics, report);
+  const timed = new TimedStore(traced(store), metrics, report);
   const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
   const overrideSync = new OverrideSync(client, () => client.duplicate() as unknown as ChangeSubscriber, refusedOverride);
   return {

@@ -19,6 +19,9 @@ import type { GatewayLogger } from './log.js';
 import { adminLimits, applyClientLimits, closeServer, createAdminServer, createProxyServer, listen, urlOf } from './listeners.js';
 import { liveSettings } from '../config/live-settings.js';
 import { GatewayMetrics } from './metrics.js';
+import { gatewayOtel } from './otel-metrics.js';
+import { loadOtelApi } from './optional-deps.js';
+import { floodgateVersion } from '../cli/own-package.js';
 import { UpstreamProxy } from './proxy.js';
 import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
@@ -169,18 +172,29 @@ export class Gateway implements AdminSource {
     log: GatewayLogger,
     options: GatewayStartOptions = {},
   ): Promise<Gateway> {
-    const metrics = new GatewayMetrics(deps.prom);
+    // Off unless configured: without telemetry.otel, @opentelemetry/api is never loaded.
+    const otel = settings.telemetry?.otel === true ? gatewayOtel(await loadOtelApi(), floodgateVersion()) : undefined;
+    const metrics = new GatewayMetrics(deps.prom, otel?.tap);
     const clustered = options.clustered ?? false;
-    const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log), (hash, rule, pattern, why) =>
-      log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
+    const store = await openStore(
+      settings.store,
+      metrics,
+      clustered,
+      storeFailureLog(log),
+      (hash, rule, pattern, why) => log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
+      otel?.tracer,
     );
+    const stopOtel = otel?.observe(metrics);
     let gateway: Gateway;
     try {
       gateway = new Gateway(settings, deps, log, metrics, store, clustered);
     } catch (error) {
+      stopOtel?.();
       await store.close();
       throw error;
     }
+    // A stopped gateway's numbers leave the global meter with it.
+    if (stopOtel !== undefined) gateway.server.once('close', stopOtel);
     try {
       await listen(gateway.server, settings.listen, '--listen, or listen in the config file');
       if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!, '--admin, or admin in the config file');

@@ -30,9 +30,17 @@ export interface LatencyChild {
   observe(seconds: number): void;
 }
 
-/** Latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
-const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
-const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/**
+ * A second recorder of the latency histograms (OpenTelemetry, see
+ * otel-metrics.ts): given a histogram's name and one series' labels, the
+ * child that records into it too, or undefined for none.
+ */
+export type LatencyTap = (histogram: 'store' | 'upstream', labels: Readonly<Record<string, string>>) => LatencyChild | undefined;
+
+/** Store latency buckets in seconds: store calls are sub-millisecond, upstreams are not. */
+export const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** Upstream latency buckets in seconds. */
+export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Every metric the gateway exports, with per-label-set children cached so the hot path does no label hashing. */
 export class GatewayMetrics {
@@ -49,8 +57,14 @@ export class GatewayMetrics {
   private readonly storeChildren = new Map<string, LatencyChild>();
   private readonly upstreamChildren = new Map<string, LatencyChild>();
 
-  /** @param prom - the prom-client module */
-  constructor(prom: PromClient) {
+  /**
+   * @param prom - the prom-client module
+   * @param tap - records every latency a second time (OpenTelemetry), when given
+   */
+  constructor(
+    prom: PromClient,
+    private readonly tap?: LatencyTap,
+  ) {
     this.registry = new prom.Registry();
     const registers = [this.registry];
     prom.collectDefaultMetrics({ register: this.registry });
@@ -165,7 +179,8 @@ export class GatewayMetrics {
     const id = `${store}\0${ok}`;
     let child = this.storeChildren.get(id);
     if (child === undefined) {
-      child = this.storeLatency.labels(store, ok ? 'ok' : 'error');
+      const result = ok ? 'ok' : 'error';
+      child = tapped(this.storeLatency.labels(store, result), this.tap?.('store', { store, result }));
       this.storeChildren.set(id, child);
     }
     return child;
@@ -190,7 +205,7 @@ export class GatewayMetrics {
   upstreamLatencyChild(outcome: UpstreamOutcome): LatencyChild {
     let child = this.upstreamChildren.get(outcome);
     if (child === undefined) {
-      child = this.upstreamLatency.labels(outcome);
+      child = tapped(this.upstreamLatency.labels(outcome), this.tap?.('upstream', { outcome }));
       this.upstreamChildren.set(outcome, child);
     }
     return child;
@@ -215,4 +230,15 @@ function addCells(counter: Counter<string>, cells: Map<string, CountCell<Record<
     counter.inc(cell.labels, cell.count);
     cell.count = 0;
   }
+}
+
+/** `child`, observing into `also` as well when there is one. */
+function tapped(child: LatencyChild, also: LatencyChild | undefined): LatencyChild {
+  if (also === undefined) return child;
+  return {
+    observe(seconds) {
+      child.observe(seconds);
+      also.observe(seconds);
+    },
+  };
 }

@@ -1,6 +1,7 @@
 /** Lazy loading of the gateway's optional packages, so `import 'floodgate'` never loads them and a missing one fails with the package to install. */
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { GATEWAY_BUNDLE, GATEWAY_PACKAGES, type GatewayPackageName } from '../cli/package-check.js';
+import type { OtelMeter, OtelTracer } from '../../telemetry/otel-types.js';
 
 /** The undici module. */
 export type Undici = typeof import('undici');
@@ -12,6 +13,16 @@ export type Yaml = typeof import('yaml');
 export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
+/**
+ * The part of the @opentelemetry/api module the gateway uses, declared
+ * structurally so the gateway's types do not need the package installed.
+ */
+export interface OtelApi {
+  /** The metrics API (global MeterProvider). */
+  readonly metrics: { getMeter(name: string, version?: string): OtelMeter };
+  /** The trace API (global TracerProvider). */
+  readonly trace: { getTracer(name: string, version?: string): OtelTracer };
+}
 
 const cache = new Map<string, Promise<unknown>>();
 
@@ -51,6 +62,8 @@ export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+/** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */
+export const loadOtelApi = (): Promise<OtelApi> => load('@opentelemetry/api', () => import('@opentelemetry/api'));
 
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
