@@ -125,6 +125,13 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
   }
   const clustered = settings.workers > 0 && cluster.isWorker;
   const log = createLogger(deps.pino, settings.logLevel, clustered ? { worker: cluster.worker?.id } : {});
+  // Node ends a process on a SIGHUP nobody listens for: one sent as soon as the listening line is out,
+  // before the reloader below is set up, is held and applied then.
+  let heldSighup = false;
+  const holdSighup = (): void => {
+    heldSighup = true;
+  };
+  process.on('SIGHUP', holdSighup);
   const gateway = await Gateway.start(settings, deps, log, { clustered });
   warnAboutRules(settings, log);
   if (clustered) {
@@ -152,6 +159,8 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
         });
   reloader?.start();
   if (reloader === undefined) process.on('SIGHUP', () => log.info('SIGHUP: no --config file to reload'));
+  process.off('SIGHUP', holdSighup);
+  if (heldSighup) void reloader?.reload('SIGHUP');
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
