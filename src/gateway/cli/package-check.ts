@@ -1,4 +1,4 @@
-/** The gateway's packages (undici, prom-client, pino, yaml, ioredis): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
+/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, and @grpc/* for the RLS server): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode, FloodgateError } from '../../errors.js';
@@ -21,6 +21,8 @@ export const GATEWAY_PACKAGES = {
   pino: { name: 'pino', purpose: 'structured logs', major: 9 },
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
+  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service (--grpc)', major: 1 },
+  '@grpc/proto-loader': { name: '@grpc/proto-loader', purpose: 'the Envoy rate limit service (--grpc)', major: 0 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */
@@ -55,12 +57,16 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 
 /**
  * The packages `floodgate serve` needs: undici, prom-client and pino
- * always, yaml with a config file, ioredis with the Redis store.
+ * always, yaml with a config file, ioredis with the Redis store, the two
+ * @grpc packages with the rate limit service (`--grpc`).
  */
-export function packagesFor(uses: { readonly config: boolean; readonly redis: boolean }): GatewayPackage[] {
+export function packagesFor(uses: { readonly config: boolean; readonly redis: boolean; readonly grpc?: boolean }): GatewayPackage[] {
   const out: GatewayPackage[] = [GATEWAY_PACKAGES.undici, GATEWAY_PACKAGES['prom-client'], GATEWAY_PACKAGES.pino];
   if (uses.config) out.push(GATEWAY_PACKAGES.yaml);
   if (uses.redis) out.push(GATEWAY_PACKAGES.ioredis);
+  // The RLS server reads its YAML with the yaml package whether or not a --config file names it.
+  if (uses.grpc === true)
+    out.push(...(uses.config ? [] : [GATEWAY_PACKAGES.yaml]), GATEWAY_PACKAGES['@grpc/grpc-js'], GATEWAY_PACKAGES['@grpc/proto-loader']);
   return out;
 }
 

@@ -15,6 +15,8 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
   if (prev.workers !== next.workers) kept.push('workers');
   if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
   if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
+  // The rate limit service's own file reloads by itself; its listener and path need a restart.
+  if (JSON.stringify(prev.grpc) !== JSON.stringify(next.grpc)) kept.push('grpc');
   const effective: GatewaySettings = {
     ...next,
     listen: prev.listen,
@@ -23,6 +25,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
     workers: prev.workers,
     store: prev.store,
     proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
+    grpc: prev.grpc,
   };
   return { kept, effective };
 }

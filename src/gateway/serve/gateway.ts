@@ -76,7 +76,8 @@ export class Gateway implements AdminSource {
   /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
-  private readonly ruleContext: RuleContext;
+  /** What limiters compiled beside the rules need (the store per rule, failure handling, metrics); the rate limit service builds its own on it. */
+  readonly ruleContext: RuleContext;
   /** Announces and hears admin resets and unblocks on Redis; undefined without Redis or without the admin API. */
   private broadcast: AdminBroadcast | undefined;
   /** Refusals per rule and key for the admin API; only kept while it is on. */

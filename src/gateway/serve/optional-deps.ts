@@ -12,6 +12,10 @@ export type Yaml = typeof import('yaml');
 export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
+/** The @grpc/grpc-js module. */
+export type GrpcJs = typeof import('@grpc/grpc-js');
+/** The @grpc/proto-loader module. */
+export type ProtoLoader = typeof import('@grpc/proto-loader');
 
 const cache = new Map<string, Promise<unknown>>();
 
@@ -51,6 +55,11 @@ export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+
+/** Loads @grpc/grpc-js (the RLS server). */
+export const loadGrpc = (): Promise<GrpcJs> => load('@grpc/grpc-js', () => import('@grpc/grpc-js'));
+/** Loads @grpc/proto-loader (the RLS server's .proto files). */
+export const loadProtoLoader = (): Promise<ProtoLoader> => load('@grpc/proto-loader', () => import('@grpc/proto-loader'));
 
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
