@@ -1,13 +1,13 @@
 /** The Envoy rate limit service (RLS v3) over gRPC beside a gateway: ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML. */
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
-import type { GrpcJs, ProtoLoader } from '../serve/optional-deps.js';
+import { loadGrpc, loadProtoLoader, type GrpcJs } from './grpc-deps.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
 import { floodgateRoot } from '../cli/own-package.js';
 import type { GrpcSettings } from '../config/settings.js';
 import type { Gateway } from '../serve/gateway.js';
 import type { GatewayLogger } from '../serve/log.js';
-import { loadGrpc, loadProtoLoader, type PromClient } from '../serve/optional-deps.js';
+import type { PromClient } from '../serve/optional-deps.js';
 import { loadRlsConfig, type RlsConfig } from './rls-config.js';
 import { decideRls, RlsRequestError } from './rls-decide.js';
 import { RlsLimiters } from './rls-limiters.js';
@@ -67,10 +67,7 @@ export class RlsServer {
    * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or @grpc/proto-loader; the bind error when the port is taken
    */
   static async start(settings: GrpcSettings, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
-    const [grpcModule, loaderModule, config] = await Promise.all([loadGrpc(), loadProtoLoader(), loadRlsConfig(settings.config)]);
-    // Both are CommonJS: an ES import may see their exports on `default` only.
-    const grpc = (grpcModule as { default?: GrpcJs }).default ?? grpcModule;
-    const loader = (loaderModule as { default?: ProtoLoader }).default ?? loaderModule;
+    const [grpc, loader, config] = await Promise.all([loadGrpc(), loadProtoLoader(), loadRlsConfig(settings.config)]);
     const definition = await loader.load([...PROTO_FILES], { ...PROTO_OPTIONS, includeDirs: [protoDir()] });
     const pkg = grpc.loadPackageDefinition(definition) as unknown as Nested;
     const limiters = new RlsLimiters(gateway.ruleContext, () => gateway.current);

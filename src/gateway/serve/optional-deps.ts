@@ -12,10 +12,6 @@ export type Yaml = typeof import('yaml');
 export type PinoModule = typeof import('pino');
 /** The ioredis module. */
 export type Ioredis = typeof import('ioredis');
-/** The @grpc/grpc-js module. */
-export type GrpcJs = typeof import('@grpc/grpc-js');
-/** The @grpc/proto-loader module. */
-export type ProtoLoader = typeof import('@grpc/proto-loader');
 
 const cache = new Map<string, Promise<unknown>>();
 
@@ -56,10 +52,12 @@ export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pi
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
 
-/** Loads @grpc/grpc-js (the RLS server). */
-export const loadGrpc = (): Promise<GrpcJs> => load('@grpc/grpc-js', () => import('@grpc/grpc-js'));
-/** Loads @grpc/proto-loader (the RLS server's .proto files). */
-export const loadProtoLoader = (): Promise<ProtoLoader> => load('@grpc/proto-loader', () => import('@grpc/proto-loader'));
+// The gRPC packages are typed by their caller (rls/grpc-deps.ts): these declarations, public through
+// floodgate/gateway, must not name packages an app of the library has no reason to install.
+/** Loads @grpc/grpc-js (the rate limit service). */
+export const loadGrpcModule = (): Promise<unknown> => load('@grpc/grpc-js', () => import('@grpc/grpc-js'));
+/** Loads @grpc/proto-loader (the rate limit service's .proto files). */
+export const loadProtoLoaderModule = (): Promise<unknown> => load('@grpc/proto-loader', () => import('@grpc/proto-loader'));
 
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
