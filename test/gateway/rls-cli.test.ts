@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
+import { packagesFor } from '../../src/gateway/cli/package-check.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import { runCli, writeTemp } from './support/harness.js';
 
@@ -75,4 +76,26 @@ test('a bad rate limit file at start: exit 2 with file:line, nothing left listen
     new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4:\\d+: descriptors\\[0\\]\\.rate_limit\\.unit: must be one of`),
   );
   assert.match(cli.stderr(), /FLOODGATE_INVALID_CONFIG/);
+});
+
+test('--grpc needs yaml and the two @grpc packages, checked with the others before anything starts', () => {
+  const names = (uses: Parameters<typeof packagesFor>[0]): string[] => packagesFor(uses).map((p) => p.name);
+  assert.deepEqual(names({ config: false, redis: false, grpc: true }), [
+    'undici',
+    'prom-client',
+    'pino',
+    'yaml',
+    '@grpc/grpc-js',
+    '@grpc/proto-loader',
+  ]);
+  assert.deepEqual(names({ config: true, redis: true, grpc: true }), [
+    'undici',
+    'prom-client',
+    'pino',
+    'yaml',
+    'ioredis',
+    '@grpc/grpc-js',
+    '@grpc/proto-loader',
+  ]);
+  assert.deepEqual(names({ config: false, redis: false }), ['undici', 'prom-client', 'pino']);
 });

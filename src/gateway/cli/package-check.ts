@@ -21,8 +21,8 @@ export const GATEWAY_PACKAGES = {
   pino: { name: 'pino', purpose: 'structured logs', major: 9 },
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
-  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service (--grpc)', major: 1 },
-  '@grpc/proto-loader': { name: '@grpc/proto-loader', purpose: 'the Envoy rate limit service (--grpc)', major: 0 },
+  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service, --grpc', major: 1 },
+  '@grpc/proto-loader': { name: '@grpc/proto-loader', purpose: 'the Envoy rate limit service, --grpc', major: 0 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */
