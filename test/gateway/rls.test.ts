@@ -233,3 +233,9 @@ test('reload: a changed file applies (its unchanged limits keep their counts), a
   const m = await f.metrics();
   assert.ok((m.get('floodgate_config_reloads_total{result="failure"}') ?? 0) >= 1);
 });
+
+test('a reload of the gateway config leaves the service counting where it was (its counters belong to no rule)', async () => {
+  assert.equal((await f.client.should('edge', [d('user', 'gateway-reload')])).statuses[0]!.limit_remaining, 4);
+  f.gateway.apply({ ...f.gateway.current, rules: [] });
+  assert.equal((await f.client.should('edge', [d('user', 'gateway-reload')])).statuses[0]!.limit_remaining, 3);
+});

@@ -3,10 +3,8 @@ import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { RuleContext } from '../rules/rule-set.js';
+import type { Store } from '../../stores/store.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsNode, type RlsUnit } from './rls-config.js';
-
-/** The store table the rate limit service counts in (the embedded memory store gives each name a table of its own). */
-export const RLS_TABLE = 'rls';
 
 /** Most limiters kept for limits Envoy sends in descriptors (its route config has a handful; a flood of made-up ones is not kept). */
 const MAX_OVERRIDE_LIMITERS = 1_000;
@@ -27,10 +25,12 @@ export class RlsLimiters {
   private readonly overrides = new Map<string, RateLimiter>();
 
   /**
-   * @param context - the gateway's rule context (its store, insurance store and failure reporting)
+   * @param store - the store to count in (the gateway's shared one: a rule's table goes when its rule does)
+   * @param context - the gateway's rule context (whether the store can fail, the insurance store)
    * @param settings - the gateway's settings in force (store prefix, failure policy, in-memory block)
    */
   constructor(
+    private readonly store: Store,
     private readonly context: RuleContext,
     private readonly settings: () => GatewaySettings,
   ) {}
@@ -88,7 +88,7 @@ export class RlsLimiters {
     const base = { limit: spec.requestsPerUnit, window: UNIT_SECONDS[spec.unit] * 1000, algorithm: spec.algorithm, prefix };
     const options: RateLimiterOptions = {
       ...base,
-      store: this.context.storeFor(RLS_TABLE),
+      store: this.store,
       inMemoryBlock: settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false,
     };
     // The same failure policy as the HTTP rules (see compile-rules.ts), so one setting governs the whole gateway.

@@ -70,7 +70,7 @@ export class RlsServer {
     const [grpc, loader, config] = await Promise.all([loadGrpc(), loadProtoLoader(), loadRlsConfig(settings.config)]);
     const definition = await loader.load([...PROTO_FILES], { ...PROTO_OPTIONS, includeDirs: [protoDir()] });
     const pkg = grpc.loadPackageDefinition(definition) as unknown as Nested;
-    const limiters = new RlsLimiters(gateway.ruleContext, () => gateway.current);
+    const limiters = new RlsLimiters(gateway.sharedStore, gateway.ruleContext, () => gateway.current);
     const metrics = new RlsMetrics(prom, gateway.metrics.registry);
     const server = new grpc.Server();
     const port = await new Promise<number>((resolve, reject) =>

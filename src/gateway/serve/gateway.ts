@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
+import type { Store } from '../../stores/store.js';
 import { throttled } from '../../throttle.js';
 import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
@@ -216,6 +217,15 @@ export class Gateway implements AdminSource {
   /** `http://host:port` of the admin listener, when there is one. */
   get adminUrl(): string | undefined {
     return this.adminServer === undefined ? undefined : urlOf(this.adminServer);
+  }
+
+  /**
+   * The store of counters that belong to no rule (the rate limit service's):
+   * the memory store's per-rule tables are dropped with their rules on a
+   * reload, this one is not.
+   */
+  get sharedStore(): Store {
+    return this.store.store;
   }
 
   /** The settings in force. */
