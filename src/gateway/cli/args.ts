@@ -3,6 +3,8 @@ import { parseArgs } from 'node:util';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { SettingsOverrides } from '../config/config-file.js';
 import { ADMIN_API_WORKERS, readAdminTokenFile } from '../config/admin-config.js';
+import { GRPC_WORKERS } from '../config/grpc-config.js';
+import { resolve } from 'node:path';
 import { parseDecisionPath, parseFailurePolicy, parseLogLevel } from '../config/values.js';
 import {
   InvalidValue,
@@ -28,6 +30,7 @@ import {
   DEFAULT_READINESS,
   DEFAULT_STORE,
   type GatewaySettings,
+  type GrpcSettings,
   type StoreSettings,
 } from '../config/settings.js';
 
@@ -67,6 +70,8 @@ const OPTIONS = {
   'ready-upstream': { type: 'boolean' },
   'log-level': { type: 'string' },
   otel: { type: 'boolean' },
+  grpc: { type: 'string' },
+  'rls-config': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const;
@@ -147,6 +152,10 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
   if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
   if (Object.keys(store).length > 0) o.storeOverrides = store;
+  const grpc: { -readonly [K in keyof GrpcSettings]?: GrpcSettings[K] } = {};
+  if (v.grpc !== undefined) grpc.listen = flag('grpc', () => parseListen(v.grpc));
+  if (v['rls-config'] !== undefined) grpc.config = resolve(v['rls-config']);
+  if (Object.keys(grpc).length > 0) o.grpcOverrides = grpc;
 
   if (v.config !== undefined) {
     const given = RULE_FLAGS.filter((name) => v[name] !== undefined);
@@ -158,14 +167,25 @@ export function parseCommandLine(argv: readonly string[]): Command {
     return { kind: 'serve', configFile: v.config, overrides: o, settings: undefined };
   }
 
-  // No config file: one rule from the flags, applied to every request.
-  if (o.upstream === undefined) throw bad('serve needs --upstream URL (where admitted requests go), or --config FILE.');
-  if (v.limit === undefined || v.limit.length === 0)
+  // No config file: one rule from the flags, applied to every request; or the rate limit service alone.
+  if (grpc.listen !== undefined || grpc.config !== undefined) {
+    if (grpc.listen === undefined) throw bad('--rls-config needs --grpc HOST:PORT, where the rate limit service listens.');
+    if (grpc.config === undefined)
+      throw bad('--grpc needs --rls-config PATH: the envoyproxy/ratelimit YAML file, or a directory of them, that it serves.');
+    if ((o.workers ?? 0) > 0) throw bad(`--grpc: ${GRPC_WORKERS}`);
+  }
+  const rlsOnly = grpc.listen !== undefined && o.upstream === undefined;
+  if (rlsOnly) {
+    const given = RULE_FLAGS.find((name) => v[name] !== undefined);
+    if (given !== undefined) throw bad(`--${given} defines the rule of the HTTP proxy, which needs --upstream URL.`);
+  }
+  if (o.upstream === undefined && !rlsOnly) throw bad('serve needs --upstream URL (where admitted requests go), or --config FILE.');
+  if (!rlsOnly && (v.limit === undefined || v.limit.length === 0))
     throw bad('serve needs at least one --limit N/WINDOW (e.g. --limit 100/1m), or --config FILE with rules.');
   const algorithm = v.algorithm === undefined ? 'fixed-window' : flag('algorithm', () => parseAlgorithm(v.algorithm));
   const blockMs = v['block-duration'] === undefined ? 0 : flag('block-duration', () => parseMs(v['block-duration']));
   const seen = new Set<string>();
-  const policies = v.limit.map((spec) => {
+  const policies = (v.limit ?? []).map((spec) => {
     const { limit, windowMs } = flag('limit', () => parseLimitSpec(spec));
     if (seen.has(`${limit}/${windowMs}`)) throw bad(`--limit ${spec} is given twice.`);
     seen.add(`${limit}/${windowMs}`);
@@ -180,7 +200,9 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const settings: GatewaySettings = {
     configFile: undefined,
     upstream: o.upstream,
-    listen: o.listen ?? DEFAULT_LISTEN,
+    // The rate limit service alone takes a free port for its HTTP listener (decision endpoint and /_floodgate/ health),
+    // so several of them run on one host with nothing but --grpc.
+    listen: o.listen ?? (rlsOnly ? { host: '127.0.0.1', port: 0 } : DEFAULT_LISTEN),
     admin: o.admin,
     adminToken: o.adminToken,
     workers: o.workers ?? 0,
@@ -198,16 +220,19 @@ export function parseCommandLine(argv: readonly string[]): Command {
     paths: DEFAULT_PATHS,
     plans: new Map(),
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
-    rules: [
-      {
-        name: 'default',
-        match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined },
-        key,
-        policies,
-        shadow: v.shadow === true,
-        final: false,
-      },
-    ],
+    ...(grpc.listen !== undefined && grpc.config !== undefined ? { grpc: { listen: grpc.listen, config: grpc.config } } : {}),
+    rules: rlsOnly
+      ? []
+      : [
+          {
+            name: 'default',
+            match: { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined },
+            key,
+            policies,
+            shadow: v.shadow === true,
+            final: false,
+          },
+        ],
   };
   return { kind: 'serve', configFile: undefined, overrides: o, settings };
 }

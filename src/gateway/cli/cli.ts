@@ -12,6 +12,7 @@ import { HELP } from './help.js';
 import { createLogger } from '../serve/log.js';
 import { ConfigReloader } from '../config/reload.js';
 import { Gateway } from '../serve/gateway.js';
+import { RlsServer } from '../rls/rls-server.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { runPrimary } from '../workers/workers.js';
 import { floodgateVersion } from './own-package.js';
@@ -52,7 +53,14 @@ export async function main(argv: readonly string[]): Promise<number> {
             ? { settings: command.settings, text: undefined }
             : await readSettings(command.configFile!, command.overrides);
         if (command.settings !== undefined)
-          requirePackages(packagesFor({ config: false, redis: settings.store.kind === 'redis', otel: settings.telemetry?.otel }));
+          requirePackages(
+            packagesFor({
+              config: false,
+              redis: settings.store.kind === 'redis',
+              otel: settings.telemetry?.otel,
+              grpc: settings.grpc !== undefined,
+            }),
+          );
         await serve(settings, command.overrides, text);
         return 0;
       }
@@ -105,7 +113,14 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   if (packageState(GATEWAY_PACKAGES.yaml).status !== 'ok')
     requirePackages(packagesFor({ config: true, redis: redisFlag || REDIS_STORE.test(text) }));
   const settings = await parseConfigText(text, file, overrides, { requireRules: true });
-  requirePackages(packagesFor({ config: true, redis: settings.store.kind === 'redis', otel: settings.telemetry?.otel }));
+  requirePackages(
+    packagesFor({
+      config: true,
+      redis: settings.store.kind === 'redis',
+      otel: settings.telemetry?.otel,
+      grpc: settings.grpc !== undefined,
+    }),
+  );
   if (settings.upstream === undefined && settings.decisionPath === false) {
     throw new ConfigError(
       ErrorCode.INVALID_CONFIG,
@@ -133,6 +148,15 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
   };
   process.on('SIGHUP', holdSighup);
   const gateway = await Gateway.start(settings, deps, log, { clustered });
+  let rls: RlsServer | undefined;
+  if (settings.grpc !== undefined) {
+    try {
+      rls = await RlsServer.start(settings.grpc, gateway, deps.prom, log);
+    } catch (error) {
+      await gateway.shutdown();
+      throw error;
+    }
+  }
   warnAboutRules(settings, log);
   if (clustered) {
     // The primary's AggregatorRegistry asks each worker for this registry over IPC. prom-client adds the
@@ -167,13 +191,16 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
     stopping = true;
     log.info({ signal }, 'shutting down');
     reloader?.stop();
-    gateway.shutdown().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ error: (error as Error).message }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    // The rate limit service stops first: its answers need the store the gateway closes.
+    (rls?.close() ?? Promise.resolve())
+      .then(() => gateway.shutdown())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          log.error({ error: (error as Error).message }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -6,6 +6,9 @@ export const HELP = `floodgate — a rate-limiting reverse proxy (and decision s
 Usage:
   floodgate serve --upstream URL [options]     run the gateway in front of URL
   floodgate serve --config FILE [options]      run it with rules from a YAML file
+  floodgate serve --grpc HOST:PORT --rls-config PATH [options]
+                                               an Envoy rate limit service (RLS v3, gRPC) on
+                                               envoyproxy/ratelimit's YAML (see docs/rls.md)
   floodgate check --config FILE                validate a config file and exit (0 valid, 2 not, 1 when
                                                a package serve needs is missing)
   floodgate --help                             this text
@@ -48,6 +51,13 @@ Options of serve (flags win over the config file's values):
                             e.g. --config /etc/floodgate.yaml
   --no-watch              with --config: reload on SIGHUP only, not on file changes
                             e.g. --config floodgate.yaml --no-watch
+  --grpc HOST:PORT        run the Envoy rate limit service (RLS v3) on this gRPC listener; no
+                          --upstream needed (the HTTP listener then takes a free port unless
+                          --listen says otherwise)
+                            e.g. --grpc 127.0.0.1:8081 --rls-config /etc/ratelimit/
+  --rls-config PATH       with --grpc: an envoyproxy/ratelimit YAML file, or a directory of them
+                          (one domain each); reloaded on SIGHUP and when a file changes
+                            e.g. --rls-config ./ratelimit.yaml
   --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener only; the
                           proxy listener then forwards /_floodgate/metrics etc. like any path
                             e.g. --admin 127.0.0.1:9090
@@ -84,8 +94,8 @@ Endpoints on the proxy listener:
   /_floodgate/metrics     Prometheus metrics;  /_floodgate/healthz, /_floodgate/readyz
                           (without --admin only)
 
-Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads --config (a bad file is
-logged and the last good config stays).
+Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads --config and --rls-config (a bad
+file is logged and the last good config stays).
 
 Example:
   floodgate serve --upstream http://127.0.0.1:3000 --limit 3/5s --key header:x-api-key

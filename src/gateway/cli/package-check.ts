@@ -1,4 +1,4 @@
-/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, and @opentelemetry/api when telemetry is on): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
+/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, @opentelemetry/api when telemetry is on, and @grpc/* for the RLS server): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode, FloodgateError } from '../../errors.js';
@@ -22,6 +22,8 @@ export const GATEWAY_PACKAGES = {
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
   '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
+  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service, --grpc', major: 1 },
+  '@grpc/proto-loader': { name: '@grpc/proto-loader', purpose: 'the Envoy rate limit service, --grpc', major: 0 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */
@@ -57,13 +59,22 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 /**
  * The packages `floodgate serve` needs: undici, prom-client and pino
  * always, yaml with a config file, ioredis with the Redis store,
- * @opentelemetry/api with OpenTelemetry on.
+ * @opentelemetry/api with OpenTelemetry on, the two @grpc packages with the
+ * rate limit service (`--grpc`).
  */
-export function packagesFor(uses: { readonly config: boolean; readonly redis: boolean; readonly otel?: boolean }): GatewayPackage[] {
+export function packagesFor(uses: {
+  readonly config: boolean;
+  readonly redis: boolean;
+  readonly otel?: boolean | undefined;
+  readonly grpc?: boolean;
+}): GatewayPackage[] {
   const out: GatewayPackage[] = [GATEWAY_PACKAGES.undici, GATEWAY_PACKAGES['prom-client'], GATEWAY_PACKAGES.pino];
   if (uses.config) out.push(GATEWAY_PACKAGES.yaml);
   if (uses.redis) out.push(GATEWAY_PACKAGES.ioredis);
   if (uses.otel === true) out.push(GATEWAY_PACKAGES['@opentelemetry/api']);
+  // The RLS server reads its YAML with the yaml package whether or not a --config file names it.
+  if (uses.grpc === true)
+    out.push(...(uses.config ? [] : [GATEWAY_PACKAGES.yaml]), GATEWAY_PACKAGES['@grpc/grpc-js'], GATEWAY_PACKAGES['@grpc/proto-loader']);
   return out;
 }
 

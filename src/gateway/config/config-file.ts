@@ -15,7 +15,7 @@ import {
   parseDecisionPath,
   parseLogLevel,
 } from './values.js';
-import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, type GatewaySettings, type StoreSettings } from './settings.js';
+import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, type GatewaySettings, type GrpcSettings, type StoreSettings } from './settings.js';
 import { ConfigError } from './config-error.js';
 import { Cursor, mapping, type Obj } from './yaml-cursor.js';
 import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
@@ -23,11 +23,14 @@ import { ruleList } from './rule-sections.js';
 import { planSettings } from './override-config.js';
 import { ADMIN_API_WORKERS, adminSection } from './admin-config.js';
 import { telemetrySettings } from './telemetry-config.js';
+import { grpcSection, GRPC_WORKERS } from './grpc-config.js';
 
 /** Settings given on the command line; they win over the file's, on start and on every reload. */
 export type SettingsOverrides = { -readonly [K in keyof GatewaySettings]?: GatewaySettings[K] } & {
   /** Partial store settings (e.g. only the URL from `--redis`). */
   storeOverrides?: Partial<StoreSettings>;
+  /** Partial rate limit service settings (`--grpc`, `--rls-config`). */
+  grpcOverrides?: Partial<GrpcSettings>;
 };
 
 const TOP_FIELDS = [
@@ -49,6 +52,7 @@ const TOP_FIELDS = [
   'plans',
   'rules',
   'telemetry',
+  'grpc',
 ] as const;
 
 /**
@@ -140,7 +144,10 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
-  if (requireRules && o.rules === undefined && top.rules === undefined)
+  const grpc = grpcSection(c, top.grpc, dirname(file), o.grpcOverrides);
+  if (grpc !== undefined && workers > 0) c.fail(['grpc'], GRPC_WORKERS);
+  // The rate limit service is a gateway's job of its own: its file may leave out the HTTP rules.
+  if (requireRules && grpc === undefined && o.rules === undefined && top.rules === undefined)
     c.fail(
       ['rules'],
       'is missing, so every request would be forwarded without limits. Add rules, e.g. rules: [{ name: all, policies: ["100/1m"] }]; to forward without limits on purpose, write rules: [].',
@@ -198,5 +205,6 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     paths,
     rules,
     ...(telemetry === undefined ? {} : { telemetry }),
+    ...(grpc === undefined ? {} : { grpc }),
   };
 }

@@ -17,6 +17,8 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
   if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
   // Instruments and the store wrapper are made once, at start.
   if ((prev.telemetry?.otel ?? false) !== (next.telemetry?.otel ?? false)) kept.push('telemetry.otel');
+  // The rate limit service's own file reloads by itself; its listener and path need a restart.
+  if (JSON.stringify(prev.grpc) !== JSON.stringify(next.grpc)) kept.push('grpc');
   const effective: GatewaySettings = {
     ...next,
     listen: prev.listen,
@@ -26,6 +28,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
     store: prev.store,
     proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
     telemetry: prev.telemetry,
+    grpc: prev.grpc,
   };
   return { kept, effective };
 }

@@ -22,7 +22,8 @@ export interface RuleWarning {
 export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
   const out: RuleWarning[] = [];
   const file = settings.configFile;
-  if (file !== undefined && settings.rules.length === 0) {
+  // A rate limit service without an upstream has nothing to forward: no HTTP rules is its usual shape.
+  if (file !== undefined && settings.rules.length === 0 && (settings.grpc === undefined || settings.upstream !== undefined)) {
     out.push({
       code: WarningCode.NO_RULES,
       message:

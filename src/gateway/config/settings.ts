@@ -246,6 +246,14 @@ export interface PathSettings {
   readonly doubleEncoding: 'reject' | 'keep';
 }
 
+/** The Envoy rate limit service (RLS v3 over gRPC): where it listens and the envoyproxy/ratelimit YAML it serves (see docs/rls.md). */
+export interface GrpcSettings {
+  /** The gRPC listener. */
+  readonly listen: ListenAddress;
+  /** One YAML file, or a directory whose every .yaml/.yml file is read (each with its own domain); resolved. */
+  readonly config: string;
+}
+
 /** Everything `floodgate serve` runs with. */
 export interface GatewaySettings {
   /** The config file, when one was given (reloads read it again). */
@@ -293,6 +301,8 @@ export interface GatewaySettings {
   readonly plans: PlanSettings;
   /** Telemetry besides Prometheus; absent means none. */
   readonly telemetry?: TelemetrySettings;
+  /** The Envoy rate limit service (`grpc`, `--grpc`); undefined when off. */
+  readonly grpc?: GrpcSettings | undefined;
 }
 
 /** The `telemetry` section. */

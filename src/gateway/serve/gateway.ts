@@ -3,6 +3,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
+import type { Store } from '../../stores/store.js';
 import { throttled } from '../../throttle.js';
 import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
@@ -79,7 +80,8 @@ export class Gateway implements AdminSource {
   /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
-  private readonly ruleContext: RuleContext;
+  /** What limiters compiled beside the rules need (the store per rule, failure handling, metrics); the rate limit service builds its own on it. */
+  readonly ruleContext: RuleContext;
   /** Announces and hears admin resets and unblocks on Redis; undefined without Redis or without the admin API. */
   private broadcast: AdminBroadcast | undefined;
   /** Refusals per rule and key for the admin API; only kept while it is on. */
@@ -230,6 +232,15 @@ export class Gateway implements AdminSource {
   /** `http://host:port` of the admin listener, when there is one. */
   get adminUrl(): string | undefined {
     return this.adminServer === undefined ? undefined : urlOf(this.adminServer);
+  }
+
+  /**
+   * The store of counters that belong to no rule (the rate limit service's):
+   * the memory store's per-rule tables are dropped with their rules on a
+   * reload, this one is not.
+   */
+  get sharedStore(): Store {
+    return this.store.store;
   }
 
   /** The settings in force. */

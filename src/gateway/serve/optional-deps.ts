@@ -65,6 +65,13 @@ export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import(
 /** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */
 export const loadOtelApi = (): Promise<OtelApi> => load('@opentelemetry/api', () => import('@opentelemetry/api'));
 
+// The gRPC packages are typed by their caller (rls/grpc-deps.ts): these declarations, public through
+// floodgate/gateway, must not name packages an app of the library has no reason to install.
+/** Loads @grpc/grpc-js (the rate limit service). */
+export const loadGrpcModule = (): Promise<unknown> => load('@grpc/grpc-js', () => import('@grpc/grpc-js'));
+/** Loads @grpc/proto-loader (the rate limit service's .proto files). */
+export const loadProtoLoaderModule = (): Promise<unknown> => load('@grpc/proto-loader', () => import('@grpc/proto-loader'));
+
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {
   const [undici, prom, pino] = await Promise.all([loadUndici(), loadPromClient(), loadPino()]);

@@ -1,0 +1,256 @@
+/** The rate limit service's config: envoyproxy/ratelimit YAML files (one domain each, nested descriptors) read into a descriptor tree per domain, with errors at their line. */
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe } from '../../duration.js';
+import { ErrorCode } from '../../errors.js';
+import { ALGORITHMS, type Algorithm } from '../../policy.js';
+import { ConfigError } from '../config/config-error.js';
+import { Cursor, mapping, type Path } from '../config/yaml-cursor.js';
+import { loadYaml } from '../serve/optional-deps.js';
+
+/** The time units of envoyproxy/ratelimit's `rate_limit.unit`. */
+export const RLS_UNITS = ['second', 'minute', 'hour', 'day', 'week', 'month', 'year'] as const;
+/** One of {@link RLS_UNITS}. */
+export type RlsUnit = (typeof RLS_UNITS)[number];
+
+/** Each unit's length in seconds, as envoyproxy/ratelimit counts them (a month is 30 days, a year 365). */
+export const UNIT_SECONDS: Readonly<Record<RlsUnit, number>> = {
+  second: 1,
+  minute: 60,
+  hour: 3_600,
+  day: 86_400,
+  week: 604_800,
+  month: 2_592_000,
+  year: 31_536_000,
+};
+
+/** A descriptor's `rate_limit`, with the descriptor's flags. */
+export interface RlsLimit {
+  /** Where it is in its domain, as envoyproxy/ratelimit names it: `domain.key_value.key2`. */
+  readonly fullKey: string;
+  /** The domain. */
+  readonly domain: string;
+  /** `requests_per_unit` (0 refuses every request, as there). */
+  readonly requestsPerUnit: number;
+  /** `unit`; undefined only when `unlimited`. */
+  readonly unit: RlsUnit | undefined;
+  /** `unlimited: true`: never limited, no store call. */
+  readonly unlimited: boolean;
+  /** `name`, which other limits' `replaces` refer to. */
+  readonly name: string | undefined;
+  /** `replaces`: the names of the limits this one replaces in a request where both apply. */
+  readonly replaces: readonly string[];
+  /** The descriptor's `shadow_mode`: decided and counted, but always answered OK. */
+  readonly shadow: boolean;
+  /** The descriptor's `detailed_metric`: metrics per full descriptor value. */
+  readonly detailedMetric: boolean;
+  /** floodgate's extension `algorithm`; `fixed-window` windows align to the clock as envoyproxy/ratelimit's do. */
+  readonly algorithm: Algorithm;
+}
+
+/** One level of the descriptor tree. */
+export interface RlsNode {
+  /** Children by `key_value`, or by `key` alone for a key's default entry. */
+  readonly children: ReadonlyMap<string, RlsNode>;
+  /** Children whose `key_value` holds a `*`, in file order, split on it. */
+  readonly wildcards: ReadonlyArray<{ readonly name: string; readonly parts: readonly string[] }>;
+  /** This level's limit. */
+  readonly limit: RlsLimit | undefined;
+  /** `share_threshold`: every value that matches this wildcard entry counts in one counter. */
+  readonly shareThreshold: boolean;
+}
+
+/** The whole config: one tree per domain. */
+export interface RlsConfig {
+  /** Domain → its top level. */
+  readonly domains: ReadonlyMap<string, RlsNode>;
+  /** The files read. */
+  readonly files: readonly string[];
+}
+
+const ROOT_FIELDS = ['domain', 'descriptors'] as const;
+const DESCRIPTOR_FIELDS = [
+  'key',
+  'value',
+  'rate_limit',
+  'descriptors',
+  'shadow_mode',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'metadata',
+  'quota_mode',
+] as const;
+const LIMIT_FIELDS = ['requests_per_unit', 'unit', 'unlimited', 'name', 'replaces', 'algorithm'] as const;
+
+/** The files `path` names: itself, or every `.yaml`/`.yml` file of the directory, sorted (envoyproxy/ratelimit reads a directory so). */
+export async function rlsConfigFiles(path: string): Promise<string[]> {
+  let isDir: boolean;
+  try {
+    isDir = (await stat(path)).isDirectory();
+  } catch (error) {
+    throw new ConfigError(
+      ErrorCode.CONFIG_UNREADABLE,
+      { file: path },
+      `cannot read the rate limit config: ${(error as Error).message}`,
+      error,
+    );
+  }
+  if (!isDir) return [path];
+  const names = (await readdir(path)).filter((n) => /\.ya?ml$/i.test(n) && !n.startsWith('.')).sort();
+  return names.map((n) => join(path, n));
+}
+
+/**
+ * Reads and checks the rate limit config at `path` (a file or a directory).
+ * @throws ConfigError CONFIG_UNREADABLE, CONFIG_SYNTAX or INVALID_CONFIG, placed at the file and line
+ */
+export async function loadRlsConfig(path: string): Promise<RlsConfig> {
+  const files = await rlsConfigFiles(path);
+  const texts = await Promise.all(
+    files.map((file) =>
+      readFile(file, 'utf8').catch((error: unknown) => {
+        throw new ConfigError(ErrorCode.CONFIG_UNREADABLE, { file }, `cannot read the file: ${(error as Error).message}`, error);
+      }),
+    ),
+  );
+  const domains = new Map<string, RlsNode>();
+  for (const [i, file] of files.entries()) {
+    const { domain, root } = await parseRlsText(texts[i]!, file);
+    if (domains.has(domain))
+      throw new ConfigError(
+        ErrorCode.INVALID_CONFIG,
+        { file, field: 'domain' },
+        `duplicate domain ${JSON.stringify(domain)}: another file of ${path} defines it too.`,
+      );
+    domains.set(domain, root);
+  }
+  return { domains, files };
+}
+
+/**
+ * Parses one file's text.
+ * @throws ConfigError CONFIG_SYNTAX or INVALID_CONFIG
+ */
+export async function parseRlsText(text: string, file: string): Promise<{ domain: string; root: RlsNode }> {
+  const yaml = await loadYaml();
+  const lines = new yaml.LineCounter();
+  const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  const problem = doc.errors[0];
+  if (problem !== undefined) {
+    const pos = lines.linePos(problem.pos[0]);
+    throw new ConfigError(
+      ErrorCode.CONFIG_SYNTAX,
+      { file, line: pos.line, column: pos.col },
+      `not valid YAML: ${problem.message.split('\n')[0]}`,
+      problem,
+    );
+  }
+  const c = new Cursor(file, doc, lines, yaml);
+  const top = mapping(c, [], doc.toJS() ?? {}, ROOT_FIELDS);
+  if (typeof top.domain !== 'string' || top.domain === '')
+    c.fail(['domain'], `must be a non-empty string (the domain Envoy sends); got ${describe(top.domain)}.`);
+  const domain = top.domain as string;
+  return { domain, root: level(c, ['descriptors'], top.descriptors, domain, `${domain}.`) };
+}
+
+function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey: string): RlsNode {
+  const children = new Map<string, RlsNode>();
+  const wildcards: Array<{ name: string; parts: string[] }> = [];
+  if (value !== undefined && value !== null) {
+    if (!Array.isArray(value)) c.fail(path, `must be a list of descriptors (lines starting with "- "); got ${describe(value)}.`);
+    for (const [i, entry] of value.entries()) {
+      const at = [...path, i];
+      const d = mapping(c, at, entry, DESCRIPTOR_FIELDS);
+      if (typeof d.key !== 'string' || d.key === '') c.fail([...at, 'key'], `must be a non-empty string; got ${describe(d.key)}.`);
+      if (
+        d.value !== undefined &&
+        d.value !== null &&
+        typeof d.value !== 'string' &&
+        typeof d.value !== 'number' &&
+        typeof d.value !== 'boolean'
+      )
+        c.fail([...at, 'value'], `must be a string; got ${describe(d.value)}.`);
+      const val = d.value === undefined || d.value === null ? '' : String(d.value);
+      const name = val === '' ? d.key : `${d.key}_${val}`;
+      const fullKey = parentKey + name;
+      if (children.has(name))
+        c.fail(
+          [...at, 'key'],
+          `duplicate descriptor ${JSON.stringify(fullKey)}: an earlier entry of this list has the same key and value.`,
+        );
+      if (d.quota_mode === true)
+        c.fail(
+          [...at, 'quota_mode'],
+          'is not supported by floodgate: a quota descriptor that only limits when every one is over would be answered as a plain limit. Remove it, or keep this domain on envoyproxy/ratelimit.',
+        );
+      const flag = (field: string): boolean => {
+        const v = d[field];
+        if (v !== undefined && typeof v !== 'boolean') c.fail([...at, field], `must be true or false; got ${describe(v)}.`);
+        return v === true;
+      };
+      const shareThreshold = flag('share_threshold');
+      if (shareThreshold && !name.includes('*'))
+        c.fail([...at, 'share_threshold'], `applies only to a wildcard value (one holding "*"); ${JSON.stringify(fullKey)} has none.`);
+      flag('value_to_metric');
+      const limit =
+        d.rate_limit === undefined || d.rate_limit === null
+          ? undefined
+          : rateLimit(c, [...at, 'rate_limit'], d.rate_limit, {
+              fullKey,
+              domain,
+              shadow: flag('shadow_mode'),
+              detailedMetric: flag('detailed_metric'),
+            });
+      // A level's wildcard entries are looked up from the level above, so the node carries its children's.
+      const sub = level(c, [...at, 'descriptors'], d.descriptors, domain, `${fullKey}.`);
+      children.set(name, { children: sub.children, wildcards: sub.wildcards, limit, shareThreshold });
+      if (name.includes('*')) wildcards.push({ name, parts: name.split('*') });
+    }
+  }
+  return { children, wildcards, limit: undefined, shareThreshold: false };
+}
+
+function rateLimit(
+  c: Cursor,
+  path: Path,
+  value: unknown,
+  own: { fullKey: string; domain: string; shadow: boolean; detailedMetric: boolean },
+): RlsLimit {
+  const r = mapping(c, path, value, LIMIT_FIELDS);
+  if (r.unlimited !== undefined && typeof r.unlimited !== 'boolean')
+    c.fail([...path, 'unlimited'], `must be true or false; got ${describe(r.unlimited)}.`);
+  const unlimited = r.unlimited === true;
+  let unit: RlsUnit | undefined;
+  if (r.unit !== undefined && r.unit !== null) {
+    const u = typeof r.unit === 'string' ? r.unit.toLowerCase() : undefined;
+    if (u === undefined || !(RLS_UNITS as readonly string[]).includes(u))
+      c.fail([...path, 'unit'], `must be one of ${RLS_UNITS.join(', ')}; got ${describe(r.unit)}.`);
+    unit = u as RlsUnit;
+  }
+  if (unlimited && unit !== undefined) c.fail([...path, 'unit'], 'must not be set when unlimited is true.');
+  if (!unlimited && unit === undefined) c.fail(path, `needs a unit (${RLS_UNITS.join(', ')}), or unlimited: true.`);
+  const rpu = r.requests_per_unit ?? 0;
+  if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffff_ffff)
+    c.fail([...path, 'requests_per_unit'], `must be a whole number from 0 to 4294967295; got ${describe(rpu)}.`);
+  if (r.name !== undefined && typeof r.name !== 'string') c.fail([...path, 'name'], `must be a string; got ${describe(r.name)}.`);
+  const name = r.name === undefined || r.name === '' ? undefined : r.name;
+  const replaces: string[] = [];
+  if (r.replaces !== undefined && r.replaces !== null) {
+    if (!Array.isArray(r.replaces)) c.fail([...path, 'replaces'], `must be a list of { name: NAME }; got ${describe(r.replaces)}.`);
+    for (const [i, entry] of r.replaces.entries()) {
+      const e = mapping(c, [...path, 'replaces', i], entry, ['name']);
+      if (typeof e.name !== 'string' || e.name === '')
+        c.fail([...path, 'replaces', i, 'name'], `must be a non-empty string; got ${describe(e.name)}.`);
+      if (e.name === name) c.fail([...path, 'replaces', i, 'name'], 'names this limit itself; a limit cannot replace itself.');
+      replaces.push(e.name);
+    }
+  }
+  let algorithm: Algorithm = 'fixed-window';
+  if (r.algorithm !== undefined) {
+    if (!(ALGORITHMS as readonly unknown[]).includes(r.algorithm))
+      c.fail([...path, 'algorithm'], `must be one of ${ALGORITHMS.join(', ')} (floodgate's extension); got ${describe(r.algorithm)}.`);
+    algorithm = r.algorithm as Algorithm;
+  }
+  return { ...own, requestsPerUnit: rpu, unit, unlimited, name, replaces, algorithm };
+}

@@ -1,0 +1,102 @@
+/** The rate limit service's limiters: one RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on the gateway's store and failure policy, kept across reloads while their numbers stay. */
+import { RateLimiter } from '../../limiter.js';
+import type { RateLimiterOptions } from '../../limiter-options.js';
+import type { GatewaySettings } from '../config/settings.js';
+import type { RuleContext } from '../rules/rule-set.js';
+import type { Store } from '../../stores/store.js';
+import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsNode, type RlsUnit } from './rls-config.js';
+
+/** Most limiters kept for limits Envoy sends in descriptors (its route config has a handful; a flood of made-up ones is not kept). */
+const MAX_OVERRIDE_LIMITERS = 1_000;
+
+/** The numbers a limiter counts under. */
+export interface LimiterSpec {
+  /** Requests per unit; positive. */
+  readonly requestsPerUnit: number;
+  /** The unit. */
+  readonly unit: RlsUnit;
+  /** The algorithm. */
+  readonly algorithm: RateLimiterOptions['algorithm'] & string;
+}
+
+/** Builds and keeps the limiters. */
+export class RlsLimiters {
+  private byPrefix = new Map<string, RateLimiter>();
+  private readonly overrides = new Map<string, RateLimiter>();
+
+  /**
+   * @param store - the store to count in (the gateway's shared one: a rule's table goes when its rule does)
+   * @param context - the gateway's rule context (whether the store can fail, the insurance store)
+   * @param settings - the gateway's settings in force (store prefix, failure policy, in-memory block)
+   */
+  constructor(
+    private readonly store: Store,
+    private readonly context: RuleContext,
+    private readonly settings: () => GatewaySettings,
+  ) {}
+
+  /** The limiter of a configured limit (positive `requestsPerUnit`, a unit). */
+  forLimit(limit: RlsLimit): RateLimiter {
+    const prefix = this.prefixOf(limit);
+    let limiter = this.byPrefix.get(prefix);
+    if (limiter === undefined) {
+      limiter = this.make(prefix, { requestsPerUnit: limit.requestsPerUnit, unit: limit.unit!, algorithm: limit.algorithm });
+      this.byPrefix.set(prefix, limiter);
+    }
+    return limiter;
+  }
+
+  /** The limiter of a limit Envoy sent with a descriptor (its route's `limit` override) in `domain`. */
+  forOverride(domain: string, spec: LimiterSpec): RateLimiter {
+    const prefix = `${this.settings().store.prefix}:rls-override:${domain}:${spec.requestsPerUnit}:${spec.unit}`;
+    let limiter = this.overrides.get(prefix);
+    if (limiter === undefined) {
+      if (this.overrides.size >= MAX_OVERRIDE_LIMITERS) this.overrides.delete(this.overrides.keys().next().value!);
+      limiter = this.make(prefix, spec);
+      this.overrides.set(prefix, limiter);
+    }
+    return limiter;
+  }
+
+  /** Drops the limiters of limits `config` no longer has (their counters stay in the store until they expire). */
+  retain(config: RlsConfig): void {
+    const keep = new Set<string>();
+    const walk = (node: RlsNode): void => {
+      for (const child of node.children.values()) {
+        if (child.limit !== undefined && !child.limit.unlimited && child.limit.unit !== undefined) keep.add(this.prefixOf(child.limit));
+        walk(child);
+      }
+    };
+    for (const root of config.domains.values()) walk(root);
+    this.byPrefix = new Map([...this.byPrefix].filter(([prefix]) => keep.has(prefix)));
+  }
+
+  /** True when any limiter's breaker keeps calls away from the store. */
+  circuitOpen(): boolean {
+    for (const l of this.byPrefix.values()) if (l.circuitOpen()) return true;
+    for (const l of this.overrides.values()) if (l.circuitOpen()) return true;
+    return false;
+  }
+
+  /** A limit's counters are its own: its place in the tree and its numbers, so a reload that changes them starts afresh. */
+  private prefixOf(limit: RlsLimit): string {
+    return `${this.settings().store.prefix}:rls:${limit.fullKey}:${limit.requestsPerUnit}:${limit.unit}:${limit.algorithm}`;
+  }
+
+  private make(prefix: string, spec: LimiterSpec): RateLimiter {
+    const settings = this.settings();
+    const base = { limit: spec.requestsPerUnit, window: UNIT_SECONDS[spec.unit] * 1000, algorithm: spec.algorithm, prefix };
+    const options: RateLimiterOptions = {
+      ...base,
+      store: this.store,
+      inMemoryBlock: settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false,
+    };
+    // The same failure policy as the HTTP rules (see compile-rules.ts), so one setting governs the whole gateway.
+    if (this.context.storeCanFail) {
+      const policy = settings.store.onFailure;
+      if (policy === 'insurance') options.insurance = new RateLimiter({ ...base, store: this.context.insuranceStore });
+      else if (policy === 'fail-open' || policy === 'fail-closed') options.onStoreFailure = policy;
+    }
+    return new RateLimiter(options);
+  }
+}

@@ -1,0 +1,159 @@
+/** The Envoy rate limit service (RLS v3) over gRPC beside a gateway: ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML. */
+import { join } from 'node:path';
+import type * as Grpc from '@grpc/grpc-js';
+import { loadGrpc, loadProtoLoader, type GrpcJs } from './grpc-deps.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
+import { floodgateRoot } from '../cli/own-package.js';
+import type { GrpcSettings } from '../config/settings.js';
+import type { Gateway } from '../serve/gateway.js';
+import type { GatewayLogger } from '../serve/log.js';
+import type { PromClient } from '../serve/optional-deps.js';
+import { loadRlsConfig, type RlsConfig } from './rls-config.js';
+import { decideRls, RlsRequestError } from './rls-decide.js';
+import { RlsLimiters } from './rls-limiters.js';
+import { RlsMetrics } from './rls-metrics.js';
+import { RlsReloader } from './rls-reload.js';
+import { PROTO_OPTIONS, readRequest, writeResponse } from './rls-wire.js';
+
+/** The service name of RLS v3, as health checks name it. */
+export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+
+/** The .proto files the service speaks, relative to {@link protoDir}. */
+export const PROTO_FILES = ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'] as const;
+
+/** The `proto/` directory shipped with floodgate (beside its package.json, from src/ and from dist/ alike). */
+export function protoDir(): string {
+  const root = floodgateRoot();
+  if (root === undefined)
+    throw new FloodgateError(ErrorCode.MISSING_DEPENDENCY, "floodgate's package.json was not found, so neither were its .proto files.");
+  return join(root, 'proto');
+}
+
+type Service = Grpc.ServiceDefinition;
+type Nested = Record<string, unknown>;
+
+function serviceAt(pkg: Nested, path: string): Service {
+  let node: unknown = pkg;
+  for (const part of path.split('.')) node = (node as Nested)[part];
+  return (node as { service: Service }).service;
+}
+
+/** `HOST:PORT`, with brackets around an IPv6 host. */
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** A running rate limit service. Create with {@link RlsServer.start}; stop with {@link close}. */
+export class RlsServer {
+  private config: RlsConfig;
+  private reloader: RlsReloader | undefined;
+
+  private constructor(
+    private readonly grpc: GrpcJs,
+    private readonly server: Grpc.Server,
+    config: RlsConfig,
+    private readonly gateway: Gateway,
+    private readonly limiters: RlsLimiters,
+    private readonly metrics: RlsMetrics,
+    private readonly log: GatewayLogger,
+    /** Where it listens, `HOST:PORT` (the port chosen when 0 was asked for). */
+    readonly address: string,
+  ) {
+    this.config = config;
+  }
+
+  /**
+   * Loads the config and the protos, and listens.
+   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or @grpc/proto-loader; the bind error when the port is taken
+   */
+  static async start(settings: GrpcSettings, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
+    const [grpc, loader, config] = await Promise.all([loadGrpc(), loadProtoLoader(), loadRlsConfig(settings.config)]);
+    const definition = await loader.load([...PROTO_FILES], { ...PROTO_OPTIONS, includeDirs: [protoDir()] });
+    const pkg = grpc.loadPackageDefinition(definition) as unknown as Nested;
+    const limiters = new RlsLimiters(gateway.sharedStore, gateway.ruleContext, () => gateway.current);
+    const metrics = new RlsMetrics(prom, gateway.metrics.registry);
+    const server = new grpc.Server();
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(hostPort(settings.listen.host, settings.listen.port), grpc.ServerCredentials.createInsecure(), (error, bound) =>
+        error === null
+          ? resolve(bound)
+          : reject(new Error(`--grpc ${hostPort(settings.listen.host, settings.listen.port)}: cannot listen: ${error.message}`)),
+      ),
+    );
+    const rls = new RlsServer(grpc, server, config, gateway, limiters, metrics, log, hostPort(settings.listen.host, port));
+    server.addService(serviceAt(pkg, 'envoy.service.ratelimit.v3.RateLimitService'), { ShouldRateLimit: rls.shouldRateLimit });
+    server.addService(serviceAt(pkg, 'grpc.health.v1.Health'), { Check: rls.check });
+    rls.reloader = new RlsReloader(settings.config, (next) => rls.setConfig(next), log, gateway.metrics);
+    await rls.reloader.start();
+    log.info({ grpc: rls.address, config: settings.config, domains: [...config.domains.keys()] }, 'floodgate rls listening');
+    return rls;
+  }
+
+  /** Serves `config` from the next request on (limits whose numbers did not change keep their counters). */
+  setConfig(config: RlsConfig): void {
+    this.config = config;
+    this.limiters.retain(config);
+  }
+
+  /** Reloads the config file(s) now, as SIGHUP does. */
+  reload(): Promise<void> {
+    return this.reloader?.reload('SIGHUP') ?? Promise.resolve();
+  }
+
+  /** Stops accepting calls, lets those in progress finish (at most `graceMs`), and stops watching the config. */
+  close(graceMs = 5_000): Promise<void> {
+    this.reloader?.stop();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.server.forceShutdown(), graceMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  private readonly shouldRateLimit = (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>): void => {
+    const { status } = this.grpc;
+    let request;
+    try {
+      request = readRequest(call.request);
+    } catch (error) {
+      this.metrics.failed('invalid_request');
+      callback({ code: status.INVALID_ARGUMENT, details: (error as Error).message });
+      return;
+    }
+    const config = this.config;
+    decideRls(config, this.limiters, request).then(
+      (answer) => {
+        this.metrics.answered(config.domains.has(request.domain) ? request.domain : '', answer.statuses, answer.overall);
+        callback(null, writeResponse(answer, this.gateway.current.headers));
+      },
+      (error: unknown) => {
+        if (error instanceof RlsRequestError) {
+          this.metrics.failed('invalid_request');
+          callback({ code: status.INVALID_ARGUMENT, details: error.message });
+        } else if (isStoreFailure(error)) {
+          // The failure policy is reject: Envoy's own failure_mode_deny decides what the client gets.
+          this.metrics.failed('store_error');
+          callback({ code: status.UNAVAILABLE, details: `rate limit store unavailable: ${error.message}` });
+        } else {
+          this.metrics.failed('error');
+          this.log.error({ err: error }, 'internal error while deciding a rate limit request');
+          callback({ code: status.INTERNAL, details: 'internal error' });
+        }
+      },
+    );
+  };
+
+  private readonly check = (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>): void => {
+    const service = (call.request as { service?: string }).service ?? '';
+    if (service !== '' && service !== RLS_SERVICE) {
+      callback({ code: this.grpc.status.NOT_FOUND, details: `unknown service ${JSON.stringify(service)}` });
+      return;
+    }
+    Promise.resolve(this.gateway.notReady()).then(
+      (reason) => callback(null, { status: reason === undefined && !this.limiters.circuitOpen() ? 'SERVING' : 'NOT_SERVING' }),
+      () => callback(null, { status: 'NOT_SERVING' }),
+    );
+  };
+}

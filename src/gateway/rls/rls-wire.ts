@@ -1,0 +1,108 @@
+/** The rate limit service's wire shapes: a RateLimitRequest as @grpc/proto-loader hands it over read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse with the RateLimit header fields. */
+import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
+import { RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
+
+/** Options the .proto files are loaded with: field names as written, enums as names, 64-bit numbers as numbers. */
+export const PROTO_OPTIONS = { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true } as const;
+
+/** A RateLimitResponse as @grpc/proto-loader serialises it. */
+export interface RateLimitResponseJs {
+  /** Overall code. */
+  overall_code: 'OK' | 'OVER_LIMIT' | 'UNKNOWN';
+  /** One status per descriptor. */
+  statuses: Array<{
+    code: 'OK' | 'OVER_LIMIT';
+    current_limit: { name: string; requests_per_unit: number; unit: string } | null;
+    limit_remaining: number;
+    duration_until_reset: { seconds: number; nanos: number } | null;
+  }>;
+  /** Headers for Envoy to add to the response to the client. */
+  response_headers_to_add: Array<{ key: string; value: string }>;
+}
+
+const MAX_KEY_LENGTH = 1_024;
+
+function text(value: unknown, what: string): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string') throw new RlsRequestError(`${what} must be a string`);
+  if (value.length > MAX_KEY_LENGTH) throw new RlsRequestError(`${what} is longer than ${MAX_KEY_LENGTH} characters`);
+  return value;
+}
+
+function count(value: unknown, what: string): number {
+  const n = typeof value === 'string' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new RlsRequestError(`${what} must be a whole number`);
+  return n;
+}
+
+/**
+ * Reads a RateLimitRequest (as loaded with {@link PROTO_OPTIONS}).
+ * @throws RlsRequestError for a field that cannot be used
+ */
+export function readRequest(raw: unknown): RlsRequestIn {
+  const r = (raw ?? {}) as { domain?: unknown; descriptors?: unknown; hits_addend?: unknown };
+  const list = Array.isArray(r.descriptors) ? (r.descriptors as unknown[]) : [];
+  if (list.length > MAX_DESCRIPTORS) throw new RlsRequestError(`at most ${MAX_DESCRIPTORS} descriptors per request`);
+  const descriptors = list.map((item, i): RlsDescriptorIn => {
+    const d = (item ?? {}) as { entries?: unknown; limit?: unknown; hits_addend?: unknown };
+    const entries = (Array.isArray(d.entries) ? (d.entries as unknown[]) : []).map((e, j) => {
+      const entry = (e ?? {}) as { key?: unknown; value?: unknown };
+      const key = text(entry.key, `descriptors[${i}].entries[${j}].key`);
+      if (key === '') throw new RlsRequestError(`descriptors[${i}].entries[${j}].key must not be empty`);
+      return { key, value: text(entry.value, `descriptors[${i}].entries[${j}].value`) };
+    });
+    let override: RlsDescriptorIn['override'];
+    if (d.limit !== undefined && d.limit !== null) {
+      const l = d.limit as { requests_per_unit?: unknown; unit?: unknown };
+      const unit = typeof l.unit === 'string' ? l.unit.toLowerCase() : '';
+      if (!(RLS_UNITS as readonly string[]).includes(unit)) throw new RlsRequestError(`descriptors[${i}].limit.unit must be a known unit`);
+      override = { requestsPerUnit: count(l.requests_per_unit, `descriptors[${i}].limit.requests_per_unit`), unit: unit as RlsUnit };
+    }
+    const addend = d.hits_addend as { value?: unknown } | null | undefined;
+    const hitsAddend = addend === undefined || addend === null ? undefined : count(addend.value ?? 0, `descriptors[${i}].hits_addend`);
+    return { entries, ...(override === undefined ? {} : { override }), ...(hitsAddend === undefined ? {} : { hitsAddend }) };
+  });
+  return { domain: text(r.domain, 'domain'), descriptors, hitsAddend: count(r.hits_addend ?? 0, 'hits_addend') };
+}
+
+function duration(ms: number): { seconds: number; nanos: number } {
+  const whole = Math.max(0, Math.ceil(ms));
+  return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
+}
+
+/** Writes `answer` as a RateLimitResponse, with the RateLimit fields of `modes` for every descriptor that had a limit. */
+export function writeResponse(answer: RlsAnswer, modes: readonly HeaderMode[] | 'none', nowMs = Date.now()): RateLimitResponseJs {
+  const reports: PolicyReport[] = [];
+  const statuses = answer.statuses.map((s) => {
+    if (s.limit !== undefined) {
+      const windowMs = UNIT_SECONDS[s.limit.unit] * 1000;
+      const limited = s.outcome === 'over_limit' || s.outcome === 'shadow_over_limit';
+      const resetMs = s.resetMs ?? windowMs;
+      reports.push({
+        name: s.policyName ?? s.metricKey,
+        limit: s.limit.requestsPerUnit,
+        windowMs,
+        allowed: !limited,
+        remaining: s.remaining,
+        resetMs,
+        retryAfterMs: limited ? resetMs : 0,
+      });
+    }
+    return {
+      code: s.code,
+      current_limit:
+        s.limit === undefined
+          ? null
+          : { name: s.limit.name ?? '', requests_per_unit: s.limit.requestsPerUnit, unit: s.limit.unit.toUpperCase() },
+      limit_remaining: s.remaining,
+      duration_until_reset: s.limit === undefined || s.resetMs === undefined ? null : duration(s.resetMs),
+    };
+  });
+  const headers = modes === 'none' ? [] : rateLimitHeaders(modes, reports, nowMs);
+  return {
+    overall_code: answer.overall,
+    statuses,
+    response_headers_to_add: headers.map(([key, value]) => ({ key, value })),
+  };
+}

@@ -1,0 +1,62 @@
+// A real @grpc/grpc-js client of the rate limit service, on the same .proto files the server loads, for the RLS tests.
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+const PROTO_DIR = fileURLToPath(new URL('../../../proto', import.meta.url));
+const OPTIONS = { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true, includeDirs: [PROTO_DIR] };
+
+/** One descriptor as the client sends it. */
+export interface Descriptor {
+  entries: Array<{ key: string; value?: string }>;
+  limit?: { requests_per_unit: number; unit: string };
+  hits_addend?: { value: number };
+}
+
+/** A RateLimitResponse as the client reads it. */
+export interface RlsResponse {
+  overall_code: string;
+  statuses: Array<{
+    code: string;
+    current_limit: { name: string; requests_per_unit: number; unit: string } | null;
+    limit_remaining: number;
+    duration_until_reset: { seconds: number; nanos: number } | null;
+  }>;
+  response_headers_to_add: Array<{ key: string; value: string }>;
+  request_headers_to_add: Array<{ key: string; value: string }>;
+}
+
+/** A client of one server. */
+export interface RlsClient {
+  /** ShouldRateLimit; rejects with the gRPC error (its `code`) for an error status. */
+  should(domain: string, descriptors: Descriptor[], hitsAddend?: number): Promise<RlsResponse>;
+  /** grpc.health.v1.Health/Check: the status name. */
+  health(service?: string): Promise<string>;
+  close(): void;
+}
+
+type Unary = (req: unknown, cb: (error: grpc.ServiceError | null, res: unknown) => void) => void;
+
+/** Connects to `address` (HOST:PORT). */
+export function rlsClient(address: string): RlsClient {
+  const def = protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], OPTIONS);
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
+    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
+  };
+  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, grpc.credentials.createInsecure());
+  const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
+  const call = <T>(client: grpc.Client, method: string, req: unknown): Promise<T> =>
+    new Promise((resolve, reject) =>
+      (client as unknown as Record<string, Unary>)[method]!.call(client, req, (error, res) => (error ? reject(error) : resolve(res as T))),
+    );
+  return {
+    should: (domain, descriptors, hitsAddend = 0) =>
+      call<RlsResponse>(rls, 'ShouldRateLimit', { domain, descriptors, hits_addend: hitsAddend }),
+    health: async (service = '') => (await call<{ status: string }>(health, 'Check', { service })).status,
+    close() {
+      rls.close();
+      health.close();
+    },
+  };
+}

@@ -1,0 +1,50 @@
+// Starts an in-process gateway with its rate limit service (from YAML texts) for the RLS tests, with a client and the log lines at hand.
+import { writeFileSync } from 'node:fs';
+import { loadGatewayDeps } from '../../../src/gateway/serve/optional-deps.js';
+import { RlsServer } from '../../../src/gateway/rls/rls-server.js';
+import type { Gateway } from '../../../src/gateway/serve/gateway.js';
+import { parseMetrics, startGateway, writeTemp } from './harness.js';
+import { rlsClient, type RlsClient } from './rls-client.js';
+
+/** A running gateway with its rate limit service. */
+export interface RlsFixture {
+  readonly gateway: Gateway;
+  readonly rls: RlsServer;
+  readonly client: RlsClient;
+  /** The rate limit config file. */
+  readonly file: string;
+  /** Log lines at warn and above, and the service's info lines. */
+  readonly logs: Array<Record<string, unknown>>;
+  /** Rewrites the rate limit config file. */
+  write(text: string): void;
+  /** The gateway's metrics, parsed. */
+  metrics(): Promise<Map<string, number>>;
+  stop(): Promise<void>;
+}
+
+/** Starts a gateway from `gatewayYaml` (rules may be left out) and a rate limit service on `rlsYaml`. */
+export async function startRls(rlsYaml: string, gatewayYaml = 'rules: []\n'): Promise<RlsFixture> {
+  const file = writeTemp('ratelimit.yaml', rlsYaml);
+  const deps = await loadGatewayDeps();
+  const logs: Array<Record<string, unknown>> = [];
+  const gateway = await startGateway(gatewayYaml, {}, logs);
+  const mod = deps.pino as unknown as { pino?: typeof import('pino').pino; default?: typeof import('pino').pino };
+  const pino = mod.pino ?? mod.default ?? (deps.pino as unknown as typeof import('pino').pino);
+  const log = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+  const rls = await RlsServer.start({ listen: { host: '127.0.0.1', port: 0 }, config: file }, gateway, deps.prom, log);
+  const client = rlsClient(rls.address);
+  return {
+    gateway,
+    rls,
+    client,
+    file,
+    logs,
+    write: (text) => writeFileSync(file, text),
+    metrics: async () => parseMetrics((await gateway.renderMetrics()).body),
+    async stop() {
+      client.close();
+      await rls.close();
+      await gateway.shutdown();
+    },
+  };
+}
