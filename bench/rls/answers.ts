@@ -18,7 +18,7 @@ export function formatAnswer(answer: RlsAnswer): string {
  * is left out: it depends on when each side ran.
  */
 export function sameAnswer(a: RlsAnswer, b: RlsAnswer): boolean {
-  if (a.kind === 'error' || b.kind === 'error') return a.kind === b.kind && a.grpcCode === (b as typeof a).grpcCode;
+  if (a.kind === 'error' || b.kind === 'error') return a.kind === 'error' && b.kind === 'error' && a.grpcCode === b.grpcCode;
   if (a.overallCode !== b.overallCode || a.statuses.length !== b.statuses.length) return false;
   return a.statuses.every((s, i) => {
     const t = b.statuses[i]!;

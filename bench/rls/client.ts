@@ -46,7 +46,9 @@ async function loadGrpc(): Promise<{ grpc: GrpcJs; loader: ProtoLoader }> {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new BenchError('the rls scripts need @grpc/grpc-js and @grpc/proto-loader: npm install --save-dev @grpc/grpc-js @grpc/proto-loader');
+      throw new BenchError(
+        'the rls scripts need @grpc/grpc-js and @grpc/proto-loader: npm install --save-dev @grpc/grpc-js @grpc/proto-loader',
+      );
     }
     throw error;
   }
@@ -104,7 +106,11 @@ export async function connectRls(port: number): Promise<RlsClient> {
           if (error) {
             resolve({ kind: 'error', grpcCode: names[error.code ?? 2] ?? String(error.code), message: error.details ?? error.message });
           } else {
-            resolve({ kind: 'response', overallCode: response?.overall_code ?? 'UNKNOWN', statuses: (response?.statuses ?? []).map(toStatus) });
+            resolve({
+              kind: 'response',
+              overallCode: response?.overall_code ?? 'UNKNOWN',
+              statuses: (response?.statuses ?? []).map(toStatus),
+            });
           }
         });
       });

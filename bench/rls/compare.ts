@@ -48,7 +48,13 @@ async function alignToWindow(): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, target - now + 2));
 }
 
-async function runSide(side: Side, config: string, redisUrl: string, flush: () => Promise<void>, extra: readonly string[]): Promise<Recording> {
+async function runSide(
+  side: Side,
+  config: string,
+  redisUrl: string,
+  flush: () => Promise<void>,
+  extra: readonly string[],
+): Promise<Recording> {
   for (let attempt = 1; ; attempt++) {
     await flush();
     log(`[${side}] starting (attempt ${attempt})`);
@@ -68,7 +74,8 @@ async function runSide(side: Side, config: string, redisUrl: string, flush: () =
       const ended = Date.now();
       log(`[${side}] ${EXAMPLE_SEQUENCE.reduce((n, s) => n + s.times, 0)} calls in ${ended - started} ms`);
       if (Math.floor(started / 1000) === Math.floor(ended / 1000)) return recording;
-      if (attempt >= MAX_ATTEMPTS) throw new BenchError(`[${side}] the sequence crossed a second boundary ${attempt} times; the machine is too busy`);
+      if (attempt >= MAX_ATTEMPTS)
+        throw new BenchError(`[${side}] the sequence crossed a second boundary ${attempt} times; the machine is too busy`);
       log(`[${side}] the sequence crossed a second boundary; again`);
     } finally {
       client.close();
@@ -92,7 +99,11 @@ function diff(steps: readonly Step[], reference: Recording, floodgate: Recording
     reference[i]!.forEach((expected, rep) => {
       const actual = floodgate[i]![rep]!;
       if (!sameAnswer(expected, actual)) {
-        lines.push(`${i + 1}.${rep + 1} ${step.label}`, `    reference: ${formatAnswer(expected)}`, `    floodgate: ${formatAnswer(actual)}`);
+        lines.push(
+          `${i + 1}.${rep + 1} ${step.label}`,
+          `    reference: ${formatAnswer(expected)}`,
+          `    floodgate: ${formatAnswer(actual)}`,
+        );
       }
     });
   });
@@ -124,7 +135,10 @@ async function main(): Promise<number> {
   try {
     const recordings = new Map<Side, Recording>();
     for (const side of sides) {
-      recordings.set(side, await runSide(side, config, redis.url, () => admin.flushall().then(() => undefined), values['floodgate-arg'] ?? []));
+      recordings.set(
+        side,
+        await runSide(side, config, redis.url, () => admin.flushall().then(() => undefined), values['floodgate-arg'] ?? []),
+      );
     }
     if (values.json) {
       const out = EXAMPLE_SEQUENCE.map((step, i) => ({

@@ -64,7 +64,9 @@ export async function startReference(options: ReferenceOptions): Promise<Running
   const root = mkdtempSync(join(tmpdir(), 'floodgate-rls-ref-'));
   const configDir = join(root, 'ratelimit', 'config');
   mkdirSync(configDir, { recursive: true });
-  cpSync(options.config, statSync(options.config).isDirectory() ? configDir : join(configDir, basename(options.config)), { recursive: true });
+  cpSync(options.config, statSync(options.config).isDirectory() ? configDir : join(configDir, basename(options.config)), {
+    recursive: true,
+  });
   const port = options.grpcPort ?? (await freePort());
   const env = { ...process.env, ...referenceEnv(root, options.redisUrl, port, await freePort(), await freePort()), ...options.env };
   const child = spawn(binary, [], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false });

@@ -23,12 +23,24 @@ const rl = (label: string, times: number, ...descriptors: Descriptor[]): Step =>
  */
 export const EXAMPLE_SEQUENCE: readonly Step[] = [
   // config.yaml: 500 per second, reached with hits_addend rather than 500 calls.
-  { label: 'mongo_cps users: 499 hits at once', times: 1, request: { domain: 'mongo_cps', descriptors: [d(['database', 'users'])], hitsAddend: 499 } },
-  { label: 'mongo_cps users: up to the limit and past it', times: 3, request: { domain: 'mongo_cps', descriptors: [d(['database', 'users'])] } },
+  {
+    label: 'mongo_cps users: 499 hits at once',
+    times: 1,
+    request: { domain: 'mongo_cps', descriptors: [d(['database', 'users'])], hitsAddend: 499 },
+  },
+  {
+    label: 'mongo_cps users: up to the limit and past it',
+    times: 3,
+    request: { domain: 'mongo_cps', descriptors: [d(['database', 'users'])] },
+  },
   { label: 'mongo_cps default', times: 2, request: { domain: 'mongo_cps', descriptors: [d(['database', 'default'])] } },
   { label: 'mongo_cps: value without a rule', times: 2, request: { domain: 'mongo_cps', descriptors: [d(['database', 'other'])] } },
   { label: 'mongo_cps: key without a rule', times: 1, request: { domain: 'mongo_cps', descriptors: [d(['table', 'users'])] } },
-  { label: 'mongo_cps: hits_addend past the limit at once', times: 1, request: { domain: 'mongo_cps', descriptors: [d(['database', 'default'])], hitsAddend: 600 } },
+  {
+    label: 'mongo_cps: hits_addend past the limit at once',
+    times: 1,
+    request: { domain: 'mongo_cps', descriptors: [d(['database', 'default'])], hitsAddend: 600 },
+  },
   // example.yaml
   rl('category account (4/minute)', 5, d(['category', 'account'])),
   rl('proxy → bkthomps (2/minute)', 3, d(['source_cluster', 'proxy'], ['destination_cluster', 'bkthomps'])),
@@ -54,7 +66,12 @@ export const EXAMPLE_SEQUENCE: readonly Step[] = [
   rl('two descriptors: one over (category account is spent)', 1, d(['foo', 'f11']), d(['category', 'account'])),
   // category account replaces bkthomps: with both in one request, bkthomps is not counted nor reported.
   rl('replaces: account with foo + bar bkthomps', 2, d(['category', 'account']), d(['foo', 'f12'], ['bar', 'bkthomps'])),
-  rl('replaces: override replaces banned_limit', 2, d(['source_cluster', 'proxy'], ['destination_cluster', 'override']), d(['foo', 'f13'], ['bar', 'banned'])),
+  rl(
+    'replaces: override replaces banned_limit',
+    2,
+    d(['source_cluster', 'proxy'], ['destination_cluster', 'override']),
+    d(['foo', 'f13'], ['bar', 'banned']),
+  ),
   rl('shadow and a real limit in one request', 1, d(['foo', 'f7'], ['baz', 'shady']), d(['foo', 'f1'])),
   // Edge cases of the request itself.
   { label: 'unknown domain', times: 1, request: { domain: 'no-such-domain', descriptors: [d(['foo', 'x'])] } },
