@@ -1,7 +1,7 @@
 /** Starts floodgate's RLS server (`floodgate serve --grpc … --rls-config …`) from the built package and waits until its gRPC port answers. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { BenchError } from '../lib/errors.js';
 import { tailOf } from '../lib/processes.js';
 import { freePort } from '../lib/server.js';
@@ -16,6 +16,8 @@ export interface FloodgateRlsOptions {
   readonly redisUrl?: string;
   /** More `floodgate serve` flags, e.g. `--local-first`. */
   readonly args?: readonly string[];
+  /** The `floodgate` entry to run; default this checkout's bin/floodgate.mjs (another checkout's, to check a branch). */
+  readonly bin?: string;
 }
 
 /** A running floodgate RLS server. */
@@ -28,12 +30,13 @@ export interface RunningFloodgate {
 
 /** Starts `node bin/floodgate.mjs serve --grpc 127.0.0.1:PORT --rls-config PATH [--redis URL] [...args]`. */
 export async function startFloodgateRls(options: FloodgateRlsOptions): Promise<RunningFloodgate> {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'esm', 'gateway', 'cli', 'cli.js'))) {
-    throw new BenchError('dist/ is not built: run `npm run build` first (bin/floodgate.mjs runs the built package)');
+  const bin = options.bin ?? join(REPO_ROOT, 'bin', 'floodgate.mjs');
+  if (!existsSync(join(dirname(bin), '..', 'dist', 'esm', 'gateway', 'cli', 'cli.js'))) {
+    throw new BenchError(`dist/ is not built next to ${bin}: run \`npm run build\` first (bin/floodgate.mjs runs the built package)`);
   }
   const port = await freePort();
   const args = [
-    join(REPO_ROOT, 'bin', 'floodgate.mjs'),
+    bin,
     'serve',
     '--grpc',
     `127.0.0.1:${port}`,

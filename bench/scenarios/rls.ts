@@ -6,15 +6,19 @@ import { defineScenario, type Variant } from '../types.js';
 const reference = fileURLToPath(new URL('../servers/rls-reference.ts', import.meta.url));
 const floodgate = fileURLToPath(new URL('../servers/rls-floodgate.ts', import.meta.url));
 
+/** Gateway settings with the in-memory block off (`floodgate serve` turns it on unless a config file says otherwise). */
+const NO_BLOCK = fileURLToPath(new URL('../rls/floodgate-no-block.yaml', import.meta.url));
+
 /**
- * The `floodgate serve --grpc` flags of each floodgate variant, next to
+ * The `floodgate serve` flags of each floodgate variant, next to `--grpc`,
  * `--rls-config` and `--redis` (bench/servers/rls-floodgate.ts adds those).
- * If the server's flags change, this is the one place to follow them.
+ * Logging at warn, like the reference's LOG_LEVEL. If the server's flags
+ * change, this is the one place to follow them.
  */
 const FLOODGATE_FLAGS = {
-  redis: [] as string[],
-  memoryBlock: ['--in-memory-block'],
-  localFirst: ['--local-first'],
+  redis: ['--config', NO_BLOCK, '--log-level', 'warn'],
+  memoryBlock: ['--log-level', 'warn'],
+  localFirst: ['--local-first', '--log-level', 'warn'],
 } as const;
 
 function floodgateVariant(name: string, description: string, flags: readonly string[]): Variant {
@@ -23,7 +27,7 @@ function floodgateVariant(name: string, description: string, flags: readonly str
 
 /**
  * 100 requests, sent round-robin: each carries a per-org descriptor (10
- * orgs, a limit never reached) and a per-user one. 90 of them name one of
+ * orgs, 10⁸ per hour: never reached) and a per-user one. 90 of them name one of
  * 30 users allowed 50 per hour, over their limit within the warm-up; 10
  * name the one user with a limit never reached. So at steady state 90 % of
  * the answers are OVER_LIMIT and 10 % OK, on every variant
