@@ -72,12 +72,20 @@ export default defineScenario({
       env: { RLS_REFERENCE_ENV: JSON.stringify({ LOCAL_CACHE_SIZE_IN_BYTES: String(16 * 1024 * 1024) }) },
       redis: true,
     },
-    floodgateVariant('floodgate-rls', 'floodgate serve --grpc --rls-config --redis', FLOODGATE_FLAGS.redis),
+    floodgateVariant(
+      'floodgate-rls',
+      'floodgate serve --grpc --rls-config --redis, in-memory block off (every descriptor decided on Redis)',
+      FLOODGATE_FLAGS.redis,
+    ),
     floodgateVariant(
       'floodgate-rls-memory-block',
-      'floodgate serve --grpc … --redis with the in-memory block on',
+      'the same with the in-memory block on (the default of serve)',
       FLOODGATE_FLAGS.memoryBlock,
     ),
-    floodgateVariant('floodgate-rls-local-first', 'floodgate serve --grpc … --redis --local-first', FLOODGATE_FLAGS.localFirst),
+    floodgateVariant(
+      'floodgate-rls-local-first',
+      'floodgate serve --grpc … --redis --local-first (leases; in-memory block on)',
+      FLOODGATE_FLAGS.localFirst,
+    ),
   ],
 });
