@@ -96,6 +96,9 @@ export async function runGhz(options: GhzOptions): Promise<WrkResult> {
       String(options.load.channels ?? 1),
       '--duration',
       `${options.durationS}s`,
+      // By default ghz closes its connections at the end and counts the calls still in flight as Unavailable; leave them out instead.
+      '--duration-stop',
+      'ignore',
       '--format',
       'json',
       '--output',
