@@ -15,7 +15,8 @@ import { indent, startServer, type RunningServer } from './lib/server.js';
 import { runFixedRate, type RateResult } from './lib/rate.js';
 import { hasOha, runOha, type OpenLoopResult } from './lib/oha.js';
 import { treeCpuMs } from './lib/cpu.js';
-import { assertWrk, runWrk, wrkVersion, type WrkResult } from './lib/wrk.js';
+import { assertWrk, runWrk, wrkVersion, type WrkOptions, type WrkResult } from './lib/wrk.js';
+import { assertGhz, ghzVersion, runGhz } from './lib/ghz.js';
 import type { Scenario, Variant } from './types.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -198,17 +199,23 @@ async function measureVariant(
       connections: options.connections ?? scenario.connections ?? 100,
       ...(scenario.wrkLua === undefined ? {} : { lua: scenario.wrkLua }),
     };
+    // A gRPC scenario swaps wrk for ghz; everything around the load (warm-up, settle, CPU, Redis counts) stays the same.
+    const grpc = scenario.grpc;
+    const runLoad = (o: WrkOptions): Promise<WrkResult> =>
+      grpc === undefined
+        ? runWrk(o)
+        : runGhz({ load: grpc, target: `127.0.0.1:${server.port}`, durationS: o.durationS, concurrency: o.connections });
     if (options.warmupS > 0) {
       // Unmeasured: lets V8 optimise the hot path and the limiter reach its steady state (keys blocked, scripts cached).
       log(`[${scenario.name}] ${variant.name}: warm-up ${options.warmupS} s`);
-      await runWrk({ ...load, durationS: options.warmupS });
+      await runLoad({ ...load, durationS: options.warmupS });
       assertAlive(server);
       await settle(server);
     }
     await redis?.resetStats();
     log(`[${scenario.name}] ${variant.name}: measuring ${options.durationS} s`);
     const cpuBefore = server.pid === undefined ? null : treeCpuMs(server.pid);
-    const wrk = await runWrk({ ...load, durationS: options.durationS });
+    const wrk = await runLoad({ ...load, durationS: options.durationS });
     const cpuAfter = server.pid === undefined ? null : treeCpuMs(server.pid);
     const serverCpuMs = cpuBefore === null || cpuAfter === null ? null : cpuAfter - cpuBefore;
     const redisCommands = redis ? await redis.commandCounts() : null;
@@ -338,7 +345,9 @@ async function runScenario(scenario: Scenario, context: Context): Promise<{ rows
       scenario: scenario.name,
       description: scenario.description,
       lines: [
-        `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} connections; ${wrkVersion()}, 1 thread`,
+        scenario.grpc === undefined
+          ? `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} connections; ${wrkVersion()}, 1 thread`
+          : `${options.durationS} s measured after ${options.warmupS} s warm-up per variant; ${connections} requests in flight over ${scenario.grpc.channels ?? 1} HTTP/2 connections; ${ghzVersion()}`,
         ...(options.rounds > 1
           ? [`${options.rounds} rounds, variants in rotated order each round; each row holds the medians over the rounds`]
           : []),
@@ -457,7 +466,8 @@ async function main(): Promise<number> {
   const selected = wanted === 'all' ? scenarios : scenarios.filter((s) => s.name === wanted);
   if (selected.length === 0) throw new UsageError(`no scenario ${JSON.stringify(options.scenario)}; run \`npm run bench\` for the list`);
   if (options.variants !== undefined && selected.length > 1) throw new UsageError('--variants needs a single scenario');
-  assertWrk();
+  if (selected.some((s) => s.grpc === undefined)) assertWrk();
+  if (selected.some((s) => s.grpc !== undefined)) assertGhz();
   lockRun(ROOT);
   const dist = snapshotDist(ROOT);
 

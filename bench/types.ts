@@ -1,4 +1,7 @@
 /** The scenario contract of the benchmark harness: what a file in bench/scenarios/ exports. */
+import type { GrpcLoad } from './lib/ghz.js';
+
+export type { GrpcLoad };
 
 /**
  * One way of serving the scenario's endpoint: a server process the harness
@@ -78,6 +81,13 @@ export interface Scenario {
    * not installed.
    */
   readonly openLoop?: { readonly shares: readonly number[]; readonly headers?: Readonly<Record<string, string>> };
+  /**
+   * When set, the variants are gRPC servers and the harness loads them with
+   * ghz (bench/lib/ghz.ts) instead of wrk: `connections` (or
+   * `--connections`) is then ghz's concurrency, requests in flight at once.
+   * `path`, `wrkLua`, `fixedRate` and `openLoop` do not apply.
+   */
+  readonly grpc?: GrpcLoad;
 }
 
 /** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */
