@@ -1,0 +1,130 @@
+/** Client adapter for valkey-glide (GlideClient, GlideClusterClient), recognised by shape so the package is never imported. */
+import { ErrorCode, FloodgateError } from '../../errors.js';
+import type { RedisAdapter, ReplyHandler, ScriptCall } from './clients.js';
+
+/** The oldest valkey-glide the stores drive, as the messages name it. */
+export const GLIDE_MINIMUM = '2.3';
+
+// The slice of glide's API the adapter uses; a cluster client routes EVALSHA/EVAL by their first key itself.
+interface GlideLike {
+  customCommand(args: string[]): Promise<unknown>;
+}
+
+const fn = (value: Record<string, unknown>, name: string) => typeof value[name] === 'function';
+
+/**
+ * True for anything shaped like a valkey-glide client of any version:
+ * `customCommand` and `invokeScript` are glide's own names, which neither
+ * ioredis nor node-redis has.
+ */
+export function looksLikeGlide(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const c = value as Record<string, unknown>;
+  return fn(c, 'customCommand') && fn(c, 'invokeScript');
+}
+
+/**
+ * True for a glide client older than {@link GLIDE_MINIMUM}: 2.3 added
+ * subscribing at run time (`subscribe`, `getSubscriptions`), which the
+ * local-first store's broadcast needs, so one floor covers both stores.
+ */
+export function isOldGlide(value: unknown): boolean {
+  return (
+    looksLikeGlide(value) &&
+    !(fn(value as Record<string, unknown>, 'getSubscriptions') && fn(value as Record<string, unknown>, 'subscribeLazy'))
+  );
+}
+
+/** The typed error for a glide client older than {@link GLIDE_MINIMUM}. */
+export function oldGlideError(owner: string): FloodgateError {
+  return new FloodgateError(
+    ErrorCode.INVALID_CLIENT,
+    `${owner} client: valkey-glide older than ${GLIDE_MINIMUM} is not supported: use valkey-glide ${GLIDE_MINIMUM} or later (npm install @valkey/valkey-glide@latest).`,
+  );
+}
+
+/**
+ * True for a GlideClusterClient: its class (or a subclass of it) by name, or,
+ * should a bundler have renamed the class, the methods only the cluster client has.
+ */
+function isGlideCluster(value: object): boolean {
+  for (let p: object | null = Object.getPrototypeOf(value) as object | null; p !== null; p = Object.getPrototypeOf(p) as object | null) {
+    const name = (p as { constructor?: { name?: unknown } }).constructor?.name;
+    if (name === 'GlideClusterClient') return true;
+    if (name === 'GlideClient') return false;
+  }
+  const c = value as Record<string, unknown>;
+  return fn(c, 'fcallWithRoute') && fn(c, 'ssubscribe');
+}
+
+/** True for the error glide reports when Redis lacks a script: it wraps Redis's NOSCRIPT as "...NoScriptError...". */
+export function isGlideNoScript(error: unknown): boolean {
+  return error instanceof Error && (error.message.startsWith('NOSCRIPT') || error.message.includes('NoScriptError'));
+}
+
+/**
+ * glide's own request timeout (its `requestTimeout`, 250 ms by default) as
+ * the store's STORE_TIMEOUT, so callers see one code for "Redis did not
+ * answer in time" whichever timer fired first.
+ */
+function glideError(error: unknown): unknown {
+  if (error instanceof Error && error.name === 'TimeoutError') {
+    return new FloodgateError(
+      ErrorCode.STORE_TIMEOUT,
+      `redis store: valkey-glide timed out waiting for Redis (${error.message}); raise the client's requestTimeout if Redis is slow but healthy.`,
+      error,
+    );
+  }
+  return error;
+}
+
+/**
+ * A GlideClient or GlideClusterClient. Every call is one `customCommand`
+ * EVALSHA, all issued in the same tick: glide multiplexes one connection per
+ * node and writes the requests of a tick together, so a flush is pipelined
+ * without a Batch (whose class the library would have to import). A cluster
+ * client routes each call by its first key. NOSCRIPT falls back to EVAL,
+ * which also caches the script on that node again.
+ */
+class GlideAdapter implements RedisAdapter {
+  constructor(
+    private readonly client: GlideLike,
+    readonly kind: 'glide' | 'glide-cluster',
+  ) {}
+
+  // glide reports no connection state: it reconnects by itself, and a command sent meanwhile fails or times out.
+  unavailable(): string | undefined {
+    return undefined;
+  }
+
+  send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    calls.forEach((c, i) => {
+      try {
+        const tail = [String(c.keys.length), ...c.keys, ...c.args];
+        this.client
+          .customCommand(['EVALSHA', c.script.sha, ...tail])
+          .catch((error: unknown) => {
+            if (isGlideNoScript(error)) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
+            throw error;
+          })
+          .then(
+            (reply) => onReply(i, undefined, reply),
+            (error: unknown) => onReply(i, glideError(error), undefined),
+          );
+      } catch (error) {
+        onReply(i, glideError(error), undefined);
+      }
+    });
+  }
+}
+
+/**
+ * The adapter of a supported glide client, or undefined for anything not
+ * shaped like glide.
+ * @throws FloodgateError INVALID_CLIENT for a glide client older than {@link GLIDE_MINIMUM}
+ */
+export function adaptGlide(client: object, owner: string): RedisAdapter | undefined {
+  if (!looksLikeGlide(client)) return undefined;
+  if (isOldGlide(client)) throw oldGlideError(owner);
+  return new GlideAdapter(client as GlideLike, isGlideCluster(client) ? 'glide-cluster' : 'glide');
+}
