@@ -34,17 +34,26 @@ async function clusterStore(clock?: () => number): Promise<LocalFirstStore> {
 }
 
 /** A LocalFirstStore on two GlideClusterClients (commands, subscriber), and its teardown. */
-async function glideClusterPair(clock?: () => number): Promise<{ store: LocalFirstStore; teardown: () => Promise<void> }> {
+async function glideClusterPair(
+  clock?: () => number,
+  leaseMs?: number,
+): Promise<{ store: LocalFirstStore; client: GlideClusterClient; teardown: () => Promise<void> }> {
   const config = { addresses: cluster.nodes, requestTimeout: 2000 };
   const [client, subscriber] = await Promise.all([GlideClusterClient.createClient(config), GlideClusterClient.createClient(config)]);
-  const store = new LocalFirstStore({ client, subscriber, channel: `cl-${process.pid}`, ...(clock ? { clock } : {}) });
+  const store = new LocalFirstStore({
+    client,
+    subscriber,
+    channel: `cl-${process.pid}`,
+    ...(clock ? { clock } : {}),
+    ...(leaseMs ? { leaseMs } : {}),
+  });
   const teardown = async (): Promise<void> => {
     await store.close();
     client.close();
     subscriber.close();
   };
   await untilLive(store, 10_000);
-  return { store, teardown };
+  return { store, client, teardown };
 }
 
 async function glideClusterStore(): Promise<LocalFirstStore> {
@@ -56,6 +65,18 @@ async function glideClusterStore(): Promise<LocalFirstStore> {
 const factory: ConformanceFactory = async (clock) => ({ store: await clusterStore(clock), teardown: async () => {} });
 runConformance('redis-local-first (ioredis Cluster)', factory);
 const glideFactory: ConformanceFactory = (clock) => glideClusterPair(clock);
+
+test('GlideClusterClient: CLIENT KILL TYPE pubsub on every node: the store notices, gives its lease back and resubscribes', async () => {
+  // The sweeper waits a minute, so only the store noticing the reconnection gives the lease back.
+  const { store, client, teardown } = await glideClusterPair(undefined, 60_000);
+  cleanups.push(teardown);
+  assert.equal(store.clientKind, 'glide-cluster');
+  const limiter = new RateLimiter({ store, limit: 1000, window: '10s', prefix: 'clk' });
+  for (let i = 0; i < 100; i++) await limiter.consume('k');
+  assert.equal(store.stats().returnCalls, 0);
+  await client.customCommand(['CLIENT', 'KILL', 'TYPE', 'pubsub'], { route: 'allNodes' });
+  await until('the store resubscribes', () => store.stats().live && store.stats().returnCalls > 0, 10_000);
+});
 runConformance('redis-local-first (valkey-glide GlideClusterClient)', glideFactory);
 
 for (const [name, make] of [

@@ -47,7 +47,7 @@ export function oldGlideError(owner: string): FloodgateError {
  * True for a GlideClusterClient: its class (or a subclass of it) by name, or,
  * should a bundler have renamed the class, the methods only the cluster client has.
  */
-function isGlideCluster(value: object): boolean {
+export function isGlideCluster(value: object): boolean {
   for (let p: object | null = Object.getPrototypeOf(value) as object | null; p !== null; p = Object.getPrototypeOf(p) as object | null) {
     const name = (p as { constructor?: { name?: unknown } }).constructor?.name;
     if (name === 'GlideClusterClient') return true;
