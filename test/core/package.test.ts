@@ -66,4 +66,5 @@ test('the core has no runtime dependencies', () => {
   assert.equal(pkg.dependencies, undefined);
   assert.equal(pkg.peerDependenciesMeta.ioredis.optional, true);
   assert.equal(pkg.peerDependenciesMeta.redis.optional, true);
+  assert.equal(pkg.peerDependenciesMeta['@valkey/valkey-glide'].optional, true);
 });
