@@ -71,7 +71,7 @@ function glideError(error: unknown): unknown {
   if (error instanceof Error && error.name === 'TimeoutError') {
     return new FloodgateError(
       ErrorCode.STORE_TIMEOUT,
-      `redis store: valkey-glide timed out waiting for Redis (${error.message}); raise the client's requestTimeout if Redis is slow but healthy.`,
+      `Redis did not answer valkey-glide within its requestTimeout (${error.message}); raise the client's requestTimeout if Redis is slow but healthy.`,
       error,
     );
   }
@@ -85,8 +85,15 @@ function glideError(error: unknown): unknown {
  * without a Batch (whose class the library would have to import). A cluster
  * client routes each call by its first key. NOSCRIPT falls back to EVAL,
  * which also caches the script on that node again.
+ *
+ * The flush that first uses a script sends its calls by text (EVAL): glide
+ * logs every error reply as a warning, and a Redis this process has not used
+ * yet would answer each of them NOSCRIPT.
  */
 class GlideAdapter implements RedisAdapter {
+  /** SHAs of the scripts this adapter has sent by text. */
+  private readonly sent = new Set<string>();
+
   constructor(
     private readonly client: GlideLike,
     readonly kind: 'glide' | 'glide-cluster',
@@ -98,23 +105,27 @@ class GlideAdapter implements RedisAdapter {
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
+    const first = new Set<string>();
     calls.forEach((c, i) => {
       try {
         const tail = [String(c.keys.length), ...c.keys, ...c.args];
-        this.client
-          .customCommand(['EVALSHA', c.script.sha, ...tail])
-          .catch((error: unknown) => {
-            if (isGlideNoScript(error)) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
-            throw error;
-          })
-          .then(
-            (reply) => onReply(i, undefined, reply),
-            (error: unknown) => onReply(i, glideError(error), undefined),
-          );
+        const sha = c.script.sha;
+        if (!this.sent.has(sha)) first.add(sha);
+        const sent = first.has(sha)
+          ? this.client.customCommand(['EVAL', c.script.text, ...tail])
+          : this.client.customCommand(['EVALSHA', sha, ...tail]).catch((error: unknown) => {
+              if (isGlideNoScript(error)) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
+              throw error;
+            });
+        sent.then(
+          (reply) => onReply(i, undefined, reply),
+          (error: unknown) => onReply(i, glideError(error), undefined),
+        );
       } catch (error) {
         onReply(i, glideError(error), undefined);
       }
     });
+    for (const sha of first) this.sent.add(sha);
   }
 }
 
