@@ -36,6 +36,13 @@ describe('RedisStore on valkey-glide', () => {
     assert.equal(new RedisStore({ client }).clientKind, 'glide');
   });
 
+  test('a glide client where the options belong: INVALID_OPTIONS saying to write new RedisStore({ client })', () => {
+    assert.throws(
+      () => new RedisStore(client as never),
+      (e: unknown) => isFloodgateError(e, ErrorCode.INVALID_OPTIONS) && e.message.includes('new RedisStore({ client })'),
+    );
+  });
+
   test('Lua decides exactly as applyOperation', async () => {
     const checked = await differential({
       makeStore: (clock) => new RedisStore({ client, clock }),

@@ -5,7 +5,8 @@ import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import type { PipelineCall } from '../turn-pipeline.js';
 import { forgetUsage, type Entry } from './lease.js';
-import { glideSubscription, isGlideSubscriber } from './glide-subscription.js';
+import { glideSubscription } from './glide-subscription.js';
+import { looksLikeGlide } from '../client-glide.js';
 
 /**
  * What a message says about a key:
@@ -112,7 +113,7 @@ const noop = (): void => {};
  */
 export function subscribe(subscriber: object, owned: boolean, channel: string, handlers: SubscriptionHandlers): Subscription {
   const s = subscriber as Record<string, unknown>;
-  if (isGlideSubscriber(subscriber)) return glideSubscription(subscriber, channel, handlers);
+  if (looksLikeGlide(subscriber)) return glideSubscription(subscriber, channel, handlers);
   if (typeof s.subscribe !== 'function' || typeof s.on !== 'function') {
     throw new FloodgateError(
       ErrorCode.INVALID_CLIENT,

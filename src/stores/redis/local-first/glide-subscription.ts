@@ -1,6 +1,6 @@
 /** The local-first broadcast's subscription on a valkey-glide client: subscribed at run time, read from glide's message queue, its state polled. */
 import { ErrorCode, FloodgateError } from '../../../errors.js';
-import { isGlideCluster, isOldGlide, looksLikeGlide, oldGlideError } from '../client-glide.js';
+import { isGlideCluster, isOldGlide, oldGlideError } from '../client-glide.js';
 import type { Subscription, SubscriptionHandlers } from './broadcast.js';
 
 /**
@@ -11,7 +11,7 @@ import type { Subscription, SubscriptionHandlers } from './broadcast.js';
  * connection's CLIENT ID (per node on a cluster), which changes with every
  * new connection: a change means messages may have been missed.
  */
-export const GLIDE_POLL_MS = 100;
+const GLIDE_POLL_MS = 100;
 
 /** glide's `PubSubChannelModes.Exact`, the same value for the standalone and the cluster client. */
 const EXACT = 0;
@@ -95,11 +95,6 @@ function connectionId(reply: unknown): string {
   return String(reply);
 }
 
-/** True for a subscriber shaped like a glide client. */
-export function isGlideSubscriber(subscriber: object): boolean {
-  return looksLikeGlide(subscriber);
-}
-
 /**
  * Subscribes a glide (2.3 or later) client to `channel` with
  * `subscribeLazy` (glide subscribes again by itself after a reconnection)
@@ -142,7 +137,7 @@ export function glideSubscription(subscriber: object, channel: string, h: Subscr
   const poll = (): void => {
     if (closed || polling) return;
     polling = true;
-    // CLIENT ID first: a reconnection between the two reads then shows at the next poll, not never.
+    // Both go out in one write; a reconnection between their replies shows at the next poll, not never.
     Promise.all([sub.customCommand(['CLIENT', 'ID'], ...(cluster ? [{ route: 'allNodes' as const }] : [])), sub.getSubscriptions()]).then(
       ([id, state]) => {
         polling = false;
