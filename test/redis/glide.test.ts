@@ -196,3 +196,35 @@ describe('LocalFirstStore on valkey-glide', () => {
     assert.equal(await subscriber.customCommand(['PING']), 'PONG');
   });
 });
+
+// Last in the file: it restarts the server every other test shares.
+test('Redis SIGKILLed and restarted: RedisStore fails with a store error and the local-first subscription goes down meanwhile; both recover, the scripts re-sent', async () => {
+  const subscriber = await glide();
+  const store = new RedisStore({ client });
+  const local = new LocalFirstStore({ client, subscriber, channel: `gl-restart-${process.pid}` });
+  const p = policy('token-bucket', 5, 60_000);
+  const key = `restart-gl-${Date.now()}`;
+  try {
+    await untilLive(local);
+    assert.equal((await store.apply({ kind: 'consume', key, amount: 1, policy: p })).remaining, 4);
+    await server.kill();
+    await until('the local-first store notices', () => !local.stats().live);
+    await assert.rejects(
+      store.apply({ kind: 'consume', key, amount: 1, policy: p }),
+      (e: unknown) => isFloodgateError(e, ErrorCode.STORE_ERROR) || isFloodgateError(e, ErrorCode.STORE_TIMEOUT),
+    );
+    await server.restart();
+    await until('the subscription is back', () => local.stats().live, 10_000);
+    // The restarted Redis has no scripts: NOSCRIPT, then EVAL. Each attempt takes a new key: a call that timed out
+    // while Redis was down may still be applied once glide reconnects (STORE_TIMEOUT's documented meaning).
+    let attempt = 0;
+    await until('the store answers again', () =>
+      store.apply({ kind: 'consume', key: `${key}:after:${attempt++}`, amount: 1, policy: p }).then(
+        (o) => o.remaining === 4,
+        () => false,
+      ),
+    );
+  } finally {
+    await local.close();
+  }
+});
