@@ -73,6 +73,8 @@ export const nodeRedisCluster: ConformanceFactory = async (clock) => {
   return { store, teardown: async () => (await store.close(), client.destroy()) };
 };
 
+// glide's own requestTimeout (250 ms by default) raised above the store's timeoutMs, so a busy test machine meets the store's timer, not glide's.
+
 /** RedisStore over a valkey-glide GlideClient on a single node. */
 export const glideSingle: ConformanceFactory = async (clock) => {
   const { port, host } = await sharedServer();

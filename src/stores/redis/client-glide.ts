@@ -25,7 +25,7 @@ export function looksLikeGlide(value: unknown): boolean {
 
 /**
  * True for a glide client older than {@link GLIDE_MINIMUM}: 2.3 added
- * subscribing at run time (`subscribe`, `getSubscriptions`), which the
+ * subscribing at run time (`subscribeLazy`, `getSubscriptions`), which the
  * local-first store's broadcast needs, so one floor covers both stores.
  */
 export function isOldGlide(value: unknown): boolean {
