@@ -76,6 +76,23 @@ describe('RedisStore on valkey-glide', () => {
     );
   });
 
+  test('calls on one key apply in the order they were made, though glide may reorder requests in flight together', async () => {
+    const store = new RedisStore({ client });
+    const p = policy('fixed-window', 1000, 60_000);
+    const key = `order-gl-${Date.now()}`;
+    const pending: Promise<number>[] = [];
+    // In one turn: a composite between every two consumes ends the key's batch, so the flush holds 300 calls on the key.
+    for (let i = 0; i < 150; i++) {
+      pending.push(store.apply({ kind: 'consume', key, amount: 1, policy: p }).then((o) => o.remaining));
+      pending.push(store.consumeAll([{ kind: 'consume', key, amount: 1, policy: p }]).then(([o]) => o!.remaining));
+    }
+    const remaining = await Promise.all(pending);
+    assert.deepEqual(
+      remaining,
+      remaining.map((_, i) => 999 - i),
+    );
+  });
+
   test('SCRIPT FLUSH is recovered transparently', async () => {
     const store = new RedisStore({ client });
     const p = policy('sliding-log', 5, 60_000);

@@ -80,11 +80,15 @@ function glideError(error: unknown): unknown {
 
 /**
  * A GlideClient or GlideClusterClient. Every call is one `customCommand`
- * EVALSHA, all issued in the same tick: glide multiplexes one connection per
- * node and writes the requests of a tick together, so a flush is pipelined
- * without a Batch (whose class the library would have to import). A cluster
- * client routes each call by its first key. NOSCRIPT falls back to EVAL,
- * which also caches the script on that node again.
+ * EVALSHA; a cluster client routes it by its first key. NOSCRIPT falls back
+ * to EVAL, which also caches the script on that node again.
+ *
+ * glide does not keep the order of requests in flight together (its core
+ * runs each as a task of its own), while the store's calls on one key must
+ * apply in the order they were made. So a call waits for the calls before it
+ * on any of its keys to settle; calls on other keys go out at once, in the
+ * same tick, which glide writes together. A busy key thus has one call in
+ * flight at a time, each carrying every operation of its turn.
  *
  * The flush that first uses a script sends its calls by text (EVAL): glide
  * logs every error reply as a warning, and a Redis this process has not used
@@ -93,6 +97,8 @@ function glideError(error: unknown): unknown {
 class GlideAdapter implements RedisAdapter {
   /** SHAs of the scripts this adapter has sent by text. */
   private readonly sent = new Set<string>();
+  /** Per Redis key, the settling of the last call made on it, while it is not settled. */
+  private readonly tails = new Map<string, Promise<void>>();
 
   constructor(
     private readonly client: GlideLike,
@@ -107,27 +113,51 @@ class GlideAdapter implements RedisAdapter {
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
     const first = new Set<string>();
     calls.forEach((c, i) => {
-      try {
-        const tail = [String(c.keys.length), ...c.keys, ...c.args];
-        const sha = c.script.sha;
-        if (!this.sent.has(sha)) first.add(sha);
-        const sent = first.has(sha)
-          ? this.client.customCommand(['EVAL', c.script.text, ...tail])
-          : this.client.customCommand(['EVALSHA', sha, ...tail]).catch((error: unknown) => {
-              if (isGlideNoScript(error)) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
-              throw error;
-            });
-        sent.then(
-          (reply) => onReply(i, undefined, reply),
-          (error: unknown) => onReply(i, glideError(error), undefined),
-        );
-      } catch (error) {
-        onReply(i, glideError(error), undefined);
-      }
+      const sha = c.script.sha;
+      if (!this.sent.has(sha)) first.add(sha);
+      const byText = first.has(sha);
+      const before = this.after(c.keys);
+      const reply = before === undefined ? this.call(c, byText) : before.then(() => this.call(c, byText));
+      const settled = reply.then(noop, noop);
+      for (const key of c.keys) this.tails.set(key, settled);
+      void settled.then(() => {
+        for (const key of c.keys) if (this.tails.get(key) === settled) this.tails.delete(key);
+      });
+      reply.then(
+        (value) => onReply(i, undefined, value),
+        (error: unknown) => onReply(i, glideError(error), undefined),
+      );
     });
     for (const sha of first) this.sent.add(sha);
   }
+
+  /** When the calls already made on `keys` have settled, or undefined when none is pending. */
+  private after(keys: readonly string[]): Promise<unknown> | undefined {
+    const pending: Promise<void>[] = [];
+    for (const key of keys) {
+      const tail = this.tails.get(key);
+      if (tail !== undefined && !pending.includes(tail)) pending.push(tail);
+    }
+    if (pending.length === 0) return undefined;
+    return pending.length === 1 ? pending[0] : Promise.all(pending);
+  }
+
+  /** One script call; never throws (a throw of the client becomes the rejection). */
+  private call(c: ScriptCall, byText: boolean): Promise<unknown> {
+    try {
+      const tail = [String(c.keys.length), ...c.keys, ...c.args];
+      if (byText) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
+      return this.client.customCommand(['EVALSHA', c.script.sha, ...tail]).catch((error: unknown) => {
+        if (isGlideNoScript(error)) return this.client.customCommand(['EVAL', c.script.text, ...tail]);
+        throw error;
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
 }
+
+const noop = (): void => {};
 
 /**
  * The adapter of a supported glide client, or undefined for anything not
