@@ -78,6 +78,11 @@ function glideError(error: unknown): unknown {
   return error;
 }
 
+const noop = (): void => {};
+
+/** What the adapters of one glide client share, so that calls through any of them keep their order per key. */
+const perClient = new WeakMap<object, { sent: Set<string>; tails: Map<string, Promise<void>> }>();
+
 /**
  * A GlideClient or GlideClusterClient. Every call is one `customCommand`
  * EVALSHA; a cluster client routes it by its first key. NOSCRIPT falls back
@@ -95,15 +100,21 @@ function glideError(error: unknown): unknown {
  * yet would answer each of them NOSCRIPT.
  */
 class GlideAdapter implements RedisAdapter {
-  /** SHAs of the scripts this adapter has sent by text. */
-  private readonly sent = new Set<string>();
-  /** Per Redis key, the settling of the last call made on it, while it is not settled. */
-  private readonly tails = new Map<string, Promise<void>>();
+  /** SHAs of the scripts sent by text through this client. */
+  private readonly sent: Set<string>;
+  /** Per Redis key, the settling of the last call made on it through this client, while it is not settled. */
+  private readonly tails: Map<string, Promise<void>>;
 
   constructor(
     private readonly client: GlideLike,
     readonly kind: 'glide' | 'glide-cluster',
-  ) {}
+  ) {
+    // Shared by every adapter of the client: a LocalFirstStore and its inner RedisStore each have one.
+    let shared = perClient.get(client);
+    if (shared === undefined) perClient.set(client, (shared = { sent: new Set(), tails: new Map() }));
+    this.sent = shared.sent;
+    this.tails = shared.tails;
+  }
 
   // glide reports no connection state: it reconnects by itself, and a command sent meanwhile fails or times out.
   unavailable(): string | undefined {
@@ -156,8 +167,6 @@ class GlideAdapter implements RedisAdapter {
     }
   }
 }
-
-const noop = (): void => {};
 
 /**
  * The adapter of a supported glide client, or undefined for anything not
