@@ -74,9 +74,11 @@ interface Batch extends PipelineCall {
  * Calls are queued and flushed once per event-loop turn: all operations on
  * one key (under one policy) become one script call that applies them in
  * arrival order, and the calls for different keys go out together (one
- * pipeline on ioredis; node-redis and clusters pipeline calls issued in the
- * same tick). Scripts are sent by SHA; when Redis has lost them (restart,
- * failover, SCRIPT FLUSH) they are re-sent by text transparently.
+ * pipeline on ioredis; node-redis, valkey-glide and clusters pipeline calls
+ * issued in the same tick, and on glide, which may reorder requests in
+ * flight, a call on a key waits for the one before it). Scripts are sent by
+ * SHA; when Redis has lost them (restart, failover, SCRIPT FLUSH) they are
+ * re-sent by text transparently.
  *
  * Failures reject with a {@link FloodgateError}: STORE_TIMEOUT when a flush
  * gets no reply within `timeoutMs` (a late reply is then ignored, but Redis
