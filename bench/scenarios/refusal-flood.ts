@@ -11,7 +11,7 @@ function variant(name: string, description: string, limiter: string, store: stri
     description,
     server,
     env: { SEED000_LIMITER: limiter, SEED000_STORE: store, SEED000_BLOCK: block ? '1' : '0' },
-    redis: store === 'redis',
+    redis: store !== 'memory',
   };
 }
 
@@ -31,6 +31,14 @@ export default defineScenario({
     variant('floodgate-memory', 'RateLimiter on MemoryStore', 'floodgate', 'memory', false),
     variant('floodgate-redis', 'RateLimiter on RedisStore (ioredis), no in-memory block', 'floodgate', 'redis', false),
     variant('floodgate-redis-block', 'RateLimiter on RedisStore (ioredis) + inMemoryBlock: true', 'floodgate', 'redis', true),
+    variant('floodgate-glide', 'RateLimiter on RedisStore (valkey-glide GlideClient), no in-memory block', 'floodgate', 'glide', false),
+    variant(
+      'floodgate-glide-block',
+      'RateLimiter on RedisStore (valkey-glide GlideClient) + inMemoryBlock: true',
+      'floodgate',
+      'glide',
+      true,
+    ),
     variant('rlf-redis', 'rate-limiter-flexible RateLimiterRedis (ioredis)', 'rlf', 'redis', false),
     variant('rlf-redis-block', 'RateLimiterRedis (ioredis) + inMemoryBlockOnConsumed: 5', 'rlf', 'redis', true),
   ],

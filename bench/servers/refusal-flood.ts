@@ -1,4 +1,4 @@
-/** Server process of the refusal-flood benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate or rate-limiter-flexible. */
+/** Server process of the refusal-flood benchmark: node:http, 5 random keys, 5 points per second, limited by nothing, floodgate (memory, Redis through ioredis or valkey-glide) or rate-limiter-flexible. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Redis } from 'ioredis';
 import type { Store } from '../../dist/esm/index.js';
@@ -8,7 +8,7 @@ import { type Setup, connected, rlfDecide, ok, limited, oneOf } from '../lib/end
 
 /** Which limiter, from the variant's environment (see bench/scenarios/refusal-flood.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'rlf';
-type StoreKind = 'memory' | 'redis';
+type StoreKind = 'memory' | 'redis' | 'glide';
 
 /** The variant, as bench/scenarios/refusal-flood.ts configures it. */
 interface Config {
@@ -22,7 +22,7 @@ runServer(async () => {
   const config: Config = {
     env: benchEnv(),
     limiter: oneOf<LimiterKind>('SEED000_LIMITER', ['none', 'floodgate', 'rlf']),
-    store: oneOf<StoreKind>('SEED000_STORE', ['memory', 'redis']),
+    store: oneOf<StoreKind>('SEED000_STORE', ['memory', 'redis', 'glide']),
     block: process.env.SEED000_BLOCK === '1',
   };
   const { decide, decideNow, close } = await setUp(config);
@@ -56,6 +56,7 @@ runServer(async () => {
 
 async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Config): Promise<Setup> {
   if (limiterKind === 'none') return { decide: undefined, close: async () => {} };
+  if (storeKind === 'glide') return floodgateOnGlide(env, block);
 
   // Both libraries get an ioredis client with default options, so neither gains from client tuning.
   const client = storeKind === 'redis' ? new Redis(requireRedisUrl(env)) : undefined;
@@ -98,6 +99,29 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
     close: async () => {
       await store.close?.();
       await quit();
+    },
+  };
+}
+
+/** floodgate's RedisStore on a valkey-glide GlideClient, loaded only by the glide variants. */
+async function floodgateOnGlide(env: BenchEnv, block: boolean): Promise<Setup> {
+  const { GlideClient } = await import('@valkey/valkey-glide');
+  const url = new URL(requireRedisUrl(env));
+  // glide's request timeout (250 ms by default) set to the store's own default, so only one timer decides a timeout.
+  const client = await GlideClient.createClient({ addresses: [{ host: url.hostname, port: Number(url.port) }], requestTimeout: 500 });
+  const { RateLimiter } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
+  const { RedisStore } = await importDist<typeof import('../../dist/esm/stores/redis/index.js')>(
+    'esm/stores/redis/index.js',
+    'RedisStore (src/stores/redis)',
+  );
+  const store = new RedisStore({ client });
+  const limiter = new RateLimiter({ limit: POINTS, window: `${DURATION_S}s`, store, ...(block ? { inMemoryBlock: true } : {}) });
+  return {
+    decide: (key) => limiter.consume(key).then((decision) => decision.allowed),
+    decideNow: (key) => limiter.consumeNow(key)?.allowed,
+    close: async () => {
+      await store.close();
+      client.close();
     },
   };
 }

@@ -1,7 +1,7 @@
-// Conformance suite and shared vectors on a real single-node Redis, through ioredis and node-redis.
+// Conformance suite and shared vectors on a real single-node Redis, through ioredis, node-redis and valkey-glide.
 import { runVectors } from '../vectors/format.js';
 import { runConformance } from './suite.js';
-import { useRedis, ioredisSingle, nodeRedisSingle } from './targets.js';
+import { useRedis, ioredisSingle, nodeRedisSingle, glideSingle } from './targets.js';
 
 useRedis({ single: true });
 
@@ -9,3 +9,5 @@ runConformance('redis (ioredis)', ioredisSingle);
 runVectors('redis (ioredis)', ioredisSingle);
 runConformance('redis (node-redis)', nodeRedisSingle);
 runVectors('redis (node-redis)', nodeRedisSingle);
+runConformance('redis (valkey-glide)', glideSingle);
+runVectors('redis (valkey-glide)', glideSingle);

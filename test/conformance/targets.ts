@@ -1,7 +1,8 @@
-// Store factories for the conformance suite and the vectors: Redis single node and Cluster, through ioredis and node-redis.
+// Store factories for the conformance suite and the vectors: Redis single node and Cluster, through ioredis, node-redis and valkey-glide.
 import { after, before } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { GlideClient, GlideClusterClient } from '@valkey/valkey-glide';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../support/redis-server.js';
 import type { ConformanceFactory } from './suite.js';
@@ -70,4 +71,22 @@ export const nodeRedisCluster: ConformanceFactory = async (clock) => {
   await client.connect();
   const store = new RedisStore({ client, clock });
   return { store, teardown: async () => (await store.close(), client.destroy()) };
+};
+
+// glide's own requestTimeout (250 ms by default) raised above the store's timeoutMs, so a busy test machine meets the store's timer, not glide's.
+
+/** RedisStore over a valkey-glide GlideClient on a single node. */
+export const glideSingle: ConformanceFactory = async (clock) => {
+  const { port, host } = await sharedServer();
+  const client = await GlideClient.createClient({ addresses: [{ host, port }], requestTimeout: 2000 });
+  const store = new RedisStore({ client, clock });
+  return { store, teardown: async () => (await store.close(), client.close()) };
+};
+
+/** RedisStore over a valkey-glide GlideClusterClient on 3 masters. */
+export const glideCluster: ConformanceFactory = async (clock) => {
+  const { nodes } = await sharedCluster();
+  const client = await GlideClusterClient.createClient({ addresses: nodes, requestTimeout: 2000 });
+  const store = new RedisStore({ client, clock });
+  return { store, teardown: async () => (await store.close(), client.close()) };
 };

@@ -14,7 +14,7 @@ function node(args: string[]): string {
 }
 
 // What importing the core may not load: Redis clients, cluster/worker IPC, HTTP servers, frameworks.
-const FORBIDDEN = /\b(ioredis|redis|cluster|worker_threads|http|https|net|express|koa|fastify)\b/;
+const FORBIDDEN = /\b(ioredis|redis|valkey|cluster|worker_threads|http|https|net|express|koa|fastify)\b/;
 
 test('every exports entry points at a built file with its declarations', () => {
   for (const [subpath, entry] of Object.entries(pkg.exports as Record<string, unknown>)) {
@@ -66,4 +66,5 @@ test('the core has no runtime dependencies', () => {
   assert.equal(pkg.dependencies, undefined);
   assert.equal(pkg.peerDependenciesMeta.ioredis.optional, true);
   assert.equal(pkg.peerDependenciesMeta.redis.optional, true);
+  assert.equal(pkg.peerDependenciesMeta['@valkey/valkey-glide'].optional, true);
 });

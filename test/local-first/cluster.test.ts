@@ -1,8 +1,9 @@
-// LocalFirstStore on an ioredis Cluster of 3 masters: the conformance suite, and a broadcast between two stores; node-redis clusters are refused with a typed error.
+// LocalFirstStore on an ioredis Cluster and a valkey-glide GlideClusterClient of 3 masters: the conformance suite, and a broadcast between two stores; node-redis clusters are refused with a typed error.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
+import { GlideClusterClient } from '@valkey/valkey-glide';
 import { ErrorCode, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { runConformance, type ConformanceFactory } from '../conformance/suite.js';
@@ -32,13 +33,65 @@ async function clusterStore(clock?: () => number): Promise<LocalFirstStore> {
   return store;
 }
 
+/** A LocalFirstStore on two GlideClusterClients (commands, subscriber), and its teardown. */
+async function glideClusterPair(
+  clock?: () => number,
+  leaseMs?: number,
+): Promise<{ store: LocalFirstStore; client: GlideClusterClient; teardown: () => Promise<void> }> {
+  const config = { addresses: cluster.nodes, requestTimeout: 2000 };
+  const [client, subscriber] = await Promise.all([GlideClusterClient.createClient(config), GlideClusterClient.createClient(config)]);
+  const store = new LocalFirstStore({
+    client,
+    subscriber,
+    channel: `cl-${process.pid}`,
+    ...(clock ? { clock } : {}),
+    ...(leaseMs ? { leaseMs } : {}),
+  });
+  const teardown = async (): Promise<void> => {
+    await store.close();
+    client.close();
+    subscriber.close();
+  };
+  await untilLive(store, 10_000);
+  return { store, client, teardown };
+}
+
+async function glideClusterStore(): Promise<LocalFirstStore> {
+  const { store, teardown } = await glideClusterPair();
+  cleanups.push(teardown);
+  return store;
+}
+
 const factory: ConformanceFactory = async (clock) => ({ store: await clusterStore(clock), teardown: async () => {} });
 runConformance('redis-local-first (ioredis Cluster)', factory);
+const glideFactory: ConformanceFactory = (clock) => glideClusterPair(clock);
 
-test('ioredis Cluster: exhaustion published on one node reaches a store subscribed on another', async () => {
-  const [a, b] = [await clusterStore(), await clusterStore()];
-  const la = new RateLimiter({ store: a, limit: 20, window: '10s', prefix: 'clb' });
-  const lb = new RateLimiter({ store: b, limit: 20, window: '10s', prefix: 'clb' });
+test('GlideClusterClient: CLIENT KILL TYPE pubsub on every node: the store notices, gives its lease back and resubscribes', async () => {
+  // The sweeper waits a minute, so only the store noticing the reconnection gives the lease back.
+  const { store, client, teardown } = await glideClusterPair(undefined, 60_000);
+  cleanups.push(teardown);
+  assert.equal(store.clientKind, 'glide-cluster');
+  const limiter = new RateLimiter({ store, limit: 1000, window: '10s', prefix: 'clk' });
+  for (let i = 0; i < 100; i++) await limiter.consume('k');
+  assert.equal(store.stats().returnCalls, 0);
+  await client.customCommand(['CLIENT', 'KILL', 'TYPE', 'pubsub'], { route: 'allNodes' });
+  await until('the store resubscribes', () => store.stats().live && store.stats().returnCalls > 0, 10_000);
+});
+runConformance('redis-local-first (valkey-glide GlideClusterClient)', glideFactory);
+
+for (const [name, make] of [
+  ['ioredis Cluster', clusterStore],
+  ['GlideClusterClient', glideClusterStore],
+] as const) {
+  test(`${name}: exhaustion published on one node reaches a store subscribed on another`, async () => {
+    await exhaustionReaches(await make(), await make(), `clb-${name.slice(0, 2)}`);
+  });
+}
+
+/** Exhausts five keys through `a`; `b` refuses each from memory once it heard. */
+async function exhaustionReaches(a: LocalFirstStore, b: LocalFirstStore, prefix: string): Promise<void> {
+  const la = new RateLimiter({ store: a, limit: 20, window: '10s', prefix });
+  const lb = new RateLimiter({ store: b, limit: 20, window: '10s', prefix });
   for (const key of ['a', 'b', 'c', 'd', 'e']) {
     for (let i = 0; i < 20; i++) assert.equal((await la.consume(key)).allowed, true);
     await until(`B hears ${key} is exhausted`, async () => {
@@ -46,7 +99,7 @@ test('ioredis Cluster: exhaustion published on one node reaches a store subscrib
       return !(await lb.consume(key)).allowed && b.stats().leaseCalls === calls;
     });
   }
-});
+}
 
 test('node-redis clusters are refused with INVALID_CLIENT', async () => {
   const client = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
@@ -56,11 +109,16 @@ test('node-redis clusters are refused with INVALID_CLIENT', async () => {
   );
 });
 
-test('ioredis Cluster: a composite over keys in different slots rejects with CROSS_SLOT even when both leases cover it', async () => {
-  const store = await clusterStore();
-  const policy = Object.freeze({ algorithm: 'fixed-window' as const, limit: 100, windowMs: 60_000, blockMs: 0 });
-  const ops = ['cs:alice', 'cs:acme'].map((key) => ({ kind: 'consume' as const, key, amount: 1, policy }));
-  for (let i = 0; i < 5; i++) await Promise.all(ops.map((op) => store.apply(op)));
-  assert.equal(store.consumeAllNow(ops), undefined);
-  await assert.rejects(store.consumeAll(ops), (e: unknown) => isFloodgateError(e) && e.code === ErrorCode.CROSS_SLOT);
-});
+for (const [name, make] of [
+  ['ioredis Cluster', clusterStore],
+  ['GlideClusterClient', glideClusterStore],
+] as const) {
+  test(`${name}: a composite over keys in different slots rejects with CROSS_SLOT even when both leases cover it`, async () => {
+    const store = await make();
+    const policy = Object.freeze({ algorithm: 'fixed-window' as const, limit: 100, windowMs: 60_000, blockMs: 0 });
+    const ops = ['cs:alice', 'cs:acme'].map((key) => ({ kind: 'consume' as const, key, amount: 1, policy }));
+    for (let i = 0; i < 5; i++) await Promise.all(ops.map((op) => store.apply(op)));
+    assert.equal(store.consumeAllNow(ops), undefined);
+    await assert.rejects(store.consumeAll(ops), (e: unknown) => isFloodgateError(e) && e.code === ErrorCode.CROSS_SLOT);
+  });
+}

@@ -1,4 +1,4 @@
-// The client majors a user may hold, installed from npm into a scratch directory and run against a real redis-server: node-redis 4 and 6 and ioredis 6 drive RedisStore and LocalFirstStore; ioredis 4 and node-redis 3 are refused naming the version to use.
+// The client majors a user may hold, installed from npm into a scratch directory and run against a real redis-server: node-redis 4 and 6, ioredis 6 and valkey-glide 2.3 drive RedisStore and LocalFirstStore; ioredis 4, node-redis 3 and valkey-glide 2.2 are refused naming the version to use.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,7 +13,15 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { smokeAllOperations } from './helpers.js';
 
 /** Aliases, so that several majors of one package sit side by side in one install. */
-const CLIENTS = ['redis4@npm:redis@4', 'redis6@npm:redis@6', 'redis3@npm:redis@3', 'ioredis4@npm:ioredis@4', 'ioredis6@npm:ioredis@6'];
+const CLIENTS = [
+  'redis4@npm:redis@4',
+  'redis6@npm:redis@6',
+  'redis3@npm:redis@3',
+  'ioredis4@npm:ioredis@4',
+  'ioredis6@npm:ioredis@6',
+  'glide22@npm:@valkey/valkey-glide@2.2',
+  'glide23@npm:@valkey/valkey-glide@2.3',
+];
 
 /** The slice of node-redis (any supported major) this file uses. */
 interface NodeRedisClient {
@@ -27,6 +35,10 @@ interface IoredisClient {
   disconnect(): void;
 }
 type IoredisClass = new (url: string, options?: object) => IoredisClient;
+/** The slice of valkey-glide (2.x) this file uses. */
+interface GlideModule {
+  GlideClient: { createClient(config: { addresses: { host: string; port: number }[] }): Promise<{ close(): void }> };
+}
 
 let dir = '';
 let skipReason: string | undefined;
@@ -135,4 +147,43 @@ test('a node-redis 3 client is refused: INVALID_CLIENT "node-redis 3 is not supp
       isFloodgateError(e, ErrorCode.INVALID_CLIENT) && e.message.includes('node-redis 3 is not supported: use node-redis 4 or later'),
   );
   client.quit();
+});
+
+describe('valkey-glide 2.3', () => {
+  test('drives RedisStore (every operation of every algorithm) and LocalFirstStore', async (t) => {
+    if (skipReason !== undefined) return t.skip(skipReason);
+    const { GlideClient } = load('glide23') as GlideModule;
+    const config = { addresses: [{ host: server.host, port: server.port }] };
+    const [client, subscriber] = await Promise.all([GlideClient.createClient(config), GlideClient.createClient(config)]);
+    try {
+      const store = new RedisStore({ client });
+      assert.equal(store.clientKind, 'glide');
+      await smokeAllOperations(store, `glide23-${Date.now()}`);
+      const local = new LocalFirstStore({ client, subscriber, channel: `glide23-${process.pid}` });
+      try {
+        await untilLive(local);
+        await limitsAtTwo(local, `glide23-lf-${Date.now()}`);
+      } finally {
+        await local.close();
+      }
+    } finally {
+      client.close();
+      subscriber.close();
+    }
+  });
+});
+
+test('a valkey-glide 2.2 client is refused: INVALID_CLIENT "valkey-glide older than 2.3 is not supported"', async (t) => {
+  if (skipReason !== undefined) return t.skip(skipReason);
+  const { GlideClient } = load('glide22') as GlideModule;
+  const client = await GlideClient.createClient({ addresses: [{ host: server.host, port: server.port }] });
+  try {
+    const refused = (e: unknown) =>
+      isFloodgateError(e, ErrorCode.INVALID_CLIENT) &&
+      e.message.includes('valkey-glide older than 2.3 is not supported: use valkey-glide 2.3 or later');
+    assert.throws(() => new RedisStore({ client }), refused);
+    assert.throws(() => new LocalFirstStore({ client, subscriber: client }), refused);
+  } finally {
+    client.close();
+  }
 });

@@ -1,14 +1,16 @@
-/** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported. */
+/** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts. */
 import { EventEmitter } from 'node:events';
 import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { assertKnownOptions } from '../../validate.js';
 import type { LuaScript } from './lua/scripts.generated.js';
+import { adaptGlide, GLIDE_MINIMUM, looksLikeGlide } from './client-glide.js';
 
 /**
  * A Redis client the store can drive: an ioredis (5 or later) `Redis` or
- * `Cluster`, or a node-redis (4 or later) client from `createClient` or
- * cluster from `createCluster`, connected with `await client.connect()`.
+ * `Cluster`, a node-redis (4 or later) client from `createClient` or
+ * cluster from `createCluster`, connected with `await client.connect()`, or
+ * a valkey-glide (2.3 or later) `GlideClient` or `GlideClusterClient`.
  *
  * Typed as `object` so the store's declarations name neither library: users
  * of one client need not install the other's types.
@@ -16,7 +18,12 @@ import type { LuaScript } from './lua/scripts.generated.js';
 export type RedisClient = object;
 
 /** Which client library an adapter drives. */
-export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster';
+export type ClientKind = 'ioredis' | 'ioredis-cluster' | 'node-redis' | 'node-redis-cluster' | 'glide' | 'glide-cluster';
+
+/** True for the kinds that talk to a Redis Cluster, where a script's keys must share one slot. */
+export function isClusterKind(kind: ClientKind): boolean {
+  return kind === 'ioredis-cluster' || kind === 'node-redis-cluster' || kind === 'glide-cluster';
+}
 
 /** One script call: the script, its KEYS and its ARGV. */
 export interface ScriptCall {
@@ -272,7 +279,8 @@ const fn = (value: Record<string, unknown>, name: string) => typeof value[name] 
 
 /** The supported client majors, as the messages name them. */
 const SUPPORTED =
-  'an ioredis Redis or Cluster (ioredis 5 or later: new Redis(url), new Cluster(nodes)) or a node-redis client or cluster (node-redis 4 or later: createClient(), createCluster(), then await client.connect())';
+  'an ioredis Redis or Cluster (ioredis 5 or later: new Redis(url), new Cluster(nodes)), a node-redis client or cluster (node-redis 4 or later: createClient(), createCluster(), then await client.connect())' +
+  ` or a valkey-glide client (valkey-glide ${GLIDE_MINIMUM} or later: await GlideClient.createClient(config), await GlideClusterClient.createClient(config))`;
 
 /**
  * True for anything shaped like a Redis client of either library, of any
@@ -282,7 +290,7 @@ const SUPPORTED =
 function looksLikeClient(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return false;
   const c = value as Record<string, unknown>;
-  return fn(c, 'sendCommand') || fn(c, 'send_command') || (fn(c, 'evalsha') && fn(c, 'pipeline'));
+  return fn(c, 'sendCommand') || fn(c, 'send_command') || (fn(c, 'evalsha') && fn(c, 'pipeline')) || looksLikeGlide(c);
 }
 
 /**
@@ -308,6 +316,8 @@ function isOldNodeRedis(c: Record<string, unknown>): boolean {
 export function adaptClient(client: unknown, owner = 'RedisStore'): RedisAdapter {
   if (typeof client === 'object' && client !== null) {
     const c = client as Record<string, unknown>;
+    const glide = adaptGlide(c, owner);
+    if (glide !== undefined) return glide;
     if (isOldIoredis(c)) {
       throw new FloodgateError(
         ErrorCode.INVALID_CLIENT,

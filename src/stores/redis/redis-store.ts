@@ -7,7 +7,7 @@ import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Pol
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
 import type { Store } from '../store.js';
 import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
-import { adaptStoreClient, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
+import { adaptStoreClient, isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
@@ -18,10 +18,10 @@ import { decodeAcquisition, decodeFlag, slotCall, type SlotOperation } from './s
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
   /**
-   * The client: an ioredis (5 or later) `Redis` or `Cluster`, or a node-redis
-   * (4 or later) client (`createClient`) or cluster (`createCluster`), already
-   * connected. The store
-   * never connects, quits or reconfigures it.
+   * The client: an ioredis (5 or later) `Redis` or `Cluster`, a node-redis
+   * (4 or later) client (`createClient`) or cluster (`createCluster`), or a
+   * valkey-glide (2.3 or later) `GlideClient` or `GlideClusterClient`, already
+   * connected. The store never connects, quits or reconfigures it.
    */
   client: RedisClient;
   /**
@@ -59,8 +59,8 @@ interface Batch extends PipelineCall {
 }
 
 /**
- * A {@link Store} on Redis (single node or Cluster), through ioredis or
- * node-redis.
+ * A {@link Store} on Redis (single node or Cluster), through ioredis,
+ * node-redis or valkey-glide.
  *
  * Each algorithm is one Lua script that implements `applyOperation` step for
  * step in the same integer arithmetic, so Redis decides exactly as the
@@ -74,9 +74,11 @@ interface Batch extends PipelineCall {
  * Calls are queued and flushed once per event-loop turn: all operations on
  * one key (under one policy) become one script call that applies them in
  * arrival order, and the calls for different keys go out together (one
- * pipeline on ioredis; node-redis and clusters pipeline calls issued in the
- * same tick). Scripts are sent by SHA; when Redis has lost them (restart,
- * failover, SCRIPT FLUSH) they are re-sent by text transparently.
+ * pipeline on ioredis; node-redis, valkey-glide and clusters pipeline calls
+ * issued in the same tick, and on glide, which may reorder requests in
+ * flight, a call on a key waits for the one before it). Scripts are sent by
+ * SHA; when Redis has lost them (restart, failover, SCRIPT FLUSH) they are
+ * re-sent by text transparently.
  *
  * Failures reject with a {@link FloodgateError}: STORE_TIMEOUT when a flush
  * gets no reply within `timeoutMs` (a late reply is then ignored, but Redis
@@ -196,7 +198,7 @@ export class RedisStore implements Store {
     if (this.closed) return Promise.reject(closedError());
     const unsupported = unsupportedOperation(operations);
     if (unsupported !== undefined) return Promise.reject(unsupported);
-    if (this.clientKind === 'ioredis-cluster' || this.clientKind === 'node-redis-cluster') {
+    if (isClusterKind(this.clientKind)) {
       const crossSlot = crossSlotError(operations);
       if (crossSlot !== undefined) return Promise.reject(crossSlot);
     }

@@ -5,6 +5,8 @@ import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import type { PipelineCall } from '../turn-pipeline.js';
 import { forgetUsage, type Entry } from './lease.js';
+import { glideSubscription } from './glide-subscription.js';
+import { looksLikeGlide } from '../client-glide.js';
 
 /**
  * What a message says about a key:
@@ -104,17 +106,18 @@ interface NodeRedisSubscriber {
 const noop = (): void => {};
 
 /**
- * Subscribes `subscriber` (an ioredis Redis/Cluster or a node-redis client)
- * to `channel`. `up` is reported once Redis confirms the subscription, and
+ * Subscribes `subscriber` (an ioredis Redis/Cluster, a node-redis client or
+ * a valkey-glide client) to `channel`. `up` is reported once Redis confirms the subscription, and
  * again after every reconnection; `down` whenever the connection is lost.
  * Errors never escape: a failed subscribe just leaves the subscription down.
  */
 export function subscribe(subscriber: object, owned: boolean, channel: string, handlers: SubscriptionHandlers): Subscription {
   const s = subscriber as Record<string, unknown>;
+  if (looksLikeGlide(subscriber)) return glideSubscription(subscriber, channel, handlers);
   if (typeof s.subscribe !== 'function' || typeof s.on !== 'function') {
     throw new FloodgateError(
       ErrorCode.INVALID_CLIENT,
-      `LocalFirstStore subscriber must be an ioredis or node-redis client it can SUBSCRIBE with (e.g. client.duplicate()); got ${describe(subscriber)}.`,
+      `LocalFirstStore subscriber must be an ioredis, node-redis or valkey-glide client it can SUBSCRIBE with (e.g. client.duplicate()); got ${describe(subscriber)}.`,
     );
   }
   if (typeof s.status === 'string') return ioredisSubscription(subscriber as IoredisSubscriber, owned, channel, handlers);

@@ -3,6 +3,7 @@ import { FloodgateError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
 import { lapse } from '../../lease-core.js';
 import { crossSlotError } from '../composite-call.js';
+import { isClusterKind } from '../clients.js';
 import { admitted, blocked, exhausted, msUntil } from './lease.js';
 import type { LocalFirstHost } from './host.js';
 
@@ -88,5 +89,5 @@ export async function consumeAllLeased(host: LocalFirstHost, operations: readonl
 /** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */
 function crossSlot(host: LocalFirstHost, operations: readonly Operation[]): FloodgateError | undefined {
   const kind = host.inner.clientKind;
-  return kind === 'ioredis-cluster' || kind === 'node-redis-cluster' ? crossSlotError(operations) : undefined;
+  return isClusterKind(kind) ? crossSlotError(operations) : undefined;
 }

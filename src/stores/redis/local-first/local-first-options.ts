@@ -7,15 +7,20 @@ import { adaptStoreClient, type RedisAdapter, type RedisClient } from '../client
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {
   /**
-   * The command client: an ioredis (5 or later) `Redis` or `Cluster`, or a
-   * node-redis (4 or later) client (`createClient`), connected. node-redis clusters are not
-   * supported in local-first mode. The store never quits it.
+   * The command client: an ioredis (5 or later) `Redis` or `Cluster`, a
+   * node-redis (4 or later) client (`createClient`), or a valkey-glide (2.3 or
+   * later) `GlideClient` or `GlideClusterClient`, connected. node-redis
+   * clusters are not supported in local-first mode. The store never quits it.
    */
   client: RedisClient;
   /**
    * A client of the same kind for pub/sub, which the store subscribes to
    * `channel` (and unsubscribes on close, without quitting it). Default:
-   * `client.duplicate()`, which the store opens and also closes.
+   * `client.duplicate()`, which the store opens and also closes. Required
+   * with valkey-glide, which cannot be duplicated: a second glide client
+   * created without `pubsubSubscriptions`, for this store (and other
+   * LocalFirstStores) alone; the store subscribes it and unsubscribes on
+   * close, and its owner closes it.
    */
   subscriber?: RedisClient;
   /** How long a lease or other call waits for Redis before STORE_TIMEOUT, in ms. Default 500. */
@@ -136,6 +141,14 @@ export function resolveLocalFirstOptions(options: LocalFirstStoreOptions): Resol
 
   let subscriber = o.subscriber;
   const owned = subscriber === undefined;
+  if (subscriber === undefined && (adapter.kind === 'glide' || adapter.kind === 'glide-cluster')) {
+    // A glide client cannot be copied: its configuration stays inside it.
+    const create = adapter.kind === 'glide' ? 'GlideClient' : 'GlideClusterClient';
+    throw new FloodgateError(
+      ErrorCode.INVALID_CLIENT,
+      `LocalFirstStore with a valkey-glide client needs a subscriber: a second client of the same configuration, e.g. subscriber: await ${create}.createClient(config), which the store subscribes to its channel.`,
+    );
+  }
   if (subscriber === undefined) {
     const duplicate = (o.client as { duplicate?: unknown }).duplicate;
     if (typeof duplicate !== 'function') {
