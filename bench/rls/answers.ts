@@ -17,11 +17,12 @@ export function formatAnswer(answer: RlsAnswer): string {
  * status code (messages are each server's own words). duration_until_reset
  * is left out: it depends on when each side ran.
  */
-export function sameAnswer(a: RlsAnswer, b: RlsAnswer): boolean {
+export function sameAnswer(a: RlsAnswer, b: RlsAnswer, okRemainingMayDiffer = false): boolean {
   if (a.kind === 'error' || b.kind === 'error') return a.kind === 'error' && b.kind === 'error' && a.grpcCode === b.grpcCode;
   if (a.overallCode !== b.overallCode || a.statuses.length !== b.statuses.length) return false;
   return a.statuses.every((s, i) => {
     const t = b.statuses[i]!;
-    return s.code === t.code && s.currentLimit === t.currentLimit && s.limitRemaining === t.limitRemaining;
+    const remaining = s.limitRemaining === t.limitRemaining || (okRemainingMayDiffer && s.code === 'OK' && a.overallCode === 'OVER_LIMIT');
+    return s.code === t.code && s.currentLimit === t.currentLimit && remaining;
   });
 }

@@ -9,6 +9,12 @@ export interface Step {
   readonly times: number;
   /** True for the steps that meet a per-second rule; they come first (see compare.ts). */
   readonly perSecond?: boolean;
+  /**
+   * A refused request whose other descriptors envoyproxy/ratelimit counts and
+   * floodgate, deciding all or nothing, does not (docs/rls.md, "Differs"):
+   * their `limit_remaining` is reported, not counted as a difference.
+   */
+  readonly allOrNothing?: boolean;
 }
 
 const d = (...entries: (readonly [string, string])[]): Descriptor => entries;
@@ -72,7 +78,7 @@ export const EXAMPLE_SEQUENCE: readonly Step[] = [
   rl('service_1 (1/minute, quota mode)', 2, d(['service', 'service_1'])),
   rl('service_2 (2/minute, quota mode)', 3, d(['service', 'service_2'])),
   rl('two descriptors: both under their limits', 1, d(['foo', 'f10']), d(['unspec', 'u2'])),
-  rl('two descriptors: one over (category account is spent)', 1, d(['foo', 'f11']), d(['category', 'account'])),
+  { ...rl('two descriptors: one over (category account is spent)', 1, d(['foo', 'f11']), d(['category', 'account'])), allOrNothing: true },
   // category account replaces bkthomps: with both in one request, bkthomps is not counted nor reported.
   rl('replaces: account with foo + bar bkthomps', 2, d(['category', 'account']), d(['foo', 'f12'], ['bar', 'bkthomps'])),
   rl(

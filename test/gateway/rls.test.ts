@@ -196,13 +196,15 @@ test('the algorithm extension: a token bucket refills continuously instead of at
   assert.ok(refused.statuses[0]!.duration_until_reset!.seconds <= 60);
 });
 
-test('bad requests are answered INVALID_ARGUMENT, as gRPC errors', async () => {
-  await assert.rejects(f.client.should('', [d('user', 'x')]), (e: { code?: number }) => e.code === 3);
-  await assert.rejects(f.client.should('edge', []), (e: { code?: number }) => e.code === 3);
-  await assert.rejects(f.client.should('edge', [{ entries: [] }]), (e: { code?: number }) => e.code === 3);
-  await assert.rejects(f.client.should('edge', [{ entries: [{ key: '', value: 'v' }] }]), (e: { code?: number }) => e.code === 3);
+test('bad requests are answered UNKNOWN, as envoyproxy/ratelimit answers them; a descriptor without entries matches no limit', async () => {
+  await assert.rejects(f.client.should('', [d('user', 'x')]), (e: { code?: number }) => e.code === 2);
+  await assert.rejects(f.client.should('edge', []), (e: { code?: number }) => e.code === 2);
+  await assert.rejects(f.client.should('edge', [{ entries: [{ key: '', value: 'v' }] }]), (e: { code?: number }) => e.code === 2);
+  const empty = await f.client.should('edge', [{ entries: [] }]);
+  assert.equal(empty.overall_code, 'OK');
+  assert.equal(empty.statuses[0]!.current_limit ?? null, null);
   const m = await f.metrics();
-  assert.ok((m.get('floodgate_rls_requests_total{code="invalid_request"}') ?? 0) >= 4);
+  assert.ok((m.get('floodgate_rls_requests_total{code="invalid_request"}') ?? 0) >= 3);
 });
 
 test('health: SERVING for the service and for "", NOT_FOUND for another service', async () => {
@@ -238,4 +240,26 @@ test('a reload of the gateway config leaves the service counting where it was (i
   assert.equal((await f.client.should('edge', [d('user', 'gateway-reload')])).statuses[0]!.limit_remaining, 4);
   f.gateway.apply({ ...f.gateway.current, rules: [] });
   assert.equal((await f.client.should('edge', [d('user', 'gateway-reload')])).statuses[0]!.limit_remaining, 3);
+});
+
+test('quota_mode: a quota descriptor over its limit refuses only when every quota descriptor of the request is over, as envoyproxy/ratelimit decides', async () => {
+  f.write(
+    `${CONFIG}\n  - key: q1\n    quota_mode: true\n    rate_limit: { unit: day, requests_per_unit: 1 }\n  - key: q2\n    quota_mode: true\n    rate_limit: { unit: day, requests_per_unit: 5 }\n`,
+  );
+  await f.rls.reload();
+  try {
+    assert.equal((await f.client.should('edge', [d('q1', 'a'), d('q2', 'a')])).overall_code, 'OK');
+    const one = await f.client.should('edge', [d('q1', 'a'), d('q2', 'a')]);
+    assert.equal(one.statuses[0]!.code, 'OVER_LIMIT', 'the spent quota reports itself');
+    assert.equal(one.overall_code, 'OK', 'another quota descriptor still has room');
+    assert.equal(one.statuses[1]!.limit_remaining, 3, 'counted on its own');
+    assert.equal(
+      (await f.client.should('edge', [d('q1', 'a')])).overall_code,
+      'OVER_LIMIT',
+      'every quota descriptor of this request is over',
+    );
+  } finally {
+    f.write(CONFIG);
+    await f.rls.reload();
+  }
 });

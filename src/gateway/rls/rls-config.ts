@@ -42,6 +42,8 @@ export interface RlsLimit {
   readonly replaces: readonly string[];
   /** The descriptor's `shadow_mode`: decided and counted, but always answered OK. */
   readonly shadow: boolean;
+  /** The descriptor's `quota_mode`: over its limit, it refuses the request only when every quota descriptor of the request is over (and it is counted on its own). */
+  readonly quota: boolean;
   /** The descriptor's `detailed_metric`: metrics per full descriptor value. */
   readonly detailedMetric: boolean;
   /** floodgate's extension `algorithm`; `fixed-window` windows align to the clock as envoyproxy/ratelimit's do. */
@@ -179,11 +181,6 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
           [...at, 'key'],
           `duplicate descriptor ${JSON.stringify(fullKey)}: an earlier entry of this list has the same key and value.`,
         );
-      if (d.quota_mode === true)
-        c.fail(
-          [...at, 'quota_mode'],
-          'is not supported by floodgate: a quota descriptor that only limits when every one is over would be answered as a plain limit. Remove it, or keep this domain on envoyproxy/ratelimit.',
-        );
       const flag = (field: string): boolean => {
         const v = d[field];
         if (v !== undefined && typeof v !== 'boolean') c.fail([...at, field], `must be true or false; got ${describe(v)}.`);
@@ -200,6 +197,7 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
               fullKey,
               domain,
               shadow: flag('shadow_mode'),
+              quota: flag('quota_mode'),
               detailedMetric: flag('detailed_metric'),
             });
       // A level's wildcard entries are looked up from the level above, so the node carries its children's.
@@ -215,7 +213,7 @@ function rateLimit(
   c: Cursor,
   path: Path,
   value: unknown,
-  own: { fullKey: string; domain: string; shadow: boolean; detailedMetric: boolean },
+  own: { fullKey: string; domain: string; shadow: boolean; quota: boolean; detailedMetric: boolean },
 ): RlsLimit {
   const r = mapping(c, path, value, LIMIT_FIELDS);
   if (r.unlimited !== undefined && typeof r.unlimited !== 'boolean')
@@ -246,6 +244,12 @@ function rateLimit(
       replaces.push(e.name);
     }
   }
+  // floodgate keeps limit × window (ms) under 2^50 so every algorithm's counts stay exact.
+  if (unit !== undefined && rpu * UNIT_SECONDS[unit] * 1000 > 2 ** 50)
+    c.fail(
+      [...path, 'requests_per_unit'],
+      `is above what floodgate keeps exact per ${unit} (limit × window must stay under 2^50 ms): at most ${Math.floor(2 ** 50 / (UNIT_SECONDS[unit] * 1000))}; use a shorter unit or unlimited: true.`,
+    );
   let algorithm: Algorithm = 'fixed-window';
   if (r.algorithm !== undefined) {
     if (!(ALGORITHMS as readonly unknown[]).includes(r.algorithm))

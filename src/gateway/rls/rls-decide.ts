@@ -74,6 +74,8 @@ interface Counted {
   /** The aligned fixed window's end, ms from now; undefined for the other algorithms (the decision says). */
   readonly alignedResetMs: number | undefined;
   readonly shadow: boolean;
+  /** A quota descriptor: counted on its own, as a shadow one is, but its refusal is reported (see decideRls). */
+  readonly quota: boolean;
   readonly name: string | undefined;
   readonly policyName: string;
   readonly metricKey: string;
@@ -88,18 +90,37 @@ export async function decideRls(config: RlsConfig, limiters: RlsLimiters, reques
   if (request.descriptors.length === 0) throw new RlsRequestError('rate limit descriptor list must not be empty');
   if (request.descriptors.length > MAX_DESCRIPTORS) throw new RlsRequestError(`at most ${MAX_DESCRIPTORS} descriptors per request`);
   const statuses: RlsStatus[] = new Array(request.descriptors.length);
-  const counted = plan(config, limiters, request, nowMs, statuses);
-  const enforced = counted.filter((c) => !c.shadow);
-  const shadow = counted.filter((c) => c.shadow);
-  await Promise.all([decideEnforced(enforced, statuses), ...shadow.map((c) => decideShadow(c, statuses))]);
-  const overall = statuses.some((s) => s.code === 'OVER_LIMIT') ? 'OVER_LIMIT' : 'OK';
+  const quotaAt = new Set<number>();
+  const counted = plan(config, limiters, request, nowMs, statuses, quotaAt);
+  const enforced = counted.filter((c) => !c.shadow && !c.quota);
+  const apart = counted.filter((c) => c.shadow || c.quota);
+  await Promise.all([decideEnforced(enforced, statuses), ...apart.map((c) => decideShadow(c, statuses))]);
+  // As envoyproxy/ratelimit decides: over when a plain descriptor is over, or when every quota descriptor is.
+  let quotas = 0;
+  let quotasOver = 0;
+  let over = false;
+  statuses.forEach((s, i) => {
+    if (quotaAt.has(i)) {
+      quotas++;
+      if (s.code === 'OVER_LIMIT') quotasOver++;
+    } else if (s.code === 'OVER_LIMIT') over = true;
+  });
+  const overall = over || (quotas > 0 && quotas === quotasOver) ? 'OVER_LIMIT' : 'OK';
   return { overall, statuses };
 }
 
-function plan(config: RlsConfig, limiters: RlsLimiters, request: RlsRequestIn, nowMs: number, statuses: RlsStatus[]): Counted[] {
+function plan(
+  config: RlsConfig,
+  limiters: RlsLimiters,
+  request: RlsRequestIn,
+  nowMs: number,
+  statuses: RlsStatus[],
+  quotaAt: Set<number>,
+): Counted[] {
   const { domain } = request;
   const matched = request.descriptors.map((d) => {
-    if (d.entries.length === 0) throw new RlsRequestError('a descriptor must have at least one entry');
+    // A descriptor without entries matches no limit, as there.
+    if (d.entries.length === 0) return undefined;
     if (d.override !== undefined) {
       const counter = d.entries.map((e) => `${e.key}_${e.value}`).join('.');
       // Envoy's own limit: never in shadow mode, named by the descriptor.
@@ -112,6 +133,7 @@ function plan(config: RlsConfig, limiters: RlsLimiters, request: RlsRequestIn, n
         name: undefined,
         replaces: [],
         shadow: false,
+        quota: false,
         detailedMetric: false,
         algorithm: 'fixed-window',
       };
@@ -131,6 +153,7 @@ function plan(config: RlsConfig, limiters: RlsLimiters, request: RlsRequestIn, n
       continue;
     }
     const metricKey = limit.detailedMetric ? m.detailed : limit.fullKey.slice(domain.length + 1);
+    if (limit.quota && !limit.unlimited) quotaAt.add(i);
     if (limit.unlimited) {
       statuses[i] = { code: 'OK', remaining: MAX_UINT32, outcome: 'unlimited', metricKey };
       continue;
@@ -162,6 +185,7 @@ function plan(config: RlsConfig, limiters: RlsLimiters, request: RlsRequestIn, n
       unit,
       alignedResetMs,
       shadow: limit.shadow,
+      quota: limit.quota,
       name: limit.name,
       policyName,
       metricKey,
@@ -230,7 +254,7 @@ async function decideEnforced(counted: readonly Counted[], statuses: RlsStatus[]
   }
 }
 
-/** A shadow descriptor counts on its own: its refusal must not keep the enforced ones from counting. */
+/** A shadow or quota descriptor counts on its own: its refusal must not keep the enforced ones from counting. */
 async function decideShadow(c: Counted, statuses: RlsStatus[]): Promise<void> {
   try {
     const d = c.cost === 0 ? await c.limiter.peek(c.key) : await c.limiter.consume(c.key, c.cost);

@@ -119,7 +119,8 @@ export class RlsServer {
       request = readRequest(call.request);
     } catch (error) {
       this.metrics.failed('invalid_request');
-      callback({ code: status.INVALID_ARGUMENT, details: (error as Error).message });
+      // UNKNOWN, as envoyproxy/ratelimit answers a request it cannot decide: Envoy treats both alike, and so do compatibility checks.
+      callback({ code: status.UNKNOWN, details: (error as Error).message });
       return;
     }
     const config = this.config;
@@ -131,7 +132,7 @@ export class RlsServer {
       (error: unknown) => {
         if (error instanceof RlsRequestError) {
           this.metrics.failed('invalid_request');
-          callback({ code: status.INVALID_ARGUMENT, details: error.message });
+          callback({ code: status.UNKNOWN, details: error.message });
         } else if (isStoreFailure(error)) {
           // The failure policy is reject: Envoy's own failure_mode_deny decides what the client gets.
           this.metrics.failed('store_error');
