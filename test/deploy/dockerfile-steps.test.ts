@@ -105,6 +105,32 @@ test("the Dockerfile's rules: pinned Node base images of this Node's major, a no
   assert.deepEqual(expose, ['8080', '9090']);
 });
 
+test('.dockerignore sends the build only what the Dockerfile copies, and everything it copies', () => {
+  const lines = readFileSync(join(root, '.dockerignore'), 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  assert.equal(lines[0], '*', 'everything is left out first');
+  const kept = lines.filter((line) => line.startsWith('!')).map((line) => line.slice(1).replace(/\/$/, ''));
+  const copied = stages.flatMap((stage) =>
+    stage.instructions
+      .filter((step) => step.keyword === 'COPY' && step.flags.from === undefined)
+      .flatMap((step) =>
+        step.args
+          .split(/\s+/)
+          .slice(0, -1)
+          .map((source) => source.replace(/\/$/, '')),
+      ),
+  );
+  for (const source of copied) {
+    assert.ok(
+      kept.some((entry) => source === entry || source.startsWith(`${entry}/`)),
+      `COPY ${source}: not kept by .dockerignore`,
+    );
+  }
+  for (const entry of kept) assert.ok(existsSync(join(root, entry)), `.dockerignore keeps ${entry}, which does not exist`);
+});
+
 /** Starts the entrypoint as the image would and resolves once the admin listener answers /healthz. */
 async function startGateway(
   command: string[],
