@@ -161,6 +161,17 @@ export function checkDockerfile(hadolint, dockerfile) {
   return { ok: result.ok, output: `hadolint ${dockerfile}:\n  ${output === '' ? 'no findings' : output.split('\n').join('\n  ')}` };
 }
 
+/**
+ * Checks the Prometheus scrape config with the promtool named by PROMTOOL.
+ * Only when asked: Debian's promtool is built without Kubernetes discovery
+ * and refuses the file, and building Prometheus' own takes too long for CI.
+ */
+export function checkScrapeConfig(promtool, file) {
+  if (!promtool) return { ok: true, output: `promtool: not run on ${file} (set PROMTOOL to a promtool with Kubernetes discovery)` };
+  const result = run(promtool, ['check', 'config', file]);
+  return { ok: result.ok, output: `promtool check config ${file}:\n  ${result.output.trim().split('\n').join('\n  ')}` };
+}
+
 function usage() {
   return [
     'usage: node scripts/validate-deploy.mjs [--install] [--manifests DIR] [--dockerfile FILE]',
@@ -215,10 +226,12 @@ export function main(argv) {
   const manifests =
     files.length > 0 ? checkManifests(tools.kubeconform, schemaDir, files) : { ok: false, output: 'kubeconform: no manifests' };
   const docker = checkDockerfile(tools.hadolint, dockerfile);
+  const scrape = checkScrapeConfig(process.env.PROMTOOL, join(root, 'deploy', 'prometheus', 'scrape.yml'));
   for (const problem of problems) console.log(problem);
   console.log(manifests.output);
   console.log(docker.output);
-  const ok = problems.length === 0 && manifests.ok && docker.ok;
+  console.log(scrape.output);
+  const ok = problems.length === 0 && manifests.ok && docker.ok && scrape.ok;
   console.log(ok ? 'validate-deploy: all valid' : 'validate-deploy: INVALID');
   return ok ? 0 : 1;
 }
