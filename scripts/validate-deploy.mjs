@@ -60,7 +60,9 @@ export function installTools(dir = toolsDir()) {
   mkdirSync(dir, { recursive: true });
   if (found.kubeconform === undefined) {
     console.log(`validate-deploy: go install ${KUBECONFORM_MODULE}`);
-    const go = run('go', ['install', KUBECONFORM_MODULE], {
+    // Go's own install directory is often missing from a non-login PATH.
+    const goBinary = onPath('go') ?? (existsSync('/usr/local/go/bin/go') ? '/usr/local/go/bin/go' : 'go');
+    const go = run(goBinary, ['install', KUBECONFORM_MODULE], {
       env: { ...process.env, GOBIN: join(dir, 'bin') },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
