@@ -126,7 +126,11 @@ test('bad files are refused at their line, as envoyproxy/ratelimit refuses them'
       4,
     ],
     ['domain: d\ndescriptors:\n  - key: k\n    colour: red\n', /unknown field "colour"/, 4],
-    ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: day, requests_per_unit: 4000000000 }\n', /above what floodgate keeps exact per day.*at most 13031248/, 4],
+    [
+      'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: day, requests_per_unit: 4000000000 }\n',
+      /above what floodgate keeps exact per day.*at most 13031248/,
+      4,
+    ],
     ['domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n', /applies only to a wildcard/, 5],
     [
       'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, algorithm: leaky }\n',
