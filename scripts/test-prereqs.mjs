@@ -56,7 +56,8 @@ function run(prefix, command, args) {
 export function ensureTestPrograms() {
   const missing = PROGRAMS.filter((program) => !installed(program));
   if (missing.length === 0) return;
-  const names = missing.map((p) => p.name).join(' and ');
+  const listed = missing.map((p) => p.name);
+  const names = listed.length < 2 ? listed.join('') : `${listed.slice(0, -1).join(', ')} and ${listed.at(-1)}`;
   const apt = aptRunner();
   if (apt !== undefined && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
     const packages = missing.map((p) => p.apt);

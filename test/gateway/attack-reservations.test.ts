@@ -564,7 +564,9 @@ rules:
 `);
     const keys = Array.from({ length: 200 }, (_, i) => `poll-${i}`);
     const holders = keys.map((key) => get(`${g.url}/slow?ms=1300`, { headers: { 'x-api-key': key }, timeoutMs: 5000 }));
-    await sleep(150);
+    // Every slot held (its request at the upstream) before the waiters come: on a loaded machine 150 ms was not always enough.
+    for (let i = 0; i < 500 && llm.now < keys.length; i++) await sleep(10);
+    assert.equal(llm.now, keys.length, 'every holder reached the upstream');
     const before = await redisCommands(redis.port);
     const started = Date.now();
     const waiters = await Promise.all(keys.map((key) => get(`${g.url}/slow?ms=1`, { headers: { 'x-api-key': key }, timeoutMs: 5000 })));

@@ -22,8 +22,9 @@ test('npm test without redis-server on PATH: stops at once with the install comm
       timeout: 30_000,
     });
     assert.equal(run.status, 1, run.stderr);
-    assert.match(run.stderr, /npm test: the tests run redis-server and redis-cli, and they are not installed\./);
-    assert.match(run.stderr, /sudo apt-get install -y redis-server redis-tools\n/);
+    // chromium (the dashboard's browser test) is not on this PATH either.
+    assert.match(run.stderr, /npm test: the tests run redis-server, redis-cli and chromium, and they are not installed\./);
+    assert.match(run.stderr, /sudo apt-get install -y redis-server redis-tools chromium\n/);
     assert.doesNotMatch(run.stdout, /tests \d+/);
     assert.ok(Date.now() - started < 10_000, 'it stops before building or testing');
   } finally {

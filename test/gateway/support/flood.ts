@@ -1,6 +1,7 @@
 // The key-flood check shared by the memory and --workers tests: live counts before, a flood of distinct API keys through the decision endpoint (pipelined), exact counts and RSS after.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { MAX_PIPELINED } from '../../../src/gateway/serve/listeners.js';
 import { connect } from 'node:net';
 import type { CliProcess } from './harness.js';
 
@@ -9,8 +10,12 @@ export const FLOOD_KEYS = Number(process.env.FLOODGATE_FLOOD_KEYS ?? 1_000_000);
 /** Keys of the one rule's table: small, so the flood fills it a hundred times over. */
 const MAX_KEYS = 10_000;
 const CONNECTIONS = 16;
-/** Requests written at once on each connection (HTTP/1.1 pipelining): the client must not be what is measured. */
-const BATCH = 256;
+/**
+ * Requests written at once on each connection (HTTP/1.1 pipelining): the
+ * client must not be what is measured. The gateway cuts a connection with
+ * more unanswered requests than MAX_PIPELINED, so no more than that.
+ */
+const BATCH = MAX_PIPELINED;
 
 /** Two rules: a per-address login rule and a per-key tenant rule, on tables of MAX_KEYS keys. */
 export const CONFIG = `
