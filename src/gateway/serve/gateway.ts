@@ -4,7 +4,6 @@ import type { Duplex } from 'node:stream';
 import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
 import type { Store } from '../../stores/store.js';
-import { throttled } from '../../throttle.js';
 import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
 import { LimitedKeys } from './limited-keys.js';
@@ -20,9 +19,6 @@ import type { GatewayLogger } from './log.js';
 import { adminLimits, applyClientLimits, closeServer, createAdminServer, createProxyServer, listen, urlOf } from './listeners.js';
 import { liveSettings } from '../config/live-settings.js';
 import { GatewayMetrics } from './metrics.js';
-import { gatewayOtel } from './otel-metrics.js';
-import { loadOtelApi } from './optional-deps.js';
-import { floodgateVersion } from '../cli/own-package.js';
 import { UpstreamProxy } from './proxy.js';
 import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
@@ -33,7 +29,8 @@ import type { Verdict } from '../rules/verdict.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
 import { acceptTarget } from '../rules/path-match.js';
 import { SharedResult } from './shared-result.js';
-import { openStore, type GatewayStore } from '../rules/key-tables.js';
+import type { GatewayStore } from '../rules/key-tables.js';
+import { openCounting, storeFailureLog } from './gateway-store.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
 
@@ -174,19 +171,8 @@ export class Gateway implements AdminSource {
     log: GatewayLogger,
     options: GatewayStartOptions = {},
   ): Promise<Gateway> {
-    // Off unless configured: without telemetry.otel, @opentelemetry/api is never loaded.
-    const otel = settings.telemetry?.otel === true ? gatewayOtel(await loadOtelApi(), floodgateVersion()) : undefined;
-    const metrics = new GatewayMetrics(deps.prom, otel?.tap);
     const clustered = options.clustered ?? false;
-    const store = await openStore(
-      settings.store,
-      metrics,
-      clustered,
-      storeFailureLog(log),
-      (hash, rule, pattern, why) => log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
-      otel?.tracer,
-    );
-    const stopOtel = otel?.observe(metrics);
+    const { metrics, store, stopOtel } = await openCounting(settings, deps, log, clustered);
     let gateway: Gateway;
     try {
       gateway = new Gateway(settings, deps, log, metrics, store, clustered);
@@ -439,13 +425,4 @@ export class Gateway implements AdminSource {
     const path = q < 0 ? url : url.slice(0, q);
     return handleAdmin(path.slice(INTERNAL_PREFIX.length - 1), req, res, this);
   }
-}
-
-/**
- * Logs store failures at most once per 10 s, with how many were held back:
- * an outage would otherwise log at the request rate. Every failure mode
- * (insurance, fail-open, fail-closed, reject) is logged here, once.
- */
-function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
-  return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
 }

@@ -1,0 +1,49 @@
+/** What a gateway counts with, opened at start: its metrics (mirrored to OpenTelemetry when configured), its store, and the throttled log of store failures. */
+import { throttled } from '../../throttle.js';
+import { floodgateVersion } from '../cli/own-package.js';
+import type { GatewaySettings } from '../config/settings.js';
+import { openStore, type GatewayStore } from '../rules/key-tables.js';
+import type { GatewayLogger } from './log.js';
+import { GatewayMetrics } from './metrics.js';
+import { loadOtelApi, type PromClient } from './optional-deps.js';
+import { gatewayOtel } from './otel-metrics.js';
+
+/** A gateway's metrics and store, and the function that stops its OpenTelemetry callbacks (when on). */
+export interface Counting {
+  readonly metrics: GatewayMetrics;
+  readonly store: GatewayStore;
+  readonly stopOtel: (() => void) | undefined;
+}
+
+/**
+ * Opens the metrics and the store of `settings`.
+ * @throws FloodgateError MISSING_DEPENDENCY with telemetry.otel and no @opentelemetry/api, or without ioredis for Redis
+ */
+export async function openCounting(
+  settings: GatewaySettings,
+  deps: { readonly prom: PromClient },
+  log: GatewayLogger,
+  clustered: boolean,
+): Promise<Counting> {
+  // Off unless configured: without telemetry.otel, @opentelemetry/api is never loaded.
+  const otel = settings.telemetry?.otel === true ? gatewayOtel(await loadOtelApi(), floodgateVersion()) : undefined;
+  const metrics = new GatewayMetrics(deps.prom, otel?.tap);
+  const store = await openStore(
+    settings.store,
+    metrics,
+    clustered,
+    storeFailureLog(log),
+    (hash, rule, pattern, why) => log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
+    otel?.tracer,
+  );
+  return { metrics, store, stopOtel: otel?.observe(metrics) };
+}
+
+/**
+ * Logs store failures at most once per 10 s, with how many were held back:
+ * an outage would otherwise log at the request rate. Every failure mode
+ * (insurance, fail-open, fail-closed, reject) is logged here, once.
+ */
+export function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
+  return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
+}
