@@ -79,10 +79,13 @@ test(`${PROCESSES} processes, one in-flight limit of ${LIMIT} on Redis: the upst
   const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
   const counts = new Map<number, number>();
   const deadline = Date.now() + RUN_MS;
+  // On a loaded machine the clients may not fill every slot within RUN_MS: go on (up to three times as long) until they have,
+  // so the bound is tested under contention rather than assumed.
+  const lastChance = deadline + 2 * RUN_MS;
   await Promise.all(
     Array.from({ length: CLIENTS }, async (_, i) => {
       let n = i;
-      while (Date.now() < deadline) {
+      while (Date.now() < deadline || (mostServing < LIMIT && Date.now() < lastChance)) {
         const status = await get(ports[n++ % PROCESSES]!, agent);
         counts.set(status, (counts.get(status) ?? 0) + 1);
       }
