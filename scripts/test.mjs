@@ -34,7 +34,7 @@ const result = spawnSync(
     '--import',
     'tsx',
     '--test',
-    '--test-concurrency=2',
+    '--test-concurrency=3',
     '--test-timeout=300000',
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',

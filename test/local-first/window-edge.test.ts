@@ -10,6 +10,8 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 const LIMIT = 150;
 const WINDOW_MS = 100;
 const ROUNDS = 14;
+/** On a loaded machine a round may miss the edge's last ms; rounds go on until one reaches it, up to this many. */
+const MAX_ROUNDS = 60;
 
 let server: RedisServer;
 let admin: Redis;
@@ -79,7 +81,12 @@ test('regression: leases are never spent after the Redis window ends (hammering 
   let offset = await clockOffset();
   const redisNow = () => performance.now() + offset.low;
 
-  for (let round = 0; round < ROUNDS; round++) {
+  // The window a decision's lease came from: the known end nearest to the end it reported.
+  const leaseWindow = (a: Admission) =>
+    windowEnds.reduce((best, end) => (Math.abs(end - a.reportedEnd) < Math.abs(best - a.reportedEnd) ? end : best));
+  const fromLastMs = () => admissions.filter((a) => a.local && a.low >= leaseWindow(a) - 3).length;
+  let rounds = 0;
+  for (; rounds < MAX_ROUNDS && (rounds < ROUNDS || fromLastMs() === 0); rounds++) {
     offset = await clockOffset();
     let r = Number(await admin.hget(state, 'r'));
     if (!(r > redisNow() + 20)) {
@@ -128,9 +135,6 @@ test('regression: leases are never spent after the Redis window ends (hammering 
   const last = Number(await admin.hget(state, 'r'));
   if (last > windowEnds.at(-1)!) windowEnds.push(last);
 
-  // The window a decision's lease came from: the known end nearest to the end it reported.
-  const leaseWindow = (a: Admission) =>
-    windowEnds.reduce((best, end) => (Math.abs(end - a.reportedEnd) < Math.abs(best - a.reportedEnd) ? end : best));
   // Spent late: decided, at the earliest, at or after its window's end.
   const late = admissions.filter((a) => a.local && a.low >= leaseWindow(a));
   // Per Redis window by time: a local decision counts where it was made, a Redis one where its lease was.
@@ -139,10 +143,10 @@ test('regression: leases are never spent after the Redis window ends (hammering 
     const end = a.local ? windowEnds.find((e) => a.low < e) : leaseWindow(a);
     if (end !== undefined) perWindow.set(end, perWindow.get(end)! + 1);
   }
-  const lastMs = admissions.filter((a) => a.local && a.low >= leaseWindow(a) - 3).length;
+  const lastMs = fromLastMs();
   const counts = [...perWindow.values()];
   console.log(
-    `window edge, ${LIMIT}/${WINDOW_MS} ms, ${ROUNDS} edges: ${admissions.length} admitted, ${lastMs} from leases in the last 3 ms of a window, ${late.length} late (worst ${late.length ? Math.max(...late.map((a) => a.low - leaseWindow(a))).toFixed(3) : '-'} ms past the end); per window ${JSON.stringify(counts)}; offset ±${((offset.high - offset.low) / 2).toFixed(3)} ms`,
+    `window edge, ${LIMIT}/${WINDOW_MS} ms, ${rounds} edges: ${admissions.length} admitted, ${lastMs} from leases in the last 3 ms of a window, ${late.length} late (worst ${late.length ? Math.max(...late.map((a) => a.low - leaseWindow(a))).toFixed(3) : '-'} ms past the end); per window ${JSON.stringify(counts)}; offset ±${((offset.high - offset.low) / 2).toFixed(3)} ms`,
   );
   assert.ok(lastMs > 0, 'the hammer reached the last ms of the windows');
   assert.equal(late.length, 0, `${late.length} consumes spent a lease at or after its window's end`);
