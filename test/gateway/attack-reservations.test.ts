@@ -26,12 +26,24 @@ interface Llm {
   seen: number;
   /** Accept-Encoding of each request seen. */
   encodings: Array<string | undefined>;
+  /** /bigjson answers begun, and the ends held back until `together` of them have begun. */
+  bigBegun: number;
+  bigWaiting: Array<() => void>;
 }
 
 const sse = (data: unknown, eol = '\n'): string => `data: ${JSON.stringify(data)}${eol}${eol}`;
 
 async function startLlm(): Promise<Llm> {
-  const llm: Llm = { url: '', server: undefined as unknown as Server, now: 0, most: 0, seen: 0, encodings: [] };
+  const llm: Llm = {
+    url: '',
+    server: undefined as unknown as Server,
+    now: 0,
+    most: 0,
+    seen: 0,
+    encodings: [],
+    bigBegun: 0,
+    bigWaiting: [],
+  };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const tokens = Number(url.searchParams.get('tokens') ?? 0);
@@ -74,10 +86,18 @@ async function startLlm(): Promise<Llm> {
       case '/bigjson': {
         // A JSON body just under the 1 MiB the reader keeps, whose end comes after `ms`.
         res.writeHead(200, { 'content-type': 'application/json' });
+        // With `together=N`, no body ends before N of them have begun, so that many are held at once however slowly they arrive.
         res.write(`{"text":"${'x'.repeat(1024 * 1024 - 200)}`);
-        setTimeout(() => {
-          if (!res.destroyed) res.end(`","usage":{"total_tokens":${tokens}}}`);
-        }, ms);
+        const end = () =>
+          setTimeout(() => {
+            if (!res.destroyed) res.end(`","usage":{"total_tokens":${tokens}}}`);
+          }, ms);
+        const together = Number(url.searchParams.get('together') ?? 0);
+        llm.bigBegun += 1;
+        if (llm.bigBegun >= together) {
+          for (const waiting of llm.bigWaiting.splice(0)) waiting();
+          end();
+        } else llm.bigWaiting.push(end);
         return;
       }
       case '/header': {
@@ -436,6 +456,7 @@ describe('middleware concurrency: clients that reset while the slot is acquired'
 describe('cost: memory held by bodies being read', () => {
   test('clients that each ask for a JSON answer of just under 1 MiB: the gateway keeps at most 64 MiB of them at once, the rest pay the estimate', async () => {
     const g = await gateway(costConfig(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+    llm.bigBegun = 0;
     globalThis.gc?.();
     const before = process.memoryUsage().arrayBuffers;
     let most = 0;
@@ -447,7 +468,7 @@ describe('cost: memory held by bodies being read', () => {
         { length: n },
         () =>
           new Promise<number>((resolve, reject) => {
-            const req = httpRequest(`${g.url}/bigjson?tokens=7&ms=1000`, { agent: false }, (res) => {
+            const req = httpRequest(`${g.url}/bigjson?tokens=7&ms=300&together=${n}`, { agent: false }, (res) => {
               res.resume();
               res.on('end', () => resolve(res.statusCode ?? 0));
             });
