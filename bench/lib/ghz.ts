@@ -10,8 +10,10 @@ import type { WrkResult } from './wrk.js';
 
 /** A scenario's gRPC load: one unary method, its requests sent round-robin. */
 export interface GrpcLoad {
-  /** Absolute path of the .proto that declares the method. */
+  /** The .proto that declares the method: absolute, or relative to one of {@link importPaths}. */
   readonly proto: string;
+  /** Directories its imports are found in. */
+  readonly importPaths?: readonly string[];
   /** `package.Service.Method`. */
   readonly call: string;
   /** Request messages as JSON objects (proto field names); ghz sends request i with message i mod length. */
@@ -86,6 +88,7 @@ export async function runGhz(options: GhzOptions): Promise<WrkResult> {
       '--insecure',
       '--proto',
       options.load.proto,
+      ...(options.load.importPaths === undefined ? [] : ['--import-paths', options.load.importPaths.join(',')]),
       '--call',
       options.load.call,
       '--data-file',

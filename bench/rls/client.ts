@@ -1,6 +1,6 @@
 /** A minimal Envoy RLS v3 client (ShouldRateLimit) over @grpc/grpc-js and @grpc/proto-loader, loaded lazily with an install hint. */
 import { BenchError } from '../lib/errors.js';
-import { RLS_PROTO } from './paths.js';
+import { PROTO_DIR, RLS_PROTO } from './paths.js';
 
 /** One descriptor: its entries in order. */
 export type Descriptor = readonly (readonly [key: string, value: string])[];
@@ -86,7 +86,7 @@ function toStatus(s: WireStatus): RlsStatus {
 export async function connectRls(port: number): Promise<RlsClient> {
   const { grpc, loader } = await loadGrpc();
   // defaults + enums as strings: absent fields read as their proto3 zero value, codes by name.
-  const definition = loader.loadSync(RLS_PROTO, { keepCase: true, enums: String, longs: String, defaults: true });
+  const definition = loader.loadSync(RLS_PROTO, { keepCase: true, enums: String, longs: String, defaults: true, includeDirs: [PROTO_DIR] });
   const pkg = grpc.loadPackageDefinition(definition) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: new (address: string, credentials: unknown) => WireClient } } } };
   };

@@ -14,8 +14,11 @@ export const REFERENCE_BINARY = join(CACHE_DIR, 'ratelimit', 'bin', 'ratelimit')
 /** The example configurations of envoyproxy/ratelimit's repository, from the source the binary was built from. */
 export const REFERENCE_EXAMPLES = join(CACHE_DIR, 'ratelimit', 'src', 'examples', 'ratelimit', 'config');
 
-/** The minimal RLS v3 .proto the client and ghz speak. */
-export const RLS_PROTO = fileURLToPath(new URL('./proto/rls.proto', import.meta.url));
+/** The .proto directory floodgate ships (the RLS v3 service and what it imports): the client and ghz read it too. */
+export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url));
+
+/** The RLS v3 service's .proto, relative to {@link PROTO_DIR}. */
+export const RLS_PROTO = 'envoy/service/ratelimit/v3/rls.proto';
 
 /** The repository root. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -1,6 +1,6 @@
 /** Scenario rls: Envoy's rate limit service API (gRPC ShouldRateLimit) under ghz — envoyproxy/ratelimit vs floodgate's RLS server on Redis, with the in-memory block and local-first. */
 import { fileURLToPath } from 'node:url';
-import { RLS_PROTO } from '../rls/paths.js';
+import { PROTO_DIR, RLS_PROTO } from '../rls/paths.js';
 import { defineScenario, type Variant } from '../types.js';
 
 const reference = fileURLToPath(new URL('../servers/rls-reference.ts', import.meta.url));
@@ -59,6 +59,7 @@ export default defineScenario({
   connections: 64,
   grpc: {
     proto: RLS_PROTO,
+    importPaths: [PROTO_DIR],
     call: 'envoy.service.ratelimit.v3.RateLimitService.ShouldRateLimit',
     messages: messages(),
     channels: 4,

@@ -78,7 +78,7 @@ test('a bad rate limit file at start: exit 2 with file:line, nothing left listen
   assert.match(cli.stderr(), /FLOODGATE_INVALID_CONFIG/);
 });
 
-test('--grpc needs yaml and the two @grpc packages, checked with the others before anything starts', () => {
+test('--grpc needs yaml, @grpc/grpc-js and protobufjs, checked with the others before anything starts', () => {
   const names = (uses: Parameters<typeof packagesFor>[0]): string[] => packagesFor(uses).map((p) => p.name);
   assert.deepEqual(names({ config: false, redis: false, grpc: true }), [
     'undici',
@@ -86,7 +86,7 @@ test('--grpc needs yaml and the two @grpc packages, checked with the others befo
     'pino',
     'yaml',
     '@grpc/grpc-js',
-    '@grpc/proto-loader',
+    'protobufjs',
   ]);
   assert.deepEqual(names({ config: true, redis: true, grpc: true }), [
     'undici',
@@ -95,7 +95,7 @@ test('--grpc needs yaml and the two @grpc packages, checked with the others befo
     'yaml',
     'ioredis',
     '@grpc/grpc-js',
-    '@grpc/proto-loader',
+    'protobufjs',
   ]);
   assert.deepEqual(names({ config: false, redis: false }), ['undici', 'prom-client', 'pino']);
 });

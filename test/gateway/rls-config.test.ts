@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { loadRlsConfig, parseRlsText, type RlsConfig } from '../../src/gateway/rls/rls-config.js';
-import { matchDescriptor, wildcardMatch } from '../../src/gateway/rls/rls-match.js';
+import { descriptorName, matchDescriptor, wildcardMatch } from '../../src/gateway/rls/rls-match.js';
 
 const ENVOY_EXAMPLE = `
 domain: mongo_cps
@@ -109,7 +109,7 @@ test('wildcards: "*" matches any run; share_threshold counts every matching valu
   const b = matchDescriptor(c, 'mongo_cps', [{ key: 'client_id', value: 'files-b' }]);
   assert.equal(a?.counter, 'client_id_files*');
   assert.equal(a?.counter, b?.counter);
-  assert.equal(a?.detailed, 'client_id_files-a');
+  assert.equal(descriptorName([{ key: 'client_id', value: 'files-a' }]), 'client_id_files-a');
 });
 
 test('bad files are refused at their line, as envoyproxy/ratelimit refuses them', async () => {

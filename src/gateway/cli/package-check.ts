@@ -1,4 +1,4 @@
-/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, @opentelemetry/api when telemetry is on, and @grpc/* for the RLS server): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
+/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, @opentelemetry/api when telemetry is on, and @grpc/grpc-js and protobufjs for the RLS server): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode, FloodgateError } from '../../errors.js';
@@ -23,7 +23,7 @@ export const GATEWAY_PACKAGES = {
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
   '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
   '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service, --grpc', major: 1 },
-  '@grpc/proto-loader': { name: '@grpc/proto-loader', purpose: 'the Envoy rate limit service, --grpc', major: 0 },
+  protobufjs: { name: 'protobufjs', purpose: 'the Envoy rate limit service, --grpc', major: 7 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */
@@ -59,7 +59,7 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 /**
  * The packages `floodgate serve` needs: undici, prom-client and pino
  * always, yaml with a config file, ioredis with the Redis store,
- * @opentelemetry/api with OpenTelemetry on, the two @grpc packages with the
+ * @opentelemetry/api with OpenTelemetry on, @grpc/grpc-js and protobufjs with the
  * rate limit service (`--grpc`).
  */
 export function packagesFor(uses: {
@@ -74,7 +74,7 @@ export function packagesFor(uses: {
   if (uses.otel === true) out.push(GATEWAY_PACKAGES['@opentelemetry/api']);
   // The RLS server reads its YAML with the yaml package whether or not a --config file names it.
   if (uses.grpc === true)
-    out.push(...(uses.config ? [] : [GATEWAY_PACKAGES.yaml]), GATEWAY_PACKAGES['@grpc/grpc-js'], GATEWAY_PACKAGES['@grpc/proto-loader']);
+    out.push(...(uses.config ? [] : [GATEWAY_PACKAGES.yaml]), GATEWAY_PACKAGES['@grpc/grpc-js'], GATEWAY_PACKAGES.protobufjs);
   return out;
 }
 

@@ -1,10 +1,10 @@
-/** The rate limit service's gRPC packages with their types: loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations never name them. */
-import { loadGrpcModule, loadProtoLoaderModule } from '../serve/optional-deps.js';
+/** The rate limit service's packages with their types (@grpc/grpc-js, protobufjs): loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations never name them. */
+import { loadGrpcModule, loadProtobufModule } from '../serve/optional-deps.js';
 
 /** The @grpc/grpc-js module. */
 export type GrpcJs = typeof import('@grpc/grpc-js');
-/** The @grpc/proto-loader module. */
-export type ProtoLoader = typeof import('@grpc/proto-loader');
+/** The protobufjs module. */
+export type Protobuf = typeof import('protobufjs');
 
 /** Loads @grpc/grpc-js (the RLS server); its exports whether an ES import puts them on `default` or not (it is CommonJS). */
 export async function loadGrpc(): Promise<GrpcJs> {
@@ -12,8 +12,8 @@ export async function loadGrpc(): Promise<GrpcJs> {
   return (mod as { default?: GrpcJs }).default ?? mod;
 }
 
-/** Loads @grpc/proto-loader (the RLS server's .proto files), as {@link loadGrpc} does. */
-export async function loadProtoLoader(): Promise<ProtoLoader> {
-  const mod = (await loadProtoLoaderModule()) as ProtoLoader;
-  return (mod as { default?: ProtoLoader }).default ?? mod;
+/** Loads protobufjs (the RLS server's .proto files and message coders), as {@link loadGrpc} does. */
+export async function loadProtobuf(): Promise<Protobuf> {
+  const mod = (await loadProtobufModule()) as Protobuf;
+  return (mod as { default?: Protobuf }).default ?? mod;
 }

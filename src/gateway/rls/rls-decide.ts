@@ -5,7 +5,7 @@ import { isStoreFailure } from '../../errors.js';
 import type { RateLimiter } from '../../limiter.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsUnit } from './rls-config.js';
 import type { RlsLimiters } from './rls-limiters.js';
-import { matchDescriptor, type DescriptorEntry } from './rls-match.js';
+import { descriptorName, matchDescriptor, type DescriptorEntry } from './rls-match.js';
 
 /** One descriptor of a request, as read from the wire. */
 export interface RlsDescriptorIn {
@@ -69,16 +69,48 @@ interface Counted {
   readonly limiter: RateLimiter;
   readonly key: string;
   readonly cost: number;
-  readonly rpu: number;
+  readonly shape: Shape;
   readonly unit: RlsUnit;
   /** The aligned fixed window's end, ms from now; undefined for the other algorithms (the decision says). */
   readonly alignedResetMs: number | undefined;
   readonly shadow: boolean;
   /** A quota descriptor: counted on its own, as a shadow one is, but its refusal is reported (see decideRls). */
   readonly quota: boolean;
-  readonly name: string | undefined;
-  readonly policyName: string;
+}
+
+/** What every status of one limit shares. */
+interface Shape {
+  readonly limit: NonNullable<RlsStatus['limit']>;
   readonly metricKey: string;
+  readonly policyName: string;
+}
+
+/** Statuses share one layout (every field, in one order), so the code that reads them sees one object shape. */
+function status(
+  code: RlsStatus['code'],
+  outcome: RlsOutcome,
+  remaining: number,
+  resetMs: number | undefined,
+  shape: Shape | undefined,
+  metricKey = shape?.metricKey ?? '',
+): RlsStatus {
+  return { code, limit: shape?.limit, remaining, resetMs, outcome, metricKey, policyName: shape?.policyName };
+}
+
+/** A configured limit's shape with its metric label, worked out once per limit and domain rather than per request. */
+const shapes = new WeakMap<RlsLimit, Shape>();
+
+function shapeOf(limit: RlsLimit, unit: RlsUnit, metricKey: string, cache: boolean): Shape {
+  let shape = cache ? shapes.get(limit) : undefined;
+  if (shape === undefined) {
+    shape = {
+      limit: { requestsPerUnit: limit.requestsPerUnit, unit, name: limit.name },
+      metricKey,
+      policyName: limit.name ?? limit.fullKey,
+    };
+    if (cache) shapes.set(limit, shape);
+  }
+  return shape;
 }
 
 /**
@@ -90,39 +122,45 @@ export async function decideRls(config: RlsConfig, limiters: RlsLimiters, reques
   if (request.descriptors.length === 0) throw new RlsRequestError('rate limit descriptor list must not be empty');
   if (request.descriptors.length > MAX_DESCRIPTORS) throw new RlsRequestError(`at most ${MAX_DESCRIPTORS} descriptors per request`);
   const statuses: RlsStatus[] = new Array(request.descriptors.length);
-  const quotaAt = new Set<number>();
+  const quotaAt: boolean[] = [];
   const counted = plan(config, limiters, request, nowMs, statuses, quotaAt);
-  const enforced = counted.filter((c) => !c.shadow && !c.quota);
-  const apart = counted.filter((c) => c.shadow || c.quota);
-  await Promise.all([decideEnforced(enforced, statuses), ...apart.map((c) => decideShadow(c, statuses))]);
+  let enforced: Counted[] = counted;
+  let apart: Counted[] | undefined;
+  if (counted.some((c) => c.shadow || c.quota)) {
+    enforced = counted.filter((c) => !c.shadow && !c.quota);
+    apart = counted.filter((c) => c.shadow || c.quota);
+  }
+  if (apart === undefined) await decideEnforced(enforced, statuses);
+  else await Promise.all([decideEnforced(enforced, statuses), ...apart.map((c) => decideShadow(c, statuses))]);
   // As envoyproxy/ratelimit decides: over when a plain descriptor is over, or when every quota descriptor is.
   let quotas = 0;
   let quotasOver = 0;
   let over = false;
-  statuses.forEach((s, i) => {
-    if (quotaAt.has(i)) {
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i]!;
+    if (quotaAt[i] === true) {
       quotas++;
       if (s.code === 'OVER_LIMIT') quotasOver++;
     } else if (s.code === 'OVER_LIMIT') over = true;
-  });
+  }
   const overall = over || (quotas > 0 && quotas === quotasOver) ? 'OVER_LIMIT' : 'OK';
   return { overall, statuses };
 }
 
-function plan(
-  config: RlsConfig,
-  limiters: RlsLimiters,
-  request: RlsRequestIn,
-  nowMs: number,
-  statuses: RlsStatus[],
-  quotaAt: Set<number>,
-): Counted[] {
+/** A descriptor's match: its limit, its counter's name, and whether Envoy sent the limit. */
+interface Matched {
+  readonly limit: RlsLimit;
+  readonly counter: string;
+  readonly override: boolean;
+}
+
+function matchAll(config: RlsConfig, request: RlsRequestIn): Array<Matched | undefined> {
   const { domain } = request;
-  const matched = request.descriptors.map((d) => {
+  return request.descriptors.map((d): Matched | undefined => {
     // A descriptor without entries matches no limit, as there.
     if (d.entries.length === 0) return undefined;
     if (d.override !== undefined) {
-      const counter = d.entries.map((e) => `${e.key}_${e.value}`).join('.');
+      const counter = descriptorName(d.entries);
       // Envoy's own limit: never in shadow mode, named by the descriptor.
       const limit: RlsLimit = {
         fullKey: `${domain}.${counter}`,
@@ -137,120 +175,119 @@ function plan(
         detailedMetric: false,
         algorithm: 'fixed-window',
       };
-      return { limit, counter, detailed: counter, override: true };
+      return { limit, counter, override: true };
     }
     const m = matchDescriptor(config, domain, d.entries);
-    return m === undefined ? undefined : { ...m, override: false };
+    return m === undefined ? undefined : { limit: m.limit, counter: m.counter, override: false };
   });
-  const replaced = new Set<string>();
-  for (const m of matched) for (const name of m?.limit.replaces ?? []) replaced.add(name);
+}
+
+function plan(
+  config: RlsConfig,
+  limiters: RlsLimiters,
+  request: RlsRequestIn,
+  nowMs: number,
+  statuses: RlsStatus[],
+  quotaAt: boolean[],
+): Counted[] {
+  const { domain } = request;
+  const matched = matchAll(config, request);
+  let replaced: Set<string> | undefined;
+  for (const m of matched) {
+    if (m !== undefined && m.limit.replaces.length > 0) for (const name of m.limit.replaces) (replaced ??= new Set()).add(name);
+  }
   const out: Counted[] = [];
   const nowS = Math.floor(nowMs / 1000);
-  for (const [i, m] of matched.entries()) {
+  for (let i = 0; i < matched.length; i++) {
+    const m = matched[i];
     const limit = m?.limit;
-    if (m === undefined || limit === undefined || (limit.name !== undefined && replaced.has(limit.name) && !limit.unlimited)) {
-      statuses[i] = { code: 'OK', remaining: 0, outcome: 'no_limit', metricKey: '' };
+    if (m === undefined || limit === undefined || (limit.name !== undefined && replaced?.has(limit.name) === true && !limit.unlimited)) {
+      statuses[i] = status('OK', 'no_limit', 0, undefined, undefined);
       continue;
     }
-    const metricKey = limit.detailedMetric ? m.detailed : limit.fullKey.slice(domain.length + 1);
-    if (limit.quota && !limit.unlimited) quotaAt.add(i);
+    const d = request.descriptors[i]!;
+    const metricKey = limit.detailedMetric ? descriptorName(d.entries) : undefined;
+    if (limit.quota && !limit.unlimited) quotaAt[i] = true;
     if (limit.unlimited) {
-      statuses[i] = { code: 'OK', remaining: MAX_UINT32, outcome: 'unlimited', metricKey };
+      statuses[i] = status('OK', 'unlimited', MAX_UINT32, undefined, undefined, metricKey ?? limit.fullKey.slice(domain.length + 1));
       continue;
     }
     const unit = limit.unit!;
-    const d = request.descriptors[i]!;
+    // A detailed metric's label is the request's own: its shape is made for this request only.
+    const shape = shapeOf(limit, unit, metricKey ?? limit.fullKey.slice(domain.length + 1), !m.override && metricKey === undefined);
     const cost = d.hitsAddend ?? Math.max(1, request.hitsAddend);
     const unitS = UNIT_SECONDS[unit];
     const aligned = limit.algorithm === 'fixed-window';
     // envoyproxy/ratelimit's windows start when the clock is a multiple of the unit: the window's start is part of the key.
     const key = aligned ? `${m.counter}:${Math.floor(nowS / unitS) * unitS}` : m.counter;
     const alignedResetMs = aligned ? (unitS - (nowS % unitS)) * 1000 : undefined;
-    const policyName = limit.name ?? limit.fullKey;
-    const shape = { limit: { requestsPerUnit: limit.requestsPerUnit, unit, name: limit.name }, metricKey, policyName };
     if (limit.requestsPerUnit === 0 || cost > limit.requestsPerUnit) {
       // Nothing fits: over without asking the store, as every count there would be.
-      statuses[i] = over(shape, limit.shadow, alignedResetMs ?? UNIT_SECONDS[unit] * 1000);
+      statuses[i] = over(shape, limit.shadow, alignedResetMs ?? unitS * 1000);
       continue;
     }
     const limiter = m.override
       ? limiters.forOverride(domain, { requestsPerUnit: limit.requestsPerUnit, unit, algorithm: 'fixed-window' })
       : limiters.forLimit(limit);
-    out.push({
-      index: i,
-      limiter,
-      key,
-      cost,
-      rpu: limit.requestsPerUnit,
-      unit,
-      alignedResetMs,
-      shadow: limit.shadow,
-      quota: limit.quota,
-      name: limit.name,
-      policyName,
-      metricKey,
-    });
+    out.push({ index: i, limiter, key, cost, shape, unit, alignedResetMs, shadow: limit.shadow, quota: limit.quota });
   }
   return out;
 }
 
-type Shape = Pick<RlsStatus, 'limit' | 'metricKey' | 'policyName'>;
-
 function over(shape: Shape, shadow: boolean, resetMs: number): RlsStatus {
-  return { ...shape, code: shadow ? 'OK' : 'OVER_LIMIT', remaining: 0, resetMs, outcome: shadow ? 'shadow_over_limit' : 'over_limit' };
+  return shadow ? status('OK', 'shadow_over_limit', 0, resetMs, shape) : status('OVER_LIMIT', 'over_limit', 0, resetMs, shape);
 }
 
-function shapeOf(c: Counted): Shape {
-  return { limit: { requestsPerUnit: c.rpu, unit: c.unit, name: c.name }, metricKey: c.metricKey, policyName: c.policyName };
+function resetOf(c: Counted, d: Decision): number {
+  return c.alignedResetMs ?? (Number.isFinite(d.resetMs) ? d.resetMs : UNIT_SECONDS[c.unit] * 1000);
 }
 
 function fromDecision(c: Counted, d: Decision): RlsStatus {
-  const resetMs = c.alignedResetMs ?? (Number.isFinite(d.resetMs) ? d.resetMs : UNIT_SECONDS[c.unit] * 1000);
-  if (!d.allowed) return over(shapeOf(c), c.shadow, resetMs);
-  return { ...shapeOf(c), code: 'OK', remaining: Math.min(MAX_UINT32, d.remaining), resetMs, outcome: 'ok' };
+  if (!d.allowed) return over(c.shape, c.shadow, resetOf(c, d));
+  return status('OK', 'ok', Math.min(MAX_UINT32, d.remaining), resetOf(c, d), c.shape);
+}
+
+/** A part that spent nothing (looked at, or left out by another part's refusal): reported OK as it stands. */
+async function asItStands(c: Counted): Promise<RlsStatus> {
+  const d = await c.limiter.peek(c.key);
+  return status('OK', 'ok', d.allowed ? Math.min(MAX_UINT32, d.remaining) : 0, resetOf(c, d), c.shape);
 }
 
 /** Enforced descriptors: all of them admitted and counted, or none counted. */
 async function decideEnforced(counted: readonly Counted[], statuses: RlsStatus[]): Promise<void> {
   if (counted.length === 0) return;
   // A descriptor over without a store call refuses the request: the others are only looked at, as a refused composite spends nothing.
-  const alreadyOver = statuses.some((s) => s?.outcome === 'over_limit');
-  // hits_addend 0 checks without counting: those parts are only looked at.
-  const checks = counted.filter((c) => c.cost === 0 || alreadyOver);
-  const spends = alreadyOver ? [] : counted.filter((c) => c.cost > 0);
-  for (const c of checks) statuses[c.index] = { ...fromDecision(c, await c.limiter.peek(c.key)), code: 'OK', outcome: 'ok' };
-  if (spends.length === 0) return;
-  // One counter named twice in a request counts both costs in one part (consumeAll refuses a counter named twice).
-  const merged = new Map<string, { part: LimitPart & { cost: number }; members: Counted[] }>();
-  for (const c of spends) {
-    const id = `${c.limiter.prefix}\u0000${c.key}`;
-    const entry = merged.get(id);
-    if (entry === undefined) merged.set(id, { part: { limiter: c.limiter, key: c.key, cost: c.cost }, members: [c] });
+  let alreadyOver = false;
+  for (const s of statuses) if (s?.outcome === 'over_limit') alreadyOver = true;
+  // hits_addend 0 checks without counting: those parts are only looked at. One counter named twice in a request
+  // counts both costs in one part (consumeAll refuses a counter named twice).
+  const groups: Array<{ part: LimitPart & { cost: number }; members: Counted[] }> = [];
+  for (const c of counted) {
+    if (c.cost === 0 || alreadyOver) {
+      statuses[c.index] = await asItStands(c);
+      continue;
+    }
+    const group = groups.find((g) => g.part.limiter === c.limiter && g.part.key === c.key);
+    if (group === undefined) groups.push({ part: { limiter: c.limiter, key: c.key, cost: c.cost }, members: [c] });
     else {
-      entry.part.cost += c.cost;
-      entry.members.push(c);
+      group.part.cost += c.cost;
+      group.members.push(c);
     }
   }
-  const groups = [...merged.values()];
-  const tooBig = groups.find((g) => g.part.cost > g.members[0]!.rpu);
+  if (groups.length === 0) return;
+  const tooBig = groups.find((g) => g.part.cost > g.members[0]!.shape.limit.requestsPerUnit);
   if (tooBig !== undefined) {
     for (const g of groups) {
       for (const c of g.members)
-        statuses[c.index] =
-          g === tooBig
-            ? over(shapeOf(c), false, c.alignedResetMs ?? UNIT_SECONDS[c.unit] * 1000)
-            : { ...fromDecision(c, await c.limiter.peek(c.key)), code: 'OK', outcome: 'ok' };
+        statuses[c.index] = g === tooBig ? over(c.shape, false, c.alignedResetMs ?? UNIT_SECONDS[c.unit] * 1000) : await asItStands(c);
     }
     return;
   }
-  const decision = await consumeAll(groups.map((g) => g.part));
-  for (const [i, g] of groups.entries()) {
+  const decision = await consumeAll(groups.length === 1 ? [groups[0]!.part] : groups.map((g) => g.part));
+  for (let i = 0; i < groups.length; i++) {
     const d = decision.parts[i];
-    for (const c of g.members) {
-      // A part another part's refusal left unconsulted spent nothing: it is reported as it stands.
-      statuses[c.index] =
-        d === undefined ? { ...fromDecision(c, await c.limiter.peek(c.key)), code: 'OK', outcome: 'ok' } : fromDecision(c, d);
-    }
+    // A part another part's refusal left unconsulted spent nothing: it is reported as it stands.
+    for (const c of groups[i]!.members) statuses[c.index] = d === undefined ? await asItStands(c) : fromDecision(c, d);
   }
 }
 
@@ -262,6 +299,6 @@ async function decideShadow(c: Counted, statuses: RlsStatus[]): Promise<void> {
   } catch (error) {
     if (!isStoreFailure(error)) throw error;
     // A shadow descriptor never refuses: a store that failed under it leaves the answer OK.
-    statuses[c.index] = { ...shapeOf(c), code: 'OK', remaining: 0, resetMs: c.alignedResetMs, outcome: 'store_error' };
+    statuses[c.index] = status('OK', 'store_error', 0, c.alignedResetMs, c.shape);
   }
 }

@@ -15,8 +15,13 @@ export interface RlsMatch {
   readonly limit: RlsLimit;
   /** The values the counter is kept under: the entries' `key_value`s, with a `share_threshold` wildcard's pattern in place of the value it matched. */
   readonly counter: string;
-  /** The full descriptor as it came (`key_value.key2_value2`), for `detailed_metric`. */
-  readonly detailed: string;
+}
+
+/** The full descriptor as it came (`key_value.key2_value2`): a counter's name for a limit Envoy sent, and `detailed_metric`'s label. */
+export function descriptorName(entries: readonly DescriptorEntry[]): string {
+  let name = '';
+  for (let i = 0; i < entries.length; i++) name += `${i === 0 ? '' : '.'}${entries[i]!.key}_${entries[i]!.value}`;
+  return name;
 }
 
 /** Whether `value` matches a wildcard split on `*` (each `*` matches any run of characters, empty included). */
@@ -46,7 +51,8 @@ export function matchDescriptor(config: RlsConfig, domain: string, entries: read
   if (node === undefined || entries.length === 0) return undefined;
   let found: RlsLimit | undefined;
   const counter: string[] = [];
-  for (const [i, entry] of entries.entries()) {
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!;
     const exact = `${entry.key}_${entry.value}`;
     let next: RlsNode | undefined = node.children.get(exact);
     let shared: string | undefined;
@@ -68,5 +74,5 @@ export function matchDescriptor(config: RlsConfig, domain: string, entries: read
     node = next;
   }
   if (found === undefined) return undefined;
-  return { limit: found, counter: counter.join('.'), detailed: entries.map((e) => `${e.key}_${e.value}`).join('.') };
+  return { limit: found, counter: counter.join('.') };
 }

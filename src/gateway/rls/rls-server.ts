@@ -1,7 +1,7 @@
 /** The Envoy rate limit service (RLS v3) over gRPC beside a gateway: ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML. */
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
-import { loadGrpc, loadProtoLoader, type GrpcJs } from './grpc-deps.js';
+import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
 import { floodgateRoot } from '../cli/own-package.js';
 import type { GrpcSettings } from '../config/settings.js';
@@ -13,13 +13,11 @@ import { decideRls, RlsRequestError } from './rls-decide.js';
 import { RlsLimiters } from './rls-limiters.js';
 import { RlsMetrics } from './rls-metrics.js';
 import { RlsReloader } from './rls-reload.js';
-import { PROTO_OPTIONS, readRequest, writeResponse } from './rls-wire.js';
+import { loadRlsProtos, type RlsProtos } from './rls-protos.js';
+import { readRequest, writeResponse } from './rls-wire.js';
 
 /** The service name of RLS v3, as health checks name it. */
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
-
-/** The .proto files the service speaks, relative to {@link protoDir}. */
-export const PROTO_FILES = ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'] as const;
 
 /** The `proto/` directory shipped with floodgate (beside its package.json, from src/ and from dist/ alike). */
 export function protoDir(): string {
@@ -27,15 +25,6 @@ export function protoDir(): string {
   if (root === undefined)
     throw new FloodgateError(ErrorCode.MISSING_DEPENDENCY, "floodgate's package.json was not found, so neither were its .proto files.");
   return join(root, 'proto');
-}
-
-type Service = Grpc.ServiceDefinition;
-type Nested = Record<string, unknown>;
-
-function serviceAt(pkg: Nested, path: string): Service {
-  let node: unknown = pkg;
-  for (const part of path.split('.')) node = (node as Nested)[part];
-  return (node as { service: Service }).service;
 }
 
 /** `HOST:PORT`, with brackets around an IPv6 host. */
@@ -50,6 +39,7 @@ export class RlsServer {
 
   private constructor(
     private readonly grpc: GrpcJs,
+    private readonly protos: RlsProtos,
     private readonly server: Grpc.Server,
     config: RlsConfig,
     private readonly gateway: Gateway,
@@ -64,15 +54,15 @@ export class RlsServer {
 
   /**
    * Loads the config and the protos, and listens.
-   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or @grpc/proto-loader; the bind error when the port is taken
+   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs; the bind error when the port is taken
    */
   static async start(settings: GrpcSettings, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
-    const [grpc, loader, config] = await Promise.all([loadGrpc(), loadProtoLoader(), loadRlsConfig(settings.config)]);
-    const definition = await loader.load([...PROTO_FILES], { ...PROTO_OPTIONS, includeDirs: [protoDir()] });
-    const pkg = grpc.loadPackageDefinition(definition) as unknown as Nested;
+    const [grpc, protobuf, config] = await Promise.all([loadGrpc(), loadProtobuf(), loadRlsConfig(settings.config)]);
+    const protos = loadRlsProtos(protobuf, protoDir());
     const limiters = new RlsLimiters(gateway.sharedStore, gateway.ruleContext, () => gateway.current);
     const metrics = new RlsMetrics(prom, gateway.metrics.registry);
-    const server = new grpc.Server();
+    // Channelz keeps per-call statistics for a debugging service this server does not offer.
+    const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(hostPort(settings.listen.host, settings.listen.port), grpc.ServerCredentials.createInsecure(), (error, bound) =>
         error === null
@@ -80,9 +70,9 @@ export class RlsServer {
           : reject(new Error(`--grpc ${hostPort(settings.listen.host, settings.listen.port)}: cannot listen: ${error.message}`)),
       ),
     );
-    const rls = new RlsServer(grpc, server, config, gateway, limiters, metrics, log, hostPort(settings.listen.host, port));
-    server.addService(serviceAt(pkg, 'envoy.service.ratelimit.v3.RateLimitService'), { ShouldRateLimit: rls.shouldRateLimit });
-    server.addService(serviceAt(pkg, 'grpc.health.v1.Health'), { Check: rls.check });
+    const rls = new RlsServer(grpc, protos, server, config, gateway, limiters, metrics, log, hostPort(settings.listen.host, port));
+    server.addService(protos.rls, { ShouldRateLimit: rls.shouldRateLimit });
+    server.addService(protos.health, { Check: rls.check });
     rls.reloader = new RlsReloader(settings.config, (next) => rls.setConfig(next), log, gateway.metrics);
     await rls.reloader.start();
     log.info({ grpc: rls.address, config: settings.config, domains: [...config.domains.keys()] }, 'floodgate rls listening');
@@ -116,7 +106,7 @@ export class RlsServer {
     const { status } = this.grpc;
     let request;
     try {
-      request = readRequest(call.request);
+      request = readRequest(call.request, this.protos.overrideUnits);
     } catch (error) {
       this.metrics.failed('invalid_request');
       // UNKNOWN, as envoyproxy/ratelimit answers a request it cannot decide: Envoy treats both alike, and so do compatibility checks.
@@ -127,7 +117,7 @@ export class RlsServer {
     decideRls(config, this.limiters, request).then(
       (answer) => {
         this.metrics.answered(config.domains.has(request.domain) ? request.domain : '', answer.statuses, answer.overall);
-        callback(null, writeResponse(answer, this.gateway.current.headers));
+        callback(null, writeResponse(answer, this.gateway.current.headers, this.protos));
       },
       (error: unknown) => {
         if (error instanceof RlsRequestError) {

@@ -1,19 +1,17 @@
-/** The rate limit service's wire shapes: a RateLimitRequest as @grpc/proto-loader hands it over read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse with the RateLimit header fields. */
+/** The rate limit service's wire shapes: a decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with the RateLimit header fields. */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
 import { RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import type { RlsProtos } from './rls-protos.js';
 import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
 
-/** Options the .proto files are loaded with: field names as written, enums as names, 64-bit numbers as numbers. */
-export const PROTO_OPTIONS = { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true } as const;
-
-/** A RateLimitResponse as @grpc/proto-loader serialises it. */
-export interface RateLimitResponseJs {
+/** A RateLimitResponse in the message's own shape (enums as numbers), as the service's coder encodes it. */
+export interface RateLimitResponseMessage {
   /** Overall code. */
-  overall_code: 'OK' | 'OVER_LIMIT' | 'UNKNOWN';
+  overall_code: number;
   /** One status per descriptor. */
   statuses: Array<{
-    code: 'OK' | 'OVER_LIMIT';
-    current_limit: { name: string; requests_per_unit: number; unit: string } | null;
+    code: number;
+    current_limit: { name: string; requests_per_unit: number; unit: number } | null;
     limit_remaining: number;
     duration_until_reset: { seconds: number; nanos: number } | null;
   }>;
@@ -30,17 +28,26 @@ function text(value: unknown, what: string): string {
   return value;
 }
 
+/** A protobufjs 64-bit value (a Long when the long package is installed, as it is beside protobufjs). */
+interface LongLike {
+  toNumber(): number;
+}
+
 function count(value: unknown, what: string): number {
-  const n = typeof value === 'string' ? Number(value) : value;
+  const n =
+    typeof value === 'object' && value !== null && typeof (value as LongLike).toNumber === 'function'
+      ? (value as LongLike).toNumber()
+      : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new RlsRequestError(`${what} must be a whole number`);
   return n;
 }
 
 /**
- * Reads a RateLimitRequest (as loaded with {@link PROTO_OPTIONS}).
+ * Reads a decoded RateLimitRequest (see rls-protos.ts).
+ * @param units - RateLimitUnit's lower-case names by number
  * @throws RlsRequestError for a field that cannot be used
  */
-export function readRequest(raw: unknown): RlsRequestIn {
+export function readRequest(raw: unknown, units: RlsProtos['overrideUnits']): RlsRequestIn {
   const r = (raw ?? {}) as { domain?: unknown; descriptors?: unknown; hits_addend?: unknown };
   const list = Array.isArray(r.descriptors) ? (r.descriptors as unknown[]) : [];
   if (list.length > MAX_DESCRIPTORS) throw new RlsRequestError(`at most ${MAX_DESCRIPTORS} descriptors per request`);
@@ -55,7 +62,7 @@ export function readRequest(raw: unknown): RlsRequestIn {
     let override: RlsDescriptorIn['override'];
     if (d.limit !== undefined && d.limit !== null) {
       const l = d.limit as { requests_per_unit?: unknown; unit?: unknown };
-      const unit = typeof l.unit === 'string' ? l.unit.toLowerCase() : '';
+      const unit = (typeof l.unit === 'number' ? units.get(l.unit) : undefined) ?? '';
       if (!(RLS_UNITS as readonly string[]).includes(unit)) throw new RlsRequestError(`descriptors[${i}].limit.unit must be a known unit`);
       override = { requestsPerUnit: count(l.requests_per_unit, `descriptors[${i}].limit.requests_per_unit`), unit: unit as RlsUnit };
     }
@@ -71,11 +78,20 @@ function duration(ms: number): { seconds: number; nanos: number } {
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
 }
 
-/** Writes `answer` as a RateLimitResponse, with the RateLimit fields of `modes` for every descriptor that had a limit. */
-export function writeResponse(answer: RlsAnswer, modes: readonly HeaderMode[] | 'none', nowMs = Date.now()): RateLimitResponseJs {
+/**
+ * Writes `answer` as a RateLimitResponse message, with the RateLimit fields of `modes` for every descriptor that had a limit.
+ * @param protos - the enums' numbers
+ */
+export function writeResponse(
+  answer: RlsAnswer,
+  modes: readonly HeaderMode[] | 'none',
+  protos: Pick<RlsProtos, 'codes' | 'responseUnits'>,
+  nowMs = Date.now(),
+): RateLimitResponseMessage {
   const reports: PolicyReport[] = [];
+  const { codes, responseUnits } = protos;
   const statuses = answer.statuses.map((s) => {
-    if (s.limit !== undefined) {
+    if (s.limit !== undefined && modes !== 'none') {
       const windowMs = UNIT_SECONDS[s.limit.unit] * 1000;
       const limited = s.outcome === 'over_limit' || s.outcome === 'shadow_over_limit';
       const resetMs = s.resetMs ?? windowMs;
@@ -90,18 +106,18 @@ export function writeResponse(answer: RlsAnswer, modes: readonly HeaderMode[] | 
       });
     }
     return {
-      code: s.code,
+      code: s.code === 'OK' ? codes.OK : codes.OVER_LIMIT,
       current_limit:
         s.limit === undefined
           ? null
-          : { name: s.limit.name ?? '', requests_per_unit: s.limit.requestsPerUnit, unit: s.limit.unit.toUpperCase() },
+          : { name: s.limit.name ?? '', requests_per_unit: s.limit.requestsPerUnit, unit: responseUnits.get(s.limit.unit) ?? 0 },
       limit_remaining: s.remaining,
       duration_until_reset: s.limit === undefined || s.resetMs === undefined ? null : duration(s.resetMs),
     };
   });
   const headers = modes === 'none' ? [] : rateLimitHeaders(modes, reports, nowMs);
   return {
-    overall_code: answer.overall,
+    overall_code: answer.overall === 'OK' ? codes.OK : codes.OVER_LIMIT,
     statuses,
     response_headers_to_add: headers.map(([key, value]) => ({ key, value })),
   };
