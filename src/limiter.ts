@@ -150,7 +150,7 @@ export class RateLimiter {
     assertUnits(cost, 'cost', policy.limit);
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
-      if (this.overrides?.takeChange() === true) list.clear();
+      this.dropStaleBlocks();
       const blockedMs = list.blockedFor(key, this.clock());
       if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', policy);
     }
@@ -279,7 +279,7 @@ export class RateLimiter {
     }
     if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
     const now = this.clock();
-    if (this.overrides?.takeChange() === true) list.clear();
+    this.dropStaleBlocks();
     const blockedMs = list.blockedFor(key, now);
     if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
     return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
@@ -381,6 +381,11 @@ export class RateLimiter {
     }
   }
 
+  /** Empties the in-memory block list when the overrides changed since it last looked: what it learned was under the old numbers. */
+  private dropStaleBlocks(): void {
+    if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
+  }
+
   /** The pieces of this limiter's pipeline a composite decision drives (src/composite.ts); the symbol is not exported. */
   [LIMITER_INTERNALS](): LimiterInternals {
     return (this.internals ??= {
@@ -390,9 +395,7 @@ export class RateLimiter {
       insurance: this.insurance,
       failureMode: this.failureMode,
       waits: this.waiting !== undefined,
-      dropStaleBlocks: () => {
-        if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
-      },
+      dropStaleBlocks: () => this.dropStaleBlocks(),
       learn: (key, outcome, policy) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome, policy);
