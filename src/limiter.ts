@@ -2,7 +2,7 @@
 import type { Clock } from './clock.js';
 import { toDecision, type Decision, type DecisionSource } from './decision.js';
 import { parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
+import { isStoreFailure, toStoreError, type FloodgateError } from './errors.js';
 import { learnBlock, type BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
 import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
@@ -15,6 +15,7 @@ import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js
 import { LimiterWaiting } from './limiter-waiting.js';
 import { inspectKey, unblockKey, type KeyInspection } from './limiter-admin.js';
 import { overrideResolver, type OverrideResolver } from './overrides.js';
+import { circuitOpenError, fallbackDecision, refused, type FailureHandling } from './limiter-fallback.js';
 import {
   callSignal,
   RATE_LIMITER_BRAND,
@@ -25,7 +26,6 @@ import {
   parsePolicy,
   type MemoryBlockConfig,
   type RateLimiterOptions,
-  type StoreFailureMode,
   type WaitCallOptions,
 } from './limiter-options.js';
 
@@ -62,8 +62,7 @@ export class RateLimiter {
   /** Store calls in flight for keys whose in-memory block just ended (see LapseProbes). */
   private readonly probes = new LapseProbes((key, amount, probe) => this.ask('consume', key, amount, probe));
   private readonly breaker: CircuitBreaker | undefined;
-  private readonly insurance: RateLimiter | undefined;
-  private readonly failureMode: StoreFailureMode;
+  private readonly failures: FailureHandling;
   private internals: LimiterInternals | undefined;
   private readonly waiting: LimiterWaiting | undefined;
   private readonly overrides: OverrideResolver | undefined;
@@ -81,7 +80,7 @@ export class RateLimiter {
     this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     this.breaker = parseBreaker(o.breaker);
 
-    ({ insurance: this.insurance, failureMode: this.failureMode } = parseFailureHandling(o, this.store, RateLimiter));
+    this.failures = { ...parseFailureHandling(o, this.store, RateLimiter), breaker: this.breaker, clock: this.clock };
     const { policy, store, prefix, clock } = this;
     const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
     const giveBack = (key: string, cost: number, decision: Decision, at: number): void =>
@@ -150,7 +149,7 @@ export class RateLimiter {
     assertUnits(cost, 'cost', policy.limit);
     const list = this.memoryBlock?.list;
     if (list !== undefined) {
-      if (this.overrides?.takeChange() === true) list.clear();
+      this.dropStaleBlocks();
       const blockedMs = list.blockedFor(key, this.clock());
       if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', policy);
     }
@@ -279,7 +278,7 @@ export class RateLimiter {
     }
     if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
     const now = this.clock();
-    if (this.overrides?.takeChange() === true) list.clear();
+    this.dropStaleBlocks();
     const blockedMs = list.blockedFor(key, now);
     if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
     return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
@@ -306,10 +305,7 @@ export class RateLimiter {
     const list = this.memoryBlock?.list;
     const breaker = this.breaker;
     if (breaker && !breaker.allow(this.clock())) {
-      const open = new FloodgateError(
-        ErrorCode.CIRCUIT_OPEN,
-        `${this.store.name} store failed repeatedly; not calling it for ${breaker.retryInMs(this.clock())} ms.`,
-      );
+      const open = circuitOpenError(this.store.name, breaker.retryInMs(this.clock()));
       if (!fallback) throw open;
       return this.fallback(kind, key, amount, open);
     }
@@ -361,38 +357,23 @@ export class RateLimiter {
     learnBlock(list, this.memoryBlock!, policy, kind, key, outcome, this.clock());
   }
 
-  private async fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
-    if (this.insurance) {
-      const decision = await this.insurance.run(kind, key, amount);
-      return { ...decision, source: 'insurance' };
-    }
-    switch (this.failureMode) {
-      case 'fail-open': {
-        const policy = this.policyFor(key);
-        return this.decision({ allowed: true, remaining: policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, 'fail-open', policy);
-      }
-      case 'fail-closed': {
-        // Retry once the breaker would probe again; a second when it is not open.
-        const wait = this.breaker?.retryInMs(this.clock()) || 1000;
-        return this.decision(refused(wait), 'fail-closed', this.policyFor(key));
-      }
-      default:
-        throw failure;
-    }
+  private fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
+    const insured = (insurance: RateLimiter): Promise<Decision> => insurance.run(kind, key, amount);
+    return fallbackDecision(this.failures, failure, insured, () => this.policyFor(key));
+  }
+
+  /** Empties the in-memory block list when the overrides changed since it last looked: what it learned was under the old numbers. */
+  private dropStaleBlocks(): void {
+    if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
   }
 
   /** The pieces of this limiter's pipeline a composite decision drives (src/composite.ts); the symbol is not exported. */
   [LIMITER_INTERNALS](): LimiterInternals {
     return (this.internals ??= {
-      clock: this.clock,
+      ...this.failures,
       blockList: this.memoryBlock?.list,
-      breaker: this.breaker,
-      insurance: this.insurance,
-      failureMode: this.failureMode,
       waits: this.waiting !== undefined,
-      dropStaleBlocks: () => {
-        if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
-      },
+      dropStaleBlocks: () => this.dropStaleBlocks(),
       learn: (key, outcome, policy) => {
         const list = this.memoryBlock?.list;
         if (list !== undefined) this.learn(list, 'consume', key, outcome, policy);
@@ -414,7 +395,3 @@ export class RateLimiter {
 
 // On the prototype, so every instance carries it without a per-instance field.
 Object.defineProperty(RateLimiter.prototype, RATE_LIMITER_BRAND, { value: true });
-
-function refused(ms: number): Outcome {
-  return { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms };
-}

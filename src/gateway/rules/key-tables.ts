@@ -12,7 +12,8 @@ import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
 import { InstrumentedStore } from '../../telemetry/instrumented-store.js';
 import type { OtelTracer } from '../../telemetry/otel-types.js';
-import { KnownKeyChanges, type ChangeSubscriber } from './known-key-changes.js';
+import type { ChangeSubscriber } from './change-channels.js';
+import { KnownKeyChanges } from './known-key-changes.js';
 import { OverrideSync, type RefusedEntry } from './override-sync.js';
 
 /** The store in use and what the gateway needs around it. */

@@ -1,20 +1,6 @@
 /** Changes to the Redis sets of known API keys, heard on Redis pub/sub so every host drops a changed key's cached answer at once instead of when it expires. */
 
-/** The subscriber connection's commands (an ioredis client in subscriber mode has them). */
-export interface ChangeSubscriber {
-  subscribe(...channels: string[]): Promise<unknown>;
-  psubscribe(...patterns: string[]): Promise<unknown>;
-  on(event: 'message', listener: (channel: string, message: string) => void): unknown;
-  on(event: 'pmessage', listener: (pattern: string, channel: string, message: string) => void): unknown;
-  on(event: 'ready', listener: () => void): unknown;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-  disconnect(): void;
-}
-
-/** The channel on which a change to `set` is announced: `PUBLISH <set>:changed KEY` (or an empty message for "anything"). */
-export function changeChannel(set: string): string {
-  return `${set}:changed`;
-}
+import { ChangeChannels, type ChangeSubscriber } from './change-channels.js';
 
 /**
  * Changes remembered per set before they are folded into one "everything
@@ -43,50 +29,37 @@ interface SetChanges {
  */
 export class KnownKeyChanges {
   private readonly sets = new Map<string, SetChanges>();
-  private subscriber: ChangeSubscriber | undefined;
-  private closed = false;
+  private readonly channels: ChangeChannels;
 
   /**
    * @param open - opens the subscriber connection (a duplicate of the store's client), on the first {@link follow}
    * @param now - the clock, ms
    */
   constructor(
-    private readonly open: () => ChangeSubscriber,
+    open: () => ChangeSubscriber,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.channels = new ChangeChannels(
+      open,
+      {
+        heard: (set, message) => this.heard(set, message),
+        // What was published while the connection was down is lost: every answer is suspect until the subscription is confirmed again.
+        reread: () => {
+          for (const changes of this.sets.values()) changes.all = Number.POSITIVE_INFINITY;
+        },
+        // Refused too (an ACL without SUBSCRIBE, say): nothing will be heard, so the cache times alone bound staleness.
+        subscribed: (set) => this.confirmed(set),
+      },
+      true,
+    );
+  }
 
   /** Starts hearing changes to `set` (once per set; later calls do nothing). */
   follow(set: string): void {
-    if (this.closed || this.sets.has(set)) return;
+    if (this.channels.closed || this.sets.has(set)) return;
     // Until the subscription is confirmed, a change might be missed: every answer cached until then is suspect.
     this.sets.set(set, { all: Number.POSITIVE_INFINITY, keys: new Map() });
-    if (this.subscriber === undefined) {
-      const sub = this.open();
-      this.subscriber = sub;
-      sub.on('error', () => {});
-      sub.on('message', (channel, message) => this.heard(channel, message, false));
-      sub.on('pmessage', (_pattern, channel) => this.heard(channel, '', true));
-      // After a (re)connection what was published meanwhile is lost: every answer is suspect until the subscription is confirmed
-      // again. Subscribing again is harmless where ioredis resubscribes too, and the only way to learn when it is done.
-      sub.on('ready', () => {
-        for (const [name, changes] of this.sets) {
-          changes.all = Number.POSITIVE_INFINITY;
-          this.subscribe(name);
-        }
-      });
-    }
-    this.subscribe(set);
-  }
-
-  private subscribe(set: string): void {
-    const sub = this.subscriber;
-    if (sub === undefined) return;
-    void sub.subscribe(changeChannel(set)).then(
-      () => this.confirmed(set),
-      // Refused (an ACL without SUBSCRIBE, say): nothing will be heard, so the cache times alone bound staleness.
-      () => this.confirmed(set),
-    );
-    void sub.psubscribe(`__keyspace@*__:${globEscape(set)}`).catch(() => {});
+    this.channels.follow(set);
   }
 
   /**
@@ -104,9 +77,7 @@ export class KnownKeyChanges {
 
   /** Closes the subscriber connection. */
   close(): void {
-    this.closed = true;
-    this.subscriber?.disconnect();
-    this.subscriber = undefined;
+    this.channels.close();
   }
 
   private confirmed(set: string): void {
@@ -114,25 +85,14 @@ export class KnownKeyChanges {
     if (changes !== undefined && changes.all === Number.POSITIVE_INFINITY) changes.all = this.now();
   }
 
-  private heard(channel: string, message: string, keyspace: boolean): void {
+  private heard(set: string, message: string): void {
+    const changes = this.sets.get(set);
+    if (changes === undefined) return;
     const t = this.now();
-    for (const [set, changes] of this.sets) {
-      if (keyspace ? !channel.endsWith(`__:${set}`) : channel !== changeChannel(set)) continue;
-      if (message === '') {
-        changes.all = t;
-        changes.keys.clear();
-      } else {
-        if (changes.keys.size >= MAX_CHANGES) {
-          changes.all = t;
-          changes.keys.clear();
-        }
-        changes.keys.set(message, t);
-      }
+    if (message === '' || changes.keys.size >= MAX_CHANGES) {
+      changes.all = t;
+      changes.keys.clear();
     }
+    if (message !== '') changes.keys.set(message, t);
   }
-}
-
-/** `set` as a literal in a PSUBSCRIBE pattern. */
-function globEscape(set: string): string {
-  return set.replace(/[*?[\]\\]/g, '\\$&');
 }

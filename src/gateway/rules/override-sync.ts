@@ -1,6 +1,5 @@
 /** Rules' overrides shared through Redis hashes: read whole at start and on every (re)connection, each change heard on `<hash>:changed` and read again, and written by the admin API with HSET/HDEL then PUBLISH. */
-import type { ChangeSubscriber } from './known-key-changes.js';
-import { changeChannel } from './known-key-changes.js';
+import { ChangeChannels, changeChannel, type ChangeSubscriber } from './change-channels.js';
 import type { RuleOverrides } from './rule-overrides.js';
 
 /** The Redis commands the overrides need (an ioredis client has them). */
@@ -35,28 +34,35 @@ export function parseStoredValue(text: string): unknown {
 export class OverrideSync {
   /** hash → rule name → its overrides. */
   private readonly followers = new Map<string, Map<string, RuleOverrides>>();
-  private subscriber: ChangeSubscriber | undefined;
-  private closed = false;
+  private readonly channels: ChangeChannels;
 
   constructor(
     private readonly client: OverrideClient,
-    private readonly openSubscriber: () => ChangeSubscriber,
+    openSubscriber: () => ChangeSubscriber,
     private readonly refused: RefusedEntry,
-  ) {}
+  ) {
+    this.channels = new ChangeChannels(openSubscriber, {
+      heard: (hash, message) => {
+        if (message === '') void this.reload(hash);
+        else void this.reloadOne(hash, message);
+      },
+      reread: () => {
+        for (const hash of this.followers.keys()) void this.reload(hash);
+      },
+    });
+  }
 
   /** Keeps `overrides` (of rule `rule`) in step with its hash, from now on. */
   follow(rule: string, overrides: RuleOverrides): void {
     const hash = overrides.redisHash;
-    if (hash === undefined || this.closed) return;
+    if (hash === undefined || this.channels.closed) return;
     let rules = this.followers.get(hash);
-    const fresh = rules === undefined;
     if (rules === undefined) {
       rules = new Map();
       this.followers.set(hash, rules);
     }
     rules.set(rule, overrides);
-    this.open();
-    if (fresh) void this.subscriber!.subscribe(changeChannel(hash)).catch(() => {});
+    this.channels.follow(hash);
     void this.reload(hash, [[rule, overrides]]);
   }
 
@@ -79,29 +85,7 @@ export class OverrideSync {
 
   /** Closes the subscriber connection. */
   close(): void {
-    this.closed = true;
-    this.subscriber?.disconnect();
-    this.subscriber = undefined;
-  }
-
-  private open(): void {
-    if (this.subscriber !== undefined) return;
-    const sub = this.openSubscriber();
-    this.subscriber = sub;
-    sub.on('error', () => {});
-    sub.on('message', (channel, message) => {
-      const hash = channel.endsWith(':changed') ? channel.slice(0, -':changed'.length) : undefined;
-      if (hash === undefined || !this.followers.has(hash)) return;
-      if (message === '') void this.reload(hash);
-      else void this.reloadOne(hash, message);
-    });
-    // What was published while the connection was down is lost: read every hash whole again.
-    sub.on('ready', () => {
-      for (const hash of this.followers.keys()) {
-        void sub.subscribe(changeChannel(hash)).catch(() => {});
-        void this.reload(hash);
-      }
-    });
+    this.channels.close();
   }
 
   private async reload(hash: string, only?: Array<[string, RuleOverrides]>): Promise<void> {

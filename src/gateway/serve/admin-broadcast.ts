@@ -1,5 +1,5 @@
 /** Tells every gateway host on one Redis that an operator reset or unblocked a key, so each drops its in-memory block of the key at once instead of refusing it until that block runs out. */
-import type { ChangeSubscriber } from '../rules/known-key-changes.js';
+import type { ChangeSubscriber } from '../rules/change-channels.js';
 
 /** The Redis side the broadcast needs: a publish, and a subscriber connection of its own. */
 export interface AdminPubSub {

@@ -1,18 +1,15 @@
-/** The Gateway: the proxy listener and the optional admin listener, the request path (internal endpoints → rules → upstream), config changes applied live, and the graceful drain. */
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+/** The Gateway: the proxy listener (its request path is request-path.ts) and the optional admin listener, config changes applied live, and the graceful drain. */
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { viewOf, writeResponse } from '../../http/respond.js';
 import { MemoryStore } from '../../stores/memory.js';
 import type { Store } from '../../stores/store.js';
-import { adminListener, handleAdmin, registryMetrics, type AdminSource } from './admin.js';
+import { adminListener, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
 import { LimitedKeys } from './limited-keys.js';
 import type { AdminBroadcast } from './admin-broadcast.js';
 import { adminSource } from './admin-source.js';
 import { dashboardFor } from './dashboard.js';
 import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
-import { handleDecision } from './decision-endpoint.js';
-import { abortOnClose } from '../../http/client-gone.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from './optional-deps.js';
 import type { GatewayLogger } from './log.js';
@@ -24,15 +21,13 @@ import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
 import { compileRules } from '../rules/compile-rules.js';
 import { ForwardedHeaderWatch } from './forwarded-warning.js';
-import { answer } from './answer.js';
-import type { Verdict } from '../rules/verdict.js';
-import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
-import { acceptTarget } from '../rules/path-match.js';
+import type { GatewaySettings } from '../config/settings.js';
 import { SharedResult } from './shared-result.js';
 import type { GatewayStore } from '../rules/key-tables.js';
 import { openCounting, storeFailureLog } from './gateway-store.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
+import { RequestPath } from './request-path.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
 export interface GatewayDeps {
@@ -50,13 +45,6 @@ export interface GatewayStartOptions {
   readonly clustered?: boolean;
 }
 
-const NO_UPSTREAM_BODY = JSON.stringify({
-  type: 'about:blank',
-  title: 'Not Found',
-  status: 404,
-  detail: 'This floodgate gateway runs without an upstream; it answers only its decision endpoint.',
-});
-
 /**
  * A running gateway. Create with {@link Gateway.start}; change with
  * {@link apply}; stop with {@link shutdown}.
@@ -71,8 +59,9 @@ export class Gateway implements AdminSource {
   private settings: GatewaySettings;
   private rules: RuleSet;
   private proxy: UpstreamProxy | undefined;
-  private inFlight = 0;
   private draining = false;
+  /** Answers the proxy listener's requests. */
+  private readonly requests: RequestPath;
   private readonly connections: ConnectionDrain;
   /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
@@ -96,7 +85,12 @@ export class Gateway implements AdminSource {
   ) {
     this.settings = settings;
     this.metrics = metrics;
-    metrics.inFlight = () => this.inFlight;
+    this.requests = new RequestPath(
+      { settings: () => this.settings, rules: () => this.rules, proxy: () => this.proxy, draining: () => this.draining },
+      this,
+      log,
+    );
+    metrics.inFlight = () => this.requests.inFlight;
     if (store.overflows !== undefined) metrics.overflows = store.overflows;
     // Keys come from clients here too: a full table must not forget the live ones.
     const insuranceStore = new MemoryStore({
@@ -130,7 +124,7 @@ export class Gateway implements AdminSource {
         : registryMetrics(metrics.registry),
       0,
     );
-    this.server = createProxyServer(settings.proxy, this.onRequest);
+    this.server = createProxyServer(settings.proxy, this.requests.onRequest);
     this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
       handleUpgrade(
         {
@@ -305,10 +299,11 @@ export class Gateway implements AdminSource {
   async shutdown(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
-    this.log.info({ inFlight: this.inFlight, connections: this.connections.size }, 'draining');
+    this.log.info({ inFlight: this.requests.inFlight, connections: this.connections.size }, 'draining');
     const adminClosed = this.adminServer ? closeServer(this.adminServer) : Promise.resolve();
     const left = await this.connections.drain(this.settings.drainTimeoutMs);
-    if (left > 0) this.log.warn({ inFlight: this.inFlight, connections: left }, 'drain timeout: cutting the remaining connections');
+    if (left > 0)
+      this.log.warn({ inFlight: this.requests.inFlight, connections: left }, 'drain timeout: cutting the remaining connections');
     const closed = closeServer(this.server);
     this.server.closeAllConnections();
     this.adminServer?.closeAllConnections();
@@ -344,85 +339,5 @@ export class Gateway implements AdminSource {
       this.log,
       () => this.draining,
     );
-  }
-
-  private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    // Rules match, and the upstream gets, one canonical path: `/api/../x` or `//api/x` or `/%61pi/x`
-    // must not slip past a rule for /api/ to an upstream that normalises paths itself.
-    const url = acceptTarget(req, this.settings.paths);
-    if (url === undefined) {
-      writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'bad request target\n');
-      return;
-    }
-    // While draining every answer closes its connection, so keep-alive clients reconnect to another instance
-    // instead of sending a request onto a connection that is about to close.
-    if (this.draining) res.shouldKeepAlive = false;
-    const settings = this.settings;
-    const decisionPath = settings.decisionPath;
-    // Any configured path (e.g. /auth), with or without a query string; one compare on the hot path.
-    if (
-      decisionPath !== false &&
-      url.startsWith(decisionPath) &&
-      (url.length === decisionPath.length || url.charCodeAt(decisionPath.length) === 63) /* ? */
-    ) {
-      handleDecision(req, res, url.length === decisionPath.length ? '' : url.slice(decisionPath.length + 1), this.rules, settings.paths);
-      return;
-    }
-    // With an admin listener, nothing internal answers on the public port: those paths are requests like any other.
-    if (settings.admin === undefined && url.startsWith(INTERNAL_PREFIX) && this.internal(req, res, url)) return;
-    const proxy = this.proxy;
-    // Decision-only (no upstream): other paths are not counted against anyone's quota.
-    if (proxy === undefined) {
-      writeResponse(res, 404, [], 'application/problem+json', NO_UPSTREAM_BODY);
-      return;
-    }
-    this.inFlight += 1;
-    // 'close' comes once per response; on() spares the wrapper once() allocates per request.
-    res.on('close', this.requestDone);
-    proxy.hold();
-    const rules = this.rules;
-    // Only rules that wait need to hear that the client left; the others decide without it.
-    const view = rules.waits ? { ...viewOf(req, req, url), signal: abortOnClose(res) } : viewOf(req, req, url);
-    const decided = rules.decide(view, req.headers.host);
-    // A refusal the rules remember comes back at once: answering it in this turn spares a closure and a promise per request.
-    if (decided instanceof Promise)
-      decided.then((verdict) => this.answer(req, res, proxy, verdict)).catch((error: unknown) => this.broken(res, error));
-    else this.answer(req, res, proxy, decided);
-  };
-
-  /**
-   * A decision that rejected or an answer that threw: neither should happen (the rules' promise never
-   * rejects), but if one does, the client gets a 500 and the log the error, instead of the process an
-   * unhandled rejection and the client a request that hangs.
-   */
-  private broken(res: ServerResponse, error: unknown): void {
-    this.log.error({ err: error }, 'internal error while answering a request');
-    if (!res.headersSent) writeResponse(res, 500, [], 'text/plain; charset=utf-8', 'internal error\n');
-    else res.destroy();
-  }
-
-  private answer(req: IncomingMessage, res: ServerResponse, proxy: UpstreamProxy, verdict: Verdict): void {
-    // A request that arrived before the drain began and is answered after it closes its connection too;
-    // the proxy checks again when the upstream's head arrives (see makeProxy).
-    if (this.draining) res.shouldKeepAlive = false;
-    // forward() takes over the hold; any other outcome (a refusal, or a throw before forwarding) ends it here.
-    let handed = false;
-    try {
-      handed = verdict.forward;
-      answer(req, res, proxy, verdict);
-    } finally {
-      if (!handed) proxy.release();
-    }
-  }
-
-  private readonly requestDone = (): void => {
-    this.inFlight -= 1;
-  };
-
-  /** The admin endpoints under /_floodgate/ (when there is no admin listener); false when `url` is none of them (it is then proxied). */
-  private internal(req: IncomingMessage, res: ServerResponse, url: string): boolean {
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    return handleAdmin(path.slice(INTERNAL_PREFIX.length - 1), req, res, this);
   }
 }

@@ -11,7 +11,7 @@ import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
 import { publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
 import { Hearing } from './hearing.js';
-import { blocked, closedError, decideInMemory, rejectAll, msUntil, newEntry, sweepEntries, type Entry } from './lease.js';
+import { closedError, decideInMemory, rejectAll, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
@@ -20,7 +20,8 @@ import { BoundedMap } from '../../../bounded-map.js';
 import { consumeAllLeased, decideAllInMemory } from './composite.js';
 import { applyControl, settleLeased } from './control.js';
 import type { LocalFirstHost } from './host.js';
-import { returnCall, sizeLease, absorbReply, settleWaiters, leaseScriptCall, type LeaseSizing, parseLease } from './lease-call.js';
+import { returnCall } from './lease-call.js';
+import { Leasing } from './leasing.js';
 /**
  * A {@link Store} that decides fixed-window consumes in process memory from
  * leases: a slice of a key's remaining quota that one atomic script call
@@ -60,7 +61,6 @@ export class LocalFirstStore implements Store {
   readonly id = randomBytes(6).toString('base64url');
   private readonly inner: RedisStore;
   private readonly clock: Clock | undefined;
-  private readonly shareMilli: number;
   /** Keys held; an evicted one's waiters are still answered (the reply handler holds the entry), its lease given back. */
   private readonly entries: BoundedMap<string, Entry>;
   /** Pairs of policies warned about as conflicting. */
@@ -69,8 +69,8 @@ export class LocalFirstStore implements Store {
   private readonly sweeper: NodeJS.Timeout;
   /** The turn's script calls, sent as one pipeline. */
   private readonly pipeline: TurnPipeline<PipelineCall>;
-  /** Smoothed lease round trip, in local ms. */
-  private rttMs = 0;
+  /** The lease calls, and their smoothed round trip. */
+  private readonly leasing: Leasing;
   /** Whether the pub/sub subscription is confirmed, and what is given up when it was not. */
   private readonly hearing: Hearing;
   private closed = false;
@@ -85,7 +85,6 @@ export class LocalFirstStore implements Store {
     this.maxKeys = o.maxKeys;
     this.leaseMs = o.leaseMs;
     this.maxShare = o.maxShare;
-    this.shareMilli = o.shareMilli;
     this.channel = o.channel;
     this.clock = o.clock;
     this.pipeline = new TurnPipeline({
@@ -108,6 +107,22 @@ export class LocalFirstStore implements Store {
       message: (text) => this.hearing.message(text),
       up: () => this.hearing.up(),
       down: () => this.hearing.down(),
+    });
+    this.leasing = new Leasing({
+      name: this.name,
+      id: this.id,
+      channel: o.channel,
+      leaseMs: o.leaseMs,
+      shareMilli: o.shareMilli,
+      clocked: o.clock !== undefined,
+      pipeline: this.pipeline,
+      counters: this.counters,
+      closed: () => this.closed,
+      live: () => this.hearing.live,
+      readTime: () => this.readTime(),
+      now: () => this.now(),
+      giveBack: (key, e) => this.giveBack(key, e),
+      control: (op) => this.control(op),
     });
     this.sweeper = setInterval(() => this.sweep(), Math.max(10, this.leaseMs));
     this.sweeper.unref();
@@ -203,13 +218,6 @@ export class LocalFirstStore implements Store {
     return inUse ? conflictError(op.key, e.policy, op.policy, this.warned) : undefined;
   }
 
-  /** What sizes a lease as it is sent: the time (when it was queued, if the clock fails: only the rate depends on it), whether it may hold a surplus, the demand to cover. */
-  private sizing(sentAt: number): LeaseSizing {
-    const t = this.readTime();
-    const now = t instanceof FloodgateError ? sentAt : Math.max(sentAt, t);
-    return { now, live: this.hearing.live, rttMs: this.rttMs, leaseMs: this.leaseMs, shareMilli: this.shareMilli };
-  }
-
   /** The store's time now, or the clock's failure as a store error. */
   private readTime(): number | FloodgateError {
     try {
@@ -278,7 +286,7 @@ export class LocalFirstStore implements Store {
     return new Promise<Outcome>((resolve, reject) => {
       e.waiters.push(deadlineWaiter(e, op.amount, this.timeoutMs, this.name, resolve, reject));
       // Consumes that find no units share one call: the one in flight (a lease or a top-up) serves them first.
-      if (!e.inFlight) this.lease(op.key, e);
+      if (!e.inFlight) this.leasing.send(op.key, e);
     });
   }
 
@@ -293,8 +301,8 @@ export class LocalFirstStore implements Store {
     // Top up before the lease runs dry, so a hot key's consumes never wait for a round trip; but not
     // when the reply would come after the deadline: its units would lapse on arrival, and consumes
     // queued behind it would wait a second round trip for the next window's lease.
-    if (outcome.allowed && !e.inFlight && this.hearing.live && wantsTopUp(e, t, 4, this.rttMs)) {
-      this.lease(key, e);
+    if (outcome.allowed && !e.inFlight && this.hearing.live && wantsTopUp(e, t, 4, this.leasing.rttMs)) {
+      this.leasing.send(key, e);
     }
     return outcome;
   }
@@ -304,86 +312,6 @@ export class LocalFirstStore implements Store {
     e.demand += cost;
     e.lastUse = t;
     this.counters.localDecisions++;
-  }
-
-  /**
-   * Sends one lease call for the waiters of `e`, or a top-up when none wait.
-   * The call is sized when the flush sends it, so it covers every consume
-   * that queued on the key during this event-loop turn.
-   */
-  private lease(key: string, e: Entry): void {
-    const policy = e.policy;
-    if (policy === undefined) return;
-    const t = this.readTime();
-    if (t instanceof FloodgateError) {
-      rejectAll(e, t);
-      return;
-    }
-    e.inFlight = true;
-    this.counters.leaseCalls++;
-    // Taken before the call goes out, so the deadline sentAt + msLeft can only be early.
-    const sentAt = t;
-    let need = 0;
-    // Need, want and the share cap are written when the pipeline is sent (sizeLease).
-    const call = leaseScriptCall(key, policy, this.clock ? t : undefined, [
-      '1',
-      '0',
-      '0',
-      String(this.shareMilli),
-      this.channel,
-      this.id,
-      key,
-    ]);
-    this.pipeline.push({
-      ...call,
-      answer: (error, reply) => this.onLease(key, e, sentAt, need, error, reply),
-      late: (reply) => {
-        const parsed = parseLease(reply);
-        if (parsed instanceof FloodgateError || this.closed) return;
-        if (absorbReply(e, sentAt, this.now(), parsed, false, this.clock !== undefined, this.counters) || !this.hearing.live)
-          this.giveBack(key, e);
-      },
-      prepare: () => {
-        need = sizeLease(e, this.sizing(sentAt), call.args);
-      },
-    });
-  }
-
-  private onLease(key: string, e: Entry, sentAt: number, need: number, error: unknown, reply: unknown): void {
-    e.inFlight = false;
-    const parsed = error == null ? parseLease(reply) : toStoreError(error, this.name);
-    if (parsed instanceof FloodgateError) {
-      rejectAll(e, parsed);
-      return;
-    }
-    if (this.closed) {
-      rejectAll(e, closedError());
-      return;
-    }
-    const t = this.readTime();
-    if (t instanceof FloodgateError) {
-      rejectAll(e, t);
-      return;
-    }
-    this.rttMs += (t - sentAt - this.rttMs) / 5;
-    if (absorbReply(e, sentAt, t, parsed, true, this.clock !== undefined, this.counters)) this.giveBack(key, e);
-    if (parsed.blockLeft !== 0) {
-      const outcome = blocked(msUntil(e.blockedUntil, t), msUntil(e.endsBy, t));
-      const waiters = e.waiters;
-      e.waiters = [];
-      for (const w of waiters) w.resolve(outcome);
-      return;
-    }
-    const blockMs = settleWaiters(e, t, parsed, need);
-    if (blockMs > 0 && e.policy !== undefined) {
-      // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
-      this.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
-    }
-    // A lease granted before the subscription went down and answered after it: the waiting consumes it
-    // was asked for are served (Redis counted them before anything later), the surplus goes back, since
-    // a revocation broadcast meanwhile would not be heard.
-    if (!this.hearing.live && e.units > 0) this.giveBack(key, e);
-    if (e.waiters.length > 0) this.lease(key, e);
   }
 
   /** Peek, reward, penalty, block and reset: applied by Redis, then broadcast and mirrored locally (control.ts). */
