@@ -142,13 +142,28 @@ export class LinkWatch {
       const watcher = watch(dir, (_event, changed) => {
         const entry = this.watched.get(dir);
         if (changed !== null && entry?.names.has(changed) !== true && pattern?.test(changed) !== true) return;
-        clearTimeout(this.timer);
-        this.timer = setTimeout(() => void this.follow().then(() => this.stopped || this.options.onChange()), this.options.debounceMs);
+        this.changed();
       });
       watcher.on('error', (error) => this.options.onError(error));
       this.watched.set(dir, { watcher, names });
     } catch (error) {
-      this.options.onError(error as Error);
+      // Removed since it was resolved: a swap is under way (a ConfigMap's old directory goes last), so follow the links again.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') this.changed();
+      else this.options.onError(error as Error);
     }
+  }
+
+  /**
+   * Reports a change once the quiet time passes, as an event would: for a
+   * change that may have come between reading the files and {@link start}.
+   */
+  recheck(): void {
+    if (!this.stopped) this.changed();
+  }
+
+  /** Something relevant moved: once the burst ends, follow the links again and report. */
+  private changed(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.follow().then(() => this.stopped || this.options.onChange()), this.options.debounceMs);
   }
 }

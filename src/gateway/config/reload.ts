@@ -55,6 +55,8 @@ export class ConfigReloader {
     });
     this.watcher = watcher;
     await watcher.start();
+    // The file was read before the watch began: a change in between would go unseen, so compare once more.
+    if (this.lastHash !== undefined) watcher.recheck();
   }
 
   /** Stops listening. */

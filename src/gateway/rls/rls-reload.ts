@@ -14,7 +14,7 @@ const DEBOUNCE_MS = 150;
 export class RlsReloader {
   private watcher: LinkWatch | undefined;
   private chain: Promise<void> = Promise.resolve();
-  /** The files and contents last applied (or refused); unknown until the first reload, which therefore always applies. */
+  /** The files and contents last applied (or refused), or read as the watch began; undefined: the next change applies whatever it finds. */
   private lastDigest: string | undefined;
 
   /**
@@ -33,6 +33,7 @@ export class RlsReloader {
   /** Starts watching (and listening for SIGHUP). */
   async start(): Promise<void> {
     process.on('SIGHUP', this.onSignal);
+    const before = await digestOf(this.path).catch(() => undefined);
     const isDir = (await stat(this.path)).isDirectory();
     // Directories, not files: a rename-on-save replaces a file's inode, which would end a watch on it, and a ConfigMap
     // update renames a link (`..data`) that each file's name goes through. A directory also counts a YAML file added.
@@ -44,6 +45,10 @@ export class RlsReloader {
       debounceMs: DEBOUNCE_MS,
     });
     await this.watcher.start();
+    // A change between the first reading and the watch would go unseen: look once more now that the watch runs.
+    const now = await digestOf(this.path).catch(() => undefined);
+    if (now !== before) this.watcher.recheck();
+    else this.lastDigest = now;
   }
 
   /** Stops watching. */
