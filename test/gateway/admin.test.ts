@@ -93,7 +93,7 @@ describe('gateway: readiness', () => {
     );
     await assert.rejects(
       parseConfigText('upstream: http://127.0.0.1:1\nreadiness: { probe: true }\n', 'f.yaml'),
-      /readiness\.probe: unknown field "probe"; known fields here: upstream/,
+      /readiness\.probe: unknown field "probe"; known fields here: upstream, store/,
     );
     await assert.rejects(
       parseConfigText('upstream: http://127.0.0.1:1\nproxy: { maxConnections: 0 }\n', 'f.yaml'),

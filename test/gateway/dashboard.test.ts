@@ -142,7 +142,11 @@ describe('gateway: dashboard on Redis', () => {
 
   it('shows the breaker open and the insurance answering while Redis is down, and the store back after', async () => {
     const g = await fixture.start(
-      config(fixture.upstream.url, `store: { type: redis, url: "${redis.url}", timeout: 200ms, onFailure: insurance }\n`),
+      // readiness.store: /readyz then says when Redis is connected and the breaker past its cooldown, which the test waits for.
+      config(
+        fixture.upstream.url,
+        `store: { type: redis, url: "${redis.url}", timeout: 200ms, onFailure: insurance }\nreadiness: { store: true }\n`,
+      ),
     );
     for (let i = 0; i < 50 && (await get(`${g.adminUrl}/readyz`)).status !== 200; i += 1) await sleep(20);
     for (let i = 0; i < 4; i += 1) assert.equal((await send(g, `k${i}`)).status, 200);

@@ -180,6 +180,9 @@ describe('gateway lifecycle (CLI child process)', () => {
       '100/1m',
       '--redis',
       redis.url,
+      // The store counts for readiness under reject (docs/gateway.md): a worker without Redis is then not ready.
+      '--on-store-failure',
+      'reject',
       '--workers',
       '2',
       '--listen',

@@ -181,7 +181,7 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
           watch: settings.watch,
           ...(configText === undefined ? {} : { initialText: configText }),
         });
-  reloader?.start();
+  await reloader?.start();
   if (reloader === undefined) process.on('SIGHUP', () => log.info('SIGHUP: no --config file to reload'));
   process.off('SIGHUP', holdSighup);
   if (heldSighup) void reloader?.reload('SIGHUP');

@@ -170,7 +170,8 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
         'names a Redis set, but the gateway has no Redis store: set store: { type: redis, url: redis://HOST:6379 } (or --redis URL), or list the keys in a file: allowList: ./api-keys.txt.',
       );
   }
-  const readiness = o.readiness ?? readinessSettings(c, top.readiness);
+  // --ready-upstream sets one field: the file's others stay.
+  const readiness = { ...readinessSettings(c, top.readiness), ...o.readiness };
   const telemetry = o.telemetry ?? telemetrySettings(c, top.telemetry);
   const paths = o.paths ?? pathSettings(c, top.paths);
   if (readiness.upstream && upstream === undefined)

@@ -1,10 +1,9 @@
 /** Config reloads on SIGHUP and on file change: read, validate, apply; a bad file is logged and the last good config stays in force. */
 import { createHash } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
 import { isFloodgateError } from '../../errors.js';
 import { parseConfigText, type SettingsOverrides } from './config-file.js';
+import { LinkWatch } from './link-watch.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { GatewayMetrics } from '../serve/metrics.js';
 import type { GatewaySettings } from './settings.js';
@@ -32,8 +31,7 @@ const DEBOUNCE_MS = 150;
 
 /** Reloads the config on SIGHUP and (optionally) when the file changes. */
 export class ConfigReloader {
-  private watcher: FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private watcher: LinkWatch | undefined;
   private chain: Promise<void> = Promise.resolve();
   private lastHash: string | undefined;
 
@@ -42,32 +40,29 @@ export class ConfigReloader {
     if (options.initialText !== undefined) this.lastHash = hash(options.initialText);
   }
 
-  /** Starts listening for SIGHUP and file changes. */
-  start(): void {
+  /** Starts listening for SIGHUP and file changes; resolves once the watches are set up. */
+  async start(): Promise<void> {
     process.on('SIGHUP', this.onSignal);
-    if (this.options.watch) {
-      // The directory, not the file: a rename-on-save replaces the file's inode, which would end a watch on the file itself.
-      const name = basename(this.options.file);
-      try {
-        this.watcher = watch(dirname(this.options.file), (_event, changed) => {
-          if (changed !== null && changed !== name) return;
-          clearTimeout(this.timer);
-          this.timer = setTimeout(() => void this.reload('file change'), DEBOUNCE_MS);
-        });
-        this.watcher.on('error', (error) =>
-          this.options.log.warn({ error: error.message }, 'config file watch failed; SIGHUP still reloads'),
-        );
-      } catch (error) {
-        this.options.log.warn({ error: (error as Error).message }, 'cannot watch the config file; SIGHUP still reloads');
-      }
-    }
+    if (!this.options.watch) return;
+    // Directories, not the file: a rename-on-save replaces the file's inode, which would end a watch on the file itself,
+    // and a ConfigMap update renames a link (`..data`) that the file's own name goes through.
+    const { file, log } = this.options;
+    const watcher = new LinkWatch({
+      files: async () => [file],
+      onChange: () => void this.reload('file change'),
+      onError: (error) => log.warn({ file, error: error.message }, 'config file watch failed; SIGHUP still reloads'),
+      debounceMs: DEBOUNCE_MS,
+    });
+    this.watcher = watcher;
+    await watcher.start();
+    // The file was read before the watch began: a change in between would go unseen, so compare once more.
+    if (this.lastHash !== undefined) watcher.recheck();
   }
 
   /** Stops listening. */
   stop(): void {
     process.off('SIGHUP', this.onSignal);
-    this.watcher?.close();
-    clearTimeout(this.timer);
+    this.watcher?.stop();
   }
 
   /**

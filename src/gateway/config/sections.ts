@@ -43,7 +43,7 @@ const PROXY_FIELDS = [
   'queueTimeout',
   'stripHeaders',
 ] as const;
-const READINESS_FIELDS = ['upstream'] as const;
+const READINESS_FIELDS = ['upstream', 'store'] as const;
 
 /** The `paths` section, with its defaults. */
 export function pathSettings(c: Cursor, value: unknown): PathSettings {
@@ -65,6 +65,7 @@ export function readinessSettings(c: Cursor, value: unknown): ReadinessSettings 
   const r = mapping(c, ['readiness'], value, READINESS_FIELDS);
   return {
     upstream: r.upstream === undefined ? DEFAULT_READINESS.upstream : c.at(['readiness', 'upstream'], () => parseBoolean(r.upstream)),
+    ...(r.store === undefined ? {} : { store: c.at(['readiness', 'store'], () => parseBoolean(r.store)) }),
   };
 }
 

@@ -195,10 +195,18 @@ export interface StoreSettings {
   readonly overflowCells: number;
 }
 
-/** What `/readyz` checks besides the store and the drain. */
+/** What `/readyz` checks besides the drain. */
 export interface ReadinessSettings {
   /** Also require a TCP connection to the upstream to succeed (probed at most once per second). */
   readonly upstream: boolean;
+  /**
+   * Require the store to be connected and its breakers closed. Undefined
+   * follows `store.onFailure`: required only under `reject`, where a gateway
+   * without its store refuses every limited request; under the other
+   * policies the fallback decides, and readiness tied to a store that every
+   * replica shares would take them all out of the load balancer at once.
+   */
+  readonly store?: boolean;
 }
 
 /** How request paths are canonicalised and matched (see path.ts). */

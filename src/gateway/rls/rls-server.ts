@@ -13,6 +13,7 @@ import { decideRls, RlsRequestError } from './rls-decide.js';
 import { RlsLimiters } from './rls-limiters.js';
 import { RlsMetrics } from './rls-metrics.js';
 import { RlsReloader } from './rls-reload.js';
+import { storeCountsForReadiness } from '../serve/store-readiness.js';
 import { loadRlsProtos, type RlsProtos } from './rls-protos.js';
 import { readRequest, writeResponse } from './rls-wire.js';
 
@@ -143,7 +144,11 @@ export class RlsServer {
       return;
     }
     Promise.resolve(this.gateway.notReady()).then(
-      (reason) => callback(null, { status: reason === undefined && !this.limiters.circuitOpen() ? 'SERVING' : 'NOT_SERVING' }),
+      (reason) => {
+        // The service's own limiters' breakers count as the HTTP rules' do: only when the store counts for readiness.
+        const failing = storeCountsForReadiness(this.gateway.current) && this.limiters.circuitOpen();
+        callback(null, { status: reason === undefined && !failing ? 'SERVING' : 'NOT_SERVING' });
+      },
       () => callback(null, { status: 'NOT_SERVING' }),
     );
   };

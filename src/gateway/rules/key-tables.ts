@@ -30,6 +30,13 @@ export interface GatewayStore {
   readonly description: string;
   /** True when the store can be used now (Redis connected); `/readyz` reports it. */
   ready(): boolean;
+  /**
+   * True until the first connection attempt has ended, either way (or
+   * {@link FIRST_CONNECT_GRACE_MS} has passed): readiness waits for it, so a
+   * starting gateway does not send to its fallback what its store is about
+   * to decide. Absent for stores that need no connection.
+   */
+  connecting?(): boolean;
   /** Closes the store and any client it opened. */
   close(): Promise<void>;
   /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
@@ -45,6 +52,9 @@ export interface GatewayStore {
   /** Operations decided in overflow sketches so far (embedded memory store only). */
   overflows?(): number;
 }
+
+/** Longest that readiness waits for a first connection attempt to end (as long as ioredis's own connect timeout). */
+export const FIRST_CONNECT_GRACE_MS = 10_000;
 
 /** Called with each failed store call; the gateway logs them, at most one line per 10 s. */
 export type StoreFailureReporter = (error: unknown) => void;
@@ -178,6 +188,14 @@ export async function openStore(
   const client = new Redis(settings.url!, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
   // Connection errors are retried by ioredis and show as store failures; an unhandled 'error' event would crash the process.
   client.on('error', () => {});
+  let connecting = true;
+  const settled = (): void => {
+    connecting = false;
+    clearTimeout(grace);
+  };
+  // A server that accepts but never answers (stopped, or a black hole past a proxy) ends no attempt by itself.
+  const grace = setTimeout(settled, FIRST_CONNECT_GRACE_MS).unref();
+  for (const event of ['ready', 'error', 'close'] as const) client.once(event, settled);
   const { RedisStore, LocalFirstStore } = await import('../../stores/redis/index.js');
   let store: Store;
   let description = `redis ${redactUrl(settings.url!)}`;
@@ -202,6 +220,7 @@ export async function openStore(
     },
     description,
     ready: () => client.status === 'ready',
+    connecting: () => connecting,
     close: async () => {
       knownKeyChanges.close();
       overrideSync.close();

@@ -28,6 +28,7 @@ import { openCounting, storeFailureLog } from './gateway-store.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
 import { RequestPath } from './request-path.js';
+import { storeNotReady } from './store-readiness.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
 export interface GatewayDeps {
@@ -234,16 +235,15 @@ export class Gateway implements AdminSource {
   }
 
   /**
-   * Why the gateway should not get traffic now (draining, store down or not
-   * answering, and with `readiness.upstream` the upstream refusing
-   * connections), or undefined when ready.
+   * Why the gateway should not get traffic now (draining; the store not yet
+   * tried, or, where it counts, down or not answering: see store-readiness.ts;
+   * with `readiness.upstream` the upstream refusing connections), or
+   * undefined when ready.
    */
   notReady(): string | undefined | Promise<string | undefined> {
     if (this.draining) return 'draining';
-    if (!this.store.ready()) return 'store not connected';
-    // A connected store can still fail every call (a stalled Redis keeps its connection); the limiters' breakers
-    // know, and turn readiness back on by themselves once their cooldown passes or a probe gets an answer.
-    if (this.rules.storeCircuitOpen()) return 'store failing (circuit breaker open)';
+    const store = storeNotReady(this.settings, this.store, () => this.rules.storeCircuitOpen());
+    if (store !== undefined) return store;
     return this.upstreamCheck?.notReady();
   }
 
