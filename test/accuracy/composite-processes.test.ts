@@ -1,13 +1,14 @@
 // Accuracy of consumeAll across processes: 8 forked children hammer overlapping composites (per-user window and bucket under a shared per-org window), each with its own ioredis client to one real redis-server, then on the cluster store through one primary; no part ever goes over its limit and every admitted unit is in the store, checked after every phase.
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { RateLimiter, type Policy } from '../../src/index.js';
 import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { redisKeys } from '../../src/stores/redis/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 import {
   COMPOSITE_LIMITS,
   CompositeModel,
@@ -37,16 +38,12 @@ const START = 1_800_000_000_000;
 let server: RedisServer;
 let reader: Redis;
 const children: ChildProcess[] = [];
-
-before(async () => {
-  server = await startRedis();
-  reader = new Redis(server.url);
+const redis = redisFixture((open, started) => {
+  server = started;
+  reader = open();
 });
-
-after(async () => {
+redis.cleanup(() => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  reader?.disconnect();
-  await server?.stop();
 });
 
 /** The next message of `child` for this test (the cluster store's own messages share the channel), or its death as an error. */

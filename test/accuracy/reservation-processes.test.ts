@@ -1,13 +1,14 @@
 // Exactness of reservations on leasing stores: 4 forked children reserve random estimates and settle them at random actuals (give-backs, excess charges past the limit, cancels, ttls that pass, reservations never settled), on local-first over a real redis-server and on the cluster store; afterwards the store's count is exactly what the children were charged.
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { RateLimiter } from '../../src/index.js';
 import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { redisKeys } from '../../src/stores/redis/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 import type { ReservationHammerConfig, ReservationReport } from '../support/reservation-hammer.js';
 
 const CHILD = fileURLToPath(new URL('../support/reservation-hammer.ts', import.meta.url));
@@ -19,16 +20,12 @@ const WINDOW_MS = 600_000;
 let server: RedisServer;
 let reader: Redis;
 const children: ChildProcess[] = [];
-
-before(async () => {
-  server = await startRedis();
-  reader = new Redis(server.url);
+const redis = redisFixture((open, started) => {
+  server = started;
+  reader = open();
 });
-
-after(async () => {
+redis.cleanup(() => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  reader?.disconnect();
-  await server?.stop();
 });
 
 /** The next message of `child` of `type` (the cluster store's own messages share the channel), or its death as an error. */

@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConcurrencyLimiter, ErrorCode, MemoryStore, RateLimiter, isFloodgateError, type Decision } from '../../src/index.js';
-import { parseWait } from '../../src/limiter-options.js';
 import { LimiterWaiting } from '../../src/limiter-waiting.js';
 import { WaitQueue, type AttemptResult } from '../../src/wait-queue.js';
 import { ManualTimers, settle } from '../support/manual-timers.js';
+import { waitingOnTimers } from '../support/waiting-limiter.js';
 
 /** A limiter with `wait` on a memory store, on the test's clock and timers. */
 function waitingLimiter(
@@ -14,22 +14,7 @@ function waitingLimiter(
   windowMs: number,
   timeoutMs: number,
 ): { w: LimiterWaiting; plain: RateLimiter } {
-  const store = new MemoryStore({ clock: timers.clock.now, sweepIntervalMs: 0 });
-  const plain = new RateLimiter({ limit, window: windowMs, store, clock: timers.clock.now, prefix: 'a' });
-  const w = new LimiterWaiting({
-    wait: parseWait({ timeout: timeoutMs }),
-    execEvenly: false,
-    policy: plain.policy,
-    policyFor: (key) => plain.policyFor(key),
-    store,
-    prefix: plain.prefix,
-    clock: timers.clock.now,
-    consume: (key, cost) => plain.consume(key, cost),
-    consumeNow: (key, cost) => plain.consumeNow(key, cost),
-    giveBack: (key, cost) => void plain.reward(key, cost),
-    schedule: timers.schedule,
-  });
-  return { w, plain };
+  return waitingOnTimers(timers, { limit, window: windowMs, wait: { timeout: timeoutMs } }, 'a');
 }
 
 const isAborted = (e: unknown): boolean => isFloodgateError(e, ErrorCode.ABORTED);

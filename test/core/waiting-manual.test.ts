@@ -1,29 +1,14 @@
 // A limiter's waiting and pacing on a ManualClock (memory store and timers on the same clock): slots and waits to the millisecond.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { MemoryStore, RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
-import { parseWait } from '../../src/limiter-options.js';
+import type { Decision, RateLimiterOptions } from '../../src/index.js';
 import { LimiterWaiting } from '../../src/limiter-waiting.js';
 import { ManualTimers } from '../support/manual-timers.js';
+import { waitingOnTimers } from '../support/waiting-limiter.js';
 
 /** A limiter without waiting on a memory store, wrapped in LimiterWaiting whose timers and clock are the test's. */
 function waitingLimiter(timers: ManualTimers, options: Omit<RateLimiterOptions, 'store' | 'clock'>): LimiterWaiting {
-  const { wait, execEvenly, ...policy } = options;
-  const store = new MemoryStore({ clock: timers.clock.now, sweepIntervalMs: 0 });
-  const plain = new RateLimiter({ ...policy, store, clock: timers.clock.now, prefix: 'm' });
-  return new LimiterWaiting({
-    wait: parseWait(wait),
-    execEvenly: execEvenly ?? false,
-    policy: plain.policy,
-    policyFor: (key) => plain.policyFor(key),
-    store,
-    prefix: plain.prefix,
-    clock: timers.clock.now,
-    consume: (key, cost) => plain.consume(key, cost),
-    consumeNow: (key, cost) => plain.consumeNow(key, cost),
-    giveBack: (key, cost) => void plain.reward(key, cost),
-    schedule: timers.schedule,
-  });
+  return waitingOnTimers(timers, options, 'm').w;
 }
 
 async function run(timers: ManualTimers, calls: Promise<Decision>[], ms: number): Promise<{ d: Decision; at: number }[]> {

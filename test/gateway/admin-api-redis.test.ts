@@ -1,43 +1,26 @@
 // The admin API with gateways on one Redis: a block set through one host refuses the key on another, and an unblock or reset through one admits it on the other at once, although that host had learned the block in memory.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { adminBlock, adminJson } from './support/admin.js';
+import { sleep, untilReady } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const TOKEN = 'test-admin-token-0123456789abcdef';
-let upstream: Upstream;
-let redis: RedisServer;
-const gateways: Gateway[] = [];
-before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-});
-after(async () => {
-  await Promise.all(gateways.map((g) => g.shutdown()));
-  await upstream.close();
-  await redis.stop();
-});
+const fixture = redisGatewayFixture();
 
 async function gateway(): Promise<Gateway> {
-  const g = await startGateway(
-    `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms }\n` +
+  const g = await fixture.start(
+    `upstream: ${fixture.upstream.url}\n${adminBlock(TOKEN)}store: { type: redis, url: "${fixture.redis.url}", timeout: 200ms }\n` +
       'rules:\n  - { name: api, key: "header:x-api-key", policies: [{ limit: 5, window: 1h, blockDuration: 1h }] }\n',
   );
-  gateways.push(g);
-  for (let i = 0; i < 50 && (await get(`${g.adminUrl}/readyz`)).status !== 200; i += 1) await sleep(20);
+  await untilReady(`${g.adminUrl}/readyz`);
   return g;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer is read field by field
-async function admin(g: Gateway, path: string, body?: string): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${g.adminUrl}${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body }),
-  });
-  return { status: res.status, json: await res.json() };
-}
+/** A POST to the admin API on `g` with the token. */
+const admin = (g: Gateway, path: string, body?: string) => adminJson(g.adminUrl!, TOKEN, 'POST', path, body);
 
 /** Polls until `check` holds, up to a second: the announcement travels through Redis pub/sub. */
 async function soon(check: () => Promise<boolean>): Promise<number> {

@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import { LimitedKeys, LIMITED_MINUTES, LIMITED_TABLE_SIZE } from '../../src/gateway/serve/limited-keys.js';
+import { adminBlock } from './support/admin.js';
 import { gatewayFixture, serveCli, stopCli, writeTemp } from './support/harness.js';
 
 const fixture = gatewayFixture();
@@ -49,7 +50,7 @@ function call(
   });
 }
 
-const CONFIG = (upstream: string, admin = `admin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\n`) =>
+const CONFIG = (upstream: string, admin = adminBlock(TOKEN)) =>
   `upstream: ${upstream}\n${admin}rules:\n` +
   `  - name: api\n    key: { header: x-api-key }\n    policies:\n      - { name: burst, limit: 3, window: 1h }\n      - { limit: 100, window: 1d, blockDuration: 1h }\n`;
 

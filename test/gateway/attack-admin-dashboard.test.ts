@@ -1,36 +1,14 @@
 // Attacks on the dashboard in a real headless Chromium: keys that carry HTML and script, refused through the proxy and then shown and acted on in the page; the token kept out of URLs, storage that outlives the tab, and other origins; and the page refusing to be framed.
 import assert from 'node:assert/strict';
-import { accessSync, constants } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { delimiter, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser } from 'playwright-core';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { adminBlock } from './support/admin.js';
+import { chromiumFixture } from './support/chromium.js';
+import { gatewayFixture, sleep } from './support/harness.js';
 
 const TOKEN = 'attack-dashboard-token-0123456789';
-
-/** Chromium as the dashboard's own browser test finds it. */
-function findChromium(): string {
-  const candidates = [
-    ...(process.env.FLOODGATE_CHROMIUM ? [process.env.FLOODGATE_CHROMIUM] : []),
-    ...(process.env.PATH ?? '')
-      .split(delimiter)
-      .filter((dir) => dir !== '')
-      .flatMap((dir) => [join(dir, 'chromium'), join(dir, 'chromium-browser')]),
-    '/usr/bin/chromium',
-  ];
-  for (const path of candidates) {
-    try {
-      accessSync(path, constants.X_OK);
-      return path;
-    } catch {
-      // the next one
-    }
-  }
-  throw new Error('Chromium was not found (chromium or chromium-browser on PATH, or FLOODGATE_CHROMIUM); install it to run this test.');
-}
 
 /** Keys a client may send that would run script if the page wrote them as HTML or into an attribute or URL unescaped. */
 const HOSTILE = [
@@ -42,16 +20,15 @@ const HOSTILE = [
   `&lt;b&gt;entity&lt;/b&gt;`,
 ];
 
-let upstream: Upstream;
+const chromium = chromiumFixture();
+const fixture = gatewayFixture();
 let gateway: Gateway;
-let browser: Browser;
 let framer: Server;
 
 before(async () => {
-  const executablePath = findChromium();
-  upstream = await startUpstream();
-  gateway = await startGateway(
-    `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\n` +
+  await fixture.ready();
+  gateway = await fixture.start(
+    `upstream: ${fixture.upstream.url}\n${adminBlock(TOKEN)}` +
       'rules:\n  - name: api\n    key: { header: x-api-key }\n    policies:\n      - { limit: 1, window: 1h }\n',
   );
   // Another origin that tries to frame the dashboard.
@@ -60,14 +37,10 @@ before(async () => {
     res.end(`<!doctype html><title>framer</title><iframe id="f" src="${gateway.adminUrl}/admin/dashboard"></iframe>`);
   });
   await new Promise<void>((resolve) => framer.listen(0, '127.0.0.1', resolve));
-  browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] });
 });
 
-after(async () => {
-  await browser?.close();
+after(() => {
   framer?.close();
-  await gateway?.shutdown();
-  await upstream?.close();
 });
 
 async function status(key: string): Promise<number> {
@@ -82,7 +55,7 @@ describe('attack: the dashboard in headless Chromium', { timeout: 120_000 }, () 
       assert.equal(await status(key), 200);
       assert.equal(await status(key), 429);
     }
-    const page = await browser.newPage();
+    const page = await chromium.browser.newPage();
     page.setDefaultTimeout(15_000);
     const problems: string[] = [];
     const urls: string[] = [];
@@ -134,7 +107,7 @@ describe('attack: the dashboard in headless Chromium', { timeout: 120_000 }, () 
   });
 
   it('holds: another origin that frames the dashboard gets nothing (frame-ancestors none, X-Frame-Options DENY), so no click can be stolen', async () => {
-    const page = await browser.newPage();
+    const page = await chromium.browser.newPage();
     page.setDefaultTimeout(15_000);
     try {
       await page.goto(`http://127.0.0.1:${(framer.address() as AddressInfo).port}/`);

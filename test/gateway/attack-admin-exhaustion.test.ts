@@ -1,47 +1,22 @@
 // Attacks that try to exhaust the admin listener on real sockets: slow heads, endless or trickled bodies with and without the token, more connections than it holds, and many admin requests at once, each while the proxy port must keep answering.
 import assert from 'node:assert/strict';
 import { Agent, request } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { ADMIN_MAX_CONNECTIONS, MAX_PIPELINED } from '../../src/gateway/serve/listeners.js';
 import { get } from '../http/support/http.js';
 import { freePort } from '../support/redis-server.js';
 import { gatewayFixture, serveCli, sleep, stopCli, writeTemp } from './support/harness.js';
+import { adminBlock } from './support/admin.js';
 import { requestBytes, sendRaw } from './support/raw.js';
+import { open, pour, trickleUntilClosed } from './support/slow-client.js';
 
 const fixture = gatewayFixture();
 const TOKEN = 'attack-admin-token-0123456789abcdef';
 const AUTH = `Authorization: Bearer ${TOKEN}`;
 
 const CONFIG = (upstream: string, proxy = '') =>
-  `upstream: ${upstream}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\n${proxy}` +
+  `upstream: ${upstream}\n${adminBlock(TOKEN)}${proxy}` +
   'rules:\n  - name: api\n    key: { header: x-api-key }\n    policies:\n      - { limit: 1000, window: 1h }\n';
-
-/** A raw connection to `base` and what it has been sent back, and a promise of its close. */
-function open(base: string): { socket: Socket; reply: () => string; closed: Promise<void> } {
-  const socket = connect(Number(new URL(base).port), '127.0.0.1');
-  let reply = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (d: string) => (reply += d));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
-  return { socket, reply: () => reply, closed };
-}
-
-/** Writes chunks of a chunked body as fast as the socket takes them until it closes or `limit` bytes went; returns the bytes written. */
-async function pour(socket: Socket, closed: Promise<void>, limit: number): Promise<number> {
-  const chunk = Buffer.alloc(64 * 1024, 'a');
-  const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
-  let sent = 0;
-  let done = false;
-  void closed.then(() => (done = true));
-  while (!done && sent < limit) {
-    const more = socket.write(frame);
-    sent += chunk.length;
-    if (!more) await Promise.race([new Promise((r) => socket.once('drain', r)), closed]);
-  }
-  return sent;
-}
 
 describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
   it(
@@ -51,13 +26,8 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
       const g = await fixture.start(CONFIG(fixture.upstream.url, 'proxy: { clientHeadersTimeout: 1s }\n'));
       const slow = open(g.adminUrl!);
       slow.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ');
-      const timer = setInterval(() => slow.socket.writable && slow.socket.write('x'), 200);
-      try {
-        // Node's default (60 s, checked every 30 s) would outlast this test's timeout.
-        await slow.closed;
-      } finally {
-        clearInterval(timer);
-      }
+      // Node's default (60 s, checked every 30 s) would outlast this test's timeout.
+      await trickleUntilClosed(slow, 200);
       assert.match(slow.reply(), /^HTTP\/1\.1 408 /);
     },
   );
@@ -211,12 +181,7 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
       const g = await fixture.start(CONFIG(fixture.upstream.url));
       const c = open(g.adminUrl!);
       c.socket.write('POST /admin/rules/api/keys/k/block HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n');
-      const timer = setInterval(() => c.socket.writable && c.socket.write('x'), 100);
-      try {
-        await c.closed;
-      } finally {
-        clearInterval(timer);
-      }
+      await trickleUntilClosed(c, 100);
       assert.match(c.reply(), /^HTTP\/1\.1 401 /);
     },
   );
@@ -290,12 +255,7 @@ describe('attack: exhausting the admin listener', { timeout: 300_000 }, () => {
         assert.equal((await get(`${base}/healthz`)).status, 200);
         const slow = open(base);
         slow.socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ');
-        const timer = setInterval(() => slow.socket.writable && slow.socket.write('x'), 200);
-        try {
-          await slow.closed;
-        } finally {
-          clearInterval(timer);
-        }
+        await trickleUntilClosed(slow, 200);
         assert.match(slow.reply(), /^HTTP\/1\.1 408 /);
         const c = open(base);
         c.socket.write('POST /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n');

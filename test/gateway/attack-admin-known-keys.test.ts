@@ -5,36 +5,30 @@ import { Redis } from 'ioredis';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { get } from '../http/support/http.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { untilReady } from './support/harness.js';
 import { requestBytes, sendRaw } from './support/raw.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const SET = 'fg:attack-known-keys';
-let upstream: Upstream;
-let redis: RedisServer;
+const fixture = redisGatewayFixture();
 let admin: Redis;
-const gateways: Gateway[] = [];
 before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-  admin = new Redis(redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+  await fixture.ready();
+  admin = new Redis(fixture.redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
   admin.on('error', () => {});
 });
-after(async () => {
-  await Promise.all(gateways.map((g) => g.shutdown()));
+after(() => {
   admin.disconnect();
-  await upstream.close();
-  await redis.stop();
 });
 
 async function gateway(onFailure: string, extra = ''): Promise<Gateway> {
-  const g = await startGateway(`upstream: ${upstream.url}
-store: { type: redis, url: "${redis.url}", timeout: 200ms, onFailure: ${onFailure} }
+  const g = await fixture.start(`upstream: ${fixture.upstream.url}
+store: { type: redis, url: "${fixture.redis.url}", timeout: 200ms, onFailure: ${onFailure} }
 rules:
   - name: api
     key: { header: x-api-key, allowList: { redis: "${SET}"${extra} } }
     policies: ["1000/1m"]`);
-  gateways.push(g);
-  for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+  await untilReady(`${g.url}/_floodgate/readyz`);
   return g;
 }
 
@@ -94,7 +88,7 @@ describe('attack: keys that must be listed in Redis', { timeout: 60_000 }, () =>
       'fail-open': await gateway('fail-open'),
     };
     for (const g of Object.values(gs)) assert.equal(await statusOf(g.url, ['X-Api-Key: cached-key']), 200);
-    redis.pause();
+    fixture.redis.pause();
     try {
       const got: Record<string, number[]> = {};
       for (const [policy, g] of Object.entries(gs))
@@ -112,7 +106,7 @@ describe('attack: keys that must be listed in Redis', { timeout: 60_000 }, () =>
         assert.equal((g as unknown as { rules: RuleSet }).rules.rules[0]!.knownKeys!.lookups, 0, `${policy}: nothing left waiting`);
       }
     } finally {
-      redis.resume();
+      fixture.redis.resume();
     }
   });
 });

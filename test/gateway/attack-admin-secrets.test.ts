@@ -1,30 +1,22 @@
 // Secrets the admin side must not show: the admin token in any log line of a real process at debug level, and a Redis password given in the URL's query (ioredis reads ?password=) on the dashboard's stats or in the logs.
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { serveCli, startUpstream, stopCli, writeTemp, type Upstream } from './support/harness.js';
+import { serveCli, stopCli, writeTemp } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const TOKEN = 'attack-secret-token-0123456789abcdef';
 const PASSWORD = 'redis-secret-in-the-query-0123';
 
-let upstream: Upstream;
-let redis: RedisServer;
-before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-});
-after(async () => {
-  await upstream.close();
-  await redis.stop();
-});
+const fixture = redisGatewayFixture();
 
 describe('attack: secrets on the admin side', { timeout: 60_000 }, () => {
   it('regression: a Redis password in the URL query (?password=, read by ioredis) is redacted on /admin/stats and in the logs, as one in user:pass@ is', async () => {
     const config = writeTemp(
       'secret.yaml',
-      `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${writeTemp('token', TOKEN)}\n` +
-        `store: { type: redis, url: "${redis.url}/0?password=${PASSWORD}&sentinelPassword=${PASSWORD}" }\n` +
+      `upstream: ${fixture.upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${writeTemp('token', TOKEN)}\n` +
+        `store: { type: redis, url: "${fixture.redis.url}/0?password=${PASSWORD}&sentinelPassword=${PASSWORD}" }\n` +
         'rules:\n  - name: api\n    key: { header: x-api-key }\n    policies: ["5/1m"]\n',
     );
     const cli = await serveCli(['--config', config, '--log-level', 'debug']);
@@ -49,7 +41,7 @@ describe('attack: secrets on the admin side', { timeout: 60_000 }, () => {
   it('holds: the admin token appears in no log line at debug level, whatever the admin requests (right, wrong, in the query)', async () => {
     const config = writeTemp(
       'token.yaml',
-      `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${writeTemp('token', `${TOKEN}\n`)}\n` +
+      `upstream: ${fixture.upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${writeTemp('token', `${TOKEN}\n`)}\n` +
         'rules:\n  - name: api\n    key: { header: x-api-key }\n    policies: ["1/1m"]\n',
     );
     const cli = await serveCli(['--config', config, '--log-level', 'debug']);
@@ -77,7 +69,7 @@ describe('attack: secrets on the admin side', { timeout: 60_000 }, () => {
     const tokenFile = writeTemp('token', `${TOKEN}\n`);
     const config = writeTemp(
       'reload.yaml',
-      `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${tokenFile}\nrules: []\n`,
+      `upstream: ${fixture.upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  tokenFile: ${tokenFile}\nrules: []\n`,
     );
     const cli = await serveCli(['--config', config]);
     try {

@@ -2,24 +2,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { periodBounds } from '../../src/calendar.js';
-import { ErrorCode } from '../../src/errors.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { get, readIetf } from '../http/support/http.js';
+import { rejectsConfig } from './support/config-errors.js';
 import { startGateway, startUpstream, type Upstream } from './support/harness.js';
 
 const rule = (policy: string): string => `rules:\n  - name: a\n    policies:\n      - ${policy}\n`;
 
 describe('config: calendar windows', () => {
-  const bad = async (yaml: string, where: RegExp) => {
-    await assert.rejects(parseConfigText(yaml, 'gw.yaml'), (e: unknown) => {
-      assert.ok(e instanceof ConfigError, String(e));
-      assert.equal(e.code, ErrorCode.INVALID_CONFIG);
-      assert.match(e.message, where);
-      return true;
-    });
-  };
-
   it('takes window: day, week or month with a timeZone (and weekStart for weeks)', async () => {
     const settings = await parseConfigText(
       `rules:
@@ -44,28 +34,31 @@ describe('config: calendar windows', () => {
   });
 
   it('reports a missing or unknown zone, a zone on a duration window, another algorithm and the short form at the field', async () => {
-    await bad(
+    await rejectsConfig(
       rule('{ limit: 3, window: month }'),
       /^gw\.yaml:4:\d+: rules\[0\]\.policies\[0\]\.window: a calendar window needs the time zone its month follows/,
     );
-    await bad(
+    await rejectsConfig(
       rule('{ limit: 3, window: month, timeZone: Mars/Olympus }'),
       /^gw\.yaml:4:\d+: rules\[0\]\.policies\[0\]\.timeZone: must be an IANA time zone such as "UTC" or "Europe\/Berlin"; got "Mars\/Olympus"\.$/,
     );
-    await bad(
+    await rejectsConfig(
       rule('{ limit: 3, window: 30d, timeZone: UTC }'),
       /^gw\.yaml:4:\d+: rules\[0\]\.policies\[0\]\.timeZone: applies to calendar windows only \(window: day, week or month\)/,
     );
-    await bad(
+    await rejectsConfig(
       rule('{ limit: 3, window: month, timeZone: UTC, algorithm: token-bucket }'),
       /^gw\.yaml:4:\d+: rules\[0\]\.policies\[0\]\.algorithm: calendar windows are fixed windows/,
     );
-    await bad(rule('{ limit: 3, window: month, timeZone: UTC, weekStart: 0 }'), /policies\[0\]\.weekStart: applies to weeks only/);
-    await bad(
+    await rejectsConfig(
+      rule('{ limit: 3, window: month, timeZone: UTC, weekStart: 0 }'),
+      /policies\[0\]\.weekStart: applies to weeks only/,
+    );
+    await rejectsConfig(
       rule('{ limit: 3, window: week, timeZone: UTC, weekStart: 7 }'),
       /policies\[0\]\.weekStart: must be a day of the week from 0/,
     );
-    await bad(
+    await rejectsConfig(
       rule('"10000/month"'),
       /^gw\.yaml:4:\d+: rules\[0\]\.policies\[0\]: a calendar window needs its time zone: write the policy as \{ limit: 10000, window: month/,
     );
@@ -73,7 +66,7 @@ describe('config: calendar windows', () => {
 
   it('a monthly and a 745-hour policy are different policies of one rule', async () => {
     await parseConfigText(rule('{ limit: 3, window: month, timeZone: UTC }\n      - { limit: 3, window: 745h }'), 'gw.yaml');
-    await bad(
+    await rejectsConfig(
       rule('{ limit: 3, window: month, timeZone: UTC }\n      - { limit: 3, window: month, timeZone: UTC }'),
       /policies\[1\]: duplicates another policy/,
     );

@@ -2,9 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
-import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { ErrorCode, FloodgateError } from '../../src/errors.js';
+import { rejectsConfig } from './support/config-errors.js';
 import { runCli, writeTemp } from './support/harness.js';
 
 const argError = (argv: string[], pattern: RegExp) =>
@@ -125,14 +124,7 @@ describe('floodgate CLI', () => {
 });
 
 describe('config file validation', () => {
-  const bad = async (yaml: string, code: string, where: RegExp) => {
-    await assert.rejects(parseConfigText(yaml, 'gw.yaml'), (e: unknown) => {
-      assert.ok(e instanceof ConfigError, String(e));
-      assert.equal(e.code, code);
-      assert.match(e.message, where);
-      return true;
-    });
-  };
+  const bad = (yaml: string, code: string, where: RegExp) => rejectsConfig(yaml, where, code);
 
   it('names the file, line, column and field of each problem', async () => {
     await bad(

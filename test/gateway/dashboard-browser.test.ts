@@ -1,64 +1,31 @@
 // The live dashboard in a real headless Chromium while load runs through a gateway on Redis: the token prompt, numbers that move and agree with /metrics, and a blocked key reset and another unblocked from the page, each then admitted. Screenshots go to test-output/dashboard/.
 import assert from 'node:assert/strict';
-import { accessSync, constants, mkdirSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import type { Page } from 'playwright-core';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { parseMetrics, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { adminBlock, adminFetch } from './support/admin.js';
+import { chromiumFixture } from './support/chromium.js';
+import { parseMetrics, sleep } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const TOKEN = 'browser-dashboard-token-0123456789';
 const OUTPUT = new URL('../../test-output/dashboard/', import.meta.url).pathname;
 
-/** Chromium's binary: FLOODGATE_CHROMIUM, else `chromium` or `chromium-browser` on PATH (Debian's package puts it in /usr/bin), else macOS's app. */
-function findChromium(): string {
-  const candidates = [
-    ...(process.env.FLOODGATE_CHROMIUM ? [process.env.FLOODGATE_CHROMIUM] : []),
-    ...(process.env.PATH ?? '')
-      .split(delimiter)
-      .filter((dir) => dir !== '')
-      .flatMap((dir) => [join(dir, 'chromium'), join(dir, 'chromium-browser')]),
-    '/usr/bin/chromium',
-    '/Applications/Chromium.app/Contents/MacOS/Chromium',
-  ];
-  for (const path of candidates) {
-    try {
-      accessSync(path, constants.X_OK);
-      return path;
-    } catch {
-      // try the next one
-    }
-  }
-  throw new Error(
-    'Chromium was not found (looked for chromium and chromium-browser on PATH, and FLOODGATE_CHROMIUM); this test drives a real ' +
-      'headless Chromium. Install it with `sudo apt-get install -y chromium` (npm test installs it when it may), then run the test again.',
-  );
-}
-
-let upstream: Upstream;
-let redis: RedisServer;
+const chromium = chromiumFixture();
+const fixture = redisGatewayFixture();
 let gateway: Gateway;
-let browser: Browser;
 
 before(async () => {
-  const executablePath = findChromium();
   mkdirSync(OUTPUT, { recursive: true });
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-  gateway = await startGateway(
-    `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\n` +
-      `store: { type: redis, url: "${redis.url}", onFailure: insurance }\n` +
+  await fixture.ready();
+  gateway = await fixture.start(
+    `upstream: ${fixture.upstream.url}\n${adminBlock(TOKEN)}` +
+      `store: { type: redis, url: "${fixture.redis.url}", onFailure: insurance }\n` +
       'rules:\n  - name: api\n    key: { header: x-api-key }\n    policies:\n      - { name: per-second, limit: 5, window: 1s }\n' +
       '  - name: search\n    match: { path: /search }\n    key: ip\n    policies:\n      - { name: per-minute, limit: 50, window: 1m }\n',
   );
-  browser = await chromium.launch({ executablePath, args: ['--no-sandbox'] });
-});
-
-after(async () => {
-  await browser?.close();
-  await gateway?.shutdown();
-  await upstream?.close();
-  await redis?.stop();
 });
 
 /** Requests through the gateway until stopped: a few hot keys over their limit, many within it, and whatever `extra` holds. */
@@ -128,11 +95,7 @@ async function status(key: string): Promise<number> {
 }
 
 async function block(key: string): Promise<void> {
-  const res = await fetch(`${gateway.adminUrl}/admin/rules/api/keys/${key}/block`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: '{"duration":"forever"}',
-  });
+  const res = await adminFetch(gateway.adminUrl!, TOKEN, 'POST', `/admin/rules/api/keys/${key}/block`, '{"duration":"forever"}');
   assert.equal(res.status, 200, await res.text());
 }
 
@@ -140,7 +103,7 @@ describe('dashboard in headless Chromium', () => {
   it('shows moving numbers that agree with /metrics, and resets and unblocks keys from the page', async () => {
     const extra = new Set<string>();
     const load = startLoad(extra);
-    const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+    const page = await chromium.browser.newPage({ viewport: { width: 1100, height: 900 } });
     page.setDefaultTimeout(15_000);
     const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));

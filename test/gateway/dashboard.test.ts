@@ -6,7 +6,7 @@ import { get } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { DashboardStats } from '../../src/gateway/serve/dashboard-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { gatewayFixture, parseMetrics, sleep } from './support/harness.js';
+import { gatewayFixture, parseMetrics, untilReady } from './support/harness.js';
 
 const fixture = gatewayFixture();
 const TOKEN = 'dashboard-token-0123456789abcdef';
@@ -148,7 +148,7 @@ describe('gateway: dashboard on Redis', () => {
         `store: { type: redis, url: "${redis.url}", timeout: 200ms, onFailure: insurance }\nreadiness: { store: true }\n`,
       ),
     );
-    for (let i = 0; i < 50 && (await get(`${g.adminUrl}/readyz`)).status !== 200; i += 1) await sleep(20);
+    await untilReady(`${g.adminUrl}/readyz`);
     for (let i = 0; i < 4; i += 1) assert.equal((await send(g, `k${i}`)).status, 200);
     let s = (await stats(g)).json;
     assert.equal(s.store.connected, true);
@@ -180,7 +180,7 @@ describe('gateway: dashboard on Redis', () => {
       await redis.restart();
     }
     // Back: once connected and past the cooldown, the next request is the probe that closes the breaker.
-    for (let i = 0; i < 200 && (await get(`${g.adminUrl}/readyz`)).status !== 200; i += 1) await sleep(25);
+    await untilReady(`${g.adminUrl}/readyz`, 200, 25);
     assert.equal((await send(g, 'after')).status, 200);
     s = (await stats(g)).json;
     assert.equal(s.store.connected, true);

@@ -1,7 +1,6 @@
 // Rules whose API keys must be listed in a Redis set, on a real redis-server: known and unknown keys, SADD/SREM taking effect within
 // the cache times, a flood of made-up keys costing few Redis calls and bounded memory, and each failure policy while Redis is down.
 import assert from 'node:assert/strict';
-import { Agent, request } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
@@ -9,41 +8,36 @@ import { get } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { sleep, untilReady } from './support/harness.js';
+import { floodKeys } from './support/key-flood.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
-let upstream: Upstream;
-let redis: RedisServer;
+const fixture = redisGatewayFixture();
 let admin: Redis;
-const gateways: Gateway[] = [];
 const rejections: unknown[] = [];
 const onRejection = (reason: unknown): void => void rejections.push(reason);
 before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-  admin = new Redis(redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+  await fixture.ready();
+  admin = new Redis(fixture.redis.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
   admin.on('error', () => {});
   process.on('unhandledRejection', onRejection);
 });
-after(async () => {
+after(() => {
   process.off('unhandledRejection', onRejection);
-  await Promise.all(gateways.map((g) => g.shutdown()));
   admin.disconnect();
-  await upstream.close();
-  await redis.stop();
 });
 
 const SET = 'fg:known-keys';
 const h = (key: string) => ({ headers: { 'x-api-key': key } });
 
 async function gateway(allowList: string, onFailure = 'fail-closed'): Promise<Gateway> {
-  const g = await startGateway(`upstream: ${upstream.url}
-store: { type: redis, url: "${redis.url}", timeout: 200ms, onFailure: ${onFailure} }
+  const g = await fixture.start(`upstream: ${fixture.upstream.url}
+store: { type: redis, url: "${fixture.redis.url}", timeout: 200ms, onFailure: ${onFailure} }
 rules:
   - name: api
     key: { header: x-api-key, maxLength: 64, allowList: ${allowList} }
     policies: ["1000/1m"]`);
-  gateways.push(g);
-  for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+  await untilReady(`${g.url}/_floodgate/readyz`);
   return g;
 }
 
@@ -114,34 +108,17 @@ describe('allowList in a Redis set', () => {
     assert.equal((await get(`${g.url}/`, h('key-real'))).status, 200);
     await admin.config('RESETSTAT');
     const counters = await counterKeys();
-    const agent = new Agent({ keepAlive: true, maxSockets: 100 });
-    const statuses = new Map<number, number>();
     const n = 10_000;
-    let next = 0;
-    const one = (): Promise<void> =>
-      new Promise((resolve, reject) => {
-        const req = request(`${g.url}/`, { agent, headers: { 'x-api-key': randomBytes(12).toString('hex') } }, (res) => {
-          res.resume();
-          res.on('end', () => {
-            statuses.set(res.statusCode!, (statuses.get(res.statusCode!) ?? 0) + 1);
-            resolve();
-          });
-        });
-        req.on('error', reject);
-        req.end();
-      });
-    const worker = async (): Promise<void> => {
-      while (next < n) {
-        next += 1;
-        await one();
-      }
-    };
     const started = Date.now();
-    const flood = Promise.all(Array.from({ length: 100 }, worker));
+    const flood = floodKeys(
+      g.url,
+      Array.from({ length: n }, () => randomBytes(12).toString('hex')),
+      1,
+      100,
+    );
     const realDuring = (await get(`${g.url}/`, h('key-real'))).status;
-    await flood;
+    const statuses = await flood;
     const tookMs = Date.now() - started;
-    agent.destroy();
     const calls = await commandCalls('smismember');
     const known = rulesOf(g).rules[0]!.knownKeys!;
     console.log(
@@ -170,12 +147,12 @@ describe('allowList in a Redis set', () => {
   it('a stalled Redis holds at most maxLookups keys: the rest are answered 503 at once, none waits past store.timeout', async () => {
     await admin.del(SET);
     const g = await gateway(`{ redis: "${SET}", maxLookups: 5 }`);
-    redis.pause();
+    fixture.redis.pause();
     let replies;
     try {
       replies = await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${g.url}/`, h(`key-stalled-${i}`))));
     } finally {
-      redis.resume();
+      fixture.redis.resume();
     }
     const busy = replies.filter((r) => r.status === 503 && /Too many API keys/.test(r.body));
     const unavailable = replies.filter((r) => r.status === 503 && /cannot be read right now/.test(r.body));
@@ -195,7 +172,7 @@ describe('allowList in a Redis set', () => {
     const open = await gateway(`{ redis: "${SET}" }`, 'fail-open');
     assert.equal((await get(`${closed.url}/`, h('key-cached'))).status, 200);
 
-    redis.pause();
+    fixture.redis.pause();
     try {
       const stalled = await get(`${closed.url}/`, h('key-later'));
       assert.equal(stalled.status, 503, 'stalled Redis, fail-closed');
@@ -204,16 +181,16 @@ describe('allowList in a Redis set', () => {
       assert.ok(stalled.elapsedMs < 1000, `answered after the store timeout, not left hanging (${stalled.elapsedMs} ms)`);
       assert.equal((await get(`${open.url}/`, h('key-unlisted'))).status, 200, 'stalled Redis, fail-open admits');
     } finally {
-      redis.resume();
+      fixture.redis.resume();
     }
-    await redis.kill();
+    await fixture.redis.kill();
     const down = await get(`${closed.url}/`, h('key-later'));
     assert.equal(down.status, 503, 'Redis killed, fail-closed');
     assert.ok(down.elapsedMs < 1000, `answered at once (${down.elapsedMs} ms)`);
     // A key cached as known stays known for knownFor; fail-closed then refuses it at the counter (the store is down).
     assert.equal((await get(`${open.url}/`, h('another-unlisted'))).status, 200, 'Redis killed, fail-open');
 
-    await redis.restart();
+    await fixture.redis.restart();
     // The restarted Redis starts empty: list the key again, as an operator restoring it would.
     for (let i = 0; i < 100 && admin.status !== 'ready'; i += 1) await sleep(20);
     await admin.sadd(SET, 'key-later');

@@ -1,32 +1,28 @@
 // Three gateway processes on one Redis: an override set through the admin API of one is applied by all three (time measured and printed), and no count is reset or lost, on the Redis store and on local-first with leases held on every host.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { serveCli, startUpstream, stopCli, writeTemp, type CliProcess, type Upstream } from './support/harness.js';
+import { adminFetch } from './support/admin.js';
+import { serveCli, stopCli, writeTemp, type CliProcess } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const TOKEN = 'test-admin-token-hosts-0123456789abcdef';
 /** The stated bound: an override reaches every connected host within a pub/sub delivery and one HGET; 1 s allows a loaded CI machine. */
 const APPLIED_WITHIN_MS = 1000;
-let upstream: Upstream;
-let redis: RedisServer;
 const hosts: Array<CliProcess & { url: string; admin: string }> = [];
-before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-});
+// Registered before the fixture's hooks, so that it runs first: the hosts stop while their upstream and Redis still answer.
 after(async () => {
   await Promise.all(hosts.map((h) => stopCli(h)));
-  await upstream.close();
-  await redis.stop();
 });
+const fixture = redisGatewayFixture();
 
 type Host = CliProcess & { url: string; admin: string };
 
 async function threeHosts(localFirst: boolean, hash: string): Promise<[Host, Host, Host]> {
   const config = writeTemp(
     `hosts-${hash}.yaml`,
-    `upstream: ${upstream.url}\nadmin: { listen: 127.0.0.1:0, token: ${TOKEN} }\n` +
-      `store: { type: redis, url: "${redis.url}"${localFirst ? ', localFirst: true' : ''} }\n` +
+    `upstream: ${fixture.upstream.url}\nadmin: { listen: 127.0.0.1:0, token: ${TOKEN} }\n` +
+      `store: { type: redis, url: "${fixture.redis.url}"${localFirst ? ', localFirst: true' : ''} }\n` +
       `rules:\n  - name: api\n    key: "header:x-api-key"\n    policies: ["100/1h"]\n    overrides: { redis: "${hash}" }\n`,
   );
   const started = await Promise.all([0, 1, 2].map(() => serveCli(['--config', config, '--no-watch'])));
@@ -40,11 +36,7 @@ async function threeHosts(localFirst: boolean, hash: string): Promise<[Host, Hos
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer is read field by field
 async function admin(base: string, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
+  const res = await adminFetch(base, TOKEN, method, path, body === undefined ? undefined : JSON.stringify(body));
   assert.equal(res.status, 200, `${method} ${path}`);
   return res.json();
 }

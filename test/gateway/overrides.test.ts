@@ -2,37 +2,27 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { adminBlock, adminJson } from './support/admin.js';
+import { sleep, untilReady } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
 const TOKEN = 'test-admin-token-overrides-0123456789';
-let upstream: Upstream;
-let redis: RedisServer;
-const gateways: Gateway[] = [];
-before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-});
-after(async () => {
-  await Promise.all(gateways.map((g) => g.shutdown()));
-  await upstream.close();
-  await redis.stop();
-});
+const fixture = redisGatewayFixture();
 
 const PLANS = 'plans:\n  pro: { per-minute: 6/1m, per-hour: { limit: 100 } }\n  trial: { per-minute: "1/1m" }\n';
 const RULE =
   '  - name: api\n    key: "header:x-api-key"\n    policies: [{ name: per-minute, limit: 3, window: 1m }, { name: per-hour, limit: 50, window: 1h }]\n';
 
 async function gateway(store: 'memory' | 'redis', overrides: string): Promise<Gateway> {
-  const storeLine = store === 'redis' ? `store: { type: redis, url: "${redis.url}", timeout: 500ms }\n` : '';
-  const g = await startGateway(
-    `upstream: ${upstream.url}\nadmin:\n  listen: 127.0.0.1:0\n  token: ${TOKEN}\n${storeLine}${PLANS}rules:\n${RULE}    overrides:\n${overrides}`,
+  const storeLine = store === 'redis' ? `store: { type: redis, url: "${fixture.redis.url}", timeout: 500ms }\n` : '';
+  const g = await fixture.start(
+    `upstream: ${fixture.upstream.url}\n${adminBlock(TOKEN)}${storeLine}${PLANS}rules:\n${RULE}    overrides:\n${overrides}`,
   );
-  gateways.push(g);
-  for (let i = 0; i < 100 && (await get(`${g.adminUrl}/readyz`)).status !== 200; i += 1) await sleep(20);
+  await untilReady(`${g.adminUrl}/readyz`, 100);
   return g;
 }
 
@@ -43,15 +33,9 @@ async function admitted(g: Gateway, key: string): Promise<number> {
   return n;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer is read field by field
-async function admin(g: Gateway, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${g.adminUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, json: method === 'HEAD' ? undefined : await res.json() };
-}
+/** An admin API call on `g` with the token; `body` is sent as JSON. */
+const admin = (g: Gateway, method: string, path: string, body?: unknown) =>
+  adminJson(g.adminUrl!, TOKEN, method, path, body === undefined ? undefined : JSON.stringify(body));
 
 describe('overrides from the config file', () => {
   it('an exact key gets its plan, a pattern its numbers, other keys the rule policies; the headers show the numbers in force', async () => {
@@ -101,11 +85,11 @@ describe('overrides from the config file', () => {
       ['PUT', '/admin/rules/api/overrides/cust'],
       ['DELETE', '/admin/rules/api/overrides/cust'],
     ] as const) {
-      const seen = upstream.seen.length;
+      const seen = fixture.upstream.seen.length;
       const headers = { authorization: `Bearer ${TOKEN}`, 'x-api-key': 'proxy-check' };
       await fetch(`${g.url}${path}`, { method, headers, body: method === 'PUT' ? '{"value":"pro"}' : null });
-      assert.equal(upstream.seen.at(-1)?.url, path, `${method} ${path} on the proxy port is a request like any other, forwarded`);
-      assert.equal(upstream.seen.length, seen + 1);
+      assert.equal(fixture.upstream.seen.at(-1)?.url, path, `${method} ${path} on the proxy port is a request like any other, forwarded`);
+      assert.equal(fixture.upstream.seen.length, seen + 1);
     }
     assert.equal((await admin(g, 'GET', '/admin/rules/api/overrides/cust')).json.entry, null, 'the PUT on the proxy port changed nothing');
   });
@@ -125,7 +109,7 @@ describe('overrides from the config file', () => {
 });
 
 describe('overrides in a Redis hash', () => {
-  const cli = (...args: string[]) => promisify(execFile)('redis-cli', ['-p', String(redis.port), ...args]);
+  const cli = (...args: string[]) => promisify(execFile)('redis-cli', ['-p', String(fixture.redis.port), ...args]);
 
   it('entries in the hash at start apply; redis-cli HSET + PUBLISH applies live; a value a rule refuses is logged and left out', async () => {
     await cli('HSET', 'fg:overrides:a', 'tenant-1', 'pro', 'tenant-2', '{"per-minute":"4/1m"}', 'bad', 'gold');

@@ -2,14 +2,13 @@
 // errors, the decision on memory and on a real Redis, and what a client can and cannot do about it with its headers.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { ConfigError } from '../../src/gateway/config/config-error.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { forgetWarnings } from '../../src/warnings.js';
 import { get, readIetf } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { rejectsConfig } from './support/config-errors.js';
+import { startGateway, startUpstream, untilReady, type Upstream } from './support/harness.js';
 import { requestBytes, sendRaw } from './support/raw.js';
 
 const COMBINED = `rules:
@@ -22,15 +21,6 @@ const COMBINED = `rules:
 `;
 
 describe('config: a policy with its own key', () => {
-  const bad = async (yaml: string, where: RegExp) => {
-    await assert.rejects(parseConfigText(yaml, 'gw.yaml'), (e: unknown) => {
-      assert.ok(e instanceof ConfigError, String(e));
-      assert.equal(e.code, ErrorCode.INVALID_CONFIG);
-      assert.match(e.message, where);
-      return true;
-    });
-  };
-
   it('takes ip, header:NAME, header:NAME,ip and global; the rule key stays the default, and may be global too', async () => {
     const settings = await parseConfigText(
       `${COMBINED}  - name: tenants
@@ -51,25 +41,25 @@ describe('config: a policy with its own key', () => {
   });
 
   it('rejects other keys with the file, line, column and field', async () => {
-    await bad(
+    await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: cookie }\n',
       /^gw\.yaml:4:38: rules\[0\]\.policies\[0\]\.key: must be "ip", "header:NAME" \(e\.g\. "header:x-api-key"\), "header:NAME,ip" \(the header, else the client address\) or "global" \(one counter for every client\); got "cookie"\.$/,
     );
-    await bad(
+    await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - limit: 3\n        window: 1m\n        key: { header: x-org, maxLength: 8 }\n',
       /^gw\.yaml:6:14: rules\[0\]\.policies\[0\]\.key: a policy key is one of ip, header:NAME, header:NAME,ip or global; checks on the key \(maxLength, pattern, allowList\) go in the rule key mapping\.$/,
     );
-    await bad(
+    await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: "header:" }\n',
       /rules\[0\]\.policies\[0\]\.key: must be "ip"/,
     );
-    await bad(
+    await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: 7 }\n',
       /rules\[0\]\.policies\[0\]\.key: must be "ip".*got 7\./,
     );
     // The same numbers under another key are another policy; the same numbers under the same key are a duplicate.
     await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m", { limit: 3, window: 1m, key: ip }]\n', 'gw.yaml');
-    await bad(
+    await rejectsConfig(
       'rules:\n  - name: a\n    policies: [{ limit: 3, window: 1m, key: ip }, { limit: 3, window: 1m, key: ip }]\n',
       /^gw\.yaml:3:51: rules\[0\]\.policies\[1\]: duplicates another policy of this rule/,
     );
@@ -177,7 +167,7 @@ describe('gateway: per key + per address + global in one rule', () => {
 
     it('RedisStore: the same atomic decision over three keys', async () => {
       const g = await start(`store: { type: redis, url: "${redis.url}", timeout: 500ms }\n${COMBINED}`);
-      for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+      await untilReady(`${g.url}/_floodgate/readyz`);
       await combinedRule(g);
     });
   });

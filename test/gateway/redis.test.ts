@@ -1,33 +1,22 @@
 // The gateway on a real Redis: one quota shared by two gateway instances, local-first answering a hot key synchronously, what each
 // failure policy does when Redis is SIGKILLed, and readiness (readiness.store) while Redis is stalled (SIGSTOP) and after it resumes.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { get, statuses } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { parseMetrics, readiness, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';
+import { parseMetrics, readiness, sleep, untilReady } from './support/harness.js';
+import { redisGatewayFixture } from './support/redis-gateway.js';
 
-let upstream: Upstream;
-let redis: RedisServer;
-const gateways: Gateway[] = [];
-before(async () => {
-  [upstream, redis] = await Promise.all([startUpstream(), startRedis()]);
-});
-after(async () => {
-  await Promise.all(gateways.map((g) => g.shutdown()));
-  await upstream.close();
-  await redis.stop();
-});
+const fixture = redisGatewayFixture();
 
 async function gateway(store: string, rules: string, logLines?: Array<Record<string, unknown>>): Promise<Gateway> {
-  const g = await startGateway(
-    `upstream: ${upstream.url}\nstore: { type: redis, url: "${redis.url}", timeout: 200ms ${store} }\n${rules}`,
+  const g = await fixture.start(
+    `upstream: ${fixture.upstream.url}\nstore: { type: redis, url: "${fixture.redis.url}", timeout: 200ms ${store} }\n${rules}`,
     {},
     logLines,
   );
-  gateways.push(g);
   // readyz turns 200 once the Redis client is connected.
-  for (let i = 0; i < 50 && (await get(`${g.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+  await untilReady(`${g.url}/_floodgate/readyz`);
   return g;
 }
 
@@ -84,7 +73,7 @@ describe('gateway on Redis', () => {
     assert.equal((await get(`${g.url}/`, h)).status, 200);
     assert.deepEqual(await readyz(), { status: 200, reason: undefined });
 
-    redis.pause();
+    fixture.redis.pause();
     try {
       // The connection stays up, so the client still reports 'ready'; five timed-out calls (200 ms each) open the breaker.
       assert.deepEqual(await readyz(), { status: 200, reason: undefined }, 'nothing has failed yet');
@@ -106,7 +95,7 @@ describe('gateway on Redis', () => {
       }
       assert.deepEqual(await readyz(), { status: 503, reason: 'store failing (circuit breaker open)' }, 'the failed probe keeps it open');
     } finally {
-      redis.resume();
+      fixture.redis.resume();
     }
 
     // No traffic at all (a load balancer has taken the instance out): readiness still comes back, once the cooldown passes.
@@ -135,7 +124,7 @@ describe('gateway on Redis', () => {
     const h = (k: string) => ({ headers: { 'x-api-key': k } });
     assert.equal((await get(`${insured.url}/`, h('before'))).status, 200);
 
-    await redis.kill();
+    await fixture.redis.kill();
     try {
       // Insurance: the per-instance memory limiter takes over with the same policy.
       assert.deepEqual(await statuses(`${insured.url}/`, 3, h('during')), [200, 200, 429]);
@@ -149,7 +138,7 @@ describe('gateway on Redis', () => {
         assert.equal(lines.filter((l) => l.msg === 'rate-limit store problem').length, 1, `${mode}: ${JSON.stringify(lines)}`);
       }
     } finally {
-      await redis.restart();
+      await fixture.redis.restart();
     }
   });
 });

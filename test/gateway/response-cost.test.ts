@@ -4,15 +4,14 @@ import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
-import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { forgetWarnings, WarningCode } from '../../src/warnings.js';
 import { get } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { parseMetrics, sleep, startGateway } from './support/harness.js';
+import { rejectsConfig } from './support/config-errors.js';
+import { parseMetrics, sleep, startGateway, untilReady } from './support/harness.js';
 
 /** The test upstream: an LLM-like API that reports its token usage in a header, a JSON body or the last event of an SSE stream. */
 interface Llm {
@@ -321,14 +320,6 @@ rules:
 });
 
 describe('config: a rule cost', () => {
-  const bad = async (yaml: string, where: RegExp): Promise<void> => {
-    await assert.rejects(parseConfigText(yaml, 'gw.yaml'), (e: unknown) => {
-      assert.ok(e instanceof ConfigError, String(e));
-      assert.equal(e.code, ErrorCode.INVALID_CONFIG);
-      assert.match(e.message, where);
-      return true;
-    });
-  };
   const rule = (cost: string, extra = ''): string =>
     `rules:\n  - name: llm\n    policies: ["1000/1m", { name: daily, limit: 50000, window: 1d }]\n${extra}    cost: ${cost}\n`;
 
@@ -342,31 +333,37 @@ describe('config: a rule cost', () => {
   });
 
   it('refuses bad values with the file, line, column and field, saying what would be right', async () => {
-    await bad(
+    await rejectsConfig(
       rule('{ header: x-usage-tokens }'),
       /^gw\.yaml:4:11: rules\[0\]\.cost: needs an estimate: the units reserved before the request is forwarded/,
     );
-    await bad(
+    await rejectsConfig(
       rule('{ estimate: 0, header: x-usage-tokens }'),
       /rules\[0\]\.cost\.estimate: must be a whole number from 1 to 9007199254740991; got 0\./,
     );
-    await bad(rule('{ estimate: 2.5, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
-    await bad(rule('{ estimate: -1, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
-    await bad(
+    await rejectsConfig(rule('{ estimate: 2.5, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
+    await rejectsConfig(rule('{ estimate: -1, header: x-usage-tokens }'), /rules\[0\]\.cost\.estimate: must be a whole number/);
+    await rejectsConfig(
       rule('{ estimate: 1001, header: x-usage-tokens }'),
       /rules\[0\]\.cost\.estimate: 1001 is larger than the limit 1000 of policy "1000\/60000ms", so no request could ever pass; lower the estimate or raise the limit\./,
     );
-    await bad(rule('{ estimate: 10 }'), /rules\[0\]\.cost: needs header \(a response header with the cost\) or json/);
-    await bad(rule('{ estimate: 10, header: x-a, json: usage.n }'), /rules\[0\]\.cost\.json: give either header or json, not both/);
-    await bad(rule('{ estimate: 10, header: "bad header" }'), /rules\[0\]\.cost\.header: must be a header name/);
+    await rejectsConfig(rule('{ estimate: 10 }'), /rules\[0\]\.cost: needs header \(a response header with the cost\) or json/);
+    await rejectsConfig(
+      rule('{ estimate: 10, header: x-a, json: usage.n }'),
+      /rules\[0\]\.cost\.json: give either header or json, not both/,
+    );
+    await rejectsConfig(rule('{ estimate: 10, header: "bad header" }'), /rules\[0\]\.cost\.header: must be a header name/);
     for (const path of ['"usage..total"', '"usage.total tokens"', '""', '7', '"usage[0]"'])
-      await bad(rule(`{ estimate: 10, json: ${path} }`), /rules\[0\]\.cost\.json: must be a dotted path to a number in the response body/);
-    await bad(
+      await rejectsConfig(
+        rule(`{ estimate: 10, json: ${path} }`),
+        /rules\[0\]\.cost\.json: must be a dotted path to a number in the response body/,
+      );
+    await rejectsConfig(
       rule('{ estimate: 10, header: x-a, unit: tokens }'),
       /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json\./,
     );
-    await bad(rule('7'), /rules\[0\]\.cost: must be a mapping/);
-    await bad(
+    await rejectsConfig(rule('7'), /rules\[0\]\.cost: must be a mapping/);
+    await rejectsConfig(
       rule('{ estimate: 10, header: x-a }', '    shadow: true\n'),
       /rules\[0\]\.cost: a shadow rule only reports, so it has nothing to reserve; remove cost or shadow\./,
     );
@@ -397,7 +394,7 @@ describe('gateway: cost from the response, counted in a real Redis', () => {
         )}`,
       );
       gateways.push(gw);
-      for (let i = 0; i < 50 && (await get(`${gw.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+      await untilReady(`${gw.url}/_floodgate/readyz`);
       await get(`${gw.url}/sse?tokens=250&events=3`);
       await settlesAt(gw, 250);
       await get(`${gw.url}/json?tokens=30`);
@@ -425,7 +422,7 @@ describe('gateway: cost from the response, counted in a real Redis', () => {
       )}`,
     );
     gateways.push(gw);
-    for (let i = 0; i < 50 && (await get(`${gw.url}/_floodgate/readyz`)).status !== 200; i += 1) await sleep(20);
+    await untilReady(`${gw.url}/_floodgate/readyz`);
     const timed = async (): Promise<number> =>
       parseMetrics((await get(`${gw.url}/_floodgate/metrics`)).body).get(
         'floodgate_store_duration_seconds_count{store="redis-local-first",result="ok"}',

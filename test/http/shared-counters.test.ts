@@ -1,7 +1,7 @@
 // Two routes' limiters with the same policy on one store: the shared counters they get from the default prefix are reported once, on memory and on a real Redis.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import express from 'express';
@@ -12,7 +12,7 @@ import { RedisStore } from '../../src/stores/redis/index.js';
 import type { Store } from '../../src/stores/store.js';
 import { forgetWarnings } from '../../src/warnings.js';
 import { rateLimit } from '../../src/http/express.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
 import { close, listen, statuses } from './support/http.js';
 import { captureWarnings } from './support/warnings.js';
 
@@ -101,15 +101,9 @@ describe('two routes, one policy, one store, no prefix', () => {
   });
 
   describe('on a real Redis', () => {
-    let redis: RedisServer;
     let client: Redis;
-    before(async () => {
-      redis = await startRedis();
-      client = new Redis(redis.url);
-    });
-    after(async () => {
-      client?.disconnect();
-      await redis?.stop();
+    redisFixture((open) => {
+      client = open();
     });
 
     it('shared counters on one RedisStore are reported once, with the fix; a prefix each keeps them apart', async () => {

@@ -7,7 +7,7 @@ import { GlideClusterClient } from '@valkey/valkey-glide';
 import { ErrorCode, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { runConformance, type ConformanceFactory } from '../conformance/suite.js';
-import { until, untilLive } from '../support/local-first.js';
+import { until, untilHeardExhausted, untilLive } from '../support/local-first.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-server.js';
 
 let cluster: RedisCluster;
@@ -94,10 +94,7 @@ async function exhaustionReaches(a: LocalFirstStore, b: LocalFirstStore, prefix:
   const lb = new RateLimiter({ store: b, limit: 20, window: '10s', prefix });
   for (const key of ['a', 'b', 'c', 'd', 'e']) {
     for (let i = 0; i < 20; i++) assert.equal((await la.consume(key)).allowed, true);
-    await until(`B hears ${key} is exhausted`, async () => {
-      const calls = b.stats().leaseCalls;
-      return !(await lb.consume(key)).allowed && b.stats().leaseCalls === calls;
-    });
+    await untilHeardExhausted(`B hears ${key} is exhausted`, b, lb, key);
   }
 }
 

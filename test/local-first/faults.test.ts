@@ -2,13 +2,14 @@
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { after, afterEach, before, test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { MemoryStore, RateLimiter, type Decision } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { startDelayProxy } from '../support/delay-proxy.js';
-import { sleep, until, untilLive } from '../support/local-first.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { sleep, until, untilHeardExhausted, untilLive } from '../support/local-first.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 const unhandled: unknown[] = [];
 process.on('unhandledRejection', (reason) => {
@@ -20,16 +21,10 @@ afterEach(() => {
 
 let server: RedisServer;
 let admin: Redis;
-const cleanups: (() => unknown)[] = [];
-before(async () => {
-  server = await startRedis();
-  admin = new Redis({ port: server.port, host: server.host });
+const redis = redisFixture((open, started) => {
+  server = started;
+  admin = open();
   admin.on('error', () => {});
-});
-after(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  admin.disconnect();
-  await server.stop();
 });
 
 let unique = 0;
@@ -42,7 +37,7 @@ async function store(options: { subscriber?: Redis; timeoutMs?: number } = {}): 
     timeoutMs: options.timeoutMs ?? 150,
     ...(options.subscriber ? { subscriber: options.subscriber } : {}),
   });
-  cleanups.push(async () => {
+  redis.cleanup(async () => {
     await s.close();
     client.disconnect();
     options.subscriber?.disconnect();
@@ -117,15 +112,12 @@ test('CLIENT KILL TYPE pubsub: stores drop their leases and marks, resubscribe, 
   await untilLive(a);
   // Broadcasts flow again: A exhausts the key and B refuses it from memory.
   for (let i = 0; i < 2000 && (await la.consume('k')).allowed; i++);
-  await until('B hears the exhaustion', async () => {
-    const calls = b.stats().leaseCalls;
-    return !(await lb.consume('k')).allowed && b.stats().leaseCalls === calls;
-  });
+  await untilHeardExhausted('B hears the exhaustion', b, lb);
 });
 
 test('a process that misses a block while its subscriber is down does not admit the key beyond Redis', async () => {
   const proxy = await startDelayProxy({ targetPort: server.port, delayMs: 0 });
-  cleanups.push(() => proxy.stop());
+  redis.cleanup(() => proxy.stop());
   const subscriber = new Redis({ port: proxy.port, host: proxy.host });
   subscriber.on('error', () => {});
   const a = await store();
@@ -158,7 +150,7 @@ test('a process killed while holding a lease: nothing over the limit, its quota 
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     },
   );
-  cleanups.push(() => child.kill('SIGKILL'));
+  redis.cleanup(() => child.kill('SIGKILL'));
   const { admitted, held } = await new Promise<{ admitted: number; held: number }>((resolve) =>
     child.once('message', (m) => resolve(m as never)),
   );

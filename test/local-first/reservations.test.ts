@@ -1,37 +1,24 @@
 // Reservations on LocalFirstStore over a real Redis: give-backs and excesses settled in the lease in hand make no Redis call and keep Redis's count exact; a lease whose window ended never takes a give-back.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ManualClock, RateLimiter } from '../../src/index.js';
 import { LocalFirstStore, redisKeys } from '../../src/stores/redis/index.js';
-import { commandCount, sleep, untilLive } from '../support/local-first.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { commandCount, openLiveStore, sleep } from '../support/local-first.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
 let admin: Redis;
-const cleanups: (() => unknown)[] = [];
-before(async () => {
-  server = await startRedis();
-  admin = new Redis({ port: server.port, host: server.host });
-});
-after(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  admin.disconnect();
-  await server.stop();
+const redis = redisFixture((open, started) => {
+  server = started;
+  admin = open();
 });
 
 let unique = 0;
 /** A live store on its own ioredis client; closed after the file (closing it earlier is fine: close is idempotent). */
-async function store(options: Partial<ConstructorParameters<typeof LocalFirstStore>[0]> = {}): Promise<LocalFirstStore> {
-  const client = new Redis(server.url);
-  client.on('error', () => {});
-  const s = new LocalFirstStore({ client, channel: `rsv-${process.pid}`, ...options });
-  cleanups.push(async () => {
-    await s.close();
-    client.disconnect();
-  });
-  await untilLive(s);
-  return s;
+function store(options: Partial<ConstructorParameters<typeof LocalFirstStore>[0]> = {}): Promise<LocalFirstStore> {
+  return openLiveStore(server.url, `rsv-${process.pid}`, options, redis.cleanup);
 }
 
 /** Redis's count of `key` under limiter `l` in its current window. */

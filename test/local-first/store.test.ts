@@ -5,34 +5,21 @@ import { Redis } from 'ioredis';
 import { ErrorCode, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
-import { commandCount, sleep, until, untilLive } from '../support/local-first.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { commandCount, openLiveStore, sleep, until } from '../support/local-first.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
 let admin: Redis;
-const cleanups: (() => unknown)[] = [];
-before(async () => {
-  server = await startRedis();
-  admin = new Redis({ port: server.port, host: server.host });
-});
-after(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  admin.disconnect();
-  await server.stop();
+const redis = redisFixture((open, started) => {
+  server = started;
+  admin = open();
 });
 
 let unique = 0;
 /** A store on its own ioredis client; closed after the file. */
-async function store(options: Partial<ConstructorParameters<typeof LocalFirstStore>[0]> = {}, url = server.url): Promise<LocalFirstStore> {
-  const client = new Redis(url);
-  client.on('error', () => {});
-  const s = new LocalFirstStore({ client, channel: `t-${process.pid}`, ...options });
-  cleanups.push(async () => {
-    await s.close();
-    client.disconnect();
-  });
-  await untilLive(s);
-  return s;
+function store(options: Partial<ConstructorParameters<typeof LocalFirstStore>[0]> = {}, url = server.url): Promise<LocalFirstStore> {
+  return openLiveStore(url, `t-${process.pid}`, options, redis.cleanup);
 }
 
 describe('options', () => {

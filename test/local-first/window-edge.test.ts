@@ -1,11 +1,12 @@
 // LocalFirstStore at the window edge on a real Redis: consumes hammered in the last ms of each window are never decided from a lease after Redis's window has ended.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { RateLimiter } from '../../src/index.js';
 import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { sleep, untilLive } from '../support/local-first.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 const LIMIT = 150;
 const WINDOW_MS = 100;
@@ -15,15 +16,9 @@ const MAX_ROUNDS = 60;
 
 let server: RedisServer;
 let admin: Redis;
-const cleanups: (() => unknown)[] = [];
-before(async () => {
-  server = await startRedis();
-  admin = new Redis(server.url);
-});
-after(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  admin.disconnect();
-  await server.stop();
+const redis = redisFixture((open, started) => {
+  server = started;
+  admin = open();
 });
 
 /**
@@ -60,7 +55,7 @@ async function store(): Promise<LocalFirstStore> {
   const client = new Redis(server.url);
   client.on('error', () => {});
   const s = new LocalFirstStore({ client, channel: `edge-${process.pid}` });
-  cleanups.push(async () => {
+  redis.cleanup(async () => {
     await s.close();
     client.disconnect();
   });

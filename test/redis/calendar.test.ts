@@ -1,26 +1,18 @@
 // Calendar windows on Redis time: the window end Redis stores is the period end exactly, the reported reset matches it, and the script picks the first of the caller's two ends after its own now.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, isFloodgateError, periodBounds, RateLimiter, type CalendarPeriod } from '../../src/index.js';
 import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { LUA_SCRIPTS } from '../../src/stores/redis/lua/scripts.generated.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
 import { untilLive } from '../support/local-first.js';
 
-let server: RedisServer;
 let client: Redis;
 let admin: Redis;
-
-before(async () => {
-  server = await startRedis();
-  client = new Redis(server.url);
-  admin = new Redis(server.url);
-});
-after(async () => {
-  client.disconnect();
-  admin.disconnect();
-  await server.stop();
+redisFixture((open) => {
+  client = open();
+  admin = open();
 });
 
 const H = 3_600_000;

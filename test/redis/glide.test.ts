@@ -4,9 +4,9 @@ import { after, before, describe, test } from 'node:test';
 import { GlideClient, GlideClientConfiguration } from '@valkey/valkey-glide';
 import { ErrorCode, RateLimiter, isFloodgateError, type Policy } from '../../src/index.js';
 import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
-import { until, untilLive } from '../support/local-first.js';
+import { until, untilHeardExhausted, untilLive } from '../support/local-first.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { differential, smokeAllOperations } from './helpers.js';
+import { checkScriptFlushRecovery, consumeTwoKeysInOneTick, differential, smokeAllOperations } from './helpers.js';
 
 let server: RedisServer;
 let client: GlideClient;
@@ -59,21 +59,12 @@ describe('RedisStore on valkey-glide', () => {
   });
 
   test('one script call per key per tick, in arrival order, across keys', async () => {
-    const store = new RedisStore({ client });
-    const p = policy('fixed-window', 4, 60_000);
     const key = `coalesce-gl-${Date.now()}`;
-    await client.customCommand(['CONFIG', 'RESETSTAT']);
-    const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => store.apply({ kind: 'consume', key: `${key}:${i % 2}`, amount: 1, policy: p })),
-    );
-    const info = String(await client.customCommand(['INFO', 'commandstats']));
+    const { remaining, info } = await consumeTwoKeysInOneTick(new RedisStore({ client }), (args) => client.customCommand(args), key);
     // A new store sends a script by text the first time (EVAL), by SHA after.
     const calls = [...info.matchAll(/^cmdstat_(?:eval|evalsha):calls=(\d+),/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
     assert.equal(calls, 2);
-    assert.deepEqual(
-      results.map((o) => o.remaining),
-      [3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0],
-    );
+    assert.deepEqual(remaining, [3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0]);
   });
 
   test('calls on one key apply in the order they were made, though glide may reorder requests in flight together', async () => {
@@ -94,19 +85,7 @@ describe('RedisStore on valkey-glide', () => {
   });
 
   test('SCRIPT FLUSH is recovered transparently', async () => {
-    const store = new RedisStore({ client });
-    const p = policy('sliding-log', 5, 60_000);
-    const key = `noscript-gl-${Date.now()}`;
-    assert.equal((await store.apply({ kind: 'consume', key, amount: 1, policy: p })).remaining, 4);
-    await client.customCommand(['SCRIPT', 'FLUSH']);
-    const both = await Promise.all([
-      store.apply({ kind: 'consume', key, amount: 1, policy: p }),
-      store.apply({ kind: 'consume', key: `${key}:2`, amount: 1, policy: p }),
-    ]);
-    assert.deepEqual(
-      both.map((o) => o.remaining),
-      [3, 4],
-    );
+    await checkScriptFlushRecovery(new RedisStore({ client }), (args) => client.customCommand(args), `noscript-gl-${Date.now()}`);
   });
 
   test("glide's own request timeout rejects with STORE_TIMEOUT, as the store's does", async () => {
@@ -161,10 +140,7 @@ describe('LocalFirstStore on valkey-glide', () => {
         const la = new RateLimiter({ store: stores[from]!, limit: 20, window: '10s', prefix });
         const lb = new RateLimiter({ store: stores[to]!, limit: 20, window: '10s', prefix });
         for (let i = 0; i < 20; i++) assert.equal((await la.consume('k')).allowed, true);
-        await until(`store ${to} hears the exhaustion`, async () => {
-          const calls = stores[to]!.stats().leaseCalls;
-          return !(await lb.consume('k')).allowed && stores[to]!.stats().leaseCalls === calls;
-        });
+        await untilHeardExhausted(`store ${to} hears the exhaustion`, stores[to]!, lb);
       }
     } finally {
       for (const s of stores) await s.close();
@@ -190,10 +166,7 @@ describe('LocalFirstStore on valkey-glide', () => {
       await until('B resubscribes', () => b.stats().live && b.stats().returnCalls > returnsBefore);
       await untilLive(a);
       for (let i = 0; i < 2000 && (await la.consume('k')).allowed; i++);
-      await until('B hears the exhaustion', async () => {
-        const calls = b.stats().leaseCalls;
-        return !(await lb.consume('k')).allowed && b.stats().leaseCalls === calls;
-      });
+      await untilHeardExhausted('B hears the exhaustion', b, lb);
     } finally {
       await a.close();
       await b.close();

@@ -133,3 +133,39 @@ export async function smokeAllOperations(store: Store, prefix: string): Promise<
     assert.equal((await sub.consume('b')).allowed, true, `${algorithm} after the block`);
   }
 }
+
+/** Sends one raw command on the client under test: glide's customCommand, node-redis's sendCommand. */
+export type SendCommand = (args: string[]) => Promise<unknown>;
+
+/**
+ * Twelve consumes alternating over two keys in one tick, after CONFIG RESETSTAT: what each left, and INFO commandstats read
+ * right after, from which the caller counts the script calls its client made (a client may send a new script by text first).
+ */
+export async function consumeTwoKeysInOneTick(
+  store: Store,
+  send: SendCommand,
+  key: string,
+): Promise<{ remaining: number[]; info: string }> {
+  const p: Policy = Object.freeze({ algorithm: 'fixed-window', limit: 4, windowMs: 60_000, blockMs: 0 });
+  await send(['CONFIG', 'RESETSTAT']);
+  const results = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => store.apply({ kind: 'consume', key: `${key}:${i % 2}`, amount: 1, policy: p })),
+  );
+  const info = String(await send(['INFO', 'commandstats']));
+  return { remaining: results.map((o) => o.remaining), info };
+}
+
+/** SCRIPT FLUSH between two calls: the store sends its script again, for a key it knew and a new one in one flush alike. */
+export async function checkScriptFlushRecovery(store: Store, send: SendCommand, key: string): Promise<void> {
+  const p: Policy = Object.freeze({ algorithm: 'sliding-log', limit: 5, windowMs: 60_000, blockMs: 0 });
+  assert.equal((await store.apply({ kind: 'consume', key, amount: 1, policy: p })).remaining, 4);
+  await send(['SCRIPT', 'FLUSH']);
+  const both = await Promise.all([
+    store.apply({ kind: 'consume', key, amount: 1, policy: p }),
+    store.apply({ kind: 'consume', key: `${key}:2`, amount: 1, policy: p }),
+  ]);
+  assert.deepEqual(
+    both.map((o) => o.remaining),
+    [3, 4],
+  );
+}

@@ -1,26 +1,21 @@
 // RedisStore on a single Redis through ioredis: Lua/TypeScript parity, every operation on Redis time, key layout and TTLs, coalescing, NOSCRIPT, close.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, ManualClock, RateLimiter, isFloodgateError, type Operation, type Policy } from '../../src/index.js';
 import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { startDelayProxy } from '../support/delay-proxy.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 import { differential, smokeAllOperations } from './helpers.js';
 
 let server: RedisServer;
 let client: Redis;
 let admin: Redis;
-
-before(async () => {
-  server = await startRedis();
-  client = new Redis(server.url);
-  admin = new Redis(server.url);
-});
-after(async () => {
-  client.disconnect();
-  admin.disconnect();
-  await server.stop();
+redisFixture((open, started) => {
+  server = started;
+  client = open();
+  admin = open();
 });
 
 const policy = (algorithm: Policy['algorithm'], limit: number, windowMs: number, blockMs = 0): Policy =>

@@ -2,10 +2,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createClient } from 'redis';
-import type { Policy } from '../../src/index.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
-import { differential, smokeAllOperations } from './helpers.js';
+import { checkScriptFlushRecovery, consumeTwoKeysInOneTick, differential, smokeAllOperations } from './helpers.js';
 
 let server: RedisServer;
 let client: ReturnType<typeof createClient>;
@@ -20,9 +19,6 @@ after(async () => {
   client.destroy();
   await server.stop();
 });
-
-const policy = (algorithm: Policy['algorithm'], limit: number, windowMs: number): Policy =>
-  Object.freeze({ algorithm, limit, windowMs, blockMs: 0 });
 
 describe('node-redis', () => {
   test('the store reports its client', () => {
@@ -45,34 +41,13 @@ describe('node-redis', () => {
   });
 
   test('one script call per key per tick, in arrival order, across keys', async () => {
-    const store = new RedisStore({ client });
-    const p = policy('fixed-window', 4, 60_000);
     const key = `coalesce-nr-${Date.now()}`;
-    await client.sendCommand(['CONFIG', 'RESETSTAT']);
-    const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => store.apply({ kind: 'consume', key: `${key}:${i % 2}`, amount: 1, policy: p })),
-    );
-    const info = String(await client.sendCommand(['INFO', 'commandstats']));
+    const { remaining, info } = await consumeTwoKeysInOneTick(new RedisStore({ client }), (args) => client.sendCommand(args), key);
     assert.match(info, /cmdstat_evalsha:calls=2,/);
-    assert.deepEqual(
-      results.map((o) => o.remaining),
-      [3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0],
-    );
+    assert.deepEqual(remaining, [3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0]);
   });
 
   test('SCRIPT FLUSH is recovered transparently', async () => {
-    const store = new RedisStore({ client });
-    const p = policy('sliding-log', 5, 60_000);
-    const key = `noscript-nr-${Date.now()}`;
-    assert.equal((await store.apply({ kind: 'consume', key, amount: 1, policy: p })).remaining, 4);
-    await client.sendCommand(['SCRIPT', 'FLUSH']);
-    const both = await Promise.all([
-      store.apply({ kind: 'consume', key, amount: 1, policy: p }),
-      store.apply({ kind: 'consume', key: `${key}:2`, amount: 1, policy: p }),
-    ]);
-    assert.deepEqual(
-      both.map((o) => o.remaining),
-      [3, 4],
-    );
+    await checkScriptFlushRecovery(new RedisStore({ client }), (args) => client.sendCommand(args), `noscript-nr-${Date.now()}`);
   });
 });

@@ -1,20 +1,14 @@
 // A penalty far beyond the limit on a sliding log, against a real Redis and the memory store: the log stays bounded by the limit and the key is refused for a window, as with any larger penalty.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, MemoryStore, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
 
-let server: RedisServer;
 let client: Redis;
-before(async () => {
-  server = await startRedis();
-  client = new Redis(server.url);
-});
-after(async () => {
-  client.disconnect();
-  await server.stop();
+redisFixture((open) => {
+  client = open();
 });
 
 test('regression: penalty(1_000_000) on a Redis sliding log stores at most limit entries, refuses the key for a window, and Redis stays responsive', async () => {

@@ -1,20 +1,17 @@
 // RedisStore and LocalFirstStore on a real Redis: two limiters with different options whose prefixes collide on one store fail loudly with CONFLICTING_OPTIONS instead of sharing a counter.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, ManualClock, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 let server: RedisServer;
 let client: Redis;
-before(async () => {
-  server = await startRedis();
-  client = new Redis(server.url);
-});
-after(async () => {
-  client.disconnect();
-  await server.stop();
+redisFixture((open, started) => {
+  server = started;
+  client = open();
 });
 
 const conflicting = (e: unknown) =>

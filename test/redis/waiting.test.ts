@@ -1,20 +1,14 @@
 // wait and execEvenly against a real redis-server: pacing gaps across two clients, waits bounded by the timeout, a full line refusing at once, FIFO in a process.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ConcurrencyLimiter, RateLimiter, type Decision, type RateLimiterOptions } from '../../src/index.js';
 import { LocalFirstStore, RedisStore } from '../../src/stores/redis/index.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
 
-let server: RedisServer;
 const clients: Redis[] = [];
-before(async () => {
-  server = await startRedis();
-  clients.push(new Redis(server.url), new Redis(server.url));
-});
-after(async () => {
-  for (const client of clients) client.disconnect();
-  await server.stop();
+redisFixture((open) => {
+  clients.push(open(), open());
 });
 
 /** A limiter on its own RedisStore over client `i`. */

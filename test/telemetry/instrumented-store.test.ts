@@ -15,7 +15,8 @@ import {
 } from '../../src/index.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { otelSdk, seriesOf, valueWhere, type OtelSdk } from '../support/otel.js';
-import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { redisFixture } from '../support/redis-clients.js';
+import type { RedisServer } from '../support/redis-server.js';
 
 const SPAN_ERROR = 2;
 let sdk: OtelSdk;
@@ -188,13 +189,9 @@ describe('InstrumentedStore on a MemoryStore', () => {
 describe('InstrumentedStore on a real Redis', () => {
   let server: RedisServer;
   let client: Redis;
-  before(async () => {
-    server = await startRedis();
-    client = new Redis(server.url);
-  });
-  after(async () => {
-    client.disconnect();
-    await server.stop();
+  redisFixture((open, started) => {
+    server = started;
+    client = open();
   });
 
   test('consumes traced as redis calls; a Redis that stops answering gives error spans, error durations, fail-open decisions and an open breaker', async () => {

@@ -138,18 +138,36 @@ export interface GatewayFixture {
   readonly upstream: Upstream;
   /** {@link startGateway}, with the gateway shut down in the `after` hook. */
   start(yaml: string, overrides?: SettingsOverrides, logLines?: Array<Record<string, unknown>>): Promise<Gateway>;
+  /**
+   * Resolves once the upstream (and what else the fixture starts) runs. A file's own `before` hook that uses the fixture
+   * awaits it first: Node starts a file's top-level `before` hooks at once, side by side, not one after the other.
+   */
+  ready(): Promise<void>;
 }
 
-/** Registers `before`/`after` hooks in the current suite (or file) that start the upstream and stop it and every gateway started. */
-export function gatewayFixture(): GatewayFixture {
+/** Something else a fixture starts alongside its upstream (at the same time) and stops after it. */
+export interface FixtureService {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Registers `before`/`after` hooks in the current suite (or file) that start the upstream (and `also`, at the same time)
+ * and stop every gateway started, then the upstream, then `also`.
+ */
+export function gatewayFixture(also?: FixtureService): GatewayFixture {
   let upstream: Upstream | undefined;
   const gateways: Gateway[] = [];
-  before(async () => {
-    upstream = await startUpstream();
-  });
+  let starting: Promise<void> | undefined;
+  const ready = (): Promise<void> =>
+    (starting ??= Promise.all([startUpstream(), also?.start()]).then(([started]) => {
+      upstream = started;
+    }));
+  before(() => ready());
   after(async () => {
     await Promise.all(gateways.map((g) => g.shutdown()));
     await upstream?.close();
+    await also?.stop();
   });
   return {
     get upstream(): Upstream {
@@ -161,6 +179,7 @@ export function gatewayFixture(): GatewayFixture {
       gateways.push(g);
       return g;
     },
+    ready,
   };
 }
 
@@ -280,6 +299,11 @@ export function parseMetrics(text: string): Map<string, number> {
 
 /** Sleeps. */
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls the readyz endpoint at `url` every `everyMs` until it answers 200, at most `tries` times: a gateway on Redis is ready once its client connects. */
+export async function untilReady(url: string, tries = 50, everyMs = 20): Promise<void> {
+  for (let i = 0; i < tries && (await get(url)).status !== 200; i += 1) await sleep(everyMs);
+}
 
 /** What a `/readyz` endpoint at `url` answered: its status, and the reason it gave when not ready. */
 export async function readiness(url: string): Promise<{ status: number; reason: string | undefined }> {

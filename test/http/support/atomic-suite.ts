@@ -8,7 +8,8 @@ import type { Operation, Outcome } from '../../../src/policy.js';
 import { get, readIetf } from './http.js';
 import type { Harness, ServerSpec } from './suite.js';
 
-async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Promise<void>): Promise<void> {
+/** Starts `spec` on the harness's framework, runs `fn` against its URL and closes the server whatever happens. */
+export async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Promise<void>): Promise<void> {
   const server = await h.start(spec);
   try {
     await fn(server.url);

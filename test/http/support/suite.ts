@@ -1,6 +1,6 @@
 // The behaviour every HTTP adapter must show, run by each framework's test file against real servers on ephemeral ports.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { RateLimiter } from '../../../src/limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
@@ -8,11 +8,11 @@ import { QUOTA_EXCEEDED_TYPE } from '../../../src/http/refusal.js';
 import type { ClientInfo, DecisionInfo, RateLimitInfo } from '../../../src/http/types.js';
 import { RedisStore } from '../../../src/stores/redis/index.js';
 import type { Store } from '../../../src/stores/store.js';
-import { startRedis, type RedisServer } from '../../support/redis-server.js';
+import { redisFixture } from '../../support/redis-clients.js';
 import { forgetWarnings } from '../../../src/warnings.js';
 import { captureWarnings } from './warnings.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
-import { atomicPoliciesSuite } from './atomic-suite.js';
+import { atomicPoliciesSuite, withServer } from './atomic-suite.js';
 
 /** A server started by a harness. */
 export interface RunningServer {
@@ -39,15 +39,6 @@ export interface Harness {
 
 const limiter = (limit: number, window: string | number = '1m', extra: Record<string, unknown> = {}): RateLimiter =>
   new RateLimiter({ limit, window, store: new MemoryStore({ sweepIntervalMs: 0 }), ...extra });
-
-async function withServer(h: Harness, spec: ServerSpec, fn: (url: string) => Promise<void>): Promise<void> {
-  const server = await h.start(spec);
-  try {
-    await fn(server.url);
-  } finally {
-    await server.close();
-  }
-}
 
 /** The status a harness's catch-all handler answers: `x-answer-status` when the request sets it, else 200. */
 export function answerStatus(headers: Record<string, string | string[] | undefined>): number {
@@ -497,15 +488,9 @@ export function adapterSuite(h: Harness): void {
       plans(() => new MemoryStore({ sweepIntervalMs: 0 }), false));
 
     describe('on a real Redis', () => {
-      let redis: RedisServer;
       let client: Redis;
-      before(async () => {
-        redis = await startRedis();
-        client = new Redis(redis.url);
-      });
-      after(async () => {
-        client?.disconnect();
-        await redis?.stop();
+      redisFixture((open) => {
+        client = open();
       });
 
       it('RedisStore, the plan picked through a promise: each user gets the limit and headers of their plan', async () => {
@@ -612,15 +597,9 @@ export function adapterSuite(h: Harness): void {
     });
 
     describe('on a real Redis', () => {
-      let redis: RedisServer;
       let client: Redis;
-      before(async () => {
-        redis = await startRedis();
-        client = new Redis(redis.url);
-      });
-      after(async () => {
-        client?.disconnect();
-        await redis?.stop();
+      redisFixture((open) => {
+        client = open();
       });
 
       it('RedisStore, the org key through a promise: one atomic decision over the three keys', async () => {
