@@ -271,8 +271,15 @@ export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Cl
 /** Starts `floodgate serve` and resolves with the process and its proxy URL once it listens. */
 export async function serveCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliProcess & { url: string }> {
   const cli = runCli(['serve', '--listen', '127.0.0.1:0', ...args], env);
-  const line = await cli.waitForLog((l) => l.msg === 'floodgate gateway listening');
-  return Object.assign(cli, { url: String(line.url) });
+  try {
+    // A loaded machine can take many seconds to start a gateway; the wait only bounds a start that never comes.
+    const line = await cli.waitForLog((l) => l.msg === 'floodgate gateway listening', 60_000);
+    return Object.assign(cli, { url: String(line.url) });
+  } catch (error) {
+    // A gateway left running would keep the test file from ending.
+    cli.child.kill('SIGKILL');
+    throw error;
+  }
 }
 
 /** Stops a CLI process: SIGTERM, then SIGKILL after `graceMs`. */
