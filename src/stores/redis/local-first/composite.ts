@@ -1,4 +1,4 @@
-/** LocalFirstStore's all-or-nothing consumes: decided from the leases in hand when every part can be, else sent to Redis whole. */
+/** LocalFirstStore's all-or-nothing consumes: decided from the leases in hand when every part can be, else sent to Redis whole (after which each admitted part leases for the next). */
 import { FloodgateError } from '../../../errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../policy.js';
 import { lapse } from '../../lease-core.js';
@@ -50,23 +50,42 @@ export function decideAllInMemory(host: LocalFirstHost, operations: readonly Ope
     if (!all) return admitted(e, t);
     e.units -= op.amount;
     host.decided(e, op.amount, t);
+    host.topUpIfLow(op.key, e, t);
     return admitted(e, t);
   });
 }
 
 /**
  * The composite decided from memory when it can, else by Redis as one script
- * call. Before that call, the leases of its fixed-window parts go back to
+ * call. A part whose lease call is in flight (a top-up, or a consume's call)
+ * holds units Redis already counts but this process has not heard of yet:
+ * the composite waits for those answers and looks at memory again first.
+ * Before the Redis call, the leases of its fixed-window parts go back to
  * Redis (queued ahead of it), so the script counts each unit once; the local
  * entries then hold no units, so nothing here admits past what Redis said.
+ * When Redis admits a composite of fixed-window parts, each part asks for a
+ * lease (a top-up sized by the key's demand), so keys used only in
+ * composites are leased as keys used in single consumes are.
  */
 export async function consumeAllLeased(host: LocalFirstHost, operations: readonly Operation[]): Promise<Outcome[]> {
   const wrongSlots = crossSlot(host, operations);
   if (wrongSlots !== undefined) throw wrongSlots;
-  const t = host.readTime();
+  let t = host.readTime();
   if (t instanceof FloodgateError) throw t;
   const local = decideAllInMemory(host, operations, t);
   if (local !== undefined) return local;
+  const pending: Promise<void>[] = [];
+  for (const op of operations) {
+    const e = op.policy.algorithm === 'fixed-window' ? host.entries.get(op.key) : undefined;
+    if (e?.inFlight === true) pending.push(host.leaseAnswered(e));
+  }
+  if (pending.length > 0) {
+    await Promise.all(pending);
+    t = host.readTime();
+    if (t instanceof FloodgateError) throw t;
+    const answered = decideAllInMemory(host, operations, t);
+    if (answered !== undefined) return answered;
+  }
   for (const op of operations) {
     if (op.policy.algorithm !== 'fixed-window') continue;
     const conflict = host.conflict(op);
@@ -83,7 +102,18 @@ export async function consumeAllLeased(host: LocalFirstHost, operations: readonl
     e.lastUse = t;
   }
   if (returned) host.flush();
-  return host.inner.consumeAll(operations);
+  const outcomes = await host.inner.consumeAll(operations);
+  // Leases help only when memory can decide every part: every part a fixed window.
+  if (outcomes.every((o) => o.allowed) && operations.every((op) => op.policy.algorithm === 'fixed-window')) {
+    const after = host.readTime();
+    if (typeof after === 'number') {
+      for (const op of operations) {
+        const e = host.entries.get(op.key);
+        if (e !== undefined && e.policy === op.policy) host.leaseAfter(op.key, e, op.amount, after);
+      }
+    }
+  }
+  return outcomes;
 }
 
 /** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */

@@ -18,6 +18,15 @@ export interface LocalFirstHost {
   giveBack(key: string, e: Entry): void;
   /** Counts a consume decided from memory. */
   decided(e: Entry, cost: number, t: number): void;
+  /** Tops a hot key's lease up before it runs dry, as a single consume decided from memory does. */
+  topUpIfLow(key: string, e: Entry, t: number): void;
+  /**
+   * Counts `cost` that Redis decided in the key's demand and, when the key holds no units and no lease call is
+   * in flight, sends a top-up sized by that demand, so the next composite over the key can be decided here.
+   */
+  leaseAfter(key: string, e: Entry, cost: number, t: number): void;
+  /** Resolves once the lease call in flight for `e` is answered, or after the store's timeout. */
+  leaseAnswered(e: Entry): Promise<void>;
   /** CONFLICTING_OPTIONS when the key is in use here under another policy. */
   conflict(operation: Operation): FloodgateError | undefined;
   /** Sends the calls queued on the store's own pipeline now (the lease returns). */

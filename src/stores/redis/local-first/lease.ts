@@ -29,6 +29,8 @@ export interface Entry extends LeaseState {
   waiters: Waiter[];
   /** A lease call for this key is in flight. */
   inFlight: boolean;
+  /** Called once the call in flight is answered (a composite waits for its parts' top-ups: see composite.ts). */
+  onAnswered: Array<() => void> | undefined;
 }
 
 /** A fresh entry at local time `now`. */
@@ -48,6 +50,7 @@ export function newEntry(now: number, horizonMs: number): Entry {
     lastGrant: 0,
     waiters: [],
     inFlight: false,
+    onAnswered: undefined,
   };
 }
 

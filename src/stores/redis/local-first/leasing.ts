@@ -77,7 +77,15 @@ export class Leasing {
     ]);
     host.pipeline.push({
       ...call,
-      answer: (error, reply) => this.answered(key, e, sentAt, need, error, reply),
+      answer: (error, reply) => {
+        try {
+          this.answered(key, e, sentAt, need, error, reply);
+        } finally {
+          const hooks = e.onAnswered;
+          e.onAnswered = undefined;
+          if (hooks !== undefined) for (const hook of hooks) hook();
+        }
+      },
       late: (reply) => {
         const parsed = parseLease(reply);
         if (parsed instanceof FloodgateError || host.closed()) return;

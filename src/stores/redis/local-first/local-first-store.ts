@@ -133,6 +133,24 @@ export class LocalFirstStore implements Store {
       touch: (key, t) => this.touch(key, t),
       giveBack: (key, e) => this.giveBack(key, e),
       decided: (e, cost, t) => this.decided(e, cost, t),
+      topUpIfLow: (key, e, t) => {
+        if (!e.inFlight && this.hearing.live && wantsTopUp(e, t, 4, this.leasing.rttMs)) this.leasing.send(key, e);
+      },
+      leaseAfter: (key, e, cost, t) => {
+        e.demand += cost;
+        e.lastUse = t;
+        // Without a live subscription a lease holds no surplus, so a top-up would bring nothing.
+        if (e.units === 0 && !e.inFlight && this.hearing.live) this.leasing.send(key, e);
+      },
+      leaseAnswered: (e) =>
+        new Promise<void>((resolve) => {
+          if (!e.inFlight) return resolve();
+          const timer = setTimeout(resolve, this.timeoutMs);
+          (e.onAnswered ??= []).push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        }),
       conflict: (op) => this.conflict(op),
       flush: () => this.pipeline.flushNow(),
       publish: (kind, ms, key) => this.publish(kind, ms, key),
