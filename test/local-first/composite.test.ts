@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { ManualClock, type Operation, type Policy } from '../../src/index.js';
+import { ManualClock, RateLimiter, consumeAll, type Operation, type Policy } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { untilLive } from '../support/local-first.js';
@@ -155,4 +155,41 @@ test('regression: keys used only in composites were never leased, so every compo
   assert.equal((await check.apply({ kind: 'peek', key: org, amount: 1, policy: fixed })).remaining, 70);
   assert.equal((await check.apply({ kind: 'peek', key: user, amount: 1, policy: fixed })).remaining, 70);
   await closeCheck();
+});
+
+test('a composite that one part’s in-memory block refuses reads its leased parts from their leases, not from Redis', async () => {
+  const clock = new ManualClock(10_000_000);
+  const { store, close } = await newStore(clock);
+  const org = new RateLimiter({ store, limit: 1000, window: '1m', prefix: `lf-c6-org-${process.pid}`, clock: clock.now });
+  const user = new RateLimiter({ store, limit: 2, window: '1m', prefix: `lf-c6-user-${process.pid}`, clock: clock.now, inMemoryBlock: true });
+  const parts = [
+    { limiter: org, key: '{t}acme' },
+    { limiter: user, key: '{t}ana' },
+  ];
+  const bob = [
+    { limiter: org, key: '{t}acme' },
+    { limiter: user, key: '{t}bob' },
+  ];
+  for (let i = 0; i < 6; i++) {
+    await consumeAll(parts);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // Another user of the org is admitted: the org holds a lease again.
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await consumeAll(bob)).allowed, true);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // Ana is refused by the in-memory block now; the org holds a lease from Bob's composites.
+  await admin.config('RESETSTAT');
+  const d = await consumeAll(parts);
+  assert.equal(d.allowed, false);
+  assert.equal(d.source, 'memory-block');
+  const read = d.parts[0];
+  assert.ok(read !== undefined, 'the org part is read from its lease');
+  assert.equal(read.allowed, true);
+  // Four composites were admitted: the org's count in Redis at its last grant plus its lease's units say 996 left.
+  assert.equal(read.remaining, 996);
+  const info = await admin.info('commandstats');
+  assert.doesNotMatch(info, /cmdstat_(evalsha|eval|hmget):/);
+  await close();
 });

@@ -11,11 +11,11 @@ import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
 import { publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
 import { Hearing } from './hearing.js';
-import { closedError, decideInMemory, rejectAll, newEntry, sweepEntries, type Entry } from './lease.js';
+import { admitted, closedError, decideInMemory, rejectAll, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
-import { wantsTopUp } from '../../lease-core.js';
+import { lapse, wantsTopUp } from '../../lease-core.js';
 import { BoundedMap } from '../../../bounded-map.js';
 import { consumeAllLeased, decideAllInMemory } from './composite.js';
 import { applyControl, settleLeased } from './control.js';
@@ -258,7 +258,9 @@ export class LocalFirstStore implements Store {
    * Never throws.
    */
   applyNow(operation: Operation): Outcome | undefined {
-    if (this.closed || operation.kind !== 'consume' || operation.policy.algorithm !== 'fixed-window') return undefined;
+    if (this.closed || operation.policy.algorithm !== 'fixed-window') return undefined;
+    if (operation.kind === 'peek') return this.peekLease(operation);
+    if (operation.kind !== 'consume') return undefined;
     const e = this.entries.get(operation.key);
     // A new key needs a lease call.
     if (e === undefined) return undefined;
@@ -277,6 +279,23 @@ export class LocalFirstStore implements Store {
       this.entries.touch(operation.key);
     }
     return outcome;
+  }
+
+  /**
+   * A peek answered from the lease held for the key's current window, as a
+   * consume decided from it reports the key (Redis's count at the last grant
+   * and the lease's units): a composite that another part's in-memory block
+   * refused reads its other parts this way rather than asking Redis. Undefined
+   * without such a lease (then `apply` asks Redis).
+   */
+  private peekLease(operation: Operation): Outcome | undefined {
+    const e = this.entries.get(operation.key);
+    if (e === undefined || e.policy === undefined || (e.policy !== operation.policy && !samePolicy(e.policy, operation.policy)))
+      return undefined;
+    const t = this.readTime();
+    if (t instanceof FloodgateError) return undefined;
+    lapse(e, t);
+    return e.units > 0 && e.blockedUntil <= t ? admitted(e, t) : undefined;
   }
 
   /** A reservation's give-back or excess settled in the lease held for the key's window, without Redis (settleLeased); undefined (nothing applied) when Redis must take it. */
