@@ -161,7 +161,14 @@ test('a composite that one part’s in-memory block refuses reads its leased par
   const clock = new ManualClock(10_000_000);
   const { store, close } = await newStore(clock);
   const org = new RateLimiter({ store, limit: 1000, window: '1m', prefix: `lf-c6-org-${process.pid}`, clock: clock.now });
-  const user = new RateLimiter({ store, limit: 2, window: '1m', prefix: `lf-c6-user-${process.pid}`, clock: clock.now, inMemoryBlock: true });
+  const user = new RateLimiter({
+    store,
+    limit: 2,
+    window: '1m',
+    prefix: `lf-c6-user-${process.pid}`,
+    clock: clock.now,
+    inMemoryBlock: true,
+  });
   const parts = [
     { limiter: org, key: '{t}acme' },
     { limiter: user, key: '{t}ana' },
