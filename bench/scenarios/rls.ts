@@ -5,6 +5,7 @@ import { defineScenario, type Variant } from '../types.js';
 
 const reference = fileURLToPath(new URL('../servers/rls-reference.ts', import.meta.url));
 const floodgate = fileURLToPath(new URL('../servers/rls-floodgate.ts', import.meta.url));
+const floor = fileURLToPath(new URL('../servers/rls-grpc-floor.ts', import.meta.url));
 
 /** Gateway settings with the in-memory block off (`floodgate serve` turns it on unless a config file says otherwise). */
 const NO_BLOCK = fileURLToPath(new URL('../rls/floodgate-no-block.yaml', import.meta.url));
@@ -88,5 +89,11 @@ export default defineScenario({
       'floodgate serve --grpc … --redis --local-first (leases; in-memory block on)',
       FLOODGATE_FLAGS.localFirst,
     ),
+    {
+      name: 'grpc-js-floor',
+      description: '@grpc/grpc-js answering one constant, pre-encoded message, no decision and no Redis: what the gRPC layer alone costs',
+      server: floor,
+      redis: false,
+    },
   ],
 });
