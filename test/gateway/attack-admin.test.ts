@@ -224,9 +224,55 @@ describe('attack: the admin listener from a browser on another site', () => {
     }
   });
 
-  it.todo(
-    'the admin listener refuses a Host that is not its own address: a DNS-rebinding page in an operator’s browser can read /metrics and /readyz today (not the API or the stats, which need the token it cannot read); a Host allow-list needs a setting, since scrapers may use DNS names',
-  );
+  it('holds with admin.hosts: a DNS-rebinding page (its own name as Host) gets 421 on every admin path; addresses, localhost and the listed names are answered', async () => {
+    const config = CONFIG(fixture.upstream.url).replace(
+      `  token: ${TOKEN}\n`,
+      `  token: ${TOKEN}\n  hosts: [floodgate-admin.internal, "*.monitoring.internal"]\n`,
+    );
+    const g = await fixture.start(config);
+    const port = new URL(g.adminUrl!).port;
+    for (const path of ['/metrics', '/healthz', '/readyz', '/admin/dashboard', '/admin/rules']) {
+      for (const host of [
+        `evil.example:${port}`,
+        'evil.example',
+        'EVIL.example.',
+        `monitoring.internal:${port}`,
+        `floodgate-admin.internal.evil.example:${port}`,
+        `x${'.monitoring.internal'.slice(1)}.evil`,
+        `127.0.0.1.evil.example`,
+        'xmonitoring.internal',
+      ]) {
+        const r = await sendRaw(g.adminUrl!, requestBytes(`GET ${path} HTTP/1.1`, [AUTH], host));
+        assert.deepEqual(r.statuses, [421], `${path} (Host: ${host})`);
+        assert.doesNotMatch(r.text, /floodgate_|"rules"|"status":"ready"/, `${path} (Host: ${host}) leaked`);
+      }
+      for (const host of [
+        `127.0.0.1:${port}`,
+        `localhost:${port}`,
+        'LOCALHOST',
+        `floodgate-admin.internal:${port}`,
+        'FLOODGATE-ADMIN.internal.',
+        `prom.monitoring.internal:${port}`,
+        `[::1]:${port}`,
+      ]) {
+        const r = await sendRaw(g.adminUrl!, requestBytes(`GET ${path} HTTP/1.1`, [AUTH], host));
+        assert.deepEqual(r.statuses, [200], `${path} (Host: ${host})`);
+      }
+    }
+  });
+
+  it('holds: admin.hosts entries that are not host names are refused at load, naming the entry', async () => {
+    for (const bad of ['[]', '[http://x.internal]', '["x.internal:9090"]', '["*"]', '["a b"]', '"x.internal"']) {
+      await assert.rejects(
+        parseConfigText(CONFIG(fixture.upstream.url).replace(`  token: ${TOKEN}\n`, `  token: ${TOKEN}\n  hosts: ${bad}\n`), 'test.yaml', {
+          listen: { host: '127.0.0.1', port: 0 },
+          watch: false,
+        }),
+        /admin\.hosts/,
+        bad,
+      );
+    }
+  });
 });
 
 describe('attack: key names in the admin API paths', () => {

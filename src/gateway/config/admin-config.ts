@@ -1,4 +1,4 @@
-/** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile }`, which also turns on the admin API; and reading `--admin-token-file`. */
+/** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile, hosts }`, where a token also turns on the admin API and hosts names the Host values answered; and reading `--admin-token-file`. */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { describe } from '../../duration.js';
@@ -9,7 +9,7 @@ import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 /** Shortest admin token accepted: a guessable token would hand anyone on the admin network every key's unblock. */
 export const MIN_ADMIN_TOKEN_LENGTH = 16;
 
-const ADMIN_FIELDS = ['listen', 'token', 'tokenFile'] as const;
+const ADMIN_FIELDS = ['listen', 'token', 'tokenFile', 'hosts'] as const;
 const EXAMPLE = 'e.g. admin: { listen: 127.0.0.1:9090, tokenFile: /run/secrets/floodgate-admin }';
 
 /** The admin listener and, when given, the admin API's bearer token. */
@@ -18,6 +18,27 @@ export interface AdminSection {
   readonly listen: ListenAddress;
   /** The bearer token of the admin API; undefined leaves the API off. */
   readonly token: string | undefined;
+  /** The names the listener answers for besides IP literals and `localhost` (`*.x` for names under x); undefined answers any Host. */
+  readonly hosts?: readonly string[] | undefined;
+}
+
+/**
+ * Checks `admin.hosts`: a list of host names (letters, digits, `-`, `.`),
+ * each maybe starting with `*.` for the names under it; returned lower case.
+ * @throws InvalidValue naming the entry that is not one
+ */
+export function parseAdminHosts(value: unknown): string[] {
+  if (!Array.isArray(value) || value.length === 0)
+    throw new InvalidValue(
+      `must be a list of host names, e.g. hosts: [floodgate-admin.internal, "*.svc.cluster.local"]; got ${describe(value)}.`,
+    );
+  return value.map((entry, i) => {
+    if (typeof entry !== 'string' || !/^(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*$/i.test(entry))
+      throw new InvalidValue(
+        `entry ${i} must be a host name without port or scheme, or *. and a domain; got ${describe(entry)}. IP addresses and localhost are always answered.`,
+      );
+    return entry.toLowerCase();
+  });
 }
 
 /**
@@ -59,15 +80,16 @@ export function adminSection(c: Cursor, value: unknown, dir: string): AdminSecti
   const o = mapping(c, path, value, ADMIN_FIELDS);
   if (o.listen === undefined) c.fail(path, `needs listen, the HOST:PORT of the admin listener (${EXAMPLE}).`);
   const listen = c.at([...path, 'listen'], () => parseListen(o.listen));
+  const hosts = o.hosts === undefined ? undefined : c.at([...path, 'hosts'], () => parseAdminHosts(o.hosts));
   if (o.token !== undefined && o.tokenFile !== undefined)
     c.fail([...path, 'tokenFile'], 'and token are both set; keep one (tokenFile keeps the secret out of the config file).');
-  if (o.token !== undefined) return { listen, token: c.at([...path, 'token'], () => checkAdminToken(o.token, 'the token')) };
+  if (o.token !== undefined) return { listen, hosts, token: c.at([...path, 'token'], () => checkAdminToken(o.token, 'the token')) };
   if (o.tokenFile !== undefined) {
     const file = o.tokenFile;
     if (typeof file !== 'string' || file === '') c.fail([...path, 'tokenFile'], `must be a file path; got ${describe(file)}.`);
-    return { listen, token: c.at([...path, 'tokenFile'], () => readAdminTokenFile(file, dir)) };
+    return { listen, hosts, token: c.at([...path, 'tokenFile'], () => readAdminTokenFile(file, dir)) };
   }
-  return { listen, token: undefined };
+  return { listen, hosts, token: undefined };
 }
 
 /** The config error of an admin API under `--workers`: the primary holds no rules to act on. */

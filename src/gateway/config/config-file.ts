@@ -191,6 +191,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     listen,
     admin,
     adminToken,
+    ...(adminGiven?.hosts === undefined ? {} : { adminHosts: adminGiven.hosts }),
     workers,
     store,
     trustProxy,

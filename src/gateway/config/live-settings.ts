@@ -13,6 +13,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
   if (!sameAddress(prev.admin, next.admin)) kept.push('admin');
   if (prev.adminToken !== next.adminToken) kept.push('admin token');
   if (prev.workers !== next.workers) kept.push('workers');
+  if (JSON.stringify(prev.adminHosts) !== JSON.stringify(next.adminHosts)) kept.push('admin.hosts');
   if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
   if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
   // Instruments and the store wrapper are made once, at start.
@@ -24,6 +25,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
     listen: prev.listen,
     admin: prev.admin,
     adminToken: prev.adminToken,
+    adminHosts: prev.adminHosts,
     workers: prev.workers,
     store: prev.store,
     proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },

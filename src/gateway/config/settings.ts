@@ -241,6 +241,8 @@ export interface GatewaySettings {
   readonly admin: ListenAddress | undefined;
   /** The admin API's bearer token (`admin.token`, `admin.tokenFile`, `--admin-token-file`); undefined leaves the API off. */
   readonly adminToken?: string | undefined;
+  /** `admin.hosts`: the Host names the admin listener answers for besides IP literals and `localhost`; undefined answers any. */
+  readonly adminHosts?: readonly string[] | undefined;
   /** Worker processes; 0 runs in this process. */
   readonly workers: number;
   /** The store. */

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';
 import type { AdminApi } from './admin-api.js';
+import { adminHostAllowed } from './admin-hosts.js';
 import type { Dashboard } from './dashboard.js';
 
 /** What the admin endpoints ask the gateway. */
@@ -49,14 +50,26 @@ export function handleAdmin(path: string, req: IncomingMessage, res: ServerRespo
   }
 }
 
-/** The admin listener's request handler: the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404; a request with a body has its connection closed after the answer. */
+/** The admin listener's request handler: 421 for a Host not in `hosts` (when given), then the dashboard (when given), the admin API under /admin/ (when `api` is given), then the endpoints above, else 404; a request with a body has its connection closed after the answer. */
 export function adminListener(
   source: AdminSource,
   api: AdminApi | undefined,
   dashboard?: Dashboard,
+  hosts?: readonly string[],
 ): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     if (mayHaveBody(req)) closeAfterAnswer(req, res);
+    if (hosts !== undefined && !adminHostAllowed(req.headers.host, hosts)) {
+      // 421: this server does not answer for that name (a DNS-rebinding page sends its own).
+      writeResponse(
+        res,
+        421,
+        [],
+        'text/plain; charset=utf-8',
+        'this admin listener does not answer for that Host; its names are set in admin.hosts\n',
+      );
+      return;
+    }
     if (dashboard?.handle(req, res) === true) return;
     if (api?.handle(req, res) === true) return;
     const path = (req.url ?? '/').split('?')[0]!;

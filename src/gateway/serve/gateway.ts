@@ -151,6 +151,7 @@ export class Gateway implements AdminSource {
               this,
               new AdminApi(settings.adminToken, admin),
               dashboardFor(settings.adminToken, metrics.registry, admin, store),
+              settings.adminHosts,
             ),
           );
   }

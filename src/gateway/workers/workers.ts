@@ -64,7 +64,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
       notReady: () => (stopping ? 'draining' : readiness.notReady()),
     };
     // The same handler and limits as a single process's admin listener: no API here, but a slow or endless client is cut alike.
-    admin = createAdminServer(settings.proxy, adminListener(source, undefined));
+    admin = createAdminServer(settings.proxy, adminListener(source, undefined, undefined, settings.adminHosts));
     await new Promise<void>((resolve, reject) => {
       admin!.once('error', reject);
       admin!.listen(settings.admin!.port, settings.admin!.host, () => resolve());
