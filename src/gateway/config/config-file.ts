@@ -2,7 +2,6 @@
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ErrorCode } from '../../errors.js';
-import { loadYaml } from '../serve/optional-deps.js';
 import {
   leaseConflict,
   parseBoolean,
@@ -17,7 +16,7 @@ import {
 } from './values.js';
 import { DEFAULT_DECISION_PATH, DEFAULT_LISTEN, type GatewaySettings, type GrpcSettings, type StoreSettings } from './settings.js';
 import { ConfigError } from './config-error.js';
-import { Cursor, mapping, type Obj } from './yaml-cursor.js';
+import { mapping, readYaml, type Cursor, type Obj } from './yaml-cursor.js';
 import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
 import { ruleList } from './rule-sections.js';
 import { planSettings } from './override-config.js';
@@ -93,17 +92,7 @@ export async function parseConfigText(
   overrides: SettingsOverrides = {},
   options: ParseOptions = {},
 ): Promise<GatewaySettings> {
-  const yaml = await loadYaml();
-  const lines = new yaml.LineCounter();
-  const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
-  const problem = doc.errors[0];
-  if (problem !== undefined) {
-    const pos = lines.linePos(problem.pos[0]);
-    const first = problem.message.split('\n')[0];
-    throw new ConfigError(ErrorCode.CONFIG_SYNTAX, { file, line: pos.line, column: pos.col }, `not valid YAML: ${first}`, problem);
-  }
-  const c = new Cursor(file, doc, lines, yaml);
-  const raw: unknown = doc.toJS();
+  const { cursor: c, value: raw } = await readYaml(text, file);
   // An empty file is far more often a truncated write than a wish for a gateway without upstream or rules;
   // applied on reload it would turn the proxy off.
   if (raw === null || raw === undefined) {

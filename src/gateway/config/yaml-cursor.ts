@@ -4,6 +4,29 @@ import { describe } from '../../duration.js';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import { InvalidValue } from './values.js';
 import { ConfigError } from './config-error.js';
+import { loadYaml } from '../serve/optional-deps.js';
+
+/**
+ * Parses a config file's YAML text (duplicate keys refused, lines counted)
+ * into its value and a cursor that places errors in it.
+ * @throws ConfigError CONFIG_SYNTAX at the first syntax error's line and column
+ */
+export async function readYaml(text: string, file: string): Promise<{ cursor: Cursor; value: unknown }> {
+  const yaml = await loadYaml();
+  const lines = new yaml.LineCounter();
+  const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
+  const problem = doc.errors[0];
+  if (problem !== undefined) {
+    const pos = lines.linePos(problem.pos[0]);
+    throw new ConfigError(
+      ErrorCode.CONFIG_SYNTAX,
+      { file, line: pos.line, column: pos.col },
+      `not valid YAML: ${problem.message.split('\n')[0]}`,
+      problem,
+    );
+  }
+  return { cursor: new Cursor(file, doc, lines, yaml), value: doc.toJS() };
+}
 
 /** A field's path in the config: keys and list indexes. */
 export type Path = ReadonlyArray<string | number>;

@@ -5,8 +5,7 @@ import { describe } from '../../duration.js';
 import { ErrorCode } from '../../errors.js';
 import { ALGORITHMS, type Algorithm } from '../../policy.js';
 import { ConfigError } from '../config/config-error.js';
-import { Cursor, mapping, type Path } from '../config/yaml-cursor.js';
-import { loadYaml } from '../serve/optional-deps.js';
+import { mapping, readYaml, type Cursor, type Path } from '../config/yaml-cursor.js';
 
 /** The time units of envoyproxy/ratelimit's `rate_limit.unit`. */
 export const RLS_UNITS = ['second', 'minute', 'hour', 'day', 'week', 'month', 'year'] as const;
@@ -135,21 +134,8 @@ export async function loadRlsConfig(path: string): Promise<RlsConfig> {
  * @throws ConfigError CONFIG_SYNTAX or INVALID_CONFIG
  */
 export async function parseRlsText(text: string, file: string): Promise<{ domain: string; root: RlsNode }> {
-  const yaml = await loadYaml();
-  const lines = new yaml.LineCounter();
-  const doc = yaml.parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: false });
-  const problem = doc.errors[0];
-  if (problem !== undefined) {
-    const pos = lines.linePos(problem.pos[0]);
-    throw new ConfigError(
-      ErrorCode.CONFIG_SYNTAX,
-      { file, line: pos.line, column: pos.col },
-      `not valid YAML: ${problem.message.split('\n')[0]}`,
-      problem,
-    );
-  }
-  const c = new Cursor(file, doc, lines, yaml);
-  const top = mapping(c, [], doc.toJS() ?? {}, ROOT_FIELDS);
+  const { cursor: c, value } = await readYaml(text, file);
+  const top = mapping(c, [], value ?? {}, ROOT_FIELDS);
   if (typeof top.domain !== 'string' || top.domain === '')
     c.fail(['domain'], `must be a non-empty string (the domain Envoy sends); got ${describe(top.domain)}.`);
   const domain = top.domain as string;
