@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isFloodgateError } from '../../errors.js';
 import { parseConfigText, type SettingsOverrides } from './config-file.js';
-import { LinkWatch } from './link-watch.js';
+import { ReloadLoop, type ReloadTrigger } from './reload-loop.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { GatewayMetrics } from '../serve/metrics.js';
 import type { GatewaySettings } from './settings.js';
@@ -26,43 +26,36 @@ export interface ReloaderOptions {
   readonly initialText?: string;
 }
 
-/** Editors save by writing a temporary file and renaming it; wait for the burst of events to end. */
-const DEBOUNCE_MS = 150;
-
 /** Reloads the config on SIGHUP and (optionally) when the file changes. */
 export class ConfigReloader {
-  private watcher: LinkWatch | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  private readonly loop: ReloadLoop;
   private lastHash: string | undefined;
 
   /** @param options - see {@link ReloaderOptions} */
   constructor(private readonly options: ReloaderOptions) {
     if (options.initialText !== undefined) this.lastHash = hash(options.initialText);
+    const { file, log } = options;
+    this.loop = new ReloadLoop({
+      run: (trigger) => this.run(trigger),
+      watch: options.watch
+        ? {
+            files: async () => [file],
+            onError: (error) => log.warn({ file, error: error.message }, 'config file watch failed; SIGHUP still reloads'),
+          }
+        : undefined,
+    });
   }
 
   /** Starts listening for SIGHUP and file changes; resolves once the watches are set up. */
   async start(): Promise<void> {
-    process.on('SIGHUP', this.onSignal);
-    if (!this.options.watch) return;
-    // Directories, not the file: a rename-on-save replaces the file's inode, which would end a watch on the file itself,
-    // and a ConfigMap update renames a link (`..data`) that the file's own name goes through.
-    const { file, log } = this.options;
-    const watcher = new LinkWatch({
-      files: async () => [file],
-      onChange: () => void this.reload('file change'),
-      onError: (error) => log.warn({ file, error: error.message }, 'config file watch failed; SIGHUP still reloads'),
-      debounceMs: DEBOUNCE_MS,
-    });
-    this.watcher = watcher;
-    await watcher.start();
+    await this.loop.start();
     // The file was read before the watch began: a change in between would go unseen, so compare once more.
-    if (this.lastHash !== undefined) watcher.recheck();
+    if (this.lastHash !== undefined) this.loop.recheck();
   }
 
   /** Stops listening. */
   stop(): void {
-    process.off('SIGHUP', this.onSignal);
-    this.watcher?.stop();
+    this.loop.stop();
   }
 
   /**
@@ -70,14 +63,11 @@ export class ConfigReloader {
    * change that leaves the content as it was is ignored; SIGHUP always
    * re-applies.
    */
-  reload(trigger: 'SIGHUP' | 'file change'): Promise<void> {
-    this.chain = this.chain.then(() => this.run(trigger));
-    return this.chain;
+  reload(trigger: ReloadTrigger): Promise<void> {
+    return this.loop.reload(trigger);
   }
 
-  private readonly onSignal = (): void => void this.reload('SIGHUP');
-
-  private async run(trigger: 'SIGHUP' | 'file change'): Promise<void> {
+  private async run(trigger: ReloadTrigger): Promise<void> {
     const { file, log, metrics } = this.options;
     let text: string;
     try {

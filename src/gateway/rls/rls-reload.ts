@@ -2,18 +2,14 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { ErrorCode, isFloodgateError } from '../../errors.js';
-import { LinkWatch } from '../config/link-watch.js';
+import { ReloadLoop, type ReloadTrigger } from '../config/reload-loop.js';
 import type { GatewayLogger } from '../serve/log.js';
 import type { GatewayMetrics } from '../serve/metrics.js';
 import { loadRlsConfig, rlsConfigFiles, type RlsConfig } from './rls-config.js';
 
-/** Editors save by writing a temporary file and renaming it; wait for the burst of events to end. */
-const DEBOUNCE_MS = 150;
-
 /** Watches the rate limit config and hands each good version to `apply`. */
 export class RlsReloader {
-  private watcher: LinkWatch | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  private loop: ReloadLoop | undefined;
   /** The files and contents last applied (or refused), or read as the watch began; undefined: the next change applies whatever it finds. */
   private lastDigest: string | undefined;
 
@@ -32,40 +28,36 @@ export class RlsReloader {
 
   /** Starts watching (and listening for SIGHUP). */
   async start(): Promise<void> {
-    process.on('SIGHUP', this.onSignal);
     const before = await digestOf(this.path).catch(() => undefined);
     const isDir = (await stat(this.path)).isDirectory();
-    // Directories, not files: a rename-on-save replaces a file's inode, which would end a watch on it, and a ConfigMap
-    // update renames a link (`..data`) that each file's name goes through. A directory also counts a YAML file added.
-    this.watcher = new LinkWatch({
-      files: () => rlsConfigFiles(this.path),
-      ...(isDir ? { dir: { path: this.path, names: /\.ya?ml$/i } } : {}),
-      onChange: () => void this.reload('file change'),
-      onError: (error) => this.log.warn({ path: this.path, error: error.message }, 'rate limit config watch failed; SIGHUP still reloads'),
-      debounceMs: DEBOUNCE_MS,
+    // A directory also counts a YAML file added.
+    this.loop = new ReloadLoop({
+      run: (trigger) => this.run(trigger),
+      watch: {
+        files: () => rlsConfigFiles(this.path),
+        ...(isDir ? { dir: { path: this.path, names: /\.ya?ml$/i } } : {}),
+        onError: (error) =>
+          this.log.warn({ path: this.path, error: error.message }, 'rate limit config watch failed; SIGHUP still reloads'),
+      },
     });
-    await this.watcher.start();
+    await this.loop.start();
     // A change between the first reading and the watch would go unseen: look once more now that the watch runs.
     const now = await digestOf(this.path).catch(() => undefined);
-    if (now !== before) this.watcher.recheck();
+    if (now !== before) this.loop.recheck();
     else this.lastDigest = now;
   }
 
   /** Stops watching. */
   stop(): void {
-    process.off('SIGHUP', this.onSignal);
-    this.watcher?.stop();
+    this.loop?.stop();
   }
 
   /** Loads and applies the config now; reloads run one after another. */
-  reload(trigger: 'SIGHUP' | 'file change'): Promise<void> {
-    this.chain = this.chain.then(() => this.run(trigger));
-    return this.chain;
+  reload(trigger: ReloadTrigger): Promise<void> {
+    return this.loop?.reload(trigger) ?? this.run(trigger);
   }
 
-  private readonly onSignal = (): void => void this.reload('SIGHUP');
-
-  private async run(trigger: 'SIGHUP' | 'file change'): Promise<void> {
+  private async run(trigger: ReloadTrigger): Promise<void> {
     // A change that leaves every file as it was (an unrelated entry, an old ConfigMap directory removed) is not reapplied; SIGHUP always is.
     const digest = await digestOf(this.path).catch(() => undefined);
     if (trigger === 'file change' && digest !== undefined && digest === this.lastDigest) return;
