@@ -52,15 +52,7 @@ export async function main(argv: readonly string[]): Promise<number> {
           command.settings !== undefined
             ? { settings: command.settings, text: undefined }
             : await readSettings(command.configFile!, command.overrides);
-        if (command.settings !== undefined)
-          requirePackages(
-            packagesFor({
-              config: false,
-              redis: settings.store.kind === 'redis',
-              otel: settings.telemetry?.otel,
-              grpc: settings.grpc !== undefined,
-            }),
-          );
+        if (command.settings !== undefined) requirePackages(packagesOf(settings, false));
         await serve(settings, command.overrides, text);
         return 0;
       }
@@ -102,6 +94,16 @@ const REDIS_STORE = /^[^#\n]*\btype\s*:\s*["']?redis\b/m;
  * once: a missing yaml package is reported with the others, not alone and
  * first, so one install fixes every one.
  */
+/** The gateway packages `settings` need; `fromFile` when they were read from a config file (which needs yaml). */
+function packagesOf(settings: GatewaySettings, fromFile: boolean): ReturnType<typeof packagesFor> {
+  return packagesFor({
+    config: fromFile,
+    redis: settings.store.kind === 'redis',
+    otel: settings.telemetry?.otel,
+    grpc: settings.grpc !== undefined,
+  });
+}
+
 async function readSettings(file: string, overrides: SettingsOverrides): Promise<{ settings: GatewaySettings; text: string }> {
   let text: string;
   try {
@@ -113,14 +115,7 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   if (packageState(GATEWAY_PACKAGES.yaml).status !== 'ok')
     requirePackages(packagesFor({ config: true, redis: redisFlag || REDIS_STORE.test(text) }));
   const settings = await parseConfigText(text, file, overrides, { requireRules: true });
-  requirePackages(
-    packagesFor({
-      config: true,
-      redis: settings.store.kind === 'redis',
-      otel: settings.telemetry?.otel,
-      grpc: settings.grpc !== undefined,
-    }),
-  );
+  requirePackages(packagesOf(settings, true));
   if (settings.upstream === undefined && settings.decisionPath === false) {
     throw new ConfigError(
       ErrorCode.INVALID_CONFIG,
