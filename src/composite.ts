@@ -3,6 +3,7 @@ import type { Decision, DecisionSource } from './decision.js';
 import { describe } from './duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
 import { RateLimiter } from './limiter.js';
+import { refused } from './limiter-fallback.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
 import { warnCompositeDoesNotWait } from './limiter-waiting.js';
 import type { Operation, Outcome } from './policy.js';
@@ -177,11 +178,7 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
     const ms = list.blockedFor(keys[i]!, side.clock());
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
-    parts[i] = side.decision(
-      { allowed: false, remaining: 0, resetMs: ms, retryAfterMs: ms, emptyMs: ms },
-      'memory-block',
-      operations[i]!.policy,
-    );
+    parts[i] = side.decision(refused(ms), 'memory-block', operations[i]!.policy);
     if (store.applyNow !== undefined) {
       for (let j = 0; j < internals.length; j++) {
         if (j !== i) parts[j] = peekNow(store, operations[j]!, internals[j]!);
