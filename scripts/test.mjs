@@ -1,14 +1,21 @@
-// `npm test`: makes sure redis-server, nginx and chromium are installed (installing them when it may), builds, then runs every test/**/*.test.ts with node's test runner.
+// `npm test`: makes sure redis-server, nginx, chromium and the deploy validators are installed (installing them when it may), builds, then runs every test/**/*.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestPrograms } from './test-prereqs.mjs';
+import { findTools, installTools } from './validate-deploy.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 ensureTestPrograms();
+// test/deploy checks the manifests with kubeconform and hadolint: a fresh machine gets them here (into the user's
+// cache directory, kept between runs), so that `npm ci && npm test` passes by itself.
+if (process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
+  const tools = findTools();
+  if (tools.kubeconform === undefined || tools.hadolint === undefined || tools.schemas === undefined) installTools();
+}
 
 execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: root, stdio: 'inherit' });
 
