@@ -1,0 +1,80 @@
+// Finds import loops among src/**/*.ts (type-only imports and re-exports included): prints each loop and exits 1 when there is one.
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** Every .ts file under dir (declaration files left out: they import nothing of ours). */
+function sources(dir) {
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...sources(path));
+    else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) out.push(path);
+  }
+  return out;
+}
+
+// `import … from '…'`, `import type …`, `export … from '…'`, `import('…')` and bare `import '…'`: a loop through a type is still a loop,
+// because the two files can then only be understood, moved or split together.
+const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm;
+
+/** The files a file imports, resolved to paths under src (the `.js` the ESM build needs names a `.ts` here). */
+function importsOf(file, known) {
+  const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+  const out = new Set();
+  for (const match of text.matchAll(SPECIFIER)) {
+    const target = resolve(dirname(file), match[1]);
+    for (const candidate of [target.replace(/\.js$/, '.ts'), `${target}.ts`, join(target, 'index.ts')]) {
+      if (known.has(candidate)) {
+        out.add(candidate);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** The import graph's strongly connected components of more than one file (or a file that imports itself): Tarjan's algorithm. */
+export function importLoops(dir = join(root, 'src')) {
+  const files = sources(dir);
+  const known = new Set(files);
+  const edges = new Map(files.map((file) => [file, importsOf(file, known)]));
+  let next = 0;
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const loops = [];
+  const visit = (file) => {
+    index.set(file, next);
+    low.set(file, next++);
+    stack.push(file);
+    onStack.add(file);
+    for (const target of edges.get(file)) {
+      if (!index.has(target)) {
+        visit(target);
+        low.set(file, Math.min(low.get(file), low.get(target)));
+      } else if (onStack.has(target)) low.set(file, Math.min(low.get(file), index.get(target)));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const part = [];
+    let top;
+    do {
+      top = stack.pop();
+      onStack.delete(top);
+      part.push(top);
+    } while (top !== file);
+    if (part.length > 1 || edges.get(file).has(file)) loops.push(part.map((p) => relative(root, p)).sort());
+  };
+  for (const file of files) if (!index.has(file)) visit(file);
+  return loops;
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const loops = importLoops();
+  for (const loop of loops) console.log(`import loop (${loop.length} files): ${loop.join(' ')}`);
+  console.log(loops.length === 0 ? 'check-cycles: no import loops in src/' : `check-cycles: ${loops.length} import loops in src/`);
+  process.exitCode = loops.length === 0 ? 0 : 1;
+}
