@@ -1,4 +1,4 @@
-/** Which request headers reach the upstream: hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written. */
+/** Which request headers reach the upstream: the standard hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written. */
 import type { IncomingMessage } from 'node:http';
 import type { TrustProxy } from '../../http/client-keys.js';
 import { AddressMatcher, parseIp } from '../../http/ip-address.js';
@@ -41,16 +41,24 @@ export class ForwardHeaders {
     this.strip = new Set(stripHeaders === false ? [] : stripHeaders);
   }
 
-  /** The headers to send upstream for `req`. */
+  /**
+   * The headers to send upstream for `req`.
+   *
+   * Only the fixed {@link HOP_BY_HOP} set is dropped; the names a client
+   * lists in its `Connection` header are not. The rules decided on the
+   * request's headers (the key header, `match.headers`, key checks), so a
+   * header the client could have removed by naming it in `Connection` would
+   * be counted under one identity and served upstream under another (a
+   * made-up API key counted, an anonymous request served). nginx and Envoy
+   * forward the same way.
+   */
   build(req: IncomingMessage): Record<string, string | string[]> {
     const incoming = req.headers;
     const out: Record<string, string | string[]> = {};
-    const listed = connectionTokens(incoming.connection);
     const trusted = this.trusted(req.socket.remoteAddress);
     for (const name in incoming) {
       const value = incoming[name];
       if (value === undefined || HOP_BY_HOP.has(name) || name === 'host' || name === 'expect') continue;
-      if (listed !== undefined && listed.has(name)) continue;
       if (!trusted && this.strip.has(name)) continue;
       out[name] = value;
     }
@@ -79,7 +87,11 @@ export class ForwardHeaders {
   }
 }
 
-/** The lower-case field names a Connection header lists (besides close and keep-alive), or undefined for none. */
+/**
+ * The lower-case field names a Connection header lists (besides close and
+ * keep-alive), or undefined for none. Used on the upstream's responses only:
+ * a client's list is not obeyed (see {@link ForwardHeaders.build}).
+ */
 export function connectionTokens(value: string | undefined): Set<string> | undefined {
   if (value === undefined) return undefined;
   const tokens = new Set<string>();
