@@ -5,7 +5,7 @@ import { parseDuration, type Duration } from './duration.js';
 import { isStoreFailure, toStoreError, type FloodgateError } from './errors.js';
 import { learnBlock, type BlockList } from './guards/block-list.js';
 import { CircuitBreaker } from './guards/breaker.js';
-import { BLOCK_FOREVER, type OperationKind, type Outcome, type Policy } from './policy.js';
+import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from './policy.js';
 import { clockOption, prefixOption, storeOption } from './limiter-setup.js';
 import type { Store } from './stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
@@ -75,6 +75,7 @@ export class RateLimiter {
     this.policy = parsePolicy(o);
     this.store = storeOption(o);
     this.prefix = prefixOption(o, this.policy, this.store, this);
+    scopePolicy(this.policy, this.prefix);
     this.clock = clockOption(o);
     this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
     this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);

@@ -94,6 +94,25 @@ export interface Outcome {
   readonly emptyMs: number;
 }
 
+/**
+ * What each limiter's policy counts for (its prefix), kept beside the policy
+ * rather than in it: the policy's fields are what it decides, and two
+ * limiters with equal numbers have equal policies. A store that keeps
+ * summaries per policy (the memory store's overflow sketch) keeps one per
+ * scope, so a flood of new keys under one limiter fills no other's summary.
+ */
+const scopes = new WeakMap<Policy, string>();
+
+/** Records that `policy` counts under `scope` (the limiter's prefix); see {@link policyScope}. */
+export function scopePolicy(policy: Policy, scope: string): void {
+  scopes.set(policy, scope);
+}
+
+/** The scope of `policy` (or of the limiter policy it overrides); undefined for a policy no limiter scoped. */
+export function policyScope(policy: Policy): string | undefined {
+  return scopes.get(policy.base ?? policy);
+}
+
 /** Whether two policies decide alike (the same algorithm, limit, window, block and calendar). */
 export function samePolicy(a: Policy, b: Policy): boolean {
   return (

@@ -5,7 +5,7 @@ import { applyOperation, type Applied, type KeyState } from '../algorithms/index
 import { calendarLabel, periodEnd } from '../calendar-window.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ErrorCode } from '../errors.js';
-import type { Operation, Outcome, Policy } from '../policy.js';
+import { policyScope, type Operation, type Outcome, type Policy } from '../policy.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
 import { OldestEntries } from '../oldest-entries.js';
@@ -29,12 +29,12 @@ export interface MemoryStoreOptions {
    *   usage is lost, so it may be admitted again early);
    * - `'overflow'`: no live key is ever forgotten. Expired keys are reclaimed
    *   first; if none is free, the new key is decided in a bounded count-min
-   *   sketch of `overflowCells` cells per policy, which may refuse it early
+   *   sketch of `overflowCells` cells per policy and limiter prefix, which may refuse it early
    *   but never admits it over its limit. A reward or reset of a key held
    *   only in the sketch does nothing. Use it where keys come from clients.
    */
   onFull?: OnFull;
-  /** With `onFull: 'overflow'`: cells of the sketch of each policy (split into 4 rows). Default 16 384. */
+  /** With `onFull: 'overflow'`: cells of the sketch of each policy and limiter prefix (split into 4 rows). Default 16 384. */
   overflowCells?: number;
   /** How often the background sweep drops expired keys, in ms. Default 30 000; 0 disables it. */
   sweepIntervalMs?: number;
@@ -49,7 +49,7 @@ interface Entry {
 
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'onFull', 'overflowCells'] as const;
 
-/** Most policies with a sketch in one store; an operation under yet another policy that finds the table full is refused. */
+/** Most sketches (policy and prefix) in one store; an operation under yet another that finds the table full is refused. */
 const MAX_SKETCHES = 256;
 /**
  * Least time between two full sweeps a full table triggers (real ms): a flood
@@ -95,7 +95,7 @@ export class MemoryStore implements Store {
   private readonly clock: Clock;
   private readonly overflow: boolean;
   private readonly overflowCells: number;
-  /** One sketch per policy (its cells hold that policy's algorithm state), made when first needed. */
+  /** One sketch per policy and limiter prefix (its cells hold that policy's algorithm state), made when first needed. */
   private readonly sketches = new Map<string, OverflowSketch>();
   private lastFullSweep = -Infinity;
   private overflowed = 0;
@@ -300,10 +300,16 @@ export class MemoryStore implements Store {
     return this.entries.size < this.maxKeys;
   }
 
-  /** The sketch of `policy`, made on first use; undefined once {@link MAX_SKETCHES} policies have one. */
+  /**
+   * The sketch of `policy` under its limiter's prefix (its scope), made on first use; undefined once
+   * {@link MAX_SKETCHES} have one. Per prefix, not only per numbers: two limiters with equal numbers in one table
+   * (two policies of a rule, two limits of a rate limit domain) would otherwise share cells, and a flood of made-up
+   * keys under one would refuse the other's new keys. Keyed by the prefix's name, so a limiter made again (a reload)
+   * finds its sketch.
+   */
   private sketchFor(policy: Policy): OverflowSketch | undefined {
     const window = policy.calendar ? calendarLabel(policy.calendar) : policy.windowMs;
-    const id = `${policy.algorithm}:${policy.limit}:${window}:${policy.blockMs}`;
+    const id = `${policy.algorithm}:${policy.limit}:${window}:${policy.blockMs}:${policyScope(policy) ?? ''}`;
     let sketch = this.sketches.get(id);
     if (sketch === undefined && this.sketches.size < MAX_SKETCHES) {
       sketch = new OverflowSketch(this.overflowCells, policy);
