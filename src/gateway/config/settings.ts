@@ -227,6 +227,18 @@ export interface GrpcSettings {
   readonly listen: ListenAddress;
   /** One YAML file, or a directory whose every .yaml/.yml file is read (each with its own domain); resolved. */
   readonly config: string;
+  /** TLS on the gRPC listener (`grpc.tls`, `--grpc-cert`/`--grpc-key`/`--grpc-client-ca`); undefined: plaintext. */
+  readonly tls?: GrpcTlsSettings | undefined;
+}
+
+/** The rate limit service's TLS: PEM files (resolved paths), read when it starts. */
+export interface GrpcTlsSettings {
+  /** The server's certificate chain. */
+  readonly cert: string;
+  /** The server's private key. */
+  readonly key: string;
+  /** CA certificates a client's certificate must be signed by (mutual TLS); undefined: clients present none. */
+  readonly clientCa?: string | undefined;
 }
 
 /** Everything `floodgate serve` runs with. */

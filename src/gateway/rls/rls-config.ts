@@ -23,6 +23,16 @@ export const UNIT_SECONDS: Readonly<Record<RlsUnit, number>> = {
   year: 31_536_000,
 };
 
+/**
+ * The largest `requests_per_unit` floodgate keeps exact per `unit`: limit ×
+ * window (ms) must stay under 2^50 for every algorithm's counts. The config
+ * loader refuses a larger limit at its line, and the service a larger limit
+ * Envoy sends with a descriptor.
+ */
+export function maxRequestsPerUnit(unit: RlsUnit): number {
+  return Math.floor(2 ** 50 / (UNIT_SECONDS[unit] * 1000));
+}
+
 /** A descriptor's `rate_limit`, with the descriptor's flags. */
 export interface RlsLimit {
   /** Where it is in its domain, as envoyproxy/ratelimit names it: `domain.key_value.key2`. */
@@ -230,11 +240,10 @@ function rateLimit(
       replaces.push(e.name);
     }
   }
-  // floodgate keeps limit × window (ms) under 2^50 so every algorithm's counts stay exact.
-  if (unit !== undefined && rpu * UNIT_SECONDS[unit] * 1000 > 2 ** 50)
+  if (unit !== undefined && rpu > maxRequestsPerUnit(unit))
     c.fail(
       [...path, 'requests_per_unit'],
-      `is above what floodgate keeps exact per ${unit} (limit × window must stay under 2^50 ms): at most ${Math.floor(2 ** 50 / (UNIT_SECONDS[unit] * 1000))}; use a shorter unit or unlimited: true.`,
+      `is above what floodgate keeps exact per ${unit} (limit × window must stay under 2^50 ms): at most ${maxRequestsPerUnit(unit)}; use a shorter unit or unlimited: true.`,
     );
   let algorithm: Algorithm = 'fixed-window';
   if (r.algorithm !== undefined) {

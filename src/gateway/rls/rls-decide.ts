@@ -2,6 +2,8 @@
 import { consumeAll, type LimitPart } from '../../composite.js';
 import type { Decision } from '../../decision.js';
 import { isStoreFailure } from '../../errors.js';
+import { boundKey } from '../../http/client-keys.js';
+import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import type { RateLimiter } from '../../limiter.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsUnit } from './rls-config.js';
 import type { RlsLimiters } from './rls-limiters.js';
@@ -61,6 +63,8 @@ export class RlsRequestError extends Error {}
 
 /** Most descriptors in one request: each is a part of one composite decision. */
 export const MAX_DESCRIPTORS = 64;
+/** Most entries in one descriptor: Envoy's route actions make a handful; a deeper one could match no config anyway. */
+export const MAX_ENTRIES = 32;
 const MAX_UINT32 = 0xffff_ffff;
 
 /** A descriptor that counts: its limiter, its counter key and its cost. */
@@ -154,16 +158,31 @@ interface Matched {
   readonly override: boolean;
 }
 
+/**
+ * An override's place for metrics and its RateLimit field's name: the config
+ * entry the descriptor reaches, else its entries' keys (from Envoy's route
+ * actions), never the values a client chose, so a flood of values adds no
+ * series and no long header.
+ */
+function overridePlace(config: RlsConfig, domain: string, entries: RlsDescriptorIn['entries']): string {
+  const reached = matchDescriptor(config, domain, entries);
+  if (reached !== undefined) return reached.limit.fullKey.slice(domain.length + 1);
+  return boundKey(entries.map((e) => e.key).join('.'), MAX_KEY_BYTES);
+}
+
 function matchAll(config: RlsConfig, request: RlsRequestIn): Array<Matched | undefined> {
   const { domain } = request;
+  // A domain the config does not have limits nothing, Envoy's own limits included, as there.
+  if (!config.domains.has(domain)) return request.descriptors.map(() => undefined);
   return request.descriptors.map((d): Matched | undefined => {
     // A descriptor without entries matches no limit, as there.
     if (d.entries.length === 0) return undefined;
     if (d.override !== undefined) {
-      const counter = descriptorName(d.entries);
-      // Envoy's own limit: never in shadow mode, named by the descriptor.
+      // Kept in the store under at most MAX_KEY_BYTES, as the HTTP rules' keys are: longer descriptors are hashed.
+      const counter = boundKey(descriptorName(d.entries), MAX_KEY_BYTES);
+      // Envoy's own limit: never in shadow mode.
       const limit: RlsLimit = {
-        fullKey: `${domain}.${counter}`,
+        fullKey: `${domain}.${overridePlace(config, domain, d.entries)}`,
         domain,
         requestsPerUnit: d.override.requestsPerUnit,
         unit: d.override.unit,
@@ -178,7 +197,7 @@ function matchAll(config: RlsConfig, request: RlsRequestIn): Array<Matched | und
       return { limit, counter, override: true };
     }
     const m = matchDescriptor(config, domain, d.entries);
-    return m === undefined ? undefined : { limit: m.limit, counter: m.counter, override: false };
+    return m === undefined ? undefined : { limit: m.limit, counter: boundKey(m.counter, MAX_KEY_BYTES), override: false };
   });
 }
 

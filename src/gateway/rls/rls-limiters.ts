@@ -1,9 +1,9 @@
-/** The rate limit service's limiters: one RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on the gateway's store and failure policy, kept across reloads while their numbers stay. */
+/** The rate limit service's limiters: one RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on a table per domain, with the gateway's failure policy, kept across reloads while their numbers stay. */
 import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions } from '../../limiter-options.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { RuleContext } from '../rules/rule-set.js';
-import type { Store } from '../../stores/store.js';
+import type { GatewayStore } from '../rules/key-tables.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsNode, type RlsUnit } from './rls-config.js';
 
 /** Most limiters kept for limits Envoy sends in descriptors (its route config has a handful; a flood of made-up ones is not kept). */
@@ -23,14 +23,18 @@ export interface LimiterSpec {
 export class RlsLimiters {
   private byPrefix = new Map<string, RateLimiter>();
   private readonly overrides = new Map<string, RateLimiter>();
+  /** Each limiter's domain, whose table it counts in. */
+  private readonly domainOf = new WeakMap<RateLimiter, string>();
 
   /**
-   * @param store - the store to count in (the gateway's shared one: a rule's table goes when its rule does)
+   * @param tables - the stores to count in: on the embedded memory store a table per domain (one request's descriptors are
+   *   decided in one atomic step, so in one store), so a flood of made-up values in one domain fills no other's table; within
+   *   a table each limit has its own overflow sketch (the store keeps one per limiter prefix)
    * @param context - the gateway's rule context (whether the store can fail, the insurance store)
    * @param settings - the gateway's settings in force (store prefix, failure policy, in-memory block)
    */
   constructor(
-    private readonly store: Store,
+    private readonly tables: Pick<GatewayStore, 'rlsStoreFor' | 'retainRls'>,
     private readonly context: RuleContext,
     private readonly settings: () => GatewaySettings,
   ) {}
@@ -40,7 +44,7 @@ export class RlsLimiters {
     const prefix = this.prefixOf(limit);
     let limiter = this.byPrefix.get(prefix);
     if (limiter === undefined) {
-      limiter = this.make(prefix, { requestsPerUnit: limit.requestsPerUnit, unit: limit.unit!, algorithm: limit.algorithm });
+      limiter = this.make(prefix, limit.domain, { requestsPerUnit: limit.requestsPerUnit, unit: limit.unit!, algorithm: limit.algorithm });
       this.byPrefix.set(prefix, limiter);
     }
     return limiter;
@@ -52,7 +56,7 @@ export class RlsLimiters {
     let limiter = this.overrides.get(prefix);
     if (limiter === undefined) {
       if (this.overrides.size >= MAX_OVERRIDE_LIMITERS) this.overrides.delete(this.overrides.keys().next().value!);
-      limiter = this.make(prefix, spec);
+      limiter = this.make(prefix, domain, spec);
       this.overrides.set(prefix, limiter);
     }
     return limiter;
@@ -69,6 +73,9 @@ export class RlsLimiters {
     };
     for (const root of config.domains.values()) walk(root);
     this.byPrefix = new Map([...this.byPrefix].filter(([prefix]) => keep.has(prefix)));
+    const domains = new Set(config.domains.keys());
+    for (const [prefix, limiter] of this.overrides) if (!domains.has(this.domainOf.get(limiter) ?? '')) this.overrides.delete(prefix);
+    this.tables.retainRls?.(domains);
   }
 
   /** True when any limiter's breaker keeps calls away from the store. */
@@ -83,12 +90,13 @@ export class RlsLimiters {
     return `${this.settings().store.prefix}:rls:${limit.fullKey}:${limit.requestsPerUnit}:${limit.unit}:${limit.algorithm}`;
   }
 
-  private make(prefix: string, spec: LimiterSpec): RateLimiter {
+  /** A limiter on the table of `domain`. */
+  private make(prefix: string, domain: string, spec: LimiterSpec): RateLimiter {
     const settings = this.settings();
     const base = { limit: spec.requestsPerUnit, window: UNIT_SECONDS[spec.unit] * 1000, algorithm: spec.algorithm, prefix };
     const options: RateLimiterOptions = {
       ...base,
-      store: this.store,
+      store: this.tables.rlsStoreFor(domain),
       inMemoryBlock: settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false,
     };
     // The same failure policy as the HTTP rules (see compile-rules.ts), so one setting governs the whole gateway.
@@ -97,6 +105,8 @@ export class RlsLimiters {
       if (policy === 'insurance') options.insurance = new RateLimiter({ ...base, store: this.context.insuranceStore });
       else if (policy === 'fail-open' || policy === 'fail-closed') options.onStoreFailure = policy;
     }
-    return new RateLimiter(options);
+    const limiter = new RateLimiter(options);
+    this.domainOf.set(limiter, domain);
+    return limiter;
   }
 }

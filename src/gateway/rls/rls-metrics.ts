@@ -1,15 +1,28 @@
-/** The rate limit service's metrics on the gateway's registry: decisions per domain, descriptor and outcome, and requests per answer. */
+/** The rate limit service's metrics on the gateway's registry: decisions per domain, descriptor and outcome (a bounded number of descriptors per domain), and requests per answer. */
 import type { Counter, Registry } from 'prom-client';
+import { boundKey } from '../../http/client-keys.js';
+import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import type { PromClient } from '../serve/optional-deps.js';
 import type { RlsOutcome, RlsStatus } from './rls-decide.js';
 
 /** How a ShouldRateLimit call was answered. */
 export type RlsAnswerKind = 'ok' | 'over_limit' | 'invalid_request' | 'store_error' | 'error';
 
+/**
+ * Most `descriptor` labels per domain. A `detailed_metric` label is the
+ * request's own values; past this many, further ones are counted under
+ * {@link OTHER_DESCRIPTORS}, so a flood of values adds no series.
+ */
+export const MAX_DESCRIPTOR_SERIES = 1_000;
+/** The `descriptor` label of descriptors past {@link MAX_DESCRIPTOR_SERIES} in their domain. */
+export const OTHER_DESCRIPTORS = '(other)';
+
 /** Counters of the rate limit service. */
 export class RlsMetrics {
   private readonly decisions: Counter<'domain' | 'descriptor' | 'outcome'>;
   private readonly requests: Counter<'code'>;
+  /** The labels in use per domain (domains are the config's, or ''). */
+  private readonly labels = new Map<string, Set<string>>();
 
   /**
    * @param prom - the prom-client module
@@ -45,6 +58,23 @@ export class RlsMetrics {
   }
 
   private decision(domain: string, descriptor: string, outcome: RlsOutcome): void {
-    this.decisions.inc({ domain, descriptor, outcome });
+    this.decisions.inc({ domain, descriptor: this.label(domain, descriptor), outcome });
+  }
+
+  /** `descriptor` as a label: at most MAX_KEY_BYTES (longer ones hashed, as counter keys are), and one of at most MAX_DESCRIPTOR_SERIES per domain. */
+  private label(domain: string, descriptor: string): string {
+    let seen = this.labels.get(domain);
+    if (seen === undefined) this.labels.set(domain, (seen = new Set()));
+    if (seen.has(descriptor)) return descriptor;
+    const bounded = boundKey(descriptor, MAX_KEY_BYTES);
+    if (seen.has(bounded)) return bounded;
+    if (seen.size >= MAX_DESCRIPTOR_SERIES) return OTHER_DESCRIPTORS;
+    seen.add(bounded);
+    return bounded;
+  }
+
+  /** Forgets the labels of domains not in `domains` (after a reload), so a removed domain's count does not hold back a new one's. */
+  retain(domains: ReadonlySet<string>): void {
+    for (const domain of this.labels.keys()) if (domain !== '' && !domains.has(domain)) this.labels.delete(domain);
   }
 }

@@ -4,6 +4,7 @@ import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
 import { floodgateRoot } from '../cli/own-package.js';
+import { throttled } from '../../throttle.js';
 import type { GrpcSettings } from '../config/settings.js';
 import type { Gateway } from '../serve/gateway.js';
 import type { GatewayLogger } from '../serve/log.js';
@@ -16,6 +17,31 @@ import { RlsReloader } from './rls-reload.js';
 import { storeCountsForReadiness } from '../serve/store-readiness.js';
 import { loadRlsProtos, type RlsProtos } from './rls-protos.js';
 import { readRequest, writeResponse } from './rls-wire.js';
+import { serverCredentials } from './rls-tls.js';
+
+/**
+ * Largest ShouldRateLimit message read, in bytes (grpc-js answers a larger
+ * one RESOURCE_EXHAUSTED before decoding it). Envoy's requests are a few
+ * hundred bytes; the most a valid request holds (64 descriptors of 32
+ * entries) is far more than any route makes.
+ */
+export const MAX_MESSAGE_BYTES = 256 * 1024;
+/** Least time between two logged internal errors; the ones in between are counted in the next line. */
+const ERROR_LOG_EVERY_MS = 10_000;
+
+/** What the service needs before it listens, read and checked (so a bad config or certificate is reported before anything listens). */
+export interface PreparedRls {
+  /** The settings it was prepared from. */
+  readonly settings: GrpcSettings;
+  /** The rate limit config. */
+  readonly config: RlsConfig;
+  /** @internal the listener's credentials. */
+  readonly credentials: Grpc.ServerCredentials;
+  /** @internal */
+  readonly grpc: GrpcJs;
+  /** @internal */
+  readonly protos: RlsProtos;
+}
 
 /** The service name of RLS v3, as health checks name it. */
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
@@ -31,6 +57,11 @@ export function protoDir(): string {
 /** `HOST:PORT`, with brackets around an IPv6 host. */
 function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** How the listener is secured, for the listening line. */
+function tlsMode(settings: GrpcSettings): 'none' | 'tls' | 'mtls' {
+  return settings.tls === undefined ? 'none' : settings.tls.clientCa === undefined ? 'tls' : 'mtls';
 }
 
 /** A running rate limit service. Create with {@link RlsServer.start}; stop with {@link close}. */
@@ -54,18 +85,31 @@ export class RlsServer {
   }
 
   /**
-   * Loads the config and the protos, and listens.
-   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs; the bind error when the port is taken
+   * Loads the config, the protos and the TLS files: what `floodgate check` checks, and what serve reads before anything listens.
+   * @throws ConfigError for a bad rate limit config or TLS file; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs
    */
-  static async start(settings: GrpcSettings, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
+  static async prepare(settings: GrpcSettings): Promise<PreparedRls> {
     const [grpc, protobuf, config] = await Promise.all([loadGrpc(), loadProtobuf(), loadRlsConfig(settings.config)]);
     const protos = loadRlsProtos(protobuf, protoDir());
-    const limiters = new RlsLimiters(gateway.sharedStore, gateway.ruleContext, () => gateway.current);
+    const credentials = await serverCredentials(grpc, settings.tls);
+    return { settings, config, credentials, grpc, protos };
+  }
+
+  /**
+   * Listens (after {@link prepare}, or preparing first when given settings).
+   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs; the bind error when the port is taken
+   */
+  static async start(from: GrpcSettings | PreparedRls, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
+    const { settings, config, credentials, grpc, protos } = 'credentials' in from ? from : await RlsServer.prepare(from);
+    const limiters = new RlsLimiters(gateway.rlsTables, gateway.ruleContext, () => gateway.current);
     const metrics = new RlsMetrics(prom, gateway.metrics.registry);
-    // Channelz keeps per-call statistics for a debugging service this server does not offer.
-    const server = new grpc.Server({ 'grpc.enable_channelz': 0 });
+    const server = new grpc.Server({
+      // Channelz keeps per-call statistics for a debugging service this server does not offer.
+      'grpc.enable_channelz': 0,
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+    });
     const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(hostPort(settings.listen.host, settings.listen.port), grpc.ServerCredentials.createInsecure(), (error, bound) =>
+      server.bindAsync(hostPort(settings.listen.host, settings.listen.port), credentials, (error, bound) =>
         error === null
           ? resolve(bound)
           : reject(new Error(`--grpc ${hostPort(settings.listen.host, settings.listen.port)}: cannot listen: ${error.message}`)),
@@ -76,7 +120,10 @@ export class RlsServer {
     server.addService(protos.health, { Check: rls.check });
     rls.reloader = new RlsReloader(settings.config, (next) => rls.setConfig(next), log, gateway.metrics);
     await rls.reloader.start();
-    log.info({ grpc: rls.address, config: settings.config, domains: [...config.domains.keys()] }, 'floodgate rls listening');
+    log.info(
+      { grpc: rls.address, config: settings.config, domains: [...config.domains.keys()], tls: tlsMode(settings) },
+      'floodgate rls listening',
+    );
     return rls;
   }
 
@@ -84,6 +131,7 @@ export class RlsServer {
   setConfig(config: RlsConfig): void {
     this.config = config;
     this.limiters.retain(config);
+    this.metrics.retain(new Set(config.domains.keys()));
   }
 
   /** Reloads the config file(s) now, as SIGHUP does. */
@@ -130,12 +178,17 @@ export class RlsServer {
           callback({ code: status.UNAVAILABLE, details: `rate limit store unavailable: ${error.message}` });
         } else {
           this.metrics.failed('error');
-          this.log.error({ err: error }, 'internal error while deciding a rate limit request');
+          this.logInternal(error);
           callback({ code: status.INTERNAL, details: 'internal error' });
         }
       },
     );
   };
+
+  /** An error a request should never cause: logged with its stack, but at most once per interval, whatever the request rate. */
+  private readonly logInternal = throttled<unknown>(ERROR_LOG_EVERY_MS, (error, suppressed) =>
+    this.log.error({ err: error, suppressed }, 'internal error while deciding a rate limit request'),
+  );
 
   private readonly check = (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>): void => {
     const service = (call.request as { service?: string }).service ?? '';

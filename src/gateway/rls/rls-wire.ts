@@ -1,8 +1,8 @@
 /** The rate limit service's wire shapes: a decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with the RateLimit header fields. */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
-import { RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import { maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
 import type { RlsProtos } from './rls-protos.js';
-import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
+import { MAX_DESCRIPTORS, MAX_ENTRIES, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
 
 /** A RateLimitResponse in the message's own shape (enums as numbers), as the service's coder encodes it. */
 export interface RateLimitResponseMessage {
@@ -53,7 +53,9 @@ export function readRequest(raw: unknown, units: RlsProtos['overrideUnits']): Rl
   if (list.length > MAX_DESCRIPTORS) throw new RlsRequestError(`at most ${MAX_DESCRIPTORS} descriptors per request`);
   const descriptors = list.map((item, i): RlsDescriptorIn => {
     const d = (item ?? {}) as { entries?: unknown; limit?: unknown; hits_addend?: unknown };
-    const entries = (Array.isArray(d.entries) ? (d.entries as unknown[]) : []).map((e, j) => {
+    const given = Array.isArray(d.entries) ? (d.entries as unknown[]) : [];
+    if (given.length > MAX_ENTRIES) throw new RlsRequestError(`descriptors[${i}] has more than ${MAX_ENTRIES} entries`);
+    const entries = given.map((e, j) => {
       const entry = (e ?? {}) as { key?: unknown; value?: unknown };
       const key = text(entry.key, `descriptors[${i}].entries[${j}].key`);
       if (key === '') throw new RlsRequestError(`descriptors[${i}].entries[${j}].key must not be empty`);
@@ -64,7 +66,13 @@ export function readRequest(raw: unknown, units: RlsProtos['overrideUnits']): Rl
       const l = d.limit as { requests_per_unit?: unknown; unit?: unknown };
       const unit = (typeof l.unit === 'number' ? units.get(l.unit) : undefined) ?? '';
       if (!(RLS_UNITS as readonly string[]).includes(unit)) throw new RlsRequestError(`descriptors[${i}].limit.unit must be a known unit`);
-      override = { requestsPerUnit: count(l.requests_per_unit, `descriptors[${i}].limit.requests_per_unit`), unit: unit as RlsUnit };
+      const requestsPerUnit = count(l.requests_per_unit, `descriptors[${i}].limit.requests_per_unit`);
+      // As the config loader checks a file's limits: past this the counts would not stay exact, and the limiter refuses it.
+      if (requestsPerUnit > maxRequestsPerUnit(unit as RlsUnit))
+        throw new RlsRequestError(
+          `descriptors[${i}].limit.requests_per_unit must be at most ${maxRequestsPerUnit(unit as RlsUnit)} per ${unit} (limit × window under 2^50 ms)`,
+        );
+      override = { requestsPerUnit, unit: unit as RlsUnit };
     }
     const addend = d.hits_addend as { value?: unknown } | null | undefined;
     const hitsAddend = addend === undefined || addend === null ? undefined : count(addend.value ?? 0, `descriptors[${i}].hits_addend`);

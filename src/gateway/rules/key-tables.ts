@@ -41,6 +41,16 @@ export interface GatewayStore {
   close(): Promise<void>;
   /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
   retain?(rules: readonly string[]): void;
+  /**
+   * The store the rate limit service's limits of one `domain` count in. The
+   * embedded memory store gives each domain its own table, apart from the
+   * rules' and from each other's, as {@link storeFor} does for rules: a flood
+   * of made-up values in one domain fills only that domain's table. The other
+   * stores are shared.
+   */
+  rlsStoreFor(domain: string): Store;
+  /** Drops the rate limit service's tables of domains not in `domains` (after its config reloads); absent when not per domain. */
+  retainRls?(domains: ReadonlySet<string>): void;
   /** The Redis client of a Redis store (allow lists in Redis ask it); undefined for the memory and cluster stores. */
   readonly redis?: KnownKeysClient;
   /** Changes to allow-list sets heard on pub/sub (its connection opens on first use); undefined without Redis. */
@@ -175,6 +185,7 @@ export async function openStore(
       return {
         store: timed,
         storeFor: () => timed,
+        rlsStoreFor: () => timed,
         description: `cluster (memory in the primary${leases})`,
         ready: () => true,
         close: () => store.close(),
@@ -211,6 +222,7 @@ export async function openStore(
   return {
     store: timed,
     storeFor: () => timed,
+    rlsStoreFor: () => timed,
     redis: client,
     knownKeyChanges,
     overrideSync,
@@ -231,8 +243,9 @@ export async function openStore(
 }
 
 /**
- * The embedded memory store: one MemoryStore per rule, each of
- * `settings.maxKeys` keys in overflow mode (a full table forgets no live key).
+ * The embedded memory store: one MemoryStore per rule (and per domain of the
+ * rate limit service), each of `settings.maxKeys` keys in overflow mode (a
+ * full table forgets no live key).
  * Kept across reloads by rule name, so a rule that stays keeps its counts; a
  * table whose rule is gone is dropped at the next reload.
  *
@@ -240,33 +253,40 @@ export async function openStore(
  * histogram per call would double, and every one goes through applyNow anyway.
  */
 function memoryTables(settings: StoreSettings): GatewayStore {
-  const tables = new Map<string, MemoryStore>();
   const make = (): MemoryStore =>
     new MemoryStore({ clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells });
   const shared = make();
+  // The rules' tables and the rate limit service's are named apart: a gateway reload keeps the service's, and its reload the rules'.
+  const tables = new Map<string, MemoryStore>();
+  const rlsTables = new Map<string, MemoryStore>();
+  const tableIn = (map: Map<string, MemoryStore>, name: string): MemoryStore => {
+    let table = map.get(name);
+    if (table === undefined) {
+      table = make();
+      map.set(name, table);
+    }
+    return table;
+  };
+  const dropFrom = (map: Map<string, MemoryStore>, keep: (name: string) => boolean): void => {
+    for (const [name, table] of map) {
+      if (!keep(name)) {
+        map.delete(name);
+        void table.close();
+      }
+    }
+  };
+  const all = (): MemoryStore[] => [shared, ...tables.values(), ...rlsTables.values()];
   return {
     store: shared,
-    storeFor(rule) {
-      let table = tables.get(rule);
-      if (table === undefined) {
-        table = make();
-        tables.set(rule, table);
-      }
-      return table;
-    },
-    retain(rules) {
-      for (const [name, table] of tables) {
-        if (!rules.includes(name)) {
-          tables.delete(name);
-          void table.close();
-        }
-      }
-    },
-    overflows: () => [...tables.values()].reduce((sum, t) => sum + t.overflows, shared.overflows),
+    storeFor: (rule) => tableIn(tables, rule),
+    retain: (rules) => dropFrom(tables, (name) => rules.includes(name)),
+    rlsStoreFor: (domain) => tableIn(rlsTables, domain),
+    retainRls: (domains) => dropFrom(rlsTables, (name) => domains.has(name)),
+    overflows: () => all().reduce((sum, t) => sum + t.overflows, 0),
     description: `memory (${settings.maxKeys} keys per rule)`,
     ready: () => true,
     close: async () => {
-      await Promise.all([shared, ...tables.values()].map((t) => t.close()));
+      await Promise.all(all().map((t) => t.close()));
     },
   };
 }

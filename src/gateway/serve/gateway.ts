@@ -2,7 +2,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { MemoryStore } from '../../stores/memory.js';
-import type { Store } from '../../stores/store.js';
 import { adminListener, registryMetrics, type AdminSource } from './admin.js';
 import { AdminApi, type AdminApiSource } from './admin-api.js';
 import { LimitedKeys } from './limited-keys.js';
@@ -217,12 +216,12 @@ export class Gateway implements AdminSource {
   }
 
   /**
-   * The store of counters that belong to no rule (the rate limit service's):
-   * the memory store's per-rule tables are dropped with their rules on a
-   * reload, this one is not.
+   * The rate limit service's tables: on the embedded memory store one per
+   * domain, apart from the rules' (which a gateway reload drops with their
+   * rules), so a flood in one domain fills no other's table.
    */
-  get sharedStore(): Store {
-    return this.store.store;
+  get rlsTables(): Pick<GatewayStore, 'rlsStoreFor' | 'retainRls'> {
+    return this.store;
   }
 
   /** The settings in force. */

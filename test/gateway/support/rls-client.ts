@@ -37,15 +37,15 @@ export interface RlsClient {
 
 type Unary = (req: unknown, cb: (error: grpc.ServiceError | null, res: unknown) => void) => void;
 
-/** Connects to `address` (HOST:PORT). */
-export function rlsClient(address: string): RlsClient {
+/** Connects to `address` (HOST:PORT), in plaintext unless `credentials` say otherwise (TLS, with or without a client certificate). */
+export function rlsClient(address: string, credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure()): RlsClient {
   const def = protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], OPTIONS);
   const pkg = grpc.loadPackageDefinition(def) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
   };
-  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, grpc.credentials.createInsecure());
-  const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
+  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, credentials);
+  const health = new pkg.grpc.health.v1.Health(address, credentials);
   const call = <T>(client: grpc.Client, method: string, req: unknown): Promise<T> =>
     new Promise((resolve, reject) =>
       (client as unknown as Record<string, Unary>)[method]!.call(client, req, (error, res) => (error ? reject(error) : resolve(res as T))),
