@@ -31,6 +31,7 @@ import {
   DEFAULT_STORE,
   type GatewaySettings,
   type GrpcSettings,
+  type GrpcTlsSettings,
   type StoreSettings,
 } from '../config/settings.js';
 
@@ -44,7 +45,7 @@ export type Command =
       readonly overrides: SettingsOverrides;
       readonly settings: GatewaySettings | undefined;
     }
-  | { readonly kind: 'check'; readonly configFile: string };
+  | { readonly kind: 'check'; readonly configFile: string; readonly overrides: SettingsOverrides };
 
 const OPTIONS = {
   upstream: { type: 'string' },
@@ -72,6 +73,9 @@ const OPTIONS = {
   otel: { type: 'boolean' },
   grpc: { type: 'string' },
   'rls-config': { type: 'string' },
+  'grpc-cert': { type: 'string' },
+  'grpc-key': { type: 'string' },
+  'grpc-client-ca': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'v' },
 } as const;
@@ -100,6 +104,20 @@ function flag<T>(name: string, parse: () => T): T {
   }
 }
 
+/** The rate limit service's flags (`--grpc`, `--rls-config`, `--grpc-cert`, `--grpc-key`, `--grpc-client-ca`); undefined when none is given. */
+function grpcOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<GrpcSettings> | undefined {
+  const grpc: { -readonly [K in keyof GrpcSettings]?: GrpcSettings[K] } = {};
+  if (typeof v.grpc === 'string') grpc.listen = flag('grpc', () => parseListen(v.grpc));
+  if (typeof v['rls-config'] === 'string') grpc.config = resolve(v['rls-config']);
+  const tls: { -readonly [K in keyof GrpcTlsSettings]?: string } = {};
+  if (typeof v['grpc-cert'] === 'string') tls.cert = resolve(v['grpc-cert']);
+  if (typeof v['grpc-key'] === 'string') tls.key = resolve(v['grpc-key']);
+  if (typeof v['grpc-client-ca'] === 'string') tls.clientCa = resolve(v['grpc-client-ca']);
+  // Partial: a config file's grpc.tls supplies the rest (grpcSection checks the whole).
+  if (Object.keys(tls).length > 0) grpc.tls = tls as GrpcTlsSettings;
+  return Object.keys(grpc).length === 0 ? undefined : grpc;
+}
+
 /**
  * Parses `argv` (without node and the script).
  * @throws FloodgateError INVALID_ARGUMENT for an unknown command or flag, a missing or malformed value, or conflicting flags
@@ -121,7 +139,9 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (positionals.length > 1) throw bad(`unexpected argument ${JSON.stringify(positionals[1])}; options start with --.`);
   if (command === 'check') {
     if (v.config === undefined) throw bad('check needs --config FILE.');
-    return { kind: 'check', configFile: v.config };
+    // The rate limit service's file can be named here as for serve: check then reads the one serve would.
+    const grpcFlags = grpcOverrides(v);
+    return { kind: 'check', configFile: v.config, overrides: grpcFlags === undefined ? {} : { grpcOverrides: grpcFlags } };
   }
 
   const o: SettingsOverrides = {};
@@ -152,9 +172,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
   if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
   if (Object.keys(store).length > 0) o.storeOverrides = store;
-  const grpc: { -readonly [K in keyof GrpcSettings]?: GrpcSettings[K] } = {};
-  if (v.grpc !== undefined) grpc.listen = flag('grpc', () => parseListen(v.grpc));
-  if (v['rls-config'] !== undefined) grpc.config = resolve(v['rls-config']);
+  const grpc: Partial<GrpcSettings> = grpcOverrides(v) ?? {};
   if (Object.keys(grpc).length > 0) o.grpcOverrides = grpc;
 
   if (v.config !== undefined) {
@@ -168,11 +186,18 @@ export function parseCommandLine(argv: readonly string[]): Command {
   }
 
   // No config file: one rule from the flags, applied to every request; or the rate limit service alone.
-  if (grpc.listen !== undefined || grpc.config !== undefined) {
-    if (grpc.listen === undefined) throw bad('--rls-config needs --grpc HOST:PORT, where the rate limit service listens.');
+  if (grpc.listen !== undefined || grpc.config !== undefined || grpc.tls !== undefined) {
+    if (grpc.listen === undefined)
+      throw bad(
+        `--${grpc.config === undefined ? 'grpc-cert' : 'rls-config'} needs --grpc HOST:PORT, where the rate limit service listens.`,
+      );
     if (grpc.config === undefined)
       throw bad('--grpc needs --rls-config PATH: the envoyproxy/ratelimit YAML file, or a directory of them, that it serves.');
     if ((o.workers ?? 0) > 0) throw bad(`--grpc: ${GRPC_WORKERS}`);
+    if (grpc.tls !== undefined && (grpc.tls.cert === undefined || grpc.tls.key === undefined))
+      throw bad(
+        `--${grpc.tls.cert === undefined ? 'grpc-key and --grpc-client-ca need --grpc-cert' : 'grpc-cert needs --grpc-key'} FILE (PEM).`,
+      );
   }
   const rlsOnly = grpc.listen !== undefined && o.upstream === undefined;
   if (rlsOnly) {
@@ -220,7 +245,9 @@ export function parseCommandLine(argv: readonly string[]): Command {
     paths: DEFAULT_PATHS,
     plans: new Map(),
     ...(o.telemetry === undefined ? {} : { telemetry: o.telemetry }),
-    ...(grpc.listen !== undefined && grpc.config !== undefined ? { grpc: { listen: grpc.listen, config: grpc.config } } : {}),
+    ...(grpc.listen !== undefined && grpc.config !== undefined
+      ? { grpc: { listen: grpc.listen, config: grpc.config, ...(grpc.tls === undefined ? {} : { tls: grpc.tls as GrpcTlsSettings }) } }
+      : {}),
     rules: rlsOnly
       ? []
       : [

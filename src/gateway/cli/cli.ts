@@ -46,7 +46,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         process.stdout.write(`${floodgateVersion() ?? "unknown (floodgate's package.json was not found)"}\n`);
         return 0;
       case 'check':
-        return await check(command.configFile);
+        return await check(command.configFile, command.overrides);
       case 'serve': {
         const { settings, text } =
           command.settings !== undefined
@@ -72,9 +72,11 @@ function describeError(error: unknown): string {
   return [`${first} [${error.code}]`, ...rest].join('\n');
 }
 
-/** `floodgate check`: the file is valid, serve has its packages, and every rule can match; exit 0, else 1 or 2. */
-async function check(file: string): Promise<number> {
-  const { settings } = await readSettings(file, {});
+/** `floodgate check`: the file is valid, serve has its packages, every rule can match, and the rate limit service's YAML and TLS files load; exit 0, else 1 or 2. */
+async function check(file: string, overrides: SettingsOverrides): Promise<number> {
+  const { settings } = await readSettings(file, overrides);
+  // serve refuses a bad rate limit config (exit 2): check reads it as serve does, so it says "valid" only for what serve runs.
+  const rls = settings.grpc === undefined ? undefined : await RlsServer.prepare(settings.grpc);
   let unreachable = 0;
   for (const warning of ruleWarnings(settings)) {
     const isError = warning.code === WarningCode.UNREACHABLE_RULE;
@@ -82,7 +84,13 @@ async function check(file: string): Promise<number> {
     process.stderr.write(`floodgate: ${isError ? '' : 'warning: '}${warning.message} [${warning.code}]\n`);
   }
   if (unreachable > 0) return 2;
-  process.stdout.write(`${file}: valid; ${settings.rules.length} rule(s): ${settings.rules.map((r) => r.name).join(', ') || '(none)'}\n`);
+  const domains =
+    rls === undefined
+      ? ''
+      : `; rate limit service: ${[...rls.config.domains.keys()].join(', ') || '(no domains)'} from ${rls.settings.config}`;
+  process.stdout.write(
+    `${file}: valid; ${settings.rules.length} rule(s): ${settings.rules.map((r) => r.name).join(', ') || '(none)'}${domains}\n`,
+  );
   return 0;
 }
 
@@ -142,11 +150,13 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
     heldSighup = true;
   };
   process.on('SIGHUP', holdSighup);
+  // Read before the gateway listens: a bad rate limit config or certificate ends the start before any "listening" line.
+  const prepared = settings.grpc === undefined ? undefined : await RlsServer.prepare(settings.grpc);
   const gateway = await Gateway.start(settings, deps, log, { clustered });
   let rls: RlsServer | undefined;
-  if (settings.grpc !== undefined) {
+  if (prepared !== undefined) {
     try {
-      rls = await RlsServer.start(settings.grpc, gateway, deps.prom, log);
+      rls = await RlsServer.start(prepared, gateway, deps.prom, log);
     } catch (error) {
       await gateway.shutdown();
       throw error;

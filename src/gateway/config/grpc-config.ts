@@ -1,11 +1,12 @@
-/** The `grpc` setting (the Envoy rate limit service): `{ listen, config }`, merged with `--grpc` and `--rls-config`. */
+/** The `grpc` setting (the Envoy rate limit service): `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags. */
 import { isAbsolute, resolve } from 'node:path';
 import { describe } from '../../duration.js';
 import { parseListen } from './values.js';
-import type { GrpcSettings } from './settings.js';
-import { mapping, type Cursor } from './yaml-cursor.js';
+import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
+import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
-const GRPC_FIELDS = ['listen', 'config'] as const;
+const GRPC_FIELDS = ['listen', 'config', 'tls'] as const;
+const TLS_FIELDS = ['cert', 'key', 'clientCa'] as const;
 const EXAMPLE = 'e.g. grpc: { listen: 127.0.0.1:8081, config: ./ratelimit/ }';
 
 /** The config error of the rate limit service under `--workers`. */
@@ -18,7 +19,7 @@ export const GRPC_WORKERS =
  * `--grpc` / `--rls-config` over it. Undefined when neither sets anything.
  */
 export function grpcSection(c: Cursor, value: unknown, dir: string, flags: Partial<GrpcSettings> = {}): GrpcSettings | undefined {
-  if (value === undefined && flags.listen === undefined && flags.config === undefined) return undefined;
+  if (value === undefined && flags.listen === undefined && flags.config === undefined && flags.tls === undefined) return undefined;
   const o = value === undefined ? {} : mapping(c, ['grpc'], value, GRPC_FIELDS);
   const listen = flags.listen ?? (o.listen === undefined ? undefined : c.at(['grpc', 'listen'], () => parseListen(o.listen)));
   let config = flags.config;
@@ -30,5 +31,26 @@ export function grpcSection(c: Cursor, value: unknown, dir: string, flags: Parti
   if (listen === undefined) c.fail(['grpc'], `needs listen, the HOST:PORT of the gRPC listener (or --grpc HOST:PORT; ${EXAMPLE}).`);
   if (config === undefined)
     c.fail(['grpc'], `needs config, the envoyproxy/ratelimit YAML file or directory (or --rls-config PATH; ${EXAMPLE}).`);
-  return { listen, config };
+  const tls = tlsSection(c, o.tls, dir, flags.tls);
+  return { listen, config, ...(tls === undefined ? {} : { tls }) };
+}
+
+/** `grpc.tls: { cert, key, clientCa }` (paths relative to `dir`), each field replaced by its flag when given. */
+function tlsSection(c: Cursor, value: unknown, dir: string, flags: Partial<GrpcTlsSettings> = {}): GrpcTlsSettings | undefined {
+  const path: Path = ['grpc', 'tls'];
+  const o = value === undefined || value === null ? {} : mapping(c, path, value, TLS_FIELDS);
+  const file = (field: (typeof TLS_FIELDS)[number]): string | undefined => {
+    const flag = flags[field];
+    if (flag !== undefined) return flag;
+    const v = o[field];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || v === '') c.fail([...path, field], `must be the path of a PEM file; got ${describe(v)}.`);
+    return isAbsolute(v) ? v : resolve(dir, v);
+  };
+  const [cert, key, clientCa] = [file('cert'), file('key'), file('clientCa')];
+  if (cert === undefined && key === undefined && clientCa === undefined) return undefined;
+  const example = 'e.g. tls: { cert: ./rls.crt, key: ./rls.key, clientCa: ./envoy-ca.crt }, or --grpc-cert, --grpc-key, --grpc-client-ca';
+  if (cert === undefined) c.fail(path, `needs cert, the server's certificate (PEM; ${example}).`);
+  if (key === undefined) c.fail(path, `needs key, the server's private key (PEM; ${example}).`);
+  return { cert, key, ...(clientCa === undefined ? {} : { clientCa }) };
 }
