@@ -9,8 +9,10 @@ Usage:
   floodgate serve --grpc HOST:PORT --rls-config PATH [options]
                                                an Envoy rate limit service (RLS v3, gRPC) on
                                                envoyproxy/ratelimit's YAML (see docs/rls.md)
-  floodgate check --config FILE                validate a config file and exit (0 valid, 2 not, 1 when
-                                               a package serve needs is missing)
+  floodgate check --config FILE [--rls-config PATH]
+                                               validate a config file (and the rate limit YAML it
+                                               names) and exit (0 valid, 2 not, 1 when a package
+                                               serve needs is missing)
   floodgate --help                             this text
   floodgate --version                          floodgate's version (also -v)
 
@@ -58,6 +60,14 @@ Options of serve (flags win over the config file's values):
   --rls-config PATH       with --grpc: an envoyproxy/ratelimit YAML file, or a directory of them
                           (one domain each); reloaded on SIGHUP and when a file changes
                             e.g. --rls-config ./ratelimit.yaml
+  --grpc-cert FILE        with --grpc: serve it over TLS with this PEM certificate (and --grpc-key);
+                          without TLS, only Envoy must be able to reach the port
+                            e.g. --grpc-cert rls.crt --grpc-key rls.key
+  --grpc-key FILE         the private key of --grpc-cert (PEM)
+                            e.g. --grpc-key /etc/floodgate/rls.key
+  --grpc-client-ca FILE   with --grpc-cert: mutual TLS, answer only clients whose certificate this
+                          CA signed
+                            e.g. --grpc-client-ca envoy-ca.crt
   --admin HOST:PORT       serve /metrics, /healthz and /readyz on a separate listener only; the
                           proxy listener then forwards /_floodgate/metrics etc. like any path
                             e.g. --admin 127.0.0.1:9090
