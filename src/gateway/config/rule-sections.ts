@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { CALENDAR_UNITS, type CalendarUnit } from '../../calendar.js';
-import { calendarLabel, longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../calendar-window.js';
+import { longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../calendar-window.js';
 import { describe } from '../../duration.js';
 import type { Algorithm } from '../../policy.js';
 import { costSettings } from './cost-config.js';
@@ -22,6 +22,7 @@ import {
 } from './values.js';
 import { type KeySettings, type MatchSettings, type PlanSettings, type PolicySettings, type RuleSettings } from './settings.js';
 import { overrideSettings } from './override-config.js';
+import { policyName } from './policy-names.js';
 import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
 
 const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait', 'overrides'] as const;
@@ -72,13 +73,19 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   if (!Array.isArray(r.policies) || r.policies.length === 0)
     c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
+  // By the name serve reports each policy under (headers, violated-policies, the admin API), which must be unique:
+  // two unnamed policies with equal numbers and different keys would pass a check of the numbers and keys, and stop serve.
   const seen = new Set<string>();
   policies.forEach((p, i) => {
-    const window = p.calendar === undefined ? p.windowMs : calendarLabel(p.calendar);
-    const label = p.name ?? `${p.limit}/${window}${p.key === undefined ? '' : ` ${keyLabel(p.key)}`}`;
-    if (seen.has(label))
-      c.fail([...path, 'policies', i], `duplicates another policy of this rule; give each a distinct name, limit or key.`);
-    seen.add(label);
+    const name = policyName(p);
+    if (seen.has(name))
+      c.fail(
+        [...path, 'policies', i],
+        p.name === undefined
+          ? `has the name ${JSON.stringify(name)} of another policy of this rule (an unnamed policy is named by its numbers, whatever its key); give one of them a name: { name: ..., limit: ${p.limit}, window: ... }.`
+          : `duplicates the name ${JSON.stringify(name)} of another policy of this rule; give each a distinct name.`,
+      );
+    seen.add(name);
   });
   const match = matchSettings(c, [...path, 'match'], r.match);
   const cost = r.cost === undefined ? undefined : costSettings(c, [...path, 'cost'], r.cost, policies, shadow);
@@ -117,7 +124,9 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
     p.name === undefined
       ? undefined
       : c.at([...path, 'name'], () => {
-          if (typeof p.name !== 'string' || p.name === '') throw new InvalidValue(`must be a non-empty string; got ${describe(p.name)}.`);
+          // Printable ASCII, as serve's HttpLimiter requires: the name is sent in the RateLimit-Policy header.
+          if (typeof p.name !== 'string' || !/^[\x20-\x7e]+$/.test(p.name))
+            throw new InvalidValue(`must be a non-empty string of printable ASCII (it is sent in a header); got ${describe(p.name)}.`);
           return p.name;
         });
   const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
@@ -182,11 +191,6 @@ function policyKey(c: Cursor, path: Path, value: unknown): KeySettings {
     );
   }
   return c.at(path, () => parseKeySpec(value));
-}
-
-/** How a key source reads in messages and labels: `ip`, `header:x-api-key`, `global`. */
-function keyLabel(key: KeySettings): string {
-  return key.kind === 'header' ? `header:${key.header}${key.fallbackToIp ? ',ip' : ''}` : key.kind;
 }
 
 function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {

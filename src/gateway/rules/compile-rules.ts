@@ -16,7 +16,7 @@ import type { PolicyOverrides } from '../../overrides.js';
 import { warnOnce } from '../../warnings.js';
 import { loggableKey } from '../serve/log.js';
 import type { DecisionCell } from '../serve/metrics.js';
-import { calendarLabel } from '../../calendar-window.js';
+import { policyPrefix } from './store-prefix.js';
 import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings, WaitSettings } from '../config/settings.js';
 import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
 
@@ -172,7 +172,7 @@ function limiterFor(
   overrides: PolicyOverrides | undefined,
 ): RateLimiter {
   const c = p.calendar;
-  const prefix = `${settings.store.prefix}:${rule.name}:${p.name ?? 'p'}:${p.algorithm}:${p.limit}:${c ? calendarLabel(c) : p.windowMs}:${p.blockMs}`;
+  const prefix = policyPrefix(settings.store.prefix, rule.name, p);
   const base: RateLimiterOptions = {
     limit: p.limit,
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.

@@ -1,0 +1,38 @@
+/** The store prefix of a rule's policy: one prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike. */
+import { calendarLabel } from '../../calendar-window.js';
+import type { PolicySettings } from '../config/settings.js';
+
+/**
+ * The segment an unnamed policy takes. An unnamed policy has always counted
+ * under `p`, and it still does: unnamed policies are most policies, and
+ * moving them would restart every such counter on upgrade. A policy *named*
+ * `p` is written `%70` instead (see {@link prefixSegment}), so no name can
+ * take this segment.
+ */
+const UNNAMED = 'p';
+
+/**
+ * A name or label as one segment of a store key: `%` and `:` percent-encoded,
+ * and the name `p` written `%70`. The encoding is injective and leaves a
+ * segment without `:`, so a prefix always has the same number of segments
+ * and two policies' prefixes differ at a segment, never by where a segment
+ * ends. Names without `%` or `:`, other than `p`, are unchanged, and so are
+ * their counters.
+ */
+export function prefixSegment(text: string): string {
+  if (text === UNNAMED) return '%70';
+  return text.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'));
+}
+
+/**
+ * Where a policy's counters live: `STORE_PREFIX:RULE:NAME:ALGORITHM:LIMIT:WINDOW:BLOCK`,
+ * NAME being `p` for an unnamed policy and {@link prefixSegment} of the name
+ * otherwise. A reload that keeps a policy keeps its counters; one that changes
+ * its numbers starts it afresh instead of reading counts made under others.
+ * Rule names hold no `:` (the config allows letters, digits, `.`, `_`, `-`).
+ */
+export function policyPrefix(storePrefix: string, rule: string, p: PolicySettings): string {
+  const name = p.name === undefined ? UNNAMED : prefixSegment(p.name);
+  const window = p.calendar ? prefixSegment(calendarLabel(p.calendar)) : String(p.windowMs);
+  return `${storePrefix}:${rule}:${name}:${p.algorithm}:${p.limit}:${window}:${p.blockMs}`;
+}
