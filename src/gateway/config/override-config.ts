@@ -1,7 +1,8 @@
 /** Plans and per-key overrides in the config: the `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis hash and the admin API share. */
 import { describe } from '../../duration.js';
-import { isFloodgateError } from '../../errors.js';
-import { checkOverride, type PolicyOverride } from '../../overrides.js';
+import { ErrorCode, isFloodgateError } from '../../errors.js';
+import { checkOverride, overridePolicy, type PolicyOverride } from '../../overrides.js';
+import type { Policy } from '../../policy.js';
 import type { OverrideSettings, PlanSettings, PolicySettings } from './settings.js';
 import { InvalidValue, parseLimitSpec } from './values.js';
 import { Cursor, isObject, mapping, type Path } from './yaml-cursor.js';
@@ -84,6 +85,38 @@ export function overrideSettings(
  * @throws InvalidValue saying what is wrong and what would be right
  */
 export function resolveOverride(value: unknown, policies: readonly PolicySettings[], plans: PlanSettings): ResolvedOverride {
+  const resolved = resolveShape(value, policies, plans);
+  resolved.forEach((override, i) => {
+    if (override !== undefined) inRange(policies[i]!, override);
+  });
+  return resolved;
+}
+
+/**
+ * Checks an override against the policy it changes, as the limiter would
+ * when a key it covers first comes: a value out of range refused here is
+ * refused once (400 from the admin API, a config error, a logged Redis
+ * entry) instead of answering every request of the keys it covers with 500.
+ * @throws InvalidValue with code LIMIT_TOO_LARGE when limit × window passes 2^50; plain for a window given to a calendar policy
+ */
+function inRange(p: PolicySettings, override: PolicyOverride): void {
+  const base: Policy = {
+    algorithm: p.algorithm,
+    limit: p.limit,
+    windowMs: p.windowMs,
+    blockMs: p.blockMs,
+    ...(p.calendar === undefined ? {} : { calendar: p.calendar }),
+  };
+  try {
+    overridePolicy(base, override);
+  } catch (error) {
+    if (!isFloodgateError(error)) throw error;
+    const policy = p.name === undefined ? 'its policy' : `policy ${JSON.stringify(p.name)}`;
+    throw new InvalidValue(`for ${policy}: ${error.message}`, error.code === ErrorCode.LIMIT_TOO_LARGE ? error.code : undefined);
+  }
+}
+
+function resolveShape(value: unknown, policies: readonly PolicySettings[], plans: PlanSettings): ResolvedOverride {
   const only = policies.length === 1;
   if (typeof value === 'string' && !value.includes('/')) {
     const plan = plans.get(value);

@@ -19,8 +19,14 @@ import {
 
 /** A bad value; the message says what was expected. The CLI and the config loader add where it came from. */
 export class InvalidValue extends Error {
-  /** @param message - what is wrong and what would be right */
-  constructor(message: string) {
+  /**
+   * @param message - what is wrong and what would be right
+   * @param code - a stable code (an ErrorCode) when the value breaks a bound the library names, for answers that carry one (the admin API's)
+   */
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
     super(message);
     this.name = 'InvalidValue';
   }

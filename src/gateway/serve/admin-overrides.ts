@@ -71,7 +71,12 @@ export async function routeOverrides(
   try {
     overrides.check(value);
   } catch (error) {
-    if (error instanceof InvalidValue) throw badField('value', error.message);
+    if (error instanceof InvalidValue) {
+      const bad = badField('value', error.message);
+      // Out of a bound the library names (limit × window over 2^50): the code says which, for scripts to branch on.
+      if (error.code !== undefined) bad.body.code = error.code;
+      throw bad;
+    }
     throw error;
   }
   if (shared !== undefined && admin.write !== undefined) await admin.write(shared, pattern, value);

@@ -3,7 +3,7 @@ import { throttled } from '../../throttle.js';
 import { floodgateVersion } from '../cli/own-package.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { openStore, type GatewayStore } from '../rules/key-tables.js';
-import type { GatewayLogger } from './log.js';
+import { keyId, type GatewayLogger } from './log.js';
 import { GatewayMetrics } from './metrics.js';
 import { loadOtelApi, type PromClient } from './optional-deps.js';
 import { gatewayOtel } from './otel-metrics.js';
@@ -28,14 +28,7 @@ export async function openCounting(
   // Off unless configured: without telemetry.otel, @opentelemetry/api is never loaded.
   const otel = settings.telemetry?.otel === true ? gatewayOtel(await loadOtelApi(), floodgateVersion()) : undefined;
   const metrics = new GatewayMetrics(deps.prom, otel?.tap);
-  const store = await openStore(
-    settings.store,
-    metrics,
-    clustered,
-    storeFailureLog(log),
-    (hash, rule, pattern, why) => log.warn({ hash, rule, pattern }, `override entry refused: ${why}`),
-    otel?.tracer,
-  );
+  const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log), overrideRefusalLog(log), otel?.tracer);
   return { metrics, store, stopOtel: otel?.observe(metrics) };
 }
 
@@ -46,4 +39,19 @@ export async function openCounting(
  */
 export function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
   return throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit store problem'));
+}
+
+/**
+ * Logs an override entry of a Redis hash that a rule refused (it stays out,
+ * and the rule's own numbers apply to the keys it names), at most once per
+ * 10 s with how many were held back: a bad entry is read again on every
+ * change of its hash. The pattern may be an API key, so it is logged as
+ * `key#` and the first 12 hex digits of its SHA-256, as keys are
+ * everywhere in the log; `GET /admin/rules/RULE/overrides` lists it in clear.
+ */
+export function overrideRefusalLog(log: GatewayLogger): (hash: string, rule: string, pattern: string, why: string) => void {
+  const warn = throttled<{ hash: string; rule: string; pattern: string; why: string }>(10_000, (e, held) =>
+    log.warn({ hash: e.hash, rule: e.rule, pattern: `key#${keyId(e.pattern)}`, suppressed: held }, `override entry refused: ${e.why}`),
+  );
+  return (hash, rule, pattern, why) => warn({ hash, rule, pattern, why });
 }
