@@ -68,7 +68,7 @@ describe('config: calendar windows', () => {
     await parseConfigText(rule('{ limit: 3, window: month, timeZone: UTC }\n      - { limit: 3, window: 745h }'), 'gw.yaml');
     await rejectsConfig(
       rule('{ limit: 3, window: month, timeZone: UTC }\n      - { limit: 3, window: month, timeZone: UTC }'),
-      /policies\[1\]: duplicates another policy/,
+      /policies\[1\]: has the name "3-per-month" of another policy/,
     );
   });
 });

@@ -25,7 +25,7 @@ describe('config: a policy with its own key', () => {
     const settings = await parseConfigText(
       `${COMBINED}  - name: tenants
     key: global
-    policies: ["100/1s", { limit: 100, window: 1s, key: "header:X-Tenant" }, { limit: 5, window: 1s, key: "header:x-user,ip" }]
+    policies: ["100/1s", { name: per-tenant, limit: 100, window: 1s, key: "header:X-Tenant" }, { limit: 5, window: 1s, key: "header:x-user,ip" }]
 `,
       'gw.yaml',
     );
@@ -57,11 +57,16 @@ describe('config: a policy with its own key', () => {
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: 7 }\n',
       /rules\[0\]\.policies\[0\]\.key: must be "ip".*got 7\./,
     );
-    // The same numbers under another key are another policy; the same numbers under the same key are a duplicate.
-    await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m", { limit: 3, window: 1m, key: ip }]\n', 'gw.yaml');
+    // The same numbers under another key are another policy, but unnamed both go by one name in the headers ("3-per-1m"),
+    // which serve refuses: so does the config, and a name tells them apart.
+    await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m", { name: per-address, limit: 3, window: 1m, key: ip }]\n', 'gw.yaml');
+    await rejectsConfig(
+      'rules:\n  - name: a\n    policies: ["3/1m", { limit: 3, window: 1m, key: ip }]\n',
+      /^gw\.yaml:3:24: rules\[0\]\.policies\[1\]: has the name "3-per-1m" of another policy of this rule/,
+    );
     await rejectsConfig(
       'rules:\n  - name: a\n    policies: [{ limit: 3, window: 1m, key: ip }, { limit: 3, window: 1m, key: ip }]\n',
-      /^gw\.yaml:3:51: rules\[0\]\.policies\[1\]: duplicates another policy of this rule/,
+      /^gw\.yaml:3:51: rules\[0\]\.policies\[1\]: has the name "3-per-1m" of another policy of this rule/,
     );
   });
 });
