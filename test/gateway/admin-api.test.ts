@@ -69,7 +69,7 @@ describe('gateway: admin API', () => {
       key: { kind: 'header', header: 'x-api-key', fallbackToIp: false },
       policies: [
         { name: 'burst', limit: 3, windowMs: 3_600_000, algorithm: 'fixed-window', blockMs: 0 },
-        { name: '100/86400000ms', limit: 100, windowMs: 86_400_000, algorithm: 'fixed-window', blockMs: 3_600_000 },
+        { name: '100-per-1d', limit: 100, windowMs: 86_400_000, algorithm: 'fixed-window', blockMs: 3_600_000 },
       ],
       cost: null,
       concurrency: null,
@@ -89,7 +89,7 @@ describe('gateway: admin API', () => {
       seen.json.policies.map((p: { policy: string; remaining: number; refusedForMs: number }) => [p.policy, p.remaining, p.refusedForMs]),
       [
         ['burst', 2, 0],
-        ['100/86400000ms', 99, 0],
+        ['100-per-1d', 99, 0],
       ],
     );
 
@@ -143,13 +143,13 @@ describe('gateway: admin API', () => {
       {
         rule: 'api',
         keys: [
-          { key: 'heavy', refusals: 7 },
-          { key: 'light', refusals: 2 },
+          { policy: 'burst', key: 'heavy', refusals: 7 },
+          { policy: 'burst', key: 'light', refusals: 2 },
         ],
       },
     ]);
     const top1 = await call(g.adminUrl!, 'GET', '/admin/limited?top=1&rule=api', { token: TOKEN });
-    assert.deepEqual(top1.json.rules[0].keys, [{ key: 'heavy', refusals: 7 }]);
+    assert.deepEqual(top1.json.rules[0].keys, [{ policy: 'burst', key: 'heavy', refusals: 7 }]);
   });
 
   it('a shadow rule refuses nobody, so it lists no limited keys', async () => {
@@ -393,13 +393,13 @@ describe('gateway: admin API settings', () => {
   it('the most-limited table: each rule and minute holds at most LIMITED_TABLE_SIZE keys, and minutes older than the window are dropped', () => {
     let now = 0;
     const limited = new LimitedKeys(() => now);
-    for (let i = 0; i < 100; i++) limited.note('r', 'heavy');
-    for (let i = 0; i < 50_000; i++) limited.note('r', `k${i}`);
+    for (let i = 0; i < 100; i++) limited.note('r', 'p', 'heavy');
+    for (let i = 0; i < 50_000; i++) limited.note('r', 'p', `k${i}`);
     assert.ok(limited.size <= LIMITED_TABLE_SIZE, `${limited.size}`);
-    assert.deepEqual(limited.top('r', 1, 1), [{ key: 'heavy', refusals: 100 }]);
+    assert.deepEqual(limited.top('r', 1, 1), [{ policy: 'p', key: 'heavy', refusals: 100 }]);
     now += LIMITED_MINUTES * 60_000;
-    limited.note('r', 'later');
-    assert.deepEqual(limited.top('r', LIMITED_MINUTES, 5), [{ key: 'later', refusals: 1 }]);
+    limited.note('r', 'p', 'later');
+    assert.deepEqual(limited.top('r', LIMITED_MINUTES, 5), [{ policy: 'p', key: 'later', refusals: 1 }]);
     assert.equal(limited.size, 1);
   });
 });

@@ -79,12 +79,12 @@ describe('attack: the dashboard in headless Chromium', { timeout: 120_000 }, () 
 
       // Reset one from its row, and unblock another through the free-text form.
       const first = HOSTILE[0]!;
-      await page.getByRole('button', { name: `Reset key ${first} under rule api` }).click();
-      await page.getByRole('status').filter({ hasText: 'reset under rule api' }).waitFor();
+      await page.getByRole('button', { name: `Reset key ${first} under policy 1-per-1h of rule api` }).click();
+      await page.getByRole('status').filter({ hasText: 'reset under policy 1-per-1h of rule api' }).waitFor();
       assert.equal(await status(first), 200, 'the key reset is the key refused');
       await page.getByLabel('Key', { exact: true }).fill(HOSTILE[1]!);
       await page.locator('#key-reset').click();
-      await page.getByRole('status').filter({ hasText: 'reset under rule api' }).waitFor();
+      await page.getByRole('status').filter({ hasText: 'reset under policy 1-per-1h of rule api' }).waitFor();
       assert.equal(await status(HOSTILE[1]!), 200);
       // A few more updates with the keys on the page, then nothing ran.
       await sleep(2500);

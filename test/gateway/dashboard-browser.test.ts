@@ -1,10 +1,11 @@
-// The live dashboard in a real headless Chromium while load runs through a gateway on Redis: the token prompt, numbers that move and agree with /metrics, and a blocked key reset and another unblocked from the page, each then admitted. Screenshots go to test-output/dashboard/.
+// The live dashboard in a real headless Chromium while load runs through a gateway on Redis: the token prompt, numbers that move and agree with /metrics, and a blocked key reset and another unblocked from the page under the policy that refused it (keys . and .. too), each then admitted. Screenshots go to test-output/dashboard/.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import { encodeSegment } from '../../src/gateway/serve/admin-http.js';
 import { adminBlock, adminFetch } from './support/admin.js';
 import { chromiumFixture } from './support/chromium.js';
 import { parseMetrics, sleep } from './support/harness.js';
@@ -95,7 +96,13 @@ async function status(key: string): Promise<number> {
 }
 
 async function block(key: string): Promise<void> {
-  const res = await adminFetch(gateway.adminUrl!, TOKEN, 'POST', `/admin/rules/api/keys/${key}/block`, '{"duration":"forever"}');
+  const res = await adminFetch(
+    gateway.adminUrl!,
+    TOKEN,
+    'POST',
+    `/admin/rules/api/keys/${encodeSegment(key)}/block`,
+    '{"duration":"forever"}',
+  );
   assert.equal(res.status, 200, await res.text());
 }
 
@@ -177,26 +184,50 @@ describe('dashboard in headless Chromium', () => {
       // A key blocked through the API shows among the most-limited once its requests are refused.
       await block('victim');
       extra.add('victim');
-      const reset = page.getByRole('button', { name: 'Reset key victim under rule api' });
+      const reset = page.getByRole('button', { name: 'Reset key victim under policy per-second of rule api' });
       await reset.waitFor();
+      // The row says which policy refused the key.
+      assert.deepEqual((await page.locator('#limited tbody tr[data-key="victim"] td').allTextContents()).slice(0, 2), [
+        'per-second',
+        'victim',
+      ]);
       await page.screenshot({ path: join(OUTPUT, 'dashboard.png'), fullPage: true });
       extra.delete('victim'); // so the load spends none of its fresh quota before the check below
       assert.equal(await status('victim'), 429);
       await reset.click();
-      await page.getByRole('status').filter({ hasText: 'Key victim reset under rule api.' }).waitFor();
+      await page.getByRole('status').filter({ hasText: 'Key victim reset under policy per-second of rule api.' }).waitFor();
       assert.equal(await status('victim'), 200, 'admitted after the reset from the page');
 
       // A key the list may not show: unblocked from the form, by keyboard.
       await block('quiet');
       assert.equal(await status('quiet'), 429);
       await page.getByLabel('Rule', { exact: true }).selectOption('api');
+      assert.equal(await page.getByLabel('Policy', { exact: true }).inputValue(), 'per-second');
       await page.getByLabel('Key', { exact: true }).focus();
       await page.keyboard.type('quiet');
       await page.keyboard.press('Tab'); // Reset
       await page.keyboard.press('Tab'); // Unblock
       await page.keyboard.press('Enter');
-      await page.getByRole('status').filter({ hasText: 'Key quiet unblocked under rule api.' }).waitFor();
+      await page.getByRole('status').filter({ hasText: 'Key quiet unblocked under policy per-second of rule api.' }).waitFor();
       assert.equal(await status('quiet'), 200, 'admitted after the unblock from the page');
+
+      // The dashboard cannot reset keys . and ..: a URL parser would drop them as dot segments (%2E too), so the page
+      // sends them as "=" + base64url, which the API reads back.
+      await block('.');
+      await block('..');
+      extra.add('.');
+      const dot = page.getByRole('button', { name: 'Reset key . under policy per-second of rule api' });
+      await dot.waitFor();
+      extra.delete('.');
+      assert.equal(await status('.'), 429);
+      await dot.click();
+      await page.getByRole('status').filter({ hasText: 'Key . reset under policy per-second of rule api.' }).waitFor();
+      assert.equal(await status('.'), 200, '"." admitted after the reset from the page');
+      assert.equal(await status('..'), 429, '".." still blocked: the reset of "." was that key alone');
+      await page.getByLabel('Key', { exact: true }).fill('..');
+      await page.getByRole('button', { name: 'Unblock', exact: true }).click();
+      await page.getByRole('status').filter({ hasText: 'Key .. unblocked under policy per-second of rule api.' }).waitFor();
+      assert.equal(await status('..'), 200, '".." admitted after the unblock from the form');
       await page.screenshot({ path: join(OUTPUT, 'after-unblock.png'), fullPage: true });
 
       // Forgetting the token stops the polling and asks again.

@@ -117,7 +117,7 @@ describe('gateway: dashboard', () => {
     for (const d of s.decisions)
       assert.equal(m.get(`floodgate_decisions_total{rule="${d.rule}",outcome="${d.outcome}"}`) ?? 0, d.count, `${d.rule} ${d.outcome}`);
 
-    assert.deepEqual(s.limited, { minutes: 5, rules: [{ rule: 'api', keys: [{ key: 'alpha', refusals: 2 }] }] });
+    assert.deepEqual(s.limited, { minutes: 5, rules: [{ rule: 'api', keys: [{ policy: 'burst', key: 'alpha', refusals: 2 }] }] });
     assert.deepEqual(s.rules, [
       {
         rule: 'api',

@@ -2,7 +2,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
 import { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpRateLimitOptions, KeySource, NamedLimiter } from '../../http/types.js';
+import type { HttpRateLimitOptions, KeySource, NamedLimiter, RefusalInfo } from '../../http/types.js';
 import { headerValue } from '../../http/client-keys.js';
 import { RateLimiter } from '../../limiter.js';
 import type { RateLimiterOptions, WaitOptions } from '../../limiter-options.js';
@@ -102,7 +102,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     // Only with the admin API on: a refusal hook makes HttpLimiter build each refusal, rather than share one.
     const before = options.onLimited;
     options.onLimited = (req, info) => {
-      if (info.key !== undefined) noteLimited(rule.name, info.key);
+      notePolicies(rule.name, info, noteLimited);
       return before?.(req, info);
     };
   }
@@ -137,6 +137,25 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
  * rule has none. The config refuses a Redis allow list without a Redis
  * store; a context without a client here is a caller's mistake.
  */
+/**
+ * Counts a refusal under each policy that refused, with the key that policy
+ * counts (its own key's, when it has one): the same KEY is another client
+ * under another key source, so the most-limited list must say whose count it
+ * is. A refusal no policy made (the rule's in-flight limit) is counted under
+ * the name it was reported with, and the rule's key.
+ */
+function notePolicies(rule: string, info: RefusalInfo, note: (rule: string, policy: string, key: string) => void): void {
+  let noted = false;
+  for (const report of info.policies) {
+    if (report.allowed) continue;
+    const key = report.key ?? info.key;
+    if (key === undefined) continue;
+    note(rule, report.name, key);
+    noted = true;
+  }
+  if (!noted && info.key !== undefined) for (const name of info.violatedPolicies) note(rule, name, info.key);
+}
+
 function knownKeysOf(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): KnownKeys | undefined {
   const known = rule.key.kind === 'header' ? rule.key.validation?.knownKeys : undefined;
   if (known === undefined) return undefined;

@@ -88,8 +88,8 @@ export interface RuleContext {
   readonly overrideSync?: OverrideSync | undefined;
   /** Told of each failed allow-list lookup (the store's failure log). */
   readonly reportStoreFailure?: (error: unknown) => void;
-  /** Told of each refusal over a limit (rule name, key), when the admin API keeps the most-limited keys. */
-  readonly onLimited?: (rule: string, key: string) => void;
+  /** Told of each refusal over a limit (rule name, the policy that refused, the key it counts), when the admin API keeps the most-limited keys. */
+  readonly onLimited?: (rule: string, policy: string, key: string) => void;
   /** Warns once of forwarding headers that IP-keyed rules ignore; the same watch across reloads. */
   readonly forwarded?: ForwardedHeaderWatch;
 }

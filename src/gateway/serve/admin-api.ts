@@ -1,31 +1,19 @@
-/** The admin API on the admin listener: bearer-token checks, then JSON endpoints to list the rules, inspect, reset, block and unblock one key, and list the most-limited keys. */
+/** The admin API on the admin listener: bearer-token checks, then JSON endpoints to list the rules, inspect, reset, block and unblock one key (under a rule, or one of its policies), and list the most-limited keys. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseDuration } from '../../duration.js';
-import { isFloodgateError, isStoreFailure } from '../../errors.js';
-import { boundKey } from '../../http/client-keys.js';
-import type { RateLimiter } from '../../limiter.js';
-import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
-import type { RuleSettings } from '../config/settings.js';
+import { isStoreFailure } from '../../errors.js';
 import type { LimitedKeys } from './limited-keys.js';
-import type { RuleOverrides } from '../rules/rule-overrides.js';
 import { LIMITED_MINUTES } from './limited-keys.js';
-import { msOrForever, policyState, ruleView } from './admin-rules.js';
-import { allow, ApiError, badField, decode, readJson, sendJson } from './admin-http.js';
+import { ruleView } from './admin-rules.js';
+import { allow, ApiError, badField, decode, sendJson } from './admin-http.js';
+import { keyAction, namedTarget, ruleLevelTargets, type KeyRule } from './admin-keys.js';
 import { plansView, routeOverrides, type OverrideAdmin } from './admin-overrides.js';
 
 /** Where the admin API's paths start; room is left beside `rules` and `limited` for more resources. */
 export const ADMIN_API_PREFIX = '/admin/';
 
-/** One loaded rule: its settings and the limiters of its policies, in the same order. */
-export interface AdminRule {
-  /** The rule's settings. */
-  readonly settings: RuleSettings;
-  /** One RateLimiter per policy, in `settings.policies` order. */
-  readonly limiters: readonly RateLimiter[];
-  /** The rule's per-key overrides, when it has `overrides`. */
-  readonly overrides?: RuleOverrides | undefined;
-}
+/** One loaded rule: its settings, the limiters of its policies (in the same order) and its overrides. */
+export type AdminRule = KeyRule;
 
 /** What the admin API reads from the running gateway. */
 export interface AdminApiSource {
@@ -125,37 +113,33 @@ export class AdminApi {
     }
     if (parts[0] === 'rules' && parts[2] === 'keys' && (parts.length === 4 || parts.length === 5)) {
       const rule = this.rule(decode(parts[1]!, 'rule'));
-      const given = decode(parts[3]!, 'key');
-      if (given === '') throw badField('key', 'the key is empty.');
-      // As the rules count it: a long key is counted by its hash, so acting on it as given would touch nothing.
-      const key = boundKey(given, MAX_KEY_BYTES);
-      const action = parts[4];
-      if (action === undefined) {
-        allow(req, 'GET');
-        return [200, await inspect(rule, key)];
-      }
-      allow(req, 'POST');
-      switch (action) {
-        case 'reset':
-          await Promise.all(rule.limiters.map((l) => l.reset(key)));
-          this.source.changed?.(rule.settings.name, key);
-          return [200, await inspect(rule, key)];
-        case 'unblock':
-          await Promise.all(rule.limiters.map((l) => l.unblock(key)));
-          this.source.changed?.(rule.settings.name, key);
-          return [200, await inspect(rule, key)];
-        case 'block': {
-          const duration = blockDuration(await readJson(req));
-          await Promise.all(rule.limiters.map((l) => l.block(key, duration === 'forever' ? 'forever' : `${duration}ms`)));
-          return [200, { ...(await inspect(rule, key)), blockedForMs: msOrForever(duration === 'forever' ? Infinity : duration) }];
-        }
-        default:
-          throw new ApiError(404, { error: `no action ${JSON.stringify(action)} on a key; use reset, block or unblock.` });
-      }
+      const key = decode(parts[3]!, 'key');
+      return keyAction(
+        req,
+        rule,
+        key,
+        parts[4],
+        () => ruleLevelTargets(rule.settings),
+        (r, k) => this.source.changed?.(r, k),
+      );
+    }
+    if (parts[0] === 'rules' && parts[2] === 'policies' && parts[4] === 'keys' && (parts.length === 6 || parts.length === 7)) {
+      const rule = this.rule(decode(parts[1]!, 'rule'));
+      const policy = decode(parts[3]!, 'policy');
+      const on = namedTarget(rule.settings, policy);
+      const key = decode(parts[5]!, 'key');
+      return keyAction(
+        req,
+        rule,
+        key,
+        parts[6],
+        () => on,
+        (r, k) => this.source.changed?.(r, k),
+      );
     }
     throw new ApiError(404, {
       error:
-        'no such admin endpoint; try GET /admin/rules, GET /admin/rules/RULE/keys/KEY, POST .../reset|block|unblock, GET /admin/limited, GET /admin/plans, GET|PUT|DELETE /admin/rules/RULE/overrides[/PATTERN].',
+        'no such admin endpoint; try GET /admin/rules, GET /admin/rules/RULE[/policies/POLICY]/keys/KEY, POST .../reset|block|unblock, GET /admin/limited, GET /admin/plans, GET|PUT|DELETE /admin/rules/RULE/overrides[/PATTERN].',
     });
   }
 
@@ -181,42 +165,10 @@ export class AdminApi {
   }
 }
 
-async function inspect(rule: AdminRule, key: string): Promise<Record<string, unknown>> {
-  const states = await Promise.all(rule.limiters.map((l) => l.inspect(key)));
-  const override = rule.overrides?.tables.map((t) => t.match(key)?.pattern).find((p) => p !== undefined);
-  return {
-    rule: rule.settings.name,
-    key,
-    ...(override === undefined ? {} : { override }),
-    policies: states.map((seen, i) => policyState(rule.settings.policies[i]!, seen)),
-  };
-}
-
 function wholeParam(query: URLSearchParams, name: string, fallback: number, max: number): number {
   const v = query.get(name);
   if (v === null) return fallback;
   if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > max)
     throw badField(name, `${name} must be a whole number from 1 to ${max}; got ${JSON.stringify(v)}.`);
   return Number(v);
-}
-
-/** `{"duration": "10m" | 60000 | "forever"}` → ms or "forever". */
-function blockDuration(body: unknown): number | 'forever' {
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw badField('body', 'the body must be a JSON object such as {"duration":"10m"} or {"duration":"forever"}.');
-  const known = new Set(['duration']);
-  const extra = Object.keys(body).find((k) => !known.has(k));
-  if (extra !== undefined) throw badField(extra, `unknown field ${JSON.stringify(extra)}; the body takes only duration.`);
-  const d = (body as { duration?: unknown }).duration;
-  if (d === undefined) throw badField('duration', 'duration is missing: {"duration":"10m"} or {"duration":"forever"}.');
-  if (d === 'forever') return 'forever';
-  try {
-    const ms = parseDuration(d as string, 'duration');
-    if (ms <= 0) throw badField('duration', 'duration must be more than 0; to end a block, POST .../unblock.');
-    return ms;
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
-    if (isFloodgateError(error)) throw badField('duration', `${error.message} (or "forever")`);
-    throw error;
-  }
 }

@@ -28,8 +28,40 @@ export function allow(req: IncomingMessage, method: 'GET' | 'POST' | 'PUT' | 'DE
   );
 }
 
-/** A path segment percent-decoded; 400 naming `field` when the encoding is broken. */
+/**
+ * Marks a path segment written as `=` + base64url of the UTF-8 text. Keys `.`
+ * and `..` cannot travel percent-encoded: URL parsers (browsers, fetch, curl)
+ * remove dot segments, `%2E` included, before the request is sent. A raw `=`
+ * never comes out of encodeURIComponent (it writes `%3D`), so no segment
+ * encoded the usual way starts with it.
+ */
+export const BASE64_SEGMENT = '=';
+
+/** The segment that names `text` in an admin path: encodeURIComponent, or {@link BASE64_SEGMENT} form for `.` and `..`. */
+export function encodeSegment(text: string): string {
+  return text === '.' || text === '..' ? BASE64_SEGMENT + Buffer.from(text, 'utf8').toString('base64url') : encodeURIComponent(text);
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A path segment percent-decoded, or base64url-decoded after {@link BASE64_SEGMENT}; 400 naming `field` when the encoding is broken. */
 export function decode(segment: string, field: string): string {
+  if (segment.startsWith(BASE64_SEGMENT)) {
+    const text = segment.slice(BASE64_SEGMENT.length);
+    const bytes = /^[A-Za-z0-9_-]*$/.test(text) ? Buffer.from(text, 'base64url') : undefined;
+    // Only the canonical form: one text, one segment.
+    if (bytes !== undefined && bytes.toString('base64url') === text) {
+      try {
+        return UTF8.decode(bytes);
+      } catch {
+        // Not UTF-8: answered below.
+      }
+    }
+    throw badField(
+      field,
+      `the ${field} after "=" is not base64url of UTF-8 text (unpadded); write "=" followed by base64url, or encode it with encodeURIComponent.`,
+    );
+  }
   try {
     return decodeURIComponent(segment);
   } catch {

@@ -1,16 +1,15 @@
 /** The admin API's JSON view of the loaded rules and of one key's state under a rule: plain values only (no allow-list contents, no regular-expression objects). */
 import type { KeyInspection } from '../../limiter-admin.js';
 import type { KeySettings, PolicySettings, RuleSettings } from '../config/settings.js';
+import { policyName } from '../config/policy-names.js';
 
 /** A duration in ms as JSON: a number, or `"forever"` for a block until unblocked (JSON has no Infinity). */
 export function msOrForever(ms: number): number | 'forever' {
   return ms === Infinity ? 'forever' : ms;
 }
 
-/** The name a policy is reported under: its own, or `<limit>/<window>ms`. */
-export function policyName(p: PolicySettings): string {
-  return p.name ?? `${p.limit}/${p.windowMs}ms`;
-}
+/** The name a policy is reported under: its own, or the one its RateLimit headers give it (`100-per-1d`). */
+export { policyName } from '../config/policy-names.js';
 
 function keyView(key: KeySettings): Record<string, unknown> {
   if (key.kind !== 'header') return { kind: key.kind };

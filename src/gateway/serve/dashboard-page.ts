@@ -46,6 +46,14 @@ async function api(method, path) {
 
 function say(text) { $('status').textContent = text; }
 
+// A path segment: keys . and .. as "=" + base64url, since URL parsers drop dot segments (%2E too); the API reads both forms.
+function seg(text) {
+  if (text === '.' || text === '..') return '=' + btoa(text).replace(/=+$/, '');
+  return encodeURIComponent(text);
+}
+// Rule name -> its policies' names, from the last stats read: only these have counts to reset (not an in-flight limit).
+let policiesOf = new Map();
+
 // The first cell heads its row; cells from index numbersFrom on are numbers, aligned right.
 function row(cells, data, numbersFrom) {
   const tr = document.createElement('tr');
@@ -87,13 +95,13 @@ function renderDecisions(s, dt) {
   }));
 }
 
-function actionButton(rule, key, action) {
+function actionButton(rule, policy, key, action) {
   const b = document.createElement('button');
   b.type = 'button';
   b.textContent = action === 'reset' ? 'Reset' : 'Unblock';
-  b.setAttribute('aria-label', b.textContent + ' key ' + key + ' under rule ' + rule);
-  Object.assign(b.dataset, { rule, key, action });
-  b.addEventListener('click', () => act(rule, key, action));
+  b.setAttribute('aria-label', b.textContent + ' key ' + key + ' under policy ' + policy + ' of rule ' + rule);
+  Object.assign(b.dataset, { rule, policy, key, action });
+  b.addEventListener('click', () => act(rule, policy, key, action));
   return b;
 }
 
@@ -108,18 +116,21 @@ function renderLimited(s) {
     const code = document.createElement('code');
     code.textContent = k.key;
     const buttons = document.createElement('span');
-    buttons.append(actionButton(r.rule, k.key, 'reset'), ' ', actionButton(r.rule, k.key, 'unblock'));
-    const tr = row([r.rule, code, num(k.refusals), buttons], { rule: r.rule, key: k.key });
-    tr.cells[2].className = 'num';
+    // The policy that refused: the same key is another client under another policy's key (an address, the global key).
+    if ((policiesOf.get(r.rule) || []).includes(k.policy))
+      buttons.append(actionButton(r.rule, k.policy, k.key, 'reset'), ' ', actionButton(r.rule, k.policy, k.key, 'unblock'));
+    else buttons.textContent = 'in-flight limit: its slots end with their requests';
+    const tr = row([r.rule, k.policy, code, num(k.refusals), buttons], { rule: r.rule, policy: k.policy, key: k.key });
+    tr.cells[3].className = 'num';
     rows.push(tr);
   }
-  if (rows.length === 0) rows.push(emptyRow('No key refused in the last ' + s.limited.minutes + ' minutes.', 4));
+  if (rows.length === 0) rows.push(emptyRow('No key refused in the last ' + s.limited.minutes + ' minutes.', 5));
   body.replaceChildren(...rows);
-  $('limited').caption.textContent = 'Keys refused most in the last ' + s.limited.minutes + ' minutes, per rule';
+  $('limited').caption.textContent = 'Keys refused most in the last ' + s.limited.minutes + ' minutes, per rule and the policy that refused them';
   // A refresh must not throw the keyboard user's focus back to the top of the page.
   if (focused && focused.key !== undefined)
     for (const b of body.querySelectorAll('button'))
-      if (b.dataset.rule === focused.rule && b.dataset.key === focused.key && b.dataset.action === focused.action) b.focus();
+      if (b.dataset.rule === focused.rule && b.dataset.policy === focused.policy && b.dataset.key === focused.key && b.dataset.action === focused.action) b.focus();
 }
 
 function bound(buckets, count, q) {
@@ -152,14 +163,21 @@ function renderStore(s, dt) {
   $('health').tBodies[0].replaceChildren(...health);
 }
 
-function renderRules(s) {
-  const names = s.rules.map((r) => r.rule);
-  if (names.join('\\0') === rulesShown) return;
-  rulesShown = names.join('\\0');
-  const select = $('key-rule');
+function options(select, names) {
   const chosen = select.value;
   select.replaceChildren(...names.map((n) => { const o = document.createElement('option'); o.textContent = n; return o; }));
   if (names.includes(chosen)) select.value = chosen;
+}
+
+function renderPolicies() { options($('key-policy'), policiesOf.get($('key-rule').value) || []); }
+
+function renderRules(s) {
+  policiesOf = new Map(s.rules.map((r) => [r.rule, r.policies.map((p) => p.policy)]));
+  const shown = JSON.stringify([...policiesOf]);
+  if (shown === rulesShown) return;
+  rulesShown = shown;
+  options($('key-rule'), s.rules.map((r) => r.rule));
+  renderPolicies();
 }
 
 async function poll() {
@@ -169,10 +187,10 @@ async function poll() {
     const s = await api('GET', '/admin/stats');
     if (mine !== generation) return;
     const dt = prev ? (s.at - prev.at) / 1000 : NaN;
+    renderRules(s);
     renderDecisions(s, dt);
     renderLimited(s);
     renderStore(s, dt);
-    renderRules(s);
     prev = s;
     $('updated').textContent = 'Last update: ' + new Date(s.at).toLocaleTimeString() + '.';
     $('updated').dataset.at = String(s.at);
@@ -188,13 +206,14 @@ async function poll() {
   timer = setTimeout(poll, 1000);
 }
 
-async function act(rule, key, action) {
+async function act(rule, policy, key, action) {
+  const where = ' under policy ' + policy + ' of rule ' + rule;
   try {
-    await api('POST', '/admin/rules/' + encodeURIComponent(rule) + '/keys/' + encodeURIComponent(key) + '/' + action);
-    say('Key ' + key + (action === 'reset' ? ' reset' : ' unblocked') + ' under rule ' + rule + '.');
+    await api('POST', '/admin/rules/' + seg(rule) + '/policies/' + seg(policy) + '/keys/' + seg(key) + '/' + action);
+    say('Key ' + key + (action === 'reset' ? ' reset' : ' unblocked') + where + '.');
   } catch (error) {
     if (error instanceof TokenRefused) return signOut('The gateway refused this token (401 Unauthorized).');
-    say('Could not ' + action + ' key ' + key + ' under rule ' + rule + ': ' + error.message);
+    say('Could not ' + action + ' key ' + key + where + ': ' + error.message);
   }
 }
 
@@ -244,8 +263,9 @@ for (const action of ['reset', 'unblock'])
   $('key-' + action).addEventListener('click', () => {
     const key = $('key-name').value;
     if (key === '') { say('Type a key first.'); $('key-name').focus(); return; }
-    act($('key-rule').value, key, action);
+    act($('key-rule').value, $('key-policy').value, key, action);
   });
+$('key-rule').addEventListener('change', renderPolicies);
 if (sessionStorage.getItem(STORE_KEY) !== null) poll();
 `;
 
@@ -286,16 +306,17 @@ export function dashboardHtml(): string {
 <section aria-labelledby="h-limited">
 <h2 id="h-limited">Most-limited keys</h2>
 <table id="limited">
-<caption>Keys refused most, per rule</caption>
-<thead><tr><th scope="col">Rule</th><th scope="col">Key</th><th scope="col" class="num">Refusals</th><th scope="col">Actions</th></tr></thead>
+<caption>Keys refused most, per rule and the policy that refused them</caption>
+<thead><tr><th scope="col">Rule</th><th scope="col">Policy</th><th scope="col">Key</th><th scope="col" class="num">Refusals</th><th scope="col">Actions</th></tr></thead>
 <tbody></tbody>
 </table>
 <form id="key-form">
 <h3>Reset or unblock any key</h3>
 <p><label for="key-rule">Rule</label> <select id="key-rule"></select>
+<label for="key-policy">Policy</label> <select id="key-policy"></select>
 <label for="key-name">Key</label> <input id="key-name" type="text" autocomplete="off" spellcheck="false">
 <button id="key-reset" type="button">Reset</button> <button id="key-unblock" type="button">Unblock</button></p>
-<p class="muted">Reset forgets the key's counts and blocks; unblock lifts a block and keeps the counts.</p>
+<p class="muted">Reset forgets the key's counts and blocks under the policy; unblock lifts a block and keeps the counts. A key is acted on under the one policy chosen: the same key may be another client under a policy keyed by address or the global key.</p>
 </form>
 </section>
 <section aria-labelledby="h-store">

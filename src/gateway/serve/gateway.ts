@@ -101,7 +101,7 @@ export class Gateway implements AdminSource {
     this.limited = settings.adminToken === undefined || clustered ? undefined : new LimitedKeys();
     const limited = this.limited;
     this.ruleContext = {
-      ...(limited === undefined ? {} : { onLimited: (rule: string, key: string) => limited.note(rule, key) }),
+      ...(limited === undefined ? {} : { onLimited: (rule: string, policy: string, key: string) => limited.note(rule, policy, key) }),
       storeFor: (rule) => store.storeFor(rule),
       storeCanFail: settings.store.kind === 'redis' || clustered,
       insuranceStore,

@@ -1,4 +1,4 @@
-/** The most-limited keys of the last minutes, per rule: refusals counted in one bounded table per rule and minute, so a flood of distinct keys cannot grow memory. */
+/** The most-limited keys of the last minutes, per rule and the policy that refused them: refusals counted in one bounded table per rule and minute, so a flood of distinct keys cannot grow memory. */
 
 /** Minutes of history kept; `/admin/limited?minutes=` asks for at most this many. */
 export const LIMITED_MINUTES = 15;
@@ -12,7 +12,13 @@ export const LIMITED_TABLE_SIZE = 1_000;
 
 /** One row of {@link LimitedKeys.top}. */
 export interface LimitedKey {
-  /** The key as the rule counts it. */
+  /**
+   * The policy that refused: a KEY means another client under each key
+   * source (an API key, an address, the one `global` key), so the row names
+   * the policy whose count it is, and an action on it names that policy too.
+   */
+  readonly policy: string;
+  /** The key as that policy counts it. */
   readonly key: string;
   /** Refusals counted in the asked minutes (a lower bound once a table was cut). */
   readonly refusals: number;
@@ -21,8 +27,12 @@ export interface LimitedKey {
 interface Minute {
   /** Whole minutes since the epoch. */
   at: number;
+  /** By {@link entryId}. */
   counts: Map<string, number>;
 }
+
+/** Policy and key as one table entry: policy names are printable ASCII (the config checks), so the first NUL ends the policy. */
+const entryId = (policy: string, key: string): string => `${policy}\u0000${key}`;
 
 /** Refusals per rule and key over the last {@link LIMITED_MINUTES} minutes, in bounded memory. */
 export class LimitedKeys {
@@ -31,8 +41,9 @@ export class LimitedKeys {
   /** @param now - the clock, in ms (injected by tests) */
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Counts one refusal of `key` under `rule`. */
-  note(rule: string, key: string): void {
+  /** Counts one refusal of `key` by `policy` of `rule`. */
+  note(rule: string, policy: string, key: string): void {
+    const id = entryId(policy, key);
     const at = Math.floor(this.now() / 60_000);
     let minutes = this.rules.get(rule);
     if (minutes === undefined) this.rules.set(rule, (minutes = []));
@@ -43,11 +54,11 @@ export class LimitedKeys {
       while (minutes.length > 0 && minutes[0]!.at <= at - LIMITED_MINUTES) minutes.shift();
     }
     const counts = minute.counts;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    counts.set(id, (counts.get(id) ?? 0) + 1);
     if (counts.size >= LIMITED_TABLE_SIZE) minute.counts = keepTop(counts, LIMITED_TABLE_SIZE / 2);
   }
 
-  /** The `top` most-refused keys of `rule` over the last `minutes` minutes (the current one included), most refused first. */
+  /** The `top` most-refused keys (each with the policy that refused it) of `rule` over the last `minutes` minutes (the current one included), most refused first. */
   top(rule: string, minutes: number, top: number): LimitedKey[] {
     const since = Math.floor(this.now() / 60_000) - minutes + 1;
     const sums = new Map<string, number>();
@@ -55,7 +66,10 @@ export class LimitedKeys {
       if (minute.at < since) continue;
       for (const [key, n] of minute.counts) sums.set(key, (sums.get(key) ?? 0) + n);
     }
-    return [...keepTop(sums, top)].map(([key, refusals]) => ({ key, refusals }));
+    return [...keepTop(sums, top)].map(([id, refusals]) => {
+      const cut = id.indexOf('\u0000');
+      return { policy: id.slice(0, cut), key: id.slice(cut + 1), refusals };
+    });
   }
 
   /** Entries held, over every rule and minute (for tests and the bound above). */
