@@ -4,6 +4,7 @@ import { HttpLimiter } from './http-limiter.js';
 import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
+import { endAbandoned } from './handler-done.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/express rateLimit';
@@ -65,7 +66,8 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
           limiter.watchResponse(req as Req, res, outcome.info);
         }
         // Its client left while it was decided: its slot went back, so its work must not run without one.
-        if (limiter.holdsSlots && goneBeforeAdmission(res)) return;
+        // Ended here, since no handler will: that frees the slot now (see whenHandlerDone).
+        if (limiter.holdsSlots && goneBeforeAdmission(res)) return endAbandoned(res);
         next();
         return;
       case 'respond':

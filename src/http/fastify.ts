@@ -7,6 +7,7 @@ import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type Ra
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
+import { endAbandoned } from './handler-done.js';
 import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
 import { warnOnce, WarningCode } from '../warnings.js';
@@ -182,6 +183,8 @@ function makeHook(limiter: HttpLimiter<FastifyRequest>): Hook {
         // Its client left while it was decided: its slot went back, so its work must not run without one.
         if (limiter.holdsSlots && goneBeforeAdmission(reply.raw)) {
           reply.code(499).send();
+          // Ended here, since no handler will: that frees the slot now (see whenHandlerDone).
+          endAbandoned(reply.raw);
           return;
         }
         done();

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
+import { endAbandoned } from './handler-done.js';
 
 /**
  * The parts of a Koa context the adapter uses. Typed structurally rather
@@ -61,9 +62,16 @@ export function koaMiddleware<Ctx extends KoaContextLike>(limiter: HttpLimiter<C
         // Its client left while it was decided: its slot went back, so its work must not run without one.
         if (limiter.holdsSlots && goneBeforeAdmission(ctx.res)) {
           ctx.respond = false;
+          endAbandoned(ctx.res);
           return;
         }
-        await next();
+        try {
+          await next();
+        } finally {
+          // Koa does not respond on a closed socket, so a handler whose client left never ends its response:
+          // end it here, which frees the slot held until the handler is done (see whenHandlerDone).
+          if (limiter.holdsSlots) endAbandoned(ctx.res);
+        }
         return;
       case 'respond':
         ctx.status = outcome.status;

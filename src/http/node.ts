@@ -4,6 +4,7 @@ import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';
 import { setHeaders, viewOf, writeResponse } from './respond.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
+import { endAbandoned } from './handler-done.js';
 import { factoryMisused, isRequestLike } from './slips.js';
 
 const OWNER = 'floodgate/node rateLimit';
@@ -56,7 +57,10 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
           limiter.watchResponse(req, res, outcome.info);
         }
         // Its client left while it was decided: its slot went back, so its work must not run without one.
-        return !(limiter.holdsSlots && goneBeforeAdmission(res));
+        // Ended here, since no handler will: that frees the slot now (see whenHandlerDone).
+        if (!(limiter.holdsSlots && goneBeforeAdmission(res))) return true;
+        endAbandoned(res);
+        return false;
       case 'respond':
         writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
         return false;

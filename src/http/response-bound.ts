@@ -7,6 +7,7 @@ import { LIMITER_INTERNALS } from '../limiter-internals.js';
 import { holdReservation, type Reservation } from '../reservation.js';
 import type { Slot } from '../concurrency-limiter.js';
 import { refundWhenDone } from './count-by-outcome.js';
+import { whenHandlerDone } from './handler-done.js';
 import { LimiterHooks } from './limiter-hooks.js';
 import type { NamedPolicy } from './options.js';
 import { keyAt, type PolicyKeys } from './policy-keys.js';
@@ -85,15 +86,19 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
 
   /**
    * Called by the adapter with an admitted request's response: frees its
-   * concurrency slot, settles its units at `actualCost`, or gives them back
-   * by the refund rule, once the response ends (finished, or its connection
-   * closed, whichever comes first). Does nothing when none of these is set.
+   * concurrency slot and settles its units at `actualCost` once the work
+   * behind the response is over: when it finishes, or, when the client left
+   * first, when the handler ends it (at most `leftBoundMs` after the client
+   * left; default the slot's ttl), since frameworks run a handler on after
+   * its socket closed. The refund rule gives units back when the response
+   * ends. Does nothing when none of these is set.
    */
-  watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined): void {
+  watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined, leftBoundMs?: number): void {
     if (info === undefined) return;
     const counted = this.countedBy.get(info);
     const slot = this.slots.get(info);
-    if (slot !== undefined) whenEnded(res, () => this.quietly(slot.release(), raw));
+    const bound = leftBoundMs ?? this.settings.concurrency?.limiter.ttlMs;
+    if (slot !== undefined) whenHandlerDone(res, () => this.quietly(slot.release(), raw), bound);
     if (counted === undefined) return;
     const rule = this.settings.refundRule;
     if (rule !== undefined) {
@@ -103,7 +108,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     const actualCost = this.settings.actualCost;
     const reservations = counted.reservations;
     if (actualCost !== undefined && reservations !== undefined) {
-      whenEnded(res, () => this.quietly(this.settle(raw, res, info.cost, reservations, actualCost), raw));
+      whenHandlerDone(res, () => this.quietly(this.settle(raw, res, info.cost, reservations, actualCost), raw), bound);
     }
   }
 
@@ -242,24 +247,4 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   private quietly(work: Promise<unknown>, raw: Raw): void {
     work.then(undefined, (error: unknown) => this.report(error, raw));
   }
-}
-
-/** Calls `done` once, when `res` finishes or its connection closes, whichever comes first (soon, when one of them has already happened). */
-function whenEnded(res: ServerResponse, done: () => void): void {
-  // A client that left while the decision was pending (a store round trip, a wait) closed the response
-  // already: its 'close' will not come again, and a slot kept waiting for it would be renewed for ever.
-  if (res.writableFinished || res.destroyed) {
-    queueMicrotask(done);
-    return;
-  }
-  let called = false;
-  const once = (): void => {
-    if (called) return;
-    called = true;
-    res.off('finish', once);
-    res.off('close', once);
-    done();
-  };
-  res.once('finish', once);
-  res.once('close', once);
 }

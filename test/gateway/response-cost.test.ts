@@ -243,8 +243,8 @@ rules:
     await settlesAt(gw, 200);
   });
 
-  it('a client that disconnects mid-stream: settled at the estimate (never cancelled), and the upstream request is cut', async () => {
-    const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+  it('a client that disconnects mid-stream of an answer without end: drained up to cost.drainBytes, then cut upstream and charged cost.missing', async () => {
+    const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens, drainBytes: 4096 }'));
     const cutBefore = llm.cut;
     await new Promise<void>((resolve, reject) => {
       const req = httpRequest(`${gw.url}/forever`, { agent: false }, (res) => {
@@ -260,19 +260,20 @@ rules:
       req.on('error', (e) => (req.destroyed ? undefined : reject(e)));
       req.end();
     });
-    await settlesAt(gw, 100);
+    await settlesAt(gw, 1000);
     for (let i = 0; i < 50 && llm.cut === cutBefore; i++) await sleep(10);
-    assert.equal(llm.cut, cutBefore + 1, 'the upstream stream was cut too');
+    assert.equal(llm.cut, cutBefore + 1, 'the upstream stream was cut once the drain bound was spent');
   });
 
-  it('an upstream that fails mid-body: the client connection is cut and the estimate stays charged, whatever the body said so far', async () => {
+  it('an upstream that fails mid-body: the client connection is cut and cost.missing is charged (a cut body is a usage not read)', async () => {
     const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
     await assert.rejects(get(`${gw.url}/die?tokens=5`));
-    await settlesAt(gw, 100);
+    await settlesAt(gw, 1000);
   });
 
   it("attacker's view: a client's x-usage-tokens never reaches the upstream and never prices its request", async () => {
-    const gw = await start(config(llm.url, '{ estimate: 100, header: x-usage-tokens }'));
+    // missing: 100, so the echo's answer without a usage header (charged cost.missing) costs the estimate here.
+    const gw = await start(config(llm.url, '{ estimate: 100, header: x-usage-tokens, missing: 100 }'));
     // Against a naive upstream that echoes request headers: without the strip, the client would pick its own price (0).
     await get(`${gw.url}/echo`, { headers: { 'x-usage-tokens': '0' } });
     assert.equal(llm.seen.at(-1)!.headers['x-usage-tokens'], undefined, 'stripped from the forwarded request');
@@ -294,12 +295,13 @@ rules:
     const onWarning = (w: Error & { code?: string }): void => void warnings.push({ code: w.code, message: w.message });
     process.on('warning', onWarning);
     try {
-      const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens }'));
+      const gw = await start(config(llm.url, '{ estimate: 100, json: usage.total_tokens, missing: 500 }', '{ limit: 5000, window: 1m }'));
       let expected = 0;
       for (const raw of ['-5', '2.5', 'NaN', '"12"']) {
         const reply = await get(`${gw.url}/json?raw=${encodeURIComponent(raw)}`);
         assert.equal(reply.status, 200);
-        expected += 100;
+        // NaN makes the body no JSON at all: nothing could be read, so it is a missing usage, not an invalid one.
+        expected += raw === 'NaN' ? 500 : 100;
         await settlesAt(gw, expected);
       }
       const hgw = await start(config(llm.url, '{ estimate: 100, header: x-usage-tokens }').replace('name: llm', 'name: llm-h'));
@@ -325,9 +327,20 @@ describe('config: a rule cost', () => {
 
   it('takes an estimate and a header, or an estimate and a dotted JSON path', async () => {
     const h = await parseConfigText(rule('{ estimate: 200, header: X-Usage-Tokens }'), 'gw.yaml');
-    assert.deepEqual(h.rules[0]!.cost, { estimate: 200, source: { kind: 'header', header: 'x-usage-tokens' } });
-    const j = await parseConfigText(rule('{ estimate: 200, json: usage.total_tokens }'), 'gw.yaml');
-    assert.deepEqual(j.rules[0]!.cost, { estimate: 200, source: { kind: 'json', path: ['usage', 'total_tokens'] } });
+    // cost.missing defaults to the smallest policy limit (1000 of 1000/1m and 50000/1d); drainBytes to 1 MiB.
+    assert.deepEqual(h.rules[0]!.cost, {
+      estimate: 200,
+      missing: 1000,
+      drainBytes: 1_048_576,
+      source: { kind: 'header', header: 'x-usage-tokens' },
+    });
+    const j = await parseConfigText(rule('{ estimate: 200, json: usage.total_tokens, missing: 3000, drainBytes: 0 }'), 'gw.yaml');
+    assert.deepEqual(j.rules[0]!.cost, {
+      estimate: 200,
+      missing: 3000,
+      drainBytes: 0,
+      source: { kind: 'json', path: ['usage', 'total_tokens'] },
+    });
     const none = await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m"]\n', 'gw.yaml');
     assert.equal(none.rules[0]!.cost, undefined);
   });
@@ -360,8 +373,14 @@ describe('config: a rule cost', () => {
       );
     await rejectsConfig(
       rule('{ estimate: 10, header: x-a, unit: tokens }'),
-      /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json\./,
+      /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json, missing, drainBytes\./,
     );
+    await rejectsConfig(
+      rule('{ estimate: 200, header: x-a, missing: 100 }'),
+      /rules\[0\]\.cost\.missing: 100 is below the estimate 200: a client could then pay less by hiding its usage/,
+    );
+    await rejectsConfig(rule('{ estimate: 200, header: x-a, missing: -1 }'), /rules\[0\]\.cost\.missing: must be a whole number/);
+    await rejectsConfig(rule('{ estimate: 200, header: x-a, drainBytes: 1.5 }'), /rules\[0\]\.cost\.drainBytes: must be a whole number/);
     await rejectsConfig(rule('7'), /rules\[0\]\.cost: must be a mapping/);
     await rejectsConfig(
       rule('{ estimate: 10, header: x-a }', '    shadow: true\n'),
@@ -386,11 +405,11 @@ describe('gateway: cost from the response, counted in a real Redis', () => {
   });
 
   for (const localFirst of [false, true]) {
-    it(`${localFirst ? 'LocalFirstStore' : 'RedisStore'}: SSE usage over the estimate, a header under it, a disconnect at the estimate`, async () => {
+    it(`${localFirst ? 'LocalFirstStore' : 'RedisStore'}: SSE usage over the estimate, a header under it, a disconnect at cost.missing`, async () => {
       const gw = await startGateway(
         `store: { type: redis, url: "${redis.url}", timeout: 500ms, localFirst: ${localFirst}, prefix: "fg:cost:${localFirst}" }\n${config(
           llm.url,
-          '{ estimate: 100, json: usage.total_tokens }',
+          '{ estimate: 100, json: usage.total_tokens, drainBytes: 2048, missing: 500 }',
         )}`,
       );
       gateways.push(gw);
@@ -409,7 +428,7 @@ describe('gateway: cost from the response, counted in a real Redis', () => {
         req.on('error', () => undefined);
         req.end();
       });
-      await settlesAt(gw, 380);
+      await settlesAt(gw, 780);
     });
   }
 

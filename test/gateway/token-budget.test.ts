@@ -77,9 +77,9 @@ rules:
     };
     admissions.push(record);
     const watch = made.watch.bind(made);
-    made.watch = (req, res) => {
+    made.watch = (req, res, boundMs) => {
       byRequest.set(req, record);
-      return watch(req, res);
+      return watch(req, res, boundMs);
     };
     return made;
   };

@@ -1,10 +1,12 @@
-/** A rule's `cost` section: the estimate reserved before forwarding, and the response header or JSON field holding the actual cost. */
+/** A rule's `cost` section: the estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a response that reports none is charged. */
 import { describe } from '../../duration.js';
 import { InvalidValue, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
-const COST_FIELDS = ['estimate', 'header', 'json'] as const;
+const COST_FIELDS = ['estimate', 'header', 'json', 'missing', 'drainBytes'] as const;
+/** Default `drainBytes`: bytes of an upstream answer read (and discarded) after its client left, to learn its usage. */
+export const DEFAULT_DRAIN_BYTES = 1_048_576;
 /** One segment of a JSON path: a property name or an array index; no spaces, no brackets, no empty segment. */
 const JSON_SEGMENT = /^[A-Za-z0-9_$-]+$/;
 const EXAMPLE = 'e.g. cost: { estimate: 500, header: x-usage-tokens } or cost: { estimate: 500, json: usage.total_tokens }';
@@ -31,8 +33,18 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
     c.fail([...path, 'json'], 'give either header or json, not both: the actual cost is read from one place.');
   if (o.header === undefined && o.json === undefined)
     c.fail(path, `needs header (a response header with the cost) or json (the body field with it), ${EXAMPLE}.`);
+  const missing = missingCharge(c, path, o.missing, estimate, policies);
+  const drainBytes =
+    o.drainBytes === undefined
+      ? DEFAULT_DRAIN_BYTES
+      : c.at([...path, 'drainBytes'], () => parsePositiveInt(o.drainBytes, 1_073_741_824, true));
   if (o.header !== undefined)
-    return { estimate, source: { kind: 'header', header: c.at([...path, 'header'], () => parseHeaderName(o.header)) } };
+    return {
+      estimate,
+      missing,
+      drainBytes,
+      source: { kind: 'header', header: c.at([...path, 'header'], () => parseHeaderName(o.header)) },
+    };
   const jsonPath = c.at([...path, 'json'], () => {
     const segments = typeof o.json === 'string' ? o.json.split('.') : [];
     if (segments.length === 0 || !segments.every((s) => JSON_SEGMENT.test(s)))
@@ -41,5 +53,24 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
       );
     return segments;
   });
-  return { estimate, source: { kind: 'json', path: jsonPath } };
+  return { estimate, missing, drainBytes, source: { kind: 'json', path: jsonPath } };
+}
+
+/**
+ * `cost.missing`: the units charged when a response that should report its
+ * cost does not (fail-closed: a client that can make the usage go missing,
+ * by not asking a stream for it or by leaving before it comes, must not pay
+ * less than an honest one). Default: the smallest limit of the rule's
+ * policies, the most one response can be admitted against. Never below the
+ * estimate, which would make hiding the usage cheaper than reporting it.
+ */
+function missingCharge(c: Cursor, path: Path, value: unknown, estimate: number, policies: readonly PolicySettings[]): number {
+  if (value === undefined) return Math.min(...policies.map((p) => p.limit));
+  const missing = c.at([...path, 'missing'], () => parsePositiveInt(value));
+  if (missing < estimate)
+    c.fail(
+      [...path, 'missing'],
+      `${missing} is below the estimate ${estimate}: a client could then pay less by hiding its usage (not asking a stream for it, or leaving before it comes); use at least the estimate.`,
+    );
+  return missing;
 }

@@ -145,10 +145,14 @@ export type UsageSource =
 
 /** A rule's `cost`: the units reserved before forwarding, and where the response says what it really cost. */
 export interface CostSettings {
-  /** Units reserved per request before it is forwarded; what is charged when the response reports no usable cost. */
+  /** Units reserved per request before it is forwarded; what is charged when the response is not expected to report a cost (a non-2xx, HEAD). */
   readonly estimate: number;
   /** Where the actual cost is read. */
   readonly source: UsageSource;
+  /** Units charged when a response that should report its cost does not (`cost.missing`); default the smallest policy limit. */
+  readonly missing: number;
+  /** Bytes of the upstream's answer read (and discarded) after the client left, to learn its usage (`cost.drainBytes`). */
+  readonly drainBytes: number;
 }
 
 /** A rule's `concurrency`: slots per key, held while the proxied response runs. */

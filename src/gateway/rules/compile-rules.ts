@@ -51,9 +51,14 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   const cost =
     rule.cost === undefined
       ? undefined
-      : new RuleCost(rule.name, rule.cost.estimate, rule.cost.source, (code, message) => {
-          if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
-        });
+      : new RuleCost(
+          rule.name,
+          rule.cost,
+          (code, message) => {
+            if (warnOnce(code, message, rule.name)) log.warn({ code }, message);
+          },
+          (name) => context.metrics.costMissing(name),
+        );
   const warn = throttled<unknown>(10_000, (error, held) => log.warn({ err: error, suppressed: held }, 'rate-limit problem'));
   const options: HttpRateLimitOptions<IncomingMessage> = {
     limiter: policies,
@@ -133,11 +138,6 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
 }
 
 /**
- * The cache in front of a rule's allow list in Redis, or undefined when the
- * rule has none. The config refuses a Redis allow list without a Redis
- * store; a context without a client here is a caller's mistake.
- */
-/**
  * Counts a refusal under each policy that refused, with the key that policy
  * counts (its own key's, when it has one): the same KEY is another client
  * under another key source, so the most-limited list must say whose count it
@@ -156,6 +156,11 @@ function notePolicies(rule: string, info: RefusalInfo, note: (rule: string, poli
   if (!noted && info.key !== undefined) for (const name of info.violatedPolicies) note(rule, name, info.key);
 }
 
+/**
+ * The cache in front of a rule's allow list in Redis, or undefined when the
+ * rule has none. The config refuses a Redis allow list without a Redis
+ * store; a context without a client here is a caller's mistake.
+ */
 function knownKeysOf(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): KnownKeys | undefined {
   const known = rule.key.kind === 'header' ? rule.key.validation?.knownKeys : undefined;
   if (known === undefined) return undefined;

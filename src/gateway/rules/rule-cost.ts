@@ -1,8 +1,9 @@
-/** A rule whose requests cost what the upstream's response reports: the rule's HttpLimiter holds the estimate as reservations, and the response's reader says what to commit when it ends. */
+/** A rule whose requests cost what the upstream's response reports: the rule's HttpLimiter holds the estimate as reservations, and the response's reader says what to commit when it ends (`cost.missing` when it should have reported and did not). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { RateLimitInfo } from '../../http/types.js';
-import type { UsageSource } from '../config/settings.js';
+import { WarningCode } from '../../warnings.js';
+import type { CostSettings, UsageSource } from '../config/settings.js';
 import { UsageReader, type UsageWarn } from '../serve/response-usage.js';
 import type { Hold } from './rule-slots.js';
 
@@ -18,28 +19,55 @@ export class RuleCost {
   /** The reader of each forwarded request's response, while it runs. */
   private readonly readers = new WeakMap<IncomingMessage, UsageReader>();
 
+  /** Units reserved when a request is admitted. */
+  readonly estimate: number;
+  /** Where the response reports its actual cost. */
+  readonly source: UsageSource;
+  /** Units charged when a response that should report its cost does not (`cost.missing`). */
+  readonly missing: number;
+  /** Bytes of the answer read after its client left, to learn its usage (`cost.drainBytes`). */
+  readonly drainBytes: number;
+
   /**
-   * @param rule - the rule's name, for warnings
-   * @param estimate - units reserved when a request is admitted
-   * @param source - where the response reports its actual cost
+   * @param rule - the rule's name, for warnings and the metric
+   * @param settings - the rule's `cost`
    * @param warn - receives one-time warnings about the rule's responses
+   * @param counted - called with the rule's name for each request charged `missing` (`floodgate_cost_missing_total`)
    */
   constructor(
     readonly rule: string,
-    readonly estimate: number,
-    readonly source: UsageSource,
+    settings: CostSettings,
     private readonly warn: UsageWarn,
-  ) {}
+    private readonly counted: (rule: string) => void = () => undefined,
+  ) {
+    this.estimate = settings.estimate;
+    this.source = settings.source;
+    this.missing = settings.missing;
+    this.drainBytes = settings.drainBytes;
+  }
 
   /**
-   * The rule's `actualCost`, asked when the response has ended: what the
-   * upstream reported, once its body was passed on whole; undefined (the
-   * estimate stays charged) when it reported nothing usable, when the client
-   * left or the upstream failed mid-response, or when the gateway answered
+   * The rule's `actualCost`, asked when the upstream exchange has ended
+   * (drained to its end when the client left first): what the upstream
+   * reported; `missing` (or the usage seen before the cut, when larger) when
+   * a response that should report a cost did not (see
+   * UsageReader.missingReason); undefined (the estimate stays charged) for a
+   * non-2xx, a 204, a HEAD, an invalid usage, or an answer the gateway gave
    * itself. Never a cancel: once forwarded, the upstream may have done the work.
    */
   actual(req: IncomingMessage): number | undefined {
-    return this.readers.get(req)?.reported();
+    const reader = this.readers.get(req);
+    if (reader === undefined) return undefined;
+    const reported = reader.reported();
+    if (reported !== undefined) return reported;
+    const why = reader.missingReason();
+    if (why === undefined) return undefined;
+    this.counted(this.rule);
+    this.warn(
+      WarningCode.COST_USAGE_MISSING,
+      `rule ${JSON.stringify(this.rule)}: a successful response from the upstream had ${why}, so the request was charged cost.missing (${this.missing} units, not the estimate ${this.estimate}); floodgate_cost_missing_total counts each one. Check that cost.${this.source.kind} names what the upstream sends (an OpenAI-style stream reports usage only when asked: stream_options: { include_usage: true }), or narrow the rule's match to the routes that report a cost.`,
+    );
+    return Math.max(this.missing, reader.seen() ?? 0);
   }
 
   /** The charge of a request `limiter` (the rule's) admitted with `info`; undefined when nothing was counted (an allow-listed request). */
@@ -71,12 +99,13 @@ export class Charge implements Hold {
   /**
    * Watches the forwarded request's response: returns the reader the
    * response's head and body go to, and has the rule's HttpLimiter commit
-   * the request's reservations when the response ends (finished, or its
-   * connection closed, whichever comes first; exactly once).
+   * the request's reservations when the upstream exchange ends (the
+   * response finished, or, its client gone, the answer was drained or cut;
+   * at most `boundMs` after the client left; exactly once).
    */
-  watch(req: IncomingMessage, res: ServerResponse): UsageReader {
+  watch(req: IncomingMessage, res: ServerResponse, boundMs: number): UsageReader {
     const reader = this.cost.read(req);
-    this.limiter.watchResponse(req, res, this.info);
+    this.limiter.watchResponse(req, res, this.info, boundMs);
     return reader;
   }
 

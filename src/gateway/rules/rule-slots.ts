@@ -1,4 +1,4 @@
-/** A request admitted by a rule with `concurrency`: the slot it holds until the forwarded response ends, or until it turns out not to be forwarded. */
+/** A request admitted by a rule with `concurrency`: the slot it holds until the upstream exchange ends (not the client's connection), or until it turns out not to be forwarded. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { HttpLimiter } from '../../http/http-limiter.js';
@@ -6,8 +6,13 @@ import type { RateLimitInfo } from '../../http/types.js';
 
 /** What an admitted request holds in a rule until its response ends: a concurrency slot, perhaps a reservation too. */
 export interface Hold {
-  /** Lets the rule's HttpLimiter free what the request holds when `res` ends (finished, or its connection closed). */
-  watch(req: IncomingMessage, res: ServerResponse): void;
+  /**
+   * Lets the rule's HttpLimiter free what the request holds when the
+   * upstream exchange behind `res` ends: when `res` finishes, or, when the
+   * client left first, when the proxy ends the closed response after
+   * draining the answer, at most `boundMs` after the client left.
+   */
+  watch(req: IncomingMessage, res: ServerResponse, boundMs: number): void;
   /** The request will not be forwarded after all (a later rule refused it, the decision endpoint answered it, a tunnel ended): free its slot now. */
   abandon(req: IncomingMessage): void;
 }
@@ -23,8 +28,8 @@ export class SlotHold implements Hold {
     private readonly info: RateLimitInfo,
   ) {}
 
-  watch(req: IncomingMessage, res: ServerResponse): void {
-    this.limiter.watchResponse(req, res, this.info);
+  watch(req: IncomingMessage, res: ServerResponse, boundMs: number): void {
+    this.limiter.watchResponse(req, res, this.info, boundMs);
   }
 
   abandon(req: IncomingMessage): void {

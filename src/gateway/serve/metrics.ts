@@ -54,6 +54,7 @@ export class GatewayMetrics {
   private readonly lastReload: Gauge;
   private readonly decisionCells = new Map<string, DecisionCell>();
   private readonly syncAnswerCells = new Map<string, CountCell<{ readonly store: string }>>();
+  private readonly costMissingCells = new Map<string, CountCell<{ readonly rule: string }>>();
   private readonly storeChildren = new Map<string, LatencyChild>();
   private readonly upstreamChildren = new Map<string, LatencyChild>();
 
@@ -107,6 +108,16 @@ export class GatewayMetrics {
       help: 'Upstream failures by kind: connect (refused, reset, DNS), timeout (connect or headers), body (failed mid-response, or a client body too slow), queue (no connection free in time).',
       labelNames: ['kind'],
       registers,
+    });
+    const missingCells = this.costMissingCells;
+    new prom.Counter({
+      name: 'floodgate_cost_missing_total',
+      help: 'Responses of a rule with cost charged cost.missing: a 2xx that reported no usage, could not be read, or was cut short before its usage.',
+      labelNames: ['rule'],
+      registers,
+      collect() {
+        addCells(this, missingCells);
+      },
     });
     this.reloads = new prom.Counter({
       name: 'floodgate_config_reloads_total',
@@ -167,6 +178,16 @@ export class GatewayMetrics {
       this.decisionCells.set(id, cell);
     }
     return cell;
+  }
+
+  /** Counts one response of `rule` charged `cost.missing` (`floodgate_cost_missing_total`). */
+  costMissing(rule: string): void {
+    let cell = this.costMissingCells.get(rule);
+    if (cell === undefined) {
+      cell = { labels: { rule }, count: 0 };
+      this.costMissingCells.set(rule, cell);
+    }
+    cell.count += 1;
   }
 
   /** Records one store call. */

@@ -50,6 +50,13 @@ export const MIRRORED: readonly MirroredMetric[] = [
     labels: { kind: ATTR.errorType },
   },
   {
+    prom: 'floodgate_cost_missing_total',
+    otel: 'floodgate.cost.missing',
+    kind: 'counter',
+    unit: '{response}',
+    labels: { rule: 'floodgate.rule' },
+  },
+  {
     prom: 'floodgate_config_reloads_total',
     otel: 'floodgate.config.reloads',
     kind: 'counter',

@@ -10,7 +10,9 @@ import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.
 import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
-import { observeCost, withoutUsageHeaders, type CostWatch } from './response-cost.js';
+import { observeCost, withoutUsageHeaders } from './response-cost.js';
+import { ResponseRelay } from './response-relay.js';
+import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
 import type { Hold } from '../rules/rule-slots.js';
 import type { Charge } from '../rules/rule-cost.js';
 import type { GatewayLogger } from './log.js';
@@ -36,6 +38,8 @@ export class UpstreamProxy {
   private readonly requestBuffer: number;
   private readonly minBodyRate: number;
   private readonly clientWriteTimeoutMs: number;
+  /** Longest an answer is drained after its client left: the upstream's headers and body timeouts, end to end. */
+  private readonly drainMs: number;
   private readonly queue: UpstreamQueue;
   /** Requests decided (or being decided) on this proxy and not yet handed to the pool; see {@link hold}. */
   private holds = 0;
@@ -76,6 +80,7 @@ export class UpstreamProxy {
     this.requestBuffer = settings.requestBuffer;
     this.minBodyRate = settings.minBodyRate;
     this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
+    this.drainMs = settings.headersTimeoutMs + settings.bodyTimeoutMs;
     this.queue = new UpstreamQueue(settings.connections, settings.queueTimeoutMs);
     this.responseLatency = metrics.upstreamLatencyChild('response');
   }
@@ -104,10 +109,12 @@ export class UpstreamProxy {
    * `proxy.minBodyRate`. Answers 502 or 504 itself when the upstream fails
    * before its headers; after them, a failure can only cut the response
    * (the status is already sent). `charges` (rules with `cost`) are
-   * committed when the response ends, at the cost it reported; `holds`
-   * (slots of rules with `concurrency`) are freed when it ends, whether
-   * the upstream answered, failed (502, 504) or the client left.
-   * Ends the caller's {@link hold}.
+   * committed when the upstream exchange ends, at the cost it reported;
+   * `holds` (slots of rules with `concurrency`) are freed when it ends,
+   * whether the upstream answered or failed (502, 504). With either, a
+   * client that leaves does not cut the upstream request: its answer is
+   * drained (see ResponseRelay) so the slot lasts as long as the upstream's
+   * work and the usage is still read. Ends the caller's {@link hold}.
    */
   forward(
     req: IncomingMessage,
@@ -116,27 +123,38 @@ export class UpstreamProxy {
     charges?: readonly Charge[],
     holds?: readonly Hold[],
   ): void {
-    if (holds !== undefined) for (const held of holds) held.watch(req, res);
-    const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD');
+    const watch = charges === undefined ? undefined : observeCost(req, res, charges, req.method === 'HEAD', this.drainMs + 1000);
+    if (holds !== undefined) for (const held of holds) held.watch(req, res, this.drainMs + 1000);
+    const relay =
+      watch === undefined && holds === undefined
+        ? undefined
+        : new ResponseRelay(res, watch, { bytes: watch?.drainBytes ?? DEFAULT_DRAIN_BYTES, ms: this.drainMs });
     // A client that left while its request was decided (a store round trip, a wait) is not served: its slots are
-    // already free (their watch saw the closed response), so forwarding would run it upstream past every in-flight limit.
+    // freed now (ending the closed response), so forwarding would run it upstream past every in-flight limit.
     if (res.destroyed) {
+      relay?.ended();
       this.release();
       return;
     }
     // Most requests have no body: nothing to read from the client, no closures to allocate.
     if (!hasBody(req)) {
-      this.enqueue(req, res, extra, null, false, watch);
+      this.enqueue(req, res, extra, null, false, relay);
       return;
     }
     readBody(
       req,
       this.requestBuffer,
       (body, streaming) => {
-        if (res.destroyed) this.release();
-        else this.enqueue(req, res, extra, body, streaming, watch);
+        if (!res.destroyed) this.enqueue(req, res, extra, body, streaming, relay);
+        else {
+          relay?.ended();
+          this.release();
+        }
       },
-      () => this.release(),
+      () => {
+        relay?.ended();
+        this.release();
+      },
     );
   }
 
@@ -152,11 +170,11 @@ export class UpstreamProxy {
     extra: readonly HeaderPair[],
     body: OutgoingBody,
     streaming: boolean,
-    watch: CostWatch | undefined,
+    relay: ResponseRelay | undefined,
   ): void {
     if (this.queue.tryEnter()) {
       try {
-        this.dispatch(req, res, extra, body, streaming, watch);
+        this.dispatch(req, res, extra, body, streaming, relay);
       } finally {
         this.release();
       }
@@ -166,7 +184,7 @@ export class UpstreamProxy {
       () => {
         res.off('close', left);
         try {
-          this.dispatch(req, res, extra, body, streaming, watch);
+          this.dispatch(req, res, extra, body, streaming, relay);
         } finally {
           this.release();
         }
@@ -175,10 +193,13 @@ export class UpstreamProxy {
         res.off('close', left);
         this.release();
         this.overloaded(res, extra);
+        relay?.ended();
       },
     );
     const left = (): void => {
-      if (giveUp()) this.release();
+      if (!giveUp()) return;
+      relay?.ended();
+      this.release();
     };
     res.once('close', left);
   }
@@ -189,13 +210,17 @@ export class UpstreamProxy {
     extra: readonly HeaderPair[],
     body: OutgoingBody,
     streaming: boolean,
-    watch: CostWatch | undefined,
+    relay: ResponseRelay | undefined,
   ): void {
     const started = performance.now();
     const controller = new AbortController();
-    // A client that goes away must not keep an upstream request (and a pool slot) busy.
+    const abort = (): void => controller.abort();
+    // A client that goes away must not keep an upstream request (and a pool slot) busy, unless a slot or a cost
+    // waits on its end: then the answer is drained, bounded (the upstream's work goes on whether the client is there).
     res.once('close', () => {
-      if (!res.writableFinished) controller.abort();
+      if (res.writableFinished) return;
+      if (relay === undefined) abort();
+      else relay.left(abort);
     });
     const stopWatch = streaming
       ? watchBodyRate(req, this.minBodyRate, () => {
@@ -219,7 +244,8 @@ export class UpstreamProxy {
         {
           path: this.basePath + (req.url ?? '/'),
           method: req.method as 'GET',
-          headers: watch === undefined ? this.forwardHeaders.build(req) : withoutUsageHeaders(this.forwardHeaders.build(req), watch),
+          headers:
+            relay?.watch === undefined ? this.forwardHeaders.build(req) : withoutUsageHeaders(this.forwardHeaders.build(req), relay.watch),
           body,
           signal: controller.signal,
         },
@@ -234,21 +260,23 @@ export class UpstreamProxy {
           // Destroying the response aborts the upstream request (its 'close' handler above).
           if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
           res.writeHead(statusCode, responseHead(headers, extra));
-          return watch === undefined ? res : watch.body(statusCode, headers);
+          return relay === undefined ? res : relay.body(statusCode, headers);
         },
       )
       .then(
         // Bodiless requests, the common case, share one bound callback rather than a closure each.
-        stopWatch === undefined
+        stopWatch === undefined && relay === undefined
           ? this.leaveQueue
           : () => {
-              stopWatch();
+              stopWatch?.();
               this.queue.leave();
+              relay?.ended();
             },
         (error: unknown) => {
           stopWatch?.();
           this.queue.leave();
           this.failed(error, res, extra, started, headersReceived);
+          relay?.ended();
         },
       );
   }

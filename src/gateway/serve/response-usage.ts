@@ -1,13 +1,14 @@
-/** Reads the cost an upstream response reports (a header, the JSON body's field, or a streamed response's last usage event) from the chunks as they pass, in bounded memory. */
+/** Reads the cost an upstream response reports (a header, the JSON body's field, or a streamed response's largest usage event) from the chunks as they pass, in bounded memory, and says when a response that should report one did not. */
 import type { IncomingHttpHeaders } from 'node:http';
 import { WarningCode, type WarningCodeValue } from '../../warnings.js';
 import type { UsageSource } from '../config/settings.js';
+import { larger, parseLargest } from './json-largest.js';
 
-/** Largest JSON body kept to find its usage field; a larger body is relayed whole but settled at the estimate. */
+/** Largest JSON body kept to find its usage field; a larger body is relayed whole but charged `cost.missing`. */
 export const MAX_JSON_BYTES = 1024 * 1024;
 /**
  * Bytes of JSON bodies all readers of the process keep at once: past it a
- * body is relayed unread and charged the estimate, so answers of just under
+ * body is relayed unread and charged `cost.missing`, so answers of just under
  * {@link MAX_JSON_BYTES} on every connection cannot hold
  * `proxy.maxConnections` MiB between them.
  */
@@ -54,13 +55,21 @@ export class UsageReader {
   private dataBytes = 0;
   /** True when the event being read has more data than is kept: it is dropped whole. */
   private dropping = false;
-  /** True when the response should report a cost: a 2xx with a body the reader can read. */
+  /** True when the response should report a cost: a 2xx (not 204) with a body, or any 2xx for a header source. */
   private expected = false;
-  /** Set once the body was read whole: {@link usage} then answers from {@link result}. */
+  /** Why a body that should report a cost cannot be read (compressed, a partial range, too large); undefined while it can. */
+  private unreadable: string | undefined;
+  /** True once the head was seen: a response the gateway answered itself (502, 503, 504) has none, and keeps the estimate. */
+  private headSeen = false;
+  /** Set once the cost is known (a header) or the body was read whole: {@link usage} then answers from {@link result}. */
   private ended = false;
+  /** True once the body was read whole. */
+  private whole = false;
   private result: number | undefined;
   /** The path's last property name, quoted: an event whose data does not hold it is not parsed. */
   private readonly needle: string;
+  /** The path's property names, quoted, when it has no array index: a text naming each at most once needs no duplicate-key parse. */
+  private readonly names: readonly string[];
 
   /**
    * @param source - where the cost is reported
@@ -75,27 +84,39 @@ export class UsageReader {
     // An array index is not quoted in JSON: the nearest property name serves, or none (every event is parsed).
     const name = source.kind === 'json' ? [...source.path].reverse().find((segment) => !/^\d+$/.test(segment)) : undefined;
     this.needle = name === undefined ? '' : `"${name}"`;
+    this.names = source.kind === 'json' && source.path.every((segment) => !/^\d+$/.test(segment)) ? source.path.map((n) => `"${n}"`) : [];
   }
 
   /**
-   * The upstream's status and headers: a header source is read here; a JSON
-   * one picks how to read the body. `bodiless` for an answer without a body
-   * (to HEAD): a JSON source then expects no cost.
+   * The upstream's status and headers: a header source is read here (and
+   * counts even if the body is cut later: the upstream said it before the
+   * work was sent); a JSON one picks how to read the body. `bodiless` for
+   * an answer without a body (to HEAD): a JSON source then expects no cost.
    */
   head(status: number, headers: IncomingHttpHeaders, bodiless = false): void {
+    this.headSeen = true;
     this.expected = status >= 200 && status < 300 && status !== 204;
     if (this.source.kind === 'header') {
       this.found = headers[this.source.header];
+      if (this.found !== undefined) this.result = this.checked(this.found);
+      this.ended = this.found !== undefined;
       return;
     }
     if (bodiless) this.expected = false;
+    if (!this.expected) return;
     const encoding = headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
+      this.unreadable = `a ${String(encoding)}-encoded body, which the gateway does not decode`;
       this.warn(
         WarningCode.COST_RESPONSE_ENCODED,
-        `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but the upstream sent it ${String(encoding)}-encoded, which the gateway does not decode: such responses are charged the estimate. Have the upstream report the cost in a header (cost: { header: … }), or not compress these responses.`,
+        `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but the upstream sent it ${String(encoding)}-encoded although the gateway asked for identity, and it is not decoded: such responses are charged cost.missing. Have the upstream report the cost in a header (cost: { header: … }), or not compress these responses.`,
       );
-      this.expected = false;
+      return;
+    }
+    // A part of the body, chosen by the client's Range (the gateway drops Range, but an upstream may answer one it
+    // read elsewhere): the part may leave out the usage, so it counts as unread.
+    if (status === 206) {
+      this.unreadable = 'a partial body (206), which may leave the usage out';
       return;
     }
     const type = String(headers['content-type'] ?? '').toLowerCase();
@@ -118,9 +139,10 @@ export class UsageReader {
   usage(): number | undefined {
     if (this.ended) return this.result;
     this.ended = true;
+    this.whole = true;
     if (this.mode === 'json' && this.chunks.length > 0) {
       try {
-        this.found = at(JSON.parse(Buffer.concat(this.chunks).toString('utf8')), this.source);
+        this.found = at(parseLargest(Buffer.concat(this.chunks).toString('utf8'), this.names), this.source);
       } catch {
         this.found = undefined;
       }
@@ -129,39 +151,52 @@ export class UsageReader {
       if (this.line.length > 0 && !this.skipping) this.sseLine(Buffer.concat(this.line).toString('utf8'));
       this.endEvent();
     }
-    if ((this.found === undefined || this.found === null) && this.expected) this.missing();
-    this.result = this.checked(this.found);
+    this.result = this.unreadable === undefined ? this.checked(this.found) : undefined;
     return this.result;
   }
 
-  /** What {@link usage} found, once the body was read whole; undefined before (a response cut short reports nothing). */
+  /** The largest usage seen so far when it is a whole number, read whole or not: a body cut after reporting one is charged at least that. */
+  seen(): number | undefined {
+    return typeof this.found === 'number' && Number.isSafeInteger(this.found) && this.found >= 0 ? this.found : undefined;
+  }
+
+  /** What the response reported: a header source's value from the head, a body's once read whole; undefined otherwise. */
   reported(): number | undefined {
     return this.result;
   }
 
-  /** A successful response that reported no cost: most likely a cost.header or cost.json that does not name what the upstream sends. */
-  private missing(): void {
-    const where =
-      this.source.kind === 'header'
-        ? `no ${this.source.header} header`
-        : this.mode === 'none'
-          ? 'a body that is neither JSON nor an event stream'
-          : `no ${this.source.path.join('.')} field in its ${this.mode === 'sse' ? 'event stream' : 'JSON body'}`;
-    this.warn(
-      WarningCode.COST_USAGE_MISSING,
-      `rule ${JSON.stringify(this.rule)}: a successful response from the upstream had ${where}, so the request was charged the estimate. Check that cost.${this.source.kind} names what the upstream sends (an OpenAI-style stream reports usage only when asked: stream_options: { include_usage: true }), or narrow the rule's match to the routes that report a cost.`,
-    );
+  /**
+   * Why this response is charged `cost.missing`, or undefined when it is
+   * not: a response that should report a cost (a 2xx with a head from the
+   * upstream, a body for a JSON source) and did not, because no usage was
+   * in it, its body could not be read (compressed, a partial range, too
+   * large), or it was cut short (the upstream failed mid-body, or the
+   * client left and the rest of it could not be drained within
+   * `cost.drainBytes` and the upstream timeouts). A non-2xx, a 204 or a
+   * HEAD keeps the estimate; so does a usage that is not a whole number
+   * (already warned as invalid): that is the upstream's bug, not a way for
+   * a client to hide its usage.
+   */
+  missingReason(): string | undefined {
+    if (!this.headSeen || !this.expected || this.result !== undefined) return undefined;
+    // A value that was read but is not a whole number: the invalid-usage warning said so, and the estimate stays.
+    if (this.found !== undefined && this.found !== null && (this.whole || this.source.kind === 'header')) return undefined;
+    if (this.unreadable !== undefined) return this.unreadable;
+    if (!this.whole && this.source.kind === 'json') return 'a body cut short before its usage was read';
+    if (this.source.kind === 'header') return `no ${this.source.header} header`;
+    if (this.mode === 'none') return 'a body that is neither JSON nor an event stream';
+    return `no ${this.source.path.join('.')} field in its ${this.mode === 'sse' ? 'event stream' : 'JSON body'}`;
   }
 
   private keepJson(chunk: Buffer): void {
     if (this.kept < 0) return;
     if (this.kept + chunk.length > MAX_JSON_BYTES) {
-      this.drop();
+      this.drop('a JSON body too large to read');
       this.tooLarge(`its JSON body is larger than ${MAX_JSON_BYTES} bytes`);
       return;
     }
     if (keptNow + chunk.length > MAX_JSON_BYTES_KEPT) {
-      this.drop();
+      this.drop('a JSON body the process had no room left to read');
       this.tooLarge(`the gateway already keeps ${MAX_JSON_BYTES_KEPT / 1024 / 1024} MiB of JSON bodies being read at once`);
       return;
     }
@@ -182,11 +217,11 @@ export class UsageReader {
     this.chunks = [];
   }
 
-  /** Stops keeping a body that will not be read: the request is charged the estimate. */
-  private drop(): void {
+  /** Stops keeping a body that will not be read: the request is charged `cost.missing`. */
+  private drop(why: string): void {
     this.discard();
     this.kept = -1;
-    this.expected = false;
+    this.unreadable = why;
   }
 
   /**
@@ -250,7 +285,12 @@ export class UsageReader {
     this.eventData.push(value);
   }
 
-  /** An event is complete: when its data is JSON holding the usage field, that usage becomes the last seen. */
+  /**
+   * An event is complete: when its data is JSON holding the usage field, the
+   * larger of it and any usage seen before is kept. Streams report a running
+   * total (OpenAI once at the end, Anthropic growing with each delta), so the
+   * largest is the last of an honest stream, and no event can lower it.
+   */
   private endEvent(): void {
     const data = this.eventData.join('\n');
     this.eventData = [];
@@ -260,12 +300,12 @@ export class UsageReader {
     if (!data.includes(this.needle)) return;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(data);
+      parsed = parseLargest(data, this.names);
     } catch {
       return;
     }
     const value = at(parsed, this.source);
-    if (value !== undefined && value !== null) this.found = value;
+    if (value !== undefined && value !== null) this.found = larger(this.found, value);
   }
 
   private checked(value: unknown): number | undefined {
@@ -283,8 +323,8 @@ export class UsageReader {
   private tooLarge(what: string): void {
     const outcome =
       this.mode === 'json'
-        ? 'the body was relayed whole and the request charged the estimate'
-        : 'that part was relayed but not read, so a usage in it is missed (the estimate is charged unless a later event reports one)';
+        ? 'the body was relayed whole and the request charged cost.missing'
+        : 'that part was relayed but not read, so a usage in it is missed (cost.missing is charged unless another event reports one)';
     this.warn(
       WarningCode.COST_RESPONSE_TOO_LARGE,
       `rule ${JSON.stringify(this.rule)} reads its cost from the response body, but ${what}; ${outcome}. Have the upstream report the cost in a header (cost: { header: … }) for such responses.`,
