@@ -20,13 +20,13 @@ describe('F8: admin actions on a key act on the policies it names', () => {
     const g = await fixture.start(config(PER_KEY_AND_GLOBAL));
     const r = await adminJson(g.adminUrl!, TOKEN, 'POST', '/admin/rules/api/keys/global/block', '{"duration":"1h"}');
     assert.equal(r.status, 200);
+    assert.equal(await statusFrom(g.url, '127.0.0.2', { 'x-api-key': 'victim' }), 200, 'another client is not refused');
+    assert.equal(await statusFrom(g.url, '127.0.0.3', { 'x-api-key': 'global' }), 429, 'the abuser whose API key is "global" is');
     assert.deepEqual(
       r.json.policies.map((p: { policy: string; keyedBy: string }) => [p.policy, p.keyedBy]),
       [['per-key', 'header:x-api-key']],
       'only the policy counted by API key was acted on',
     );
-    assert.equal(await statusFrom(g.url, '127.0.0.2', { 'x-api-key': 'victim' }), 200, 'another client is not refused');
-    assert.equal(await statusFrom(g.url, '127.0.0.3', { 'x-api-key': 'global' }), 429, 'the abuser whose API key is "global" is');
   });
 
   it("F8: an API key equal to another client's address: the rule-level action answers 409 naming the policies, and the policy-named one touches only that policy", async () => {
