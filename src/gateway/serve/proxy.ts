@@ -1,12 +1,13 @@
 /** The reverse proxy: an undici keep-alive pool to the upstream, small request bodies buffered and large ones streamed, 502/504 on upstream failure, allowed upgrades tunnelled. */
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { Pool } from 'undici';
-import { combinedValue, type HeaderPair } from '../../http/headers.js';
+import type { HeaderPair } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import type { Undici } from './optional-deps.js';
-import { connectionTokens, ForwardHeaders, HOP_BY_HOP } from './forward-headers.js';
+import { ForwardHeaders } from './forward-headers.js';
+import { responseHead, writeRaw } from './response-head.js';
 import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
@@ -390,48 +391,4 @@ export class UpstreamProxy {
     const e = error as { code?: string; message?: string };
     this.log.warn({ upstream: this.origin, code: e.code, error: e.message }, message);
   }
-}
-
-/**
- * The upstream's response fields without hop-by-hop ones, then `extra` (the
- * RateLimit fields), as the flat name/value list `writeHead` takes. An
- * upstream field `extra` also names is replaced, or for IETF list fields
- * combined with it, so the client sees every policy, the app's included.
- */
-function responseHead(headers: IncomingHttpHeaders | OutgoingHttpHeaders, extra: readonly HeaderPair[]): string[] {
-  const listed = connectionTokens(headers.connection as string | undefined);
-  const ours = extra.length === 0 ? undefined : extra.map((pair) => pair[0].toLowerCase());
-  const flat: string[] = [];
-  for (const name in headers) {
-    const value = headers[name];
-    if (value === undefined || HOP_BY_HOP.has(name)) continue;
-    if (listed !== undefined && listed.has(name)) continue;
-    if (ours !== undefined && ours.includes(name)) continue;
-    if (Array.isArray(value)) for (const item of value) flat.push(name, item);
-    else flat.push(name, String(value));
-  }
-  for (let i = 0; i < extra.length; i++) {
-    const pair = extra[i]!;
-    flat.push(pair[0], combinedValue(pair, headers[ours![i]!]));
-  }
-  return flat;
-}
-
-const REASONS: Readonly<Record<number, string>> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  429: 'Too Many Requests',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-  504: 'Gateway Timeout',
-};
-
-/** Writes a complete minimal HTTP response on a raw socket (upgrade requests have no ServerResponse) and closes it. */
-export function writeRaw(socket: Duplex, status: number, headers: readonly HeaderPair[], body = ''): void {
-  if (socket.destroyed) return;
-  const reason = REASONS[status] ?? 'Error';
-  let text = `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`;
-  for (const [name, value] of headers) text += `${name}: ${value}\r\n`;
-  socket.end(`${text}\r\n${body}`);
 }

@@ -8,7 +8,8 @@ import { acceptTarget } from '../rules/path-match.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import { freeWhenClosed } from '../rules/rule-slots.js';
 import { whenDecided } from '../rules/verdict.js';
-import { writeRaw, type UpstreamProxy } from './proxy.js';
+import type { UpstreamProxy } from './proxy.js';
+import { writeRaw } from './response-head.js';
 import { checkUpgrade } from './tunnel.js';
 
 /** What an upgrade is decided with: the gateway's state at the moment it arrives. */
