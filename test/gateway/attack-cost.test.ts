@@ -22,6 +22,19 @@ async function startLlm(): Promise<{ url: string; server: Server }> {
     const url = new URL(req.url ?? '/', 'http://x');
     const usage = { usage: { prompt_tokens: 10, total_tokens: TOKENS } };
     switch (url.pathname) {
+      case '/v1/chat': {
+        // OpenAI's shape: the request body says whether the stream reports its usage.
+        let text = '';
+        req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        req.on('end', () => {
+          const body = JSON.parse(text) as { stream_options?: { include_usage?: boolean } };
+          res.writeHead(200, { 'content-type': 'text/event-stream', 'x-seen-body': text });
+          res.write(event({ choices: [{ delta: { content: 'hi' } }], usage: null }));
+          if (body.stream_options?.include_usage === true) res.write(event({ choices: [], ...usage }));
+          res.end('data: [DONE]\n\n');
+        });
+        return;
+      }
       case '/chat': {
         const include = url.searchParams.get('include_usage') === '1';
         const headDelay = Number(url.searchParams.get('head') ?? 0);
@@ -266,5 +279,53 @@ rules:
     const left = await servedBefore429('hang-up', row);
     console.log(`# answers before 429 hanging up before the usage event: ${left}`);
     assert.ok(left <= 6, `hang-ups: ${left} answers`);
+  });
+});
+
+describe('cost.requestUsage: a streaming JSON request is made to ask for its usage', () => {
+  let llm: { url: string; server: Server };
+  let gw: Gateway;
+  before(async () => {
+    llm = await startLlm();
+    gw = await startGateway(`upstream: ${llm.url}
+rules:
+  - name: asks
+    key: header:x-api-key
+    policies: [{ limit: ${LIMIT}, window: 1h }]
+    cost: { estimate: ${ESTIMATE}, json: usage.total_tokens, requestUsage: true }
+`);
+  });
+  after(async () => {
+    await gw.shutdown();
+    llm.server.closeAllConnections();
+    await new Promise((resolve) => llm.server.close(resolve));
+  });
+
+  it('a request without include_usage is sent with it (other stream_options kept) and pays the usage, not cost.missing', async () => {
+    const post = (body: string): Promise<{ status: number; seen: string }> =>
+      new Promise((resolve, reject) => {
+        const req = httpRequest(
+          `${gw.url}/v1/chat`,
+          {
+            method: 'POST',
+            headers: { 'x-api-key': 'asker', 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, seen: String(res.headers['x-seen-body']) }));
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    const reply = await post('{"model":"m","stream":true,"stream_options":{"x":1}}');
+    assert.equal(reply.status, 200);
+    assert.deepEqual(JSON.parse(reply.seen), { model: 'm', stream: true, stream_options: { x: 1, include_usage: true } });
+    const limiter = (gw as unknown as { rules: RuleSet }).rules.rules[0]!.limiters[0]!;
+    for (let t = 0; t < 100 && (await limiter.peek('asker')).remaining === LIMIT - ESTIMATE; t++) await sleep(10);
+    assert.equal(LIMIT - (await limiter.peek('asker')).remaining, TOKENS);
+    // A request that does not stream is left as it is.
+    const plain = await post('{"model":"m"}');
+    assert.equal(plain.seen, '{"model":"m"}');
   });
 });

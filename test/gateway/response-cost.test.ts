@@ -332,6 +332,7 @@ describe('config: a rule cost', () => {
       estimate: 200,
       missing: 1000,
       drainBytes: 1_048_576,
+      requestUsage: false,
       source: { kind: 'header', header: 'x-usage-tokens' },
     });
     const j = await parseConfigText(rule('{ estimate: 200, json: usage.total_tokens, missing: 3000, drainBytes: 0 }'), 'gw.yaml');
@@ -339,6 +340,7 @@ describe('config: a rule cost', () => {
       estimate: 200,
       missing: 3000,
       drainBytes: 0,
+      requestUsage: false,
       source: { kind: 'json', path: ['usage', 'total_tokens'] },
     });
     const none = await parseConfigText('rules:\n  - name: a\n    policies: ["3/1m"]\n', 'gw.yaml');
@@ -373,7 +375,7 @@ describe('config: a rule cost', () => {
       );
     await rejectsConfig(
       rule('{ estimate: 10, header: x-a, unit: tokens }'),
-      /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json, missing, drainBytes\./,
+      /rules\[0\]\.cost\.unit: unknown field "unit"; known fields here: estimate, header, json, missing, drainBytes, requestUsage\./,
     );
     await rejectsConfig(
       rule('{ estimate: 200, header: x-a, missing: 100 }'),
@@ -381,6 +383,10 @@ describe('config: a rule cost', () => {
     );
     await rejectsConfig(rule('{ estimate: 200, header: x-a, missing: -1 }'), /rules\[0\]\.cost\.missing: must be a whole number/);
     await rejectsConfig(rule('{ estimate: 200, header: x-a, drainBytes: 1.5 }'), /rules\[0\]\.cost\.drainBytes: must be a whole number/);
+    await rejectsConfig(
+      rule('{ estimate: 200, header: x-a, requestUsage: true }'),
+      /rules\[0\]\.cost\.requestUsage: asks a streaming request for its usage in the body \(stream_options\.include_usage\), so it needs json/,
+    );
     await rejectsConfig(rule('7'), /rules\[0\]\.cost: must be a mapping/);
     await rejectsConfig(
       rule('{ estimate: 10, header: x-a }', '    shadow: true\n'),

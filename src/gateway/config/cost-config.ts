@@ -1,10 +1,10 @@
 /** A rule's `cost` section: the estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a response that reports none is charged. */
 import { describe } from '../../duration.js';
-import { InvalidValue, parseHeaderName, parsePositiveInt } from './values.js';
+import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
-const COST_FIELDS = ['estimate', 'header', 'json', 'missing', 'drainBytes'] as const;
+const COST_FIELDS = ['estimate', 'header', 'json', 'missing', 'drainBytes', 'requestUsage'] as const;
 /** Default `drainBytes`: bytes of an upstream answer read (and discarded) after its client left, to learn its usage. */
 export const DEFAULT_DRAIN_BYTES = 1_048_576;
 /** One segment of a JSON path: a property name or an array index; no spaces, no brackets, no empty segment. */
@@ -38,11 +38,18 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
     o.drainBytes === undefined
       ? DEFAULT_DRAIN_BYTES
       : c.at([...path, 'drainBytes'], () => parsePositiveInt(o.drainBytes, 1_073_741_824, true));
+  const requestUsage = o.requestUsage === undefined ? false : c.at([...path, 'requestUsage'], () => parseBoolean(o.requestUsage));
+  if (requestUsage && o.json === undefined)
+    c.fail(
+      [...path, 'requestUsage'],
+      'asks a streaming request for its usage in the body (stream_options.include_usage), so it needs json: usage.… to read it.',
+    );
   if (o.header !== undefined)
     return {
       estimate,
       missing,
       drainBytes,
+      requestUsage,
       source: { kind: 'header', header: c.at([...path, 'header'], () => parseHeaderName(o.header)) },
     };
   const jsonPath = c.at([...path, 'json'], () => {
@@ -53,7 +60,7 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
       );
     return segments;
   });
-  return { estimate, missing, drainBytes, source: { kind: 'json', path: jsonPath } };
+  return { estimate, missing, drainBytes, requestUsage, source: { kind: 'json', path: jsonPath } };
 }
 
 /**

@@ -153,6 +153,8 @@ export interface CostSettings {
   readonly missing: number;
   /** Bytes of the upstream's answer read (and discarded) after the client left, to learn its usage (`cost.drainBytes`). */
   readonly drainBytes: number;
+  /** Buffered JSON requests with `"stream": true` are sent with `stream_options.include_usage: true` (`cost.requestUsage`). */
+  readonly requestUsage: boolean;
 }
 
 /** A rule's `concurrency`: slots per key, held while the proxied response runs. */

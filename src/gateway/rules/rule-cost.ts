@@ -27,6 +27,8 @@ export class RuleCost {
   readonly missing: number;
   /** Bytes of the answer read after its client left, to learn its usage (`cost.drainBytes`). */
   readonly drainBytes: number;
+  /** Streaming JSON requests are made to ask for their usage (`cost.requestUsage`). */
+  readonly requestUsage: boolean;
 
   /**
    * @param rule - the rule's name, for warnings and the metric
@@ -44,6 +46,7 @@ export class RuleCost {
     this.source = settings.source;
     this.missing = settings.missing;
     this.drainBytes = settings.drainBytes;
+    this.requestUsage = settings.requestUsage;
   }
 
   /**

@@ -13,6 +13,7 @@ import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
 import { observeCost, withoutUsageHeaders } from './response-cost.js';
 import { ResponseRelay } from './response-relay.js';
+import { askingUsage } from './request-usage.js';
 import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
 import type { Hold } from '../rules/rule-slots.js';
 import type { Charge } from '../rules/rule-cost.js';
@@ -146,7 +147,7 @@ export class UpstreamProxy {
       req,
       this.requestBuffer,
       (body, streaming) => {
-        if (!res.destroyed) this.enqueue(req, res, extra, body, streaming, relay);
+        if (!res.destroyed) this.enqueue(req, res, extra, askingUsage(req, body, relay?.watch?.requestUsage === true), streaming, relay);
         else {
           relay?.ended();
           this.release();

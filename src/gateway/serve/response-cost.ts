@@ -10,6 +10,8 @@ export interface CostWatch {
   readonly readsBody: boolean;
   /** Bytes of the answer to drain after the client left, to learn its usage: the largest `cost.drainBytes` of the charged rules. */
   readonly drainBytes: number;
+  /** True when a charged rule has `cost.requestUsage`: a buffered streaming JSON request is made to ask for its usage. */
+  readonly requestUsage: boolean;
   /** The upstream's status and headers. */
   head(status: number, headers: IncomingHttpHeaders): void;
   /** One body chunk, as it goes to the client (or is drained). */
@@ -40,7 +42,9 @@ export function observeCost(
   const headerNames: string[] = [];
   let readsBody = false;
   let drainBytes = 0;
+  let requestUsage = false;
   for (const charge of charges) {
+    requestUsage ||= charge.cost.requestUsage;
     if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
     else readsBody = true;
     drainBytes = Math.max(drainBytes, charge.cost.drainBytes);
@@ -49,6 +53,7 @@ export function observeCost(
     headerNames,
     readsBody,
     drainBytes,
+    requestUsage,
     head: (status, headers) => {
       for (const reader of readers) reader.head(status, headers, bodiless);
     },
