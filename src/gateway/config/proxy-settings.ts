@@ -32,6 +32,22 @@ export interface ProxySettings {
   readonly queueTimeoutMs: number;
   /** A response the client stops reading is cut after this many ms without progress, freeing its upstream connection; 0 for no limit. */
   readonly clientWriteTimeoutMs: number;
+  /**
+   * While a response waits on its client (bytes the client has not taken are
+   * queued), the client must read at least this many bytes per second,
+   * measured over windows of 5 s, or the response is cut; 0 for no floor.
+   * An idle timer alone lets a client that reads a little now and then hold
+   * an upstream connection for ever.
+   */
+  readonly minResponseRate: number;
+  /** A response still waiting on its client this many ms after its head was written is cut; 0 for no limit. */
+  readonly responseTimeoutMs: number;
+  /**
+   * Most bytes of request bodies held in memory at once by this process
+   * (each body up to `requestBuffer`); a body that does not fit streams
+   * instead. 0 buffers nothing (every body streams).
+   */
+  readonly requestBufferTotal: number;
   /** Headers (lower case) removed from requests of peers that are not trusted proxies; false keeps them all. */
   readonly stripHeaders: readonly string[] | false;
 }
@@ -83,6 +99,9 @@ export const DEFAULT_PROXY: ProxySettings = {
   requestBuffer: 65_536,
   minBodyRate: 1_024,
   clientWriteTimeoutMs: 60_000,
+  minResponseRate: 1_024,
+  responseTimeoutMs: 600_000,
+  requestBufferTotal: 64 * 1_048_576,
   queueTimeoutMs: 10_000,
   stripHeaders: DEFAULT_STRIP_HEADERS,
 };

@@ -40,6 +40,9 @@ const PROXY_FIELDS = [
   'requestBuffer',
   'minBodyRate',
   'clientWriteTimeout',
+  'minResponseRate',
+  'responseTimeout',
+  'requestBufferTotal',
   'queueTimeout',
   'stripHeaders',
 ] as const;
@@ -149,10 +152,26 @@ export function proxySettings(c: Cursor, value: unknown): ProxySettings {
         ? DEFAULT_PROXY.minBodyRate
         : c.at(['proxy', 'minBodyRate'], () => parsePositiveInt(p.minBodyRate, 1_073_741_824, true)),
     clientWriteTimeoutMs: ms('clientWriteTimeout', DEFAULT_PROXY.clientWriteTimeoutMs, true),
+    minResponseRate:
+      p.minResponseRate === undefined
+        ? DEFAULT_PROXY.minResponseRate
+        : c.at(['proxy', 'minResponseRate'], () => parsePositiveInt(p.minResponseRate, 1_073_741_824, true)),
+    responseTimeoutMs: ms('responseTimeout', DEFAULT_PROXY.responseTimeoutMs, true),
+    requestBufferTotal:
+      p.requestBufferTotal === undefined
+        ? DEFAULT_PROXY.requestBufferTotal
+        : c.at(['proxy', 'requestBufferTotal'], () => parsePositiveInt(p.requestBufferTotal, 2 ** 40, true)),
     queueTimeoutMs: ms('queueTimeout', DEFAULT_PROXY.queueTimeoutMs, true),
     stripHeaders:
       p.stripHeaders === undefined ? DEFAULT_PROXY.stripHeaders : c.at(['proxy', 'stripHeaders'], () => parseStripHeaders(p.stripHeaders)),
   };
+  // A budget smaller than one buffered body would stream every body of the sizes requestBuffer was raised for.
+  if (out.requestBufferTotal > 0 && out.requestBufferTotal < out.requestBuffer) {
+    c.fail(
+      ['proxy', p.requestBufferTotal === undefined ? 'requestBuffer' : 'requestBufferTotal'],
+      `requestBufferTotal (${out.requestBufferTotal} bytes) must be at least requestBuffer (${out.requestBuffer} bytes), or 0 to buffer no body.`,
+    );
+  }
   // Node refuses a headers timeout longer than the request timeout it is part of.
   if (out.clientRequestTimeoutMs > 0 && out.clientHeadersTimeoutMs > out.clientRequestTimeoutMs) {
     c.fail(

@@ -1,9 +1,10 @@
-/** The gateway's listeners: the proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection cap, a pipelining bound), and listen/close helpers. */
+/** The gateway's listeners: the proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection cap, a pipelining bound, one body read at a time per connection), and listen/close helpers. */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCode, FloodgateError } from '../../errors.js';
 import type { ListenAddress, ProxySettings } from '../config/settings.js';
+import { hasBody } from './request-body.js';
 
 /**
  * How often Node looks for connections over the header or request timeout.
@@ -24,42 +25,121 @@ export function checkingIntervalMs(p: ProxySettings): number {
  */
 export const MAX_PIPELINED = 32;
 
+/** One connection's unanswered requests, and those held back behind one with a body. */
+interface Pipeline {
+  readonly socket: Duplex;
+  /** Answers not yet closed, in order. */
+  readonly answers: Set<ServerResponse>;
+  /** The answer of the unanswered request that has a body, if any: no later request is handled until it closes. */
+  body: ServerResponse | undefined;
+  /** Requests read behind it, handled in order once it is answered. */
+  held: Array<readonly [IncomingMessage, ServerResponse]> | undefined;
+  /** True while this code has stopped reading the socket (see {@link stopReading}). */
+  stopped: boolean;
+}
+
 /**
  * `onRequest`, with a connection cut once more than {@link MAX_PIPELINED}
  * of its requests are unanswered, and every answer of a closed connection
  * ended. Node emits `close` only on the answer the connection is writing:
  * those queued behind it would never end, and what waits for their end
  * (the in-flight count, a rule's concurrency slots) would wait for good.
+ *
+ * A request pipelined behind an unanswered one that has a body is held,
+ * unread, until that one is answered: each connection then buffers one
+ * body at a time (`proxy.requestBuffer`), not 32 of them, and the socket
+ * is not read while a request is held, so the client's further bytes wait
+ * in TCP (see {@link stopReading}). Node may read on early when an answer
+ * drains (its own flow control); a request read then is held all the same. Answers go out in order
+ * anyway; only the upstream work of a pipelined burst is no longer
+ * parallel, as with nginx, which reads a connection's next request only
+ * after answering the last.
  */
 function pipelineBounded(
   onRequest: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const unanswered = new WeakMap<Duplex, Set<ServerResponse>>();
+  const pipelines = new WeakMap<Duplex, Pipeline>();
+  const handle = (line: Pipeline, req: IncomingMessage, res: ServerResponse): void => {
+    if (hasBody(req)) line.body = res;
+    onRequest(req, res);
+  };
+  const answered = (line: Pipeline): void => {
+    line.body = undefined;
+    const held = line.held;
+    // A closed connection's held requests are never handled: nobody is there to answer.
+    if (held === undefined || line.socket.destroyed) return;
+    while (held.length > 0 && line.body === undefined) {
+      const [req, res] = held.shift()!;
+      handle(line, req, res);
+    }
+    // Read on: a request handed on with a body needs its bytes, and any request read past it is held again.
+    if (line.stopped) {
+      line.stopped = false;
+      readAgain(line.socket);
+    }
+  };
   return (req, res) => {
     const socket = req.socket;
-    let waiting = unanswered.get(socket);
-    if (waiting === undefined) {
-      const answers = (waiting = new Set());
-      unanswered.set(socket, answers);
+    let line = pipelines.get(socket);
+    if (line === undefined) {
+      const created: Pipeline = { socket, answers: new Set(), body: undefined, held: undefined, stopped: false };
+      pipelines.set(socket, created);
       socket.once('close', () => {
+        created.held = undefined;
         // Never given the socket, so node will not close them; the one it was writing it closes itself.
-        for (const queued of answers)
+        for (const queued of created.answers)
           if (queued.socket === null) {
             queued.destroy();
             queued.emit('close');
           }
-        answers.clear();
+        created.answers.clear();
       });
+      line = created;
     }
-    if (waiting.size >= MAX_PIPELINED) {
+    if (line.answers.size >= MAX_PIPELINED) {
       socket.destroy();
       return;
     }
-    const answers = waiting;
-    answers.add(res);
-    res.once('close', () => answers.delete(res));
-    onRequest(req, res);
+    const current = line;
+    current.answers.add(res);
+    res.once('close', () => {
+      current.answers.delete(res);
+      if (current.body === res) answered(current);
+    });
+    if (current.body === undefined) {
+      handle(current, req, res);
+      return;
+    }
+    (current.held ??= []).push([req, res]);
+    if (!current.stopped) {
+      current.stopped = true;
+      stopReading(socket);
+    }
   };
+}
+
+/** The parts of node's HTTP server socket its own flow control uses (node:_http_server). */
+type ServerSocket = Duplex & { _paused?: boolean; parser?: { resume(): void } | null };
+
+/**
+ * Stops reading a client connection the way node's HTTP server does when
+ * answers back up: `pause()` alone is undone at the end of every parsed
+ * message (node reads on for the next one) unless `_paused` is set, and
+ * with it node also pauses its parser once the bytes it has (one read, at
+ * most 64 KiB) are parsed. {@link readAgain} undoes it as node's drain does.
+ */
+function stopReading(socket: Duplex): void {
+  (socket as ServerSocket)._paused = true;
+  socket.pause();
+}
+
+/** Reads a connection {@link stopReading} stopped again. */
+function readAgain(socket: Duplex): void {
+  const s = socket as ServerSocket;
+  if (s._paused !== true || s.destroyed) return;
+  s._paused = false;
+  s.parser?.resume();
+  socket.resume();
 }
 
 /** Creates the proxy listener's server (not yet listening) with the client-side limits of `p`. */

@@ -50,6 +50,7 @@ export class GatewayMetrics {
   private readonly storeLatency: Histogram<'store' | 'result'>;
   private readonly upstreamLatency: Histogram<'outcome'>;
   private readonly upstreamErrors: Counter<'kind'>;
+  private readonly clientCuts: Counter<'reason'>;
   private readonly reloads: Counter<'result'>;
   private readonly lastReload: Gauge;
   private readonly decisionCells = new Map<string, DecisionCell>();
@@ -143,6 +144,21 @@ export class GatewayMetrics {
         this.set(inFlight());
       },
     });
+    const bufferBytes = (): number => this.requestBufferBytes();
+    new prom.Gauge({
+      name: 'floodgate_request_buffer_bytes',
+      help: 'Bytes of request bodies held in memory now (at most proxy.requestBufferTotal; a body that does not fit streams).',
+      registers,
+      collect() {
+        this.set(bufferBytes());
+      },
+    });
+    this.clientCuts = new prom.Counter({
+      name: 'floodgate_client_cuts_total',
+      help: 'Responses cut because their client read them too slowly: slow_response (under proxy.minResponseRate), response_timeout (still waiting on the client after proxy.responseTimeout).',
+      labelNames: ['reason'],
+      registers,
+    });
     const overflows = (): number => this.overflows();
     new prom.Gauge({
       name: 'floodgate_store_overflows',
@@ -159,6 +175,14 @@ export class GatewayMetrics {
 
   /** Source of `floodgate_store_overflows`; the server replaces it. */
   overflows: () => number = () => 0;
+
+  /** Source of `floodgate_request_buffer_bytes`; the request-body budget replaces it. */
+  requestBufferBytes: () => number = () => 0;
+
+  /** Counts a response cut for a client reading too slowly. */
+  clientCut(reason: 'slow_response' | 'response_timeout'): void {
+    this.clientCuts.labels(reason).inc();
+  }
 
   /** Counts one decision. */
   decision(rule: string, outcome: DecisionOutcome): void {

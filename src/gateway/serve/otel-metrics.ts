@@ -65,6 +65,14 @@ export const MIRRORED: readonly MirroredMetric[] = [
   },
   { prom: 'floodgate_config_last_reload_success', otel: 'floodgate.config.last_reload_success', kind: 'gauge', unit: '1', labels: {} },
   { prom: 'floodgate_requests_in_flight', otel: 'floodgate.requests.in_flight', kind: 'updown', unit: '{request}', labels: {} },
+  { prom: 'floodgate_request_buffer_bytes', otel: 'floodgate.request.buffer', kind: 'updown', unit: 'By', labels: {} },
+  {
+    prom: 'floodgate_client_cuts_total',
+    otel: 'floodgate.client.cuts',
+    kind: 'counter',
+    unit: '{response}',
+    labels: { reason: 'floodgate.reason' },
+  },
   { prom: 'floodgate_store_overflows', otel: 'floodgate.store.overflows', kind: 'counter', unit: '{decision}', labels: {} },
 ];
 

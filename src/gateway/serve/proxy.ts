@@ -8,9 +8,11 @@ import type { TrustProxy } from '../../http/client-keys.js';
 import type { Undici } from './optional-deps.js';
 import { ForwardHeaders } from './forward-headers.js';
 import { responseHead, writeRaw } from './response-head.js';
-import { hasBody, readBody, watchBodyRate, type OutgoingBody } from './request-body.js';
+import { hasBody, readBody, watchBodyRate, type BodyBuffering, type OutgoingBody } from './request-body.js';
 import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
+import { requestBufferBudget } from './request-buffer-budget.js';
+import { ResponseRateWatch } from './response-rate.js';
 import { observeCost, withoutUsageHeaders } from './response-cost.js';
 import { ResponseRelay } from './response-relay.js';
 import { askingUsage } from './request-usage.js';
@@ -37,7 +39,8 @@ export class UpstreamProxy {
   private readonly upstream: URL;
   private readonly connectTimeoutMs: number;
   private readonly headersTimeoutMs: number;
-  private readonly requestBuffer: number;
+  private readonly buffering: BodyBuffering;
+  private readonly responseRate: ResponseRateWatch;
   private readonly minBodyRate: number;
   private readonly clientWriteTimeoutMs: number;
   /** Longest an answer is drained after its client left: the upstream's headers and body timeouts, end to end. */
@@ -79,7 +82,8 @@ export class UpstreamProxy {
     this.upstream = upstream;
     this.connectTimeoutMs = settings.connectTimeoutMs;
     this.headersTimeoutMs = settings.headersTimeoutMs;
-    this.requestBuffer = settings.requestBuffer;
+    this.buffering = { limit: settings.requestBuffer, budget: requestBufferBudget(metrics, settings.requestBufferTotal) };
+    this.responseRate = new ResponseRateWatch(settings.minResponseRate, settings.responseTimeoutMs, metrics, log);
     this.minBodyRate = settings.minBodyRate;
     this.clientWriteTimeoutMs = settings.clientWriteTimeoutMs;
     this.drainMs = settings.headersTimeoutMs + settings.bodyTimeoutMs;
@@ -145,7 +149,8 @@ export class UpstreamProxy {
     }
     readBody(
       req,
-      this.requestBuffer,
+      res,
+      this.buffering,
       (body, streaming) => {
         if (!res.destroyed) this.enqueue(req, res, extra, askingUsage(req, body, relay?.watch?.requestUsage === true), streaming, relay);
         else {
@@ -261,6 +266,8 @@ export class UpstreamProxy {
           // keep the upstream connection for ever; a socket idle this long while the answer is sent is cut.
           // Destroying the response aborts the upstream request (its 'close' handler above).
           if (this.clientWriteTimeoutMs > 0) res.setTimeout(this.clientWriteTimeoutMs, () => res.destroy());
+          // An idle timer misses a client that reads a little now and then: it must also keep a rate, and finish in time.
+          if (this.responseRate.on) this.responseRate.relaying(res);
           res.writeHead(statusCode, responseHead(headers, extra));
           return relay === undefined ? res : relay.body(statusCode, headers);
         },

@@ -1,6 +1,7 @@
-/** Request bodies on their way upstream: small ones read whole from the client first, larger ones streamed under a minimum rate. */
-import type { IncomingMessage } from 'node:http';
+/** Request bodies on their way upstream: small ones read whole from the client first (within the process's budget), larger ones streamed under a minimum rate. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
+import type { RequestBufferBudget } from './request-buffer-budget.js';
 
 /** What to send upstream as the body: none, the whole body read already, or a stream still arriving from the client. */
 export type OutgoingBody = null | Buffer | Readable;
@@ -14,17 +15,34 @@ export function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
+/** How request bodies are buffered: the largest one read whole, and the budget every buffered body of the process shares. */
+export interface BodyBuffering {
+  /** `proxy.requestBuffer`: bodies up to this many bytes are read whole; 0 streams every body. */
+  readonly limit: number;
+  /** `proxy.requestBufferTotal`, shared by every request of the gateway. */
+  readonly budget: RequestBufferBudget;
+}
+
 /**
- * Reads a body of at most `limit` bytes whole before it goes upstream, so a
- * client trickling it holds only its own socket, never an upstream
- * connection. A body declared larger, or a chunked one that grows past the
- * limit, is streamed (what was read already first).
+ * Reads a body of at most `buffering.limit` bytes whole before it goes
+ * upstream, so a client trickling it holds only its own socket, never an
+ * upstream connection. A body declared larger, or a chunked one that grows
+ * past the limit, is streamed (what was read already first); so is one that
+ * does not fit in what is left of the process's budget, which then holds
+ * no more than `proxy.requestBufferTotal` however many clients send bodies.
+ * Streaming is always possible (no rule reads a request body), and keeps
+ * the request served rather than refused; a streamed body must keep
+ * `proxy.minBodyRate`, so a flood past the budget can hold an upstream
+ * connection only as long as a large body could anyway. What a body took
+ * from the budget is given back when `res` closes: the buffer is the
+ * upstream request's until its exchange ends.
  * @param ready - called once with the body and whether it is still streaming; never when the client leaves first
  * @param gone - called once when the client leaves (or fails) before the body is ready
  */
 export function readBody(
   req: IncomingMessage,
-  limit: number,
+  res: ServerResponse,
+  buffering: BodyBuffering,
   ready: (body: OutgoingBody, streaming: boolean) => void,
   gone: () => void,
 ): void {
@@ -32,11 +50,22 @@ export function readBody(
     ready(null, false);
     return;
   }
+  const { limit, budget } = buffering;
   const declared = req.headers['content-length'];
-  if (limit === 0 || (declared !== undefined && Number(declared) > limit)) {
+  const length = declared === undefined ? -1 : Number(declared);
+  // A declared body takes its whole length at once; a chunked one takes each chunk as it comes.
+  if (limit === 0 || length > limit || (length >= 0 && !budget.take(length))) {
     ready(req, true);
     return;
   }
+  let held = length >= 0 ? length : 0;
+  let closed = false;
+  const giveBack = (): void => {
+    closed = true;
+    budget.give(held);
+    held = 0;
+  };
+  res.once('close', giveBack);
   const chunks: Buffer[] = [];
   let size = 0;
   const cleanup = (): void => {
@@ -48,8 +77,15 @@ export function readBody(
   const onData = (chunk: Buffer): void => {
     chunks.push(chunk);
     size += chunk.length;
-    if (size <= limit) return;
-    // Only a chunked body can get here: node ends a declared one at its length.
+    if (size <= limit) {
+      // Declared bodies took their length already; once the answer has closed, what still arrives is nobody's.
+      if (length >= 0 || closed) return;
+      if (budget.take(chunk.length)) {
+        held += chunk.length;
+        return;
+      }
+    }
+    // Only a chunked body can get here (past the limit, or past the budget): node ends a declared one at its length.
     req.pause();
     cleanup();
     ready(Readable.from(prefixThen(chunks, req), { objectMode: false }), true);
