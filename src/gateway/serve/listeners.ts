@@ -111,10 +111,9 @@ function pipelineBounded(
       return;
     }
     (current.held ??= []).push([req, res]);
-    if (!current.stopped) {
-      current.stopped = true;
-      stopReading(socket);
-    }
+    // Again after node read on by itself (an answer drained): each request read then is held, and reading stops anew.
+    current.stopped = true;
+    stopReading(socket);
   };
 }
 
@@ -129,7 +128,9 @@ type ServerSocket = Duplex & { _paused?: boolean; parser?: { resume(): void } | 
  * most 64 KiB) are parsed. {@link readAgain} undoes it as node's drain does.
  */
 function stopReading(socket: Duplex): void {
-  (socket as ServerSocket)._paused = true;
+  const s = socket as ServerSocket;
+  if (s._paused === true) return;
+  s._paused = true;
   socket.pause();
 }
 
