@@ -37,27 +37,27 @@ interface Relay {
 
 /**
  * Watches responses on their way to clients. `proxy.clientWriteTimeout` is
- * an idle timer: a client that reads a few KB every 2 s resets it for ever,
- * and four such readers held a 4-connection upstream pool while everyone
- * else got 503. Only a client that is behind is judged — bytes for it are
- * queued in this process because the kernel would not take them — so an
- * upstream that is slow itself (a server-sent event stream, a long poll)
- * is never cut for it.
+ * an idle timer: a client that lets a write through now and then (reading a
+ * few KB every 2 s) resets it for ever, and four such readers held a
+ * 4-connection upstream pool while everyone else got 503. Only a client
+ * that is behind is judged (bytes for it are queued in this process because
+ * the kernel would not take them), so an upstream that is slow itself (a
+ * server-sent event stream, a long poll) is never cut for it.
  *
  * Over the time the client has been behind (between two looks that both
  * found it so), the bytes the kernel took for it must average `minRate`
  * after a grace of {@link RESPONSE_RATE_GRACE_MS} (as `minBodyRate` for
  * request bodies, and Kestrel's MinResponseDataRate), or the response is
  * cut. Catching up for a moment stops the clock but does not start the
- * average over, so a client cannot buy a new grace with a burst. The kernel is seen to take a write only once the
- * whole write is in, so the bytes still queued are counted in the client's
- * favour: a client at `minRate` or faster is never cut, and one at a
- * fraction f of it is cut after about (grace + queued / minRate) / (1 − f)
- * of being behind. A response
- * still behind `timeoutMs` after its connection began relaying is cut
- * whatever its rate, which also bounds what a client that read fast first
- * can bank. Cutting destroys the response, which ends the upstream
- * exchange.
+ * average over, so a client cannot buy a new grace with a burst. The kernel
+ * is seen to take a write only once the whole write is in, so the bytes
+ * still queued are counted in the client's favour: a client at `minRate` or
+ * faster is never cut, and one at a fraction f of it is cut after about
+ * (grace + queued / minRate) / (1 − f) of being behind. A response still
+ * behind `timeoutMs` after its connection began relaying is cut whatever
+ * its rate, which also bounds what a client that read fast first can bank.
+ * Cutting destroys the response and its connection, which ends the
+ * upstream exchange.
  *
  * The hot path only looks up the connection's state and adds it to a set;
  * the one timer runs while some response is relayed.
