@@ -35,20 +35,36 @@ export interface RlsClient {
   close(): void;
 }
 
-type Unary = (req: unknown, cb: (error: grpc.ServiceError | null, res: unknown) => void) => void;
+type Unary = (
+  req: unknown,
+  metadata: grpc.Metadata,
+  options: grpc.CallOptions,
+  cb: (error: grpc.ServiceError | null, res: unknown) => void,
+) => void;
 
 /** Connects to `address` (HOST:PORT), in plaintext unless `credentials` say otherwise (TLS, with or without a client certificate). */
-export function rlsClient(address: string, credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure()): RlsClient {
+export function rlsClient(
+  address: string,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  options: grpc.ChannelOptions = {},
+): RlsClient {
   const def = protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], OPTIONS);
   const pkg = grpc.loadPackageDefinition(def) as unknown as {
     envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } };
     grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
   };
-  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, credentials);
-  const health = new pkg.grpc.health.v1.Health(address, credentials);
+  const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(address, credentials, options);
+  const health = new pkg.grpc.health.v1.Health(address, credentials, options);
   const call = <T>(client: grpc.Client, method: string, req: unknown): Promise<T> =>
     new Promise((resolve, reject) =>
-      (client as unknown as Record<string, Unary>)[method]!.call(client, req, (error, res) => (error ? reject(error) : resolve(res as T))),
+      // A deadline, so a call that cannot connect (a TLS client of a plaintext port) fails instead of waiting for good.
+      (client as unknown as Record<string, Unary>)[method]!.call(
+        client,
+        req,
+        new grpc.Metadata(),
+        { deadline: Date.now() + 10_000 },
+        (error, res) => (error ? reject(error) : resolve(res as T)),
+      ),
     );
   return {
     should: (domain, descriptors, hitsAddend = 0) =>
