@@ -1,6 +1,7 @@
 // Regression tests for what a caller of the rate limit service can make it keep: counters, metric series and log lines stay bounded whatever descriptors, values and limits it sends (F7, F10).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { parseRlsText } from '../../src/gateway/rls/rls-config.js';
 import { startRls, type RlsFixture } from './support/rls-harness.js';
 import type { Descriptor } from './support/rls-client.js';
 
@@ -64,6 +65,16 @@ test('F7: a descriptor of more than 32 entries is refused as invalid, before any
     assert.match(e.details ?? '', /more than 32 entries/);
     return true;
   });
+});
+
+test('F7: a config nested deeper than 32 levels is refused at its line: no request descriptor could reach it', async () => {
+  const nested = (depth: number): string => {
+    let text = 'domain: deep\ndescriptors:\n';
+    for (let i = 0; i < depth; i++) text += `${'  '.repeat(2 * i)}  - key: k${i}\n${'  '.repeat(2 * i)}    descriptors:\n`;
+    return `${text}${'  '.repeat(2 * depth)}  - key: last\n${'  '.repeat(2 * depth)}    rate_limit: { unit: day, requests_per_unit: 1 }\n`;
+  };
+  await assert.doesNotReject(parseRlsText(nested(31), 'deep.yaml'));
+  await assert.rejects(parseRlsText(nested(32), 'deep.yaml'), /is nested 33 levels deep; a request descriptor has at most 32 entries/);
 });
 
 test('F7: 1 500 distinct detailed_metric values make at most 1 000 series (the rest under "(other)"), each label at most 128 bytes', async () => {

@@ -24,6 +24,13 @@ export const UNIT_SECONDS: Readonly<Record<RlsUnit, number>> = {
 };
 
 /**
+ * Most entries in one request descriptor, and so most levels of the
+ * descriptor tree: Envoy's route actions make a handful, and a request with
+ * more is refused before its entries are kept anywhere.
+ */
+export const MAX_ENTRIES = 32;
+
+/**
  * The largest `requests_per_unit` floodgate keeps exact per `unit`: limit ×
  * window (ms) must stay under 2^50 for every algorithm's counts. The config
  * loader refuses a larger limit at its line, and the service a larger limit
@@ -152,10 +159,16 @@ export async function parseRlsText(text: string, file: string): Promise<{ domain
   return { domain, root: level(c, ['descriptors'], top.descriptors, domain, `${domain}.`) };
 }
 
-function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey: string): RlsNode {
+function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey: string, depth = 1): RlsNode {
   const children = new Map<string, RlsNode>();
   const wildcards: Array<{ name: string; parts: string[] }> = [];
   if (value !== undefined && value !== null) {
+    // A request descriptor reaching this level would have more entries than the service accepts.
+    if (depth > MAX_ENTRIES)
+      c.fail(
+        path,
+        `is nested ${depth} levels deep; a request descriptor has at most ${MAX_ENTRIES} entries, so no request could reach it.`,
+      );
     if (!Array.isArray(value)) c.fail(path, `must be a list of descriptors (lines starting with "- "); got ${describe(value)}.`);
     for (const [i, entry] of value.entries()) {
       const at = [...path, i];
@@ -197,7 +210,7 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
               detailedMetric: flag('detailed_metric'),
             });
       // A level's wildcard entries are looked up from the level above, so the node carries its children's.
-      const sub = level(c, [...at, 'descriptors'], d.descriptors, domain, `${fullKey}.`);
+      const sub = level(c, [...at, 'descriptors'], d.descriptors, domain, `${fullKey}.`, depth + 1);
       children.set(name, { children: sub.children, wildcards: sub.wildcards, limit, shareThreshold });
       if (name.includes('*')) wildcards.push({ name, parts: name.split('*') });
     }

@@ -63,8 +63,7 @@ export class RlsRequestError extends Error {}
 
 /** Most descriptors in one request: each is a part of one composite decision. */
 export const MAX_DESCRIPTORS = 64;
-/** Most entries in one descriptor: Envoy's route actions make a handful; a deeper one could match no config anyway. */
-export const MAX_ENTRIES = 32;
+
 const MAX_UINT32 = 0xffff_ffff;
 
 /** A descriptor that counts: its limiter, its counter key and its cost. */

@@ -1,8 +1,8 @@
 /** The rate limit service's wire shapes: a decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with the RateLimit header fields. */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
-import { maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import { MAX_ENTRIES, maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
 import type { RlsProtos } from './rls-protos.js';
-import { MAX_DESCRIPTORS, MAX_ENTRIES, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
+import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
 
 /** A RateLimitResponse in the message's own shape (enums as numbers), as the service's coder encodes it. */
 export interface RateLimitResponseMessage {
