@@ -1,5 +1,5 @@
 /** Public surface of the floodgate core: no Redis client, no node:cluster, no HTTP code is loaded from here. */
-export { RateLimiter } from './limiter.js';
+export { RateLimiter } from './limiter/rate-limiter.js';
 export type {
   RateLimiterOptions,
   InMemoryBlockOptions,
@@ -7,35 +7,35 @@ export type {
   StoreFailureMode,
   WaitOptions,
   WaitCallOptions,
-} from './limiter-options.js';
-export type { Decision, DecisionSource } from './decision.js';
-export type { KeyInspection } from './limiter-admin.js';
-export { ConcurrencyLimiter } from './concurrency-limiter.js';
-export type { ConcurrencyLimiterOptions, Slot } from './concurrency-limiter.js';
-export type { SlotAcquisition, SlotStore } from './slots.js';
-export { consumeAll, consumeAllNow, MAX_PARTS } from './composite.js';
-export { Reservation } from './reservation.js';
-export { PolicyOverrides } from './overrides.js';
-export type { PolicyOverride, OverrideLookup, OverrideMatch } from './overrides.js';
-export type { ReserveOptions, Settlement, SettlementStatus } from './reservation.js';
-export type { LimitPart, CompositeDecision } from './composite.js';
-export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './errors.js';
-export type { ErrorCodeValue } from './errors.js';
-export { WarningCode } from './warnings.js';
-export type { WarningCodeValue } from './warnings.js';
-export { CALENDAR_UNITS, periodBounds } from './calendar.js';
-export type { CalendarPeriod, CalendarUnit, PeriodBounds } from './calendar.js';
-export type { CalendarWindow, CalendarSpec } from './calendar-window.js';
-export { parseDuration } from './duration.js';
-export type { Duration } from './duration.js';
-export { ManualClock, systemClock } from './clock.js';
-export type { Clock } from './clock.js';
+} from './limiter/options.js';
+export type { Decision, DecisionSource } from './core/decision.js';
+export type { KeyInspection } from './limiter/admin.js';
+export { ConcurrencyLimiter } from './limiter/concurrency-limiter.js';
+export type { ConcurrencyLimiterOptions, Slot } from './limiter/concurrency-limiter.js';
+export type { SlotAcquisition, SlotStore } from './core/slots.js';
+export { consumeAll, consumeAllNow, MAX_PARTS } from './limiter/composite.js';
+export { Reservation } from './limiter/reservation.js';
+export { PolicyOverrides } from './limiter/overrides.js';
+export type { PolicyOverride, OverrideLookup, OverrideMatch } from './limiter/overrides.js';
+export type { ReserveOptions, Settlement, SettlementStatus } from './limiter/reservation.js';
+export type { LimitPart, CompositeDecision } from './limiter/composite.js';
+export { FloodgateError, ErrorCode, isFloodgateError, isStoreFailure } from './core/errors.js';
+export type { ErrorCodeValue } from './core/errors.js';
+export { WarningCode } from './core/warnings.js';
+export type { WarningCodeValue } from './core/warnings.js';
+export { CALENDAR_UNITS, periodBounds } from './core/calendar.js';
+export type { CalendarPeriod, CalendarUnit, PeriodBounds } from './core/calendar.js';
+export type { CalendarWindow, CalendarSpec } from './core/calendar-window.js';
+export { parseDuration } from './core/duration.js';
+export type { Duration } from './core/duration.js';
+export { ManualClock, systemClock } from './core/clock.js';
+export type { Clock } from './core/clock.js';
 export { MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions, OnFull } from './stores/memory.js';
 export type { Store } from './stores/store.js';
 export { isStore } from './stores/store.js';
-export { ALGORITHMS, BLOCK_FOREVER, OP_CODE } from './policy.js';
-export type { Algorithm, Policy, Operation, OperationKind, Outcome } from './policy.js';
+export { ALGORITHMS, BLOCK_FOREVER, OP_CODE } from './core/policy.js';
+export type { Algorithm, Policy, Operation, OperationKind, Outcome } from './core/policy.js';
 export { applyOperation } from './algorithms/index.js';
 export { applyComposite } from './algorithms/composite.js';
 export type { CompositePart, CompositeApplied } from './algorithms/composite.js';

@@ -1,6 +1,6 @@
 /** Fixed window: a counter per key; the window starts at the key's first consume and ends a window length later, or where its calendar period ends. */
-import { periodEnd } from '../calendar-window.js';
-import type { Policy } from '../policy.js';
+import { periodEnd } from '../core/calendar-window.js';
+import type { Policy } from '../core/policy.js';
 import { fullView, type AlgorithmImpl, type View } from './types.js';
 
 /** Fixed-window state: units used `c`, absolute window end `r`. */

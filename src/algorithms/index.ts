@@ -1,5 +1,5 @@
 /** Applies one operation to a key's state with any algorithm: the block logic every algorithm shares. */
-import { BLOCK_FOREVER, type Algorithm, type OperationKind, type Outcome, type Policy } from '../policy.js';
+import { BLOCK_FOREVER, type Algorithm, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
 import { fixedWindow } from './fixed-window.js';
 import { slidingLog } from './sliding-log.js';
 import { slidingWindow } from './sliding-window.js';

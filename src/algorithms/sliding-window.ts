@@ -1,5 +1,5 @@
 /** Sliding window: the weighted two-window estimate, O(1) state per key, windows aligned to multiples of the window length. */
-import type { Policy } from '../policy.js';
+import type { Policy } from '../core/policy.js';
 import { ceilDiv, fullView, type AlgorithmImpl, type View } from './types.js';
 
 /** Sliding-window state: previous window's count `p`, current count `c`, current window start `s`. */

@@ -1,5 +1,5 @@
 /** Token bucket as GCRA: one theoretical arrival time per key, kept exact as ms plus a remainder in 1/limit ms. */
-import type { Policy } from '../policy.js';
+import type { Policy } from '../core/policy.js';
 import { ceilDiv, fullView, type AlgorithmImpl, type View } from './types.js';
 
 /**

@@ -1,5 +1,5 @@
 /** The contract each algorithm implements, in whole-millisecond integer arithmetic shared with the Lua scripts. */
-import type { Policy } from '../policy.js';
+import type { Policy } from '../core/policy.js';
 
 /** What an algorithm reports about a key's state at a moment. */
 export interface View {

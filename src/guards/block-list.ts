@@ -1,6 +1,6 @@
 /** The in-memory block list: keys known to be over their limit are refused from process memory, without a store call. */
-import { OldestEntries } from '../oldest-entries.js';
-import type { OperationKind, Outcome, Policy } from '../policy.js';
+import { OldestEntries } from '../util/oldest-entries.js';
+import type { OperationKind, Outcome, Policy } from '../core/policy.js';
 
 /** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
 const LAPSE_MS = 1000;

@@ -1,6 +1,6 @@
 /** The lapse probe of the in-memory block: when a hot key's block ends, one event-loop turn of its consumes asks the store and later turns wait for that answer, instead of each making a store call of its own. */
-import type { Decision } from '../decision.js';
-import type { FloodgateError } from '../errors.js';
+import type { Decision } from '../core/decision.js';
+import type { FloodgateError } from '../core/errors.js';
 
 /** The consumes of the turn in which a key's in-memory block was found over (see RateLimiter's probe). */
 export interface Probe {

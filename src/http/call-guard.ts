@@ -1,5 +1,5 @@
 /** The HTTP middleware's own timeout around each limiter call, so a store that never answers cannot hang a request. */
-import { ErrorCode, FloodgateError } from '../errors.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /** Bounds limiter calls by the middleware's `timeout`, and recognises the errors it made (their late answers are refunded). */
 export class CallGuard {

@@ -1,8 +1,8 @@
 /** Client identity for the HTTP adapters: the client address behind trusted proxies, IPv6 prefix grouping, API-key headers and hashing of over-long keys. */
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { AddressMatcher, formatIp, mask, parseIp, type IpAddress } from './ip-address.js';
 
 /**

@@ -1,7 +1,7 @@
 /** Counting by outcome: the units of an admitted request given back once its response ends, when it failed (or succeeded) and the options say such requests do not count. */
 import type { ServerResponse } from 'node:http';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { optionalBoolean, optionalFunction } from '../validate.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { optionalBoolean, optionalFunction } from '../core/validate.js';
 import type { NamedPolicy } from './options.js';
 import { keyAt, type PolicyKeys } from './policy-keys.js';
 import type { RateLimitInfo } from './types.js';

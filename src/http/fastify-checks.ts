@@ -1,5 +1,5 @@
 /** Checks the Fastify plugin makes of the instance it is registered on: a supported Fastify version, and routes added before it (which it cannot limit). */
-import { ErrorCode, FloodgateError } from '../errors.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /** The Fastify majors the plugin supports. */
 export const FASTIFY_MAJORS: readonly number[] = [4, 5];

@@ -1,8 +1,8 @@
 /** Fastify 4 and 5 adapter (`floodgate/fastify`): a plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`. */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { assertKnownOptions } from '../validate.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { assertKnownOptions } from '../core/validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
 import { HttpLimiter } from './http-limiter.js';
 import { combinedValue, type HeaderPair } from './headers.js';
@@ -10,7 +10,7 @@ import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
 import { endAbandoned } from './handler-done.js';
 import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
-import { warnOnce, WarningCode } from '../warnings.js';
+import { warnOnce, WarningCode } from '../core/warnings.js';
 
 /** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */
 export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>> | false;

@@ -1,6 +1,6 @@
 /** Units the HTTP middleware gives back: policies that admitted a request another policy refused, and calls that answered after the middleware's timeout. */
-import type { CompositeDecision } from '../composite.js';
-import type { Decision } from '../decision.js';
+import type { CompositeDecision } from '../limiter/composite.js';
+import type { Decision } from '../core/decision.js';
 import type { NamedPolicy } from './options.js';
 import { keyAt, type PolicyKeys } from './policy-keys.js';
 

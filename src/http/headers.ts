@@ -1,6 +1,6 @@
 /** Rate-limit response header builders: IETF RateLimit / RateLimit-Policy (current draft), the draft-6 and draft-7 forms, legacy X-RateLimit-*, and Retry-After. */
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /**
  * Which header family to send.

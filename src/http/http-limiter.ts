@@ -1,12 +1,12 @@
 /** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
-import type { Decision } from '../decision.js';
-import { isStoreFailure } from '../errors.js';
-import { LIMITER_INTERNALS } from '../limiter-internals.js';
+import type { Decision } from '../core/decision.js';
+import { isStoreFailure } from '../core/errors.js';
+import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
 import { refund, refundLate, refundLateComposite } from './give-back.js';
-import { consumeAll, consumeAllNow, type CompositeDecision } from '../composite.js';
+import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
 import { resolveHttpOptions, listMatches, type NamedPolicy } from './options.js';

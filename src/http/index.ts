@@ -4,7 +4,7 @@ export { UNKNOWN_CLIENT_KEY } from './identity.js';
 export { HTTP_OPTION_NAMES } from './types.js';
 export { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE } from './refusal.js';
 export { formatWindow } from './options.js';
-export { isStoreFailure } from '../errors.js';
+export { isStoreFailure } from '../core/errors.js';
 export type {
   AdapterConfig,
   ApiKeySource,

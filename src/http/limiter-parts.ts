@@ -1,7 +1,7 @@
 /** Small pure pieces of the HTTP decision path: promise helpers, a key function's answer checked, a policy's report. */
-import type { Decision } from '../decision.js';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
+import type { Decision } from '../core/decision.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { HeaderPair, PolicyReport } from './headers.js';
 import type { NamedPolicy } from './options.js';
 import type { HttpOutcome, RateLimitInfo } from './types.js';

@@ -1,9 +1,9 @@
 /** HttpLimiter options: checked up front (every error coded, nothing coerced) and resolved into the settings the request path reads. */
-import { describe, parseDuration } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { RateLimiter } from '../limiter.js';
-import { throttled } from '../throttle.js';
-import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../validate.js';
+import { describe, parseDuration } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { RateLimiter } from '../limiter/rate-limiter.js';
+import { throttled } from '../util/throttle.js';
+import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../core/validate.js';
 import { parseHeaderModes, type HeaderMode } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
 import { parseResponseOptions, type ResponseSettings } from './response-options.js';

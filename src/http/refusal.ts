@@ -1,8 +1,8 @@
 /** Refusal responses: the problem types, the bodies (problem details, text or the caller's function) rendered once per distinct shape, and frozen shared outcomes. */
 import { STATUS_CODES } from 'node:http';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import type { Decision } from '../decision.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import type { Decision } from '../core/decision.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';
 
 /** The problem type of draft-ietf-httpapi-ratelimit-headers for an exceeded quota. */

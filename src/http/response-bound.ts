@@ -1,11 +1,11 @@
 /** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units given back by the refund rule. */
 import type { ServerResponse } from 'node:http';
-import type { Decision } from '../decision.js';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../errors.js';
-import { LIMITER_INTERNALS } from '../limiter-internals.js';
-import { holdReservation, type Reservation } from '../reservation.js';
-import type { Slot } from '../concurrency-limiter.js';
+import type { Decision } from '../core/decision.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../core/errors.js';
+import { LIMITER_INTERNALS } from '../limiter/internals.js';
+import { holdReservation, type Reservation } from '../limiter/reservation.js';
+import type { Slot } from '../limiter/concurrency-limiter.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { whenHandlerDone } from './handler-done.js';
 import { LimiterHooks } from './limiter-hooks.js';

@@ -1,9 +1,9 @@
 /** The HTTP middleware's options that act while a response runs: the concurrency limiter whose slot a request holds, and the cost settled when the response ends. */
 import type { ServerResponse } from 'node:http';
-import { ConcurrencyLimiter } from '../concurrency-limiter.js';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { optionalFunction } from '../validate.js';
+import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { optionalFunction } from '../core/validate.js';
 import type { RefundRule } from './count-by-outcome.js';
 import type { HttpRateLimitOptions } from './types.js';
 

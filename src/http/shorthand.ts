@@ -1,7 +1,7 @@
 /** The `limit` / `window` / `store` shorthand of the HTTP options: the middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per distinct limit. */
-import { describe, type Duration } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { RateLimiter } from '../limiter.js';
+import { describe, type Duration } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { RateLimiter } from '../limiter/rate-limiter.js';
 import type { Store } from '../stores/store.js';
 import { isThenable } from './limiter-parts.js';
 import type { ClientInfo, LimiterSelector } from './types.js';

@@ -1,10 +1,10 @@
 /** The likeliest slips in mounting the middleware (the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about), each caught with a message that says what was meant. */
 import type { IncomingHttpHeaders } from 'node:http';
-import { describe } from '../duration.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import { RateLimiter } from '../limiter.js';
-import { assertKnownOptions } from '../validate.js';
-import { warnOnce, WarningCode } from '../warnings.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { RateLimiter } from '../limiter/rate-limiter.js';
+import { assertKnownOptions } from '../core/validate.js';
+import { warnOnce, WarningCode } from '../core/warnings.js';
 
 /** Which of the middleware's one-time warnings are on; see {@link ValidateOptions}. */
 export interface ValidateOptions {

@@ -1,6 +1,6 @@
 /** A route's several policies decided as one composite: whether they can be (one store), and their reports for the headers. */
-import type { CompositeDecision } from '../composite.js';
-import { WarningCode, warnOnce } from '../warnings.js';
+import type { CompositeDecision } from '../limiter/composite.js';
+import { WarningCode, warnOnce } from '../core/warnings.js';
 import type { PolicyReport } from './headers.js';
 import { toReport } from './limiter-parts.js';
 import type { NamedPolicy } from './options.js';

@@ -1,8 +1,8 @@
 /** The HTTP layer's public types: the request view adapters build, the options every adapter shares, and the outcome they act on. */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { ConcurrencyLimiter } from '../concurrency-limiter.js';
-import type { Duration } from '../duration.js';
-import type { RateLimiter } from '../limiter.js';
+import type { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
+import type { Duration } from '../core/duration.js';
+import type { RateLimiter } from '../limiter/rate-limiter.js';
 import type { Store } from '../stores/store.js';
 import type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
 import type { ProxyHeader, TrustProxy } from './client-keys.js';

@@ -2,14 +2,14 @@
 import { performance } from 'node:perf_hooks';
 import { applyComposite, type CompositePart } from '../algorithms/composite.js';
 import { applyOperation, type Applied, type KeyState } from '../algorithms/index.js';
-import { calendarLabel, periodEnd } from '../calendar-window.js';
-import { systemClock, type Clock } from '../clock.js';
-import { ErrorCode } from '../errors.js';
-import { policyScope, type Operation, type Outcome, type Policy } from '../policy.js';
-import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../validate.js';
+import { calendarLabel, periodEnd } from '../core/calendar-window.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { ErrorCode } from '../core/errors.js';
+import { policyScope, type Operation, type Outcome, type Policy } from '../core/policy.js';
+import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../core/validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
-import { OldestEntries } from '../oldest-entries.js';
-import { slotCallError, type SlotAcquisition } from '../slots.js';
+import { OldestEntries } from '../util/oldest-entries.js';
+import { slotCallError, type SlotAcquisition } from '../core/slots.js';
 import { SlotTable } from './slot-table.js';
 import type { Store } from './store.js';
 

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { ALGORITHM_IMPLS, applyOperation, type AlgorithmImpl, type Applied, type KeyState } from '../algorithms/index.js';
 import type { SlidingWindowState } from '../algorithms/sliding-window.js';
-import type { Operation, Outcome, Policy } from '../policy.js';
+import type { Operation, Outcome, Policy } from '../core/policy.js';
 
 /** Rows of every sketch: a key is refused early only when all of its cells are busy, so more rows make that rarer. */
 export const SKETCH_ROWS = 4;

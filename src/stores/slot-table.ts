@@ -1,6 +1,6 @@
 /** SlotTable: the memory store's concurrency slots, per key a map of owner to expiry, bounded in keys, a key with no slots deleted. */
 import { performance } from 'node:perf_hooks';
-import type { SlotAcquisition } from '../slots.js';
+import type { SlotAcquisition } from '../core/slots.js';
 
 /** Least time between two full sweeps a full table triggers (real ms), so a flood of new keys cannot make every call O(keys). */
 const FULL_SWEEP_GAP_MS = 1000;

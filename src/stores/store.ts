@@ -1,6 +1,6 @@
 /** The Store contract: the one method every store implements, and the optional capabilities (composites, concurrency slots). */
-import type { Operation, Outcome } from '../policy.js';
-import type { SlotStore } from '../slots.js';
+import type { Operation, Outcome } from '../core/policy.js';
+import type { SlotStore } from '../core/slots.js';
 
 /**
  * Where counters live. A store applies each operation atomically, with the

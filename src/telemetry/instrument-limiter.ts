@@ -1,8 +1,8 @@
 /** instrumentLimiter: OpenTelemetry metrics of a RateLimiter's decisions and circuit breaker, through the user's meter. */
-import type { Decision } from '../decision.js';
-import { ErrorCode, FloodgateError } from '../errors.js';
-import type { RateLimiter } from '../limiter.js';
-import { assertKnownOptions } from '../validate.js';
+import type { Decision } from '../core/decision.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import type { RateLimiter } from '../limiter/rate-limiter.js';
+import { assertKnownOptions } from '../core/validate.js';
 import { ATTR, METRIC } from './names.js';
 import type { OtelAttributes, OtelMeter, OtelObservableCallback, OtelObservableResult } from './otel-types.js';
 

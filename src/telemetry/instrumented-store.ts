@@ -1,11 +1,11 @@
 /** InstrumentedStore: a Store wrapper that records OpenTelemetry spans and metrics around store calls, with the user's tracer and meter. */
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { ErrorCode, FloodgateError, isFloodgateError } from '../errors.js';
-import type { Operation, Outcome } from '../policy.js';
-import type { SlotAcquisition } from '../slots.js';
+import { ErrorCode, FloodgateError, isFloodgateError } from '../core/errors.js';
+import type { Operation, Outcome } from '../core/policy.js';
+import type { SlotAcquisition } from '../core/slots.js';
 import type { Store } from '../stores/store.js';
-import { assertKnownOptions } from '../validate.js';
+import { assertKnownOptions } from '../core/validate.js';
 import { ATTR, METRIC, SPAN, STORE_DURATION_BUCKETS } from './names.js';
 import {
   SPAN_STATUS_ERROR,

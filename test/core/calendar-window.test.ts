@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode, FloodgateError, ManualClock, MemoryStore, RateLimiter, type RateLimiterOptions, type Store } from '../../src/index.js';
-import { samePolicy } from '../../src/policy.js';
+import { samePolicy } from '../../src/core/policy.js';
 import { decodePolicy, describePolicy, encodePolicy } from '../../src/stores/cluster/protocol.js';
 
 const make = (options: Omit<RateLimiterOptions, 'store'>) =>

@@ -1,8 +1,8 @@
 // Calendar periods in a time zone: month lengths and a leap day, both DST changes in two zones (23- and 25-hour days), a zone whose clocks jump at midnight, weeks from any weekday, and bad input.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkPeriod, periodBounds, type CalendarPeriod } from '../../src/calendar.js';
-import { ErrorCode, FloodgateError } from '../../src/errors.js';
+import { checkPeriod, periodBounds, type CalendarPeriod } from '../../src/core/calendar.js';
+import { ErrorCode, FloodgateError } from '../../src/core/errors.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 const bounds = (period: CalendarPeriod, at: string): [string, string] => {

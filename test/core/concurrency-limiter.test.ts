@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { ConcurrencyLimiter, FloodgateError, ManualClock, MemoryStore, type Operation, type Outcome, type Store } from '../../src/index.js';
-import { forgetWarnings } from '../../src/warnings.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
 import { captureWarnings } from '../http/support/warnings.js';
 
 const code = (c: string) => (error: unknown) => error instanceof FloodgateError && error.code === c;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConcurrencyLimiter, ErrorCode, MemoryStore, isFloodgateError, type Slot } from '../../src/index.js';
-import { SLOT_POLL_MS } from '../../src/concurrency-waiting.js';
+import { SLOT_POLL_MS } from '../../src/limiter/concurrency-waiting.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

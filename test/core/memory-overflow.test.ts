@@ -1,7 +1,7 @@
 // MemoryStore with onFull 'overflow': a full table never forgets a live key, and the overflow sketch never admits a key over its limit, for every algorithm.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ALGORITHMS, type Operation, type Policy } from '../../src/policy.js';
+import { ALGORITHMS, type Operation, type Policy } from '../../src/core/policy.js';
 import { ErrorCode, FloodgateError, ManualClock, MemoryStore } from '../../src/index.js';
 
 const START = 1_700_006_400_000;

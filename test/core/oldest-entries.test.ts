@@ -1,8 +1,8 @@
 // OldestEntries against the obvious scan (map.entries().next()): the same oldest entry under random writes, deletes, moves, shifts and clears.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { OldestEntries } from '../../src/oldest-entries.js';
-import { BoundedMap } from '../../src/bounded-map.js';
+import { OldestEntries } from '../../src/util/oldest-entries.js';
+import { BoundedMap } from '../../src/util/bounded-map.js';
 
 function random(seed: number): () => number {
   let a = seed >>> 0;

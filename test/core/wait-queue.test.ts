@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ErrorCode, ManualClock, isFloodgateError } from '../../src/index.js';
-import { WaitQueue, type AttemptResult, type WaitResult } from '../../src/wait-queue.js';
+import { WaitQueue, type AttemptResult, type WaitResult } from '../../src/waiting/wait-queue.js';
 import { ManualTimers, settle } from '../support/manual-timers.js';
 
 /** A resource with `units` available, refilled to `units` at every multiple of `periodMs`; counts attempts. */

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConcurrencyLimiter, ErrorCode, MemoryStore, RateLimiter, isFloodgateError, type Decision } from '../../src/index.js';
-import { LimiterWaiting } from '../../src/limiter-waiting.js';
-import { WaitQueue, type AttemptResult } from '../../src/wait-queue.js';
+import { LimiterWaiting } from '../../src/limiter/waiting.js';
+import { WaitQueue, type AttemptResult } from '../../src/waiting/wait-queue.js';
 import { ManualTimers, settle } from '../support/manual-timers.js';
 import { waitingOnTimers } from '../support/waiting-limiter.js';
 

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Decision, RateLimiterOptions } from '../../src/index.js';
-import { LimiterWaiting } from '../../src/limiter-waiting.js';
+import { LimiterWaiting } from '../../src/limiter/waiting.js';
 import { ManualTimers } from '../support/manual-timers.js';
 import { waitingOnTimers } from '../support/waiting-limiter.js';
 

@@ -11,7 +11,7 @@ import {
   type Decision,
   type RateLimiterOptions,
 } from '../../src/index.js';
-import { forgetWarnings } from '../../src/warnings.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -1,8 +1,8 @@
 /** `window: 60` meant as a minute: a bare number is milliseconds, and a window under a second written that way is warned of once. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { RateLimiter } from '../../src/limiter.js';
-import { forgetWarnings } from '../../src/warnings.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
 import { captureWarnings } from '../http/support/warnings.js';
 
 test('window: 60 (meant as seconds): one warning that says it is 60 ms and how to write either', async () => {

@@ -5,8 +5,8 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { connect, type AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import express from 'express';
-import { ConcurrencyLimiter } from '../../src/concurrency-limiter.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { rateLimit } from '../../src/http/express.js';
 import { after, before, describe, test } from 'node:test';

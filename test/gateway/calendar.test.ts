@@ -1,7 +1,7 @@
 // Calendar windows in the gateway config: `window: month` with a `timeZone`, the errors `floodgate check` reports at the field's line, and the RateLimit reset a served request gets.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { periodBounds } from '../../src/calendar.js';
+import { periodBounds } from '../../src/core/calendar.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import { get, readIetf } from '../http/support/http.js';
 import { rejectsConfig } from './support/config-errors.js';

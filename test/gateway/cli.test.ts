@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
-import { ErrorCode, FloodgateError } from '../../src/errors.js';
+import { ErrorCode, FloodgateError } from '../../src/core/errors.js';
 import { rejectsConfig } from './support/config-errors.js';
 import { runCli, writeTemp } from './support/harness.js';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { gatewayFixture } from './support/harness.js';
 
 const fixture = gatewayFixture();

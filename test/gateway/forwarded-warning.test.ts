@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
-import { forgetWarnings } from '../../src/warnings.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
 import { gatewayFixture } from './support/harness.js';
 
 const fixture = gatewayFixture();

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';

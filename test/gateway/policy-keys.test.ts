@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { forgetWarnings } from '../../src/warnings.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
 import { get, readIetf } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { rejectsConfig } from './support/config-errors.js';

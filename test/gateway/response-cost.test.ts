@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
-import { forgetWarnings, WarningCode } from '../../src/warnings.js';
+import { forgetWarnings, WarningCode } from '../../src/core/warnings.js';
 import { get } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { rejectsConfig } from './support/config-errors.js';

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { describe, it } from 'node:test';
 import { writeFileSync } from 'node:fs';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { FloodgateError } from '../../src/errors.js';
+import { FloodgateError } from '../../src/core/errors.js';
 import { get, statuses } from '../http/support/http.js';
 import { gatewayFixture, parseMetrics, writeTemp } from './support/harness.js';
 

@@ -5,7 +5,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { sleep, startGateway } from './support/harness.js';
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import express from 'express';
 import fastify from 'fastify';
 import Koa from 'koa';
-import { RateLimiter } from '../../src/limiter.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { rateLimit as expressLimit } from '../../src/http/express.js';
 import { rateLimit as fastifyLimit } from '../../src/http/fastify.js';
 import { rateLimit as koaLimit } from '../../src/http/koa.js';

@@ -1,7 +1,7 @@
 // Client identity: IP parsing and normalising, CIDR matching, trusted proxies (hops and CIDRs, v4 and v6), spoofing, IPv6 /64 grouping and hashing of long keys.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import { boundKey, createIpResolver, headerValue, ipKey, parseForwardedFor } from '../../src/http/client-keys.js';
 import { AddressMatcher, formatIp, normalizeIp, parseCidr, parseIp, type IpAddress } from '../../src/http/ip-address.js';
 

@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ErrorCode } from '../../src/core/errors.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
-import type { Operation, Outcome } from '../../src/policy.js';
+import type { Operation, Outcome } from '../../src/core/policy.js';
 import type { Store } from '../../src/stores/store.js';
 import { rateLimit, type NodeRateLimitOptions } from '../../src/http/node.js';
 import { close, get, listen } from './support/http.js';

@@ -1,7 +1,7 @@
 // Header builders: IETF RateLimit / RateLimit-Policy (parsed back as Structured Fields), draft-6/7, legacy, Retry-After rounding and mode validation.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
+import { ErrorCode } from '../../src/core/errors.js';
 import {
   bindingPolicy,
   combinedValue,

@@ -1,9 +1,9 @@
 // The shared HTTP path without a server: strict option validation, and the outcomes of decide() and handle() for edge cases (bad keys, dynamic costs, throwing hooks).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
-import { RateLimiter } from '../../src/limiter.js';
-import type { Operation, Outcome } from '../../src/policy.js';
+import { ErrorCode } from '../../src/core/errors.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
+import type { Operation, Outcome } from '../../src/core/policy.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import type { Store } from '../../src/stores/store.js';
 import { HttpLimiter } from '../../src/http/http-limiter.js';

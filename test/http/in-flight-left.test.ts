@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { it } from 'node:test';
-import { ConcurrencyLimiter } from '../../src/concurrency-limiter.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { rateLimit } from '../../src/http/node.js';
 import { close, get, listen } from './support/http.js';

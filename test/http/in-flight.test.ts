@@ -4,9 +4,9 @@ import { createServer, request, type IncomingMessage, type ServerResponse } from
 import { after, before, describe, it } from 'node:test';
 import express from 'express';
 import { Redis } from 'ioredis';
-import { ConcurrencyLimiter } from '../../src/concurrency-limiter.js';
-import { ErrorCode, FloodgateError } from '../../src/errors.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
+import { ErrorCode, FloodgateError } from '../../src/core/errors.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import type { Store } from '../../src/stores/store.js';

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Cluster } from 'ioredis';
-import { RateLimiter } from '../../src/limiter.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { rateLimit } from '../../src/http/node.js';
 import type { ClientInfo } from '../../src/http/types.js';
 import { RedisStore } from '../../src/stores/redis/index.js';

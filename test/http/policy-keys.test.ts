@@ -1,11 +1,11 @@
 // Per-policy keys without a server: the option's checks and their messages, bad key answers, missing key headers, and the refund rule under each policy's own key.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ErrorCode } from '../../src/core/errors.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { HttpLimiter } from '../../src/http/http-limiter.js';
-import type { Operation, Outcome } from '../../src/policy.js';
+import type { Operation, Outcome } from '../../src/core/policy.js';
 import type { Store } from '../../src/stores/store.js';
 import type { HttpOutcome, HttpRateLimitOptions, RequestView } from '../../src/http/types.js';
 

@@ -1,8 +1,8 @@
 /** The limit / window shorthand's refusals: with a limiter too, without a window, a limit function that answers badly or too many distinct limits. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/errors.js';
-import { RateLimiter } from '../../src/limiter.js';
+import { ErrorCode } from '../../src/core/errors.js';
+import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { HttpLimiter } from '../../src/http/http-limiter.js';
 import type { HttpOutcome } from '../../src/http/types.js';
 

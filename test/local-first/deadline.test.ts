@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { ErrorCode, isFloodgateError } from '../../src/index.js';
-import type { Operation, Outcome, Policy } from '../../src/policy.js';
+import type { Operation, Outcome, Policy } from '../../src/core/policy.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { startDelayProxy, type DelayProxy } from '../support/delay-proxy.js';
 import { sleep, untilLive } from '../support/local-first.js';

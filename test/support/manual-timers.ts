@@ -1,6 +1,6 @@
 // Timers driven by a ManualClock, for tests of code that schedules retries and delays: they fire only when the test moves the clock.
 import { ManualClock } from '../../src/index.js';
-import type { Scheduler } from '../../src/wait-queue.js';
+import type { Scheduler } from '../../src/waiting/wait-queue.js';
 
 /** Timers that fire only when the test moves its ManualClock. */
 export class ManualTimers {

@@ -1,7 +1,7 @@
 // A limiter's waiting (LimiterWaiting) around a plain RateLimiter on a memory store, on the clock and timers of the test's ManualTimers.
 import { MemoryStore, RateLimiter, type RateLimiterOptions } from '../../src/index.js';
-import { parseWait } from '../../src/limiter-options.js';
-import { LimiterWaiting } from '../../src/limiter-waiting.js';
+import { parseWait } from '../../src/limiter/options.js';
+import { LimiterWaiting } from '../../src/limiter/waiting.js';
 import type { ManualTimers } from './manual-timers.js';
 
 /**

@@ -1,6 +1,6 @@
 /** Command-line parsing for `floodgate`: flags → settings (alone or over a config file), with typed errors for bad flags. */
 import { parseArgs } from 'node:util';
-import { ErrorCode, FloodgateError } from '../../errors.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { SettingsOverrides } from '../config/config-file.js';
 import { ADMIN_API_WORKERS, readAdminTokenFile } from '../config/admin-config.js';
 import { GRPC_WORKERS } from '../config/grpc-config.js';

@@ -2,7 +2,7 @@
 import * as clusterModule from 'node:cluster';
 import type { Cluster } from 'node:cluster';
 import { readFile } from 'node:fs/promises';
-import { ErrorCode, isFloodgateError } from '../../errors.js';
+import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 import { parseCommandLine } from './args.js';
 import { parseConfigText, type SettingsOverrides } from '../config/config-file.js';
 import { ConfigError } from '../config/config-error.js';
@@ -18,7 +18,7 @@ import { runPrimary } from '../workers/workers.js';
 import { floodgateVersion } from './own-package.js';
 import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from './package-check.js';
 import { ruleWarnings, warnAboutRules } from '../config/rule-warnings.js';
-import { WarningCode } from '../../warnings.js';
+import { WarningCode } from '../../core/warnings.js';
 
 // The CommonJS build has no esModuleInterop; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);

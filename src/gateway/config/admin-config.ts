@@ -1,7 +1,7 @@
 /** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile, hosts }`, where a token also turns on the admin API and hosts names the Host values answered; and reading `--admin-token-file`. */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import { InvalidValue, parseListen } from './values.js';
 import type { ListenAddress } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

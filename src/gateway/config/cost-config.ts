@@ -1,5 +1,5 @@
 /** A rule's `cost` section: the estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a response that reports none is charged. */
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

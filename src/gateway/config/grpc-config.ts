@@ -1,6 +1,6 @@
 /** The `grpc` setting (the Envoy rate limit service): `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags. */
 import { isAbsolute, resolve } from 'node:path';
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import { parseListen } from './values.js';
 import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -1,5 +1,5 @@
 /** A rule's `concurrency` (requests of one key in flight at once) and `wait` (how long a refused request may wait for a unit or a slot) sections. */
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import type { ConcurrencySettings, PolicySettings, WaitSettings } from './settings.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { isObject, mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -1,5 +1,5 @@
 /** A rule key's `allowList: { redis: NAME, ... }`: the Redis set of known keys and the bounds of the cache in front of it. */
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { DEFAULT_KNOWN_KEYS, type KnownKeysSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -1,8 +1,8 @@
 /** Plans and per-key overrides in the config: the `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis hash and the admin API share. */
-import { describe } from '../../duration.js';
-import { ErrorCode, isFloodgateError } from '../../errors.js';
-import { checkOverride, overridePolicy, type PolicyOverride } from '../../overrides.js';
-import type { Policy } from '../../policy.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, isFloodgateError } from '../../core/errors.js';
+import { checkOverride, overridePolicy, type PolicyOverride } from '../../limiter/overrides.js';
+import type { Policy } from '../../core/policy.js';
 import type { OverrideSettings, PlanSettings, PolicySettings } from './settings.js';
 import { InvalidValue, parseLimitSpec } from './values.js';
 import { Cursor, isObject, mapping, type Path } from './yaml-cursor.js';

@@ -1,5 +1,5 @@
 /** Parsers for the `paths:` config section and for `pathPattern`, whose guard refuses regular expressions that can backtrack catastrophically. */
-import { describe } from '../../duration.js';
+import { describe } from '../../core/duration.js';
 import { InvalidValue } from './values.js';
 import type { PathSettings } from './settings.js';
 

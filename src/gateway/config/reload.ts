@@ -1,7 +1,7 @@
 /** Config reloads on SIGHUP and on file change: read, validate, apply; a bad file is logged and the last good config stays in force. */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { isFloodgateError } from '../../errors.js';
+import { isFloodgateError } from '../../core/errors.js';
 import { parseConfigText, type SettingsOverrides } from './config-file.js';
 import { ReloadLoop, type ReloadTrigger } from './reload-loop.js';
 import type { GatewayLogger } from '../serve/log.js';

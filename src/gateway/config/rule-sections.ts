@@ -1,10 +1,10 @@
 /** The config file's rules: match, key and policies of each rule, checked and placed in the file. */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CALENDAR_UNITS, type CalendarUnit } from '../../calendar.js';
-import { longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../calendar-window.js';
-import { describe } from '../../duration.js';
-import type { Algorithm } from '../../policy.js';
+import { CALENDAR_UNITS, type CalendarUnit } from '../../core/calendar.js';
+import { longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../core/calendar-window.js';
+import { describe } from '../../core/duration.js';
+import type { Algorithm } from '../../core/policy.js';
 import { costSettings } from './cost-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
 import { knownKeysSettings } from './known-keys-config.js';

@@ -1,5 +1,5 @@
 /** Warnings about a config's rules that start the gateway but probably do not do what was meant: no rules at all, and rules that can never match. */
-import { WarningCode, warnOnce, type WarningCodeValue } from '../../warnings.js';
+import { WarningCode, warnOnce, type WarningCodeValue } from '../../core/warnings.js';
 import type { GatewayLogger } from '../serve/log.js';
 import { unreachableMessage, unreachableRules } from '../rules/unreachable-rules.js';
 import type { GatewaySettings } from './settings.js';

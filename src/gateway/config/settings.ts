@@ -1,9 +1,9 @@
 /** The gateway's validated settings (from flags and the config file) and their defaults. */
-import type { Algorithm } from '../../policy.js';
-import type { CalendarSpec } from '../../calendar-window.js';
+import type { Algorithm } from '../../core/policy.js';
+import type { CalendarSpec } from '../../core/calendar-window.js';
 import type { HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
-import type { PolicyOverride } from '../../overrides.js';
+import type { PolicyOverride } from '../../limiter/overrides.js';
 import type { ResolvedOverride } from './override-config.js';
 import type { ProxySettings } from './proxy-settings.js';
 

@@ -1,7 +1,7 @@
 /** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
-import { describe, parseDuration } from '../../duration.js';
-import { CALENDAR_UNITS } from '../../calendar.js';
-import { ALGORITHMS, type Algorithm } from '../../policy.js';
+import { describe, parseDuration } from '../../core/duration.js';
+import { CALENDAR_UNITS } from '../../core/calendar.js';
+import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
 import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import { AddressMatcher } from '../../http/ip-address.js';

@@ -1,7 +1,7 @@
 /** Walking the parsed YAML of a config file: a cursor that places each field's error at its line, and the mapping check. */
 import type { Document, LineCounter } from 'yaml';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { InvalidValue } from './values.js';
 import { ConfigError } from './config-error.js';
 import { loadYaml } from '../serve/optional-deps.js';

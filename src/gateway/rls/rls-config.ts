@@ -1,9 +1,9 @@
 /** The rate limit service's config: envoyproxy/ratelimit YAML files (one domain each, nested descriptors) read into a descriptor tree per domain, with errors at their line. */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe } from '../../duration.js';
-import { ErrorCode } from '../../errors.js';
-import { ALGORITHMS, type Algorithm } from '../../policy.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode } from '../../core/errors.js';
+import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
 import { ConfigError } from '../config/config-error.js';
 import { mapping, readYaml, type Cursor, type Path } from '../config/yaml-cursor.js';
 

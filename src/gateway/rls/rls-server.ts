@@ -2,9 +2,9 @@
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../../errors.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../../core/errors.js';
 import { floodgateRoot } from '../cli/own-package.js';
-import { throttled } from '../../throttle.js';
+import { throttled } from '../../util/throttle.js';
 import type { GrpcSettings } from '../config/settings.js';
 import type { Gateway } from '../serve/gateway.js';
 import type { GatewayLogger } from '../serve/log.js';

@@ -1,5 +1,5 @@
 /** One rule's per-key overrides at run time: the config file's entries, with the live ones (from the Redis hash or the admin API) on top, kept in one PolicyOverrides table per policy of the rule. */
-import { PolicyOverrides } from '../../overrides.js';
+import { PolicyOverrides } from '../../limiter/overrides.js';
 import { resolveOverride, type ResolvedOverride } from '../config/override-config.js';
 import type { PlanSettings, RuleSettings } from '../config/settings.js';
 

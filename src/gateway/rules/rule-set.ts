@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpOutcome, RequestView } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
-import { RateLimiter } from '../../limiter.js';
+import { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { Store } from '../../stores/store.js';
 import type { KeyCheck, KnownKeyCheck } from './key-check.js';
 import type { KnownKeys, KnownKeysClient } from './known-keys.js';

@@ -1,5 +1,5 @@
 /** The store prefix of a rule's policy: one prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike. */
-import { calendarLabel } from '../../calendar-window.js';
+import { calendarLabel } from '../../core/calendar-window.js';
 import type { PolicySettings } from '../config/settings.js';
 
 /**

@@ -5,7 +5,7 @@ import type { KeyRefusal } from './key-check.js';
 import type { Rule } from './rule-set.js';
 import type { Charge } from './rule-cost.js';
 import { SlotHold, type Hold } from './rule-slots.js';
-import { ErrorCode, isFloodgateError } from '../../errors.js';
+import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =

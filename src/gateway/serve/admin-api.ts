@@ -1,7 +1,7 @@
 /** The admin API on the admin listener: bearer-token checks, then JSON endpoints to list the rules, inspect, reset, block and unblock one key (under a rule, or one of its policies), and list the most-limited keys. */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isStoreFailure } from '../../errors.js';
+import { isStoreFailure } from '../../core/errors.js';
 import type { LimitedKeys } from './limited-keys.js';
 import { LIMITED_MINUTES } from './limited-keys.js';
 import { ruleView } from './admin-rules.js';

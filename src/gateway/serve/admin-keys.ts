@@ -1,9 +1,9 @@
 /** The admin API's key actions: inspect, reset, block and unblock one key, under the one policy a path names or, for a rule-level path, under the policies a key means the same client in (409 when it does not). */
 import type { IncomingMessage } from 'node:http';
-import { parseDuration } from '../../duration.js';
-import { isFloodgateError } from '../../errors.js';
+import { parseDuration } from '../../core/duration.js';
+import { isFloodgateError } from '../../core/errors.js';
 import { boundKey } from '../../http/client-keys.js';
-import type { RateLimiter } from '../../limiter.js';
+import type { RateLimiter } from '../../limiter/rate-limiter.js';
 import { keyLabel, policyName } from '../config/policy-names.js';
 import type { PolicySettings, RuleSettings } from '../config/settings.js';
 import type { RuleOverrides } from '../rules/rule-overrides.js';

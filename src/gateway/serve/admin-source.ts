@@ -1,5 +1,5 @@
 /** What the admin API reads from a running gateway: its rules in force, the most-limited keys, and, on Redis, the announcement of resets and unblocks to the other hosts. */
-import { LIMITER_INTERNALS } from '../../limiter-internals.js';
+import { LIMITER_INTERNALS } from '../../limiter/internals.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';

@@ -1,7 +1,7 @@
 /** The live dashboard's data (`GET /admin/stats`): decisions per rule and outcome and store latency read from the same prom-client registry `/metrics` renders, the most-limited keys, and each policy's breaker and fallback. */
 import type { Registry } from 'prom-client';
-import { LIMITER_INTERNALS } from '../../limiter-internals.js';
-import type { RateLimiter } from '../../limiter.js';
+import { LIMITER_INTERNALS } from '../../limiter/internals.js';
+import type { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { FailurePolicy } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
 import { policyName } from './admin-rules.js';

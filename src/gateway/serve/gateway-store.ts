@@ -1,5 +1,5 @@
 /** What a gateway counts with, opened at start: its metrics (mirrored to OpenTelemetry when configured), its store, and the throttled log of store failures. */
-import { throttled } from '../../throttle.js';
+import { throttled } from '../../util/throttle.js';
 import { floodgateVersion } from '../cli/own-package.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { openStore, type GatewayStore } from '../rules/key-tables.js';

@@ -1,6 +1,6 @@
 /** Reads the cost an upstream response reports (a header, the JSON body's field, or a streamed response's largest usage event) from the chunks as they pass, in bounded memory, and says when a response that should report one did not. */
 import type { IncomingHttpHeaders } from 'node:http';
-import { WarningCode, type WarningCodeValue } from '../../warnings.js';
+import { WarningCode, type WarningCodeValue } from '../../core/warnings.js';
 import type { UsageSource } from '../config/settings.js';
 import { larger, parseLargest } from './json-largest.js';
 

@@ -1,11 +1,11 @@
 /** koa-grounded compatibility: `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
-import { RateLimiter } from '../../limiter.js';
-import type { RateLimiterOptions } from '../../limiter-options.js';
-import type { Operation, Outcome } from '../../policy.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
+import { RateLimiter } from '../../limiter/rate-limiter.js';
+import type { RateLimiterOptions } from '../../limiter/options.js';
+import type { Operation, Outcome } from '../../core/policy.js';
 import { isStore, type Store } from '../../stores/store.js';
-import { assertKnownOptions } from '../../validate.js';
+import { assertKnownOptions } from '../../core/validate.js';
 import { HTTP_OPTION_NAMES, type DecisionInfo, type HttpRateLimitOptions } from '../types.js';
 import { HttpLimiter } from '../http-limiter.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from '../koa-middleware.js';

@@ -1,7 +1,7 @@
 /** The per-transport client every ClusterStore of a process shares: the handshake, one batch message per turn, known refusals and leases, timeouts. */
-import type { Clock } from '../../clock.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import type { Operation, Outcome } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import type { Operation, Outcome } from '../../core/policy.js';
 import { encodeBatch, readResult } from './codec.js';
 import { PROTOCOL_VERSION, invalidates, readOutcome, revokesLeases, type PrimaryMessage, type ResultMessage } from './protocol.js';
 import { WorkerMemory, type TopUp } from './worker-memory.js';

@@ -1,6 +1,6 @@
 /** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
-import { BoundedMap } from '../../bounded-map.js';
-import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
+import { BoundedMap } from '../../util/bounded-map.js';
+import { samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import {
   firstDemand,
   keepSurplus,

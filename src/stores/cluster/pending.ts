@@ -1,7 +1,7 @@
 /** What a cluster client keeps about its calls to the primary: each pending call, each batch in flight, and the error codes the primary may send. */
-import type { Clock } from '../../clock.js';
-import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../errors.js';
-import type { Operation, Outcome } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../core/errors.js';
+import type { Operation, Outcome } from '../../core/policy.js';
 import type { Lease } from './leases.js';
 import type { SlotCall } from './slot-ops.js';
 

@@ -1,8 +1,8 @@
 /** How a ClusterStorePrimary applies one worker batch: each operation, lease and composite in order in one synchronous step, and what the answer tells workers (hints, grants, invalidations). */
-import type { Clock } from '../../clock.js';
-import { BoundedMap } from '../../bounded-map.js';
-import { ErrorCode } from '../../errors.js';
-import type { Outcome } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import { BoundedMap } from '../../util/bounded-map.js';
+import { ErrorCode } from '../../core/errors.js';
+import type { Outcome } from '../../core/policy.js';
 import type { MemoryStore } from '../memory.js';
 import { BatchReply, remember } from './batch-reply.js';
 import { OPERATION_WIDTH, readBatch, type BatchView } from './codec.js';

@@ -1,5 +1,5 @@
 /** The primary's reading of one batch operation (checks that keep a malformed message from touching a counter) and its lease step. */
-import type { OperationKind, Outcome, Policy } from '../../policy.js';
+import type { OperationKind, Outcome, Policy } from '../../core/policy.js';
 import type { MemoryStore } from '../memory.js';
 import { validAmount } from './batch-reply.js';
 import { COMPOSITE_CODE, KIND_BY_CODE, LEASE_CODE, LEASE_SHARE } from './protocol.js';

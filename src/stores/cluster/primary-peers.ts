@@ -3,8 +3,8 @@ import type { ChildProcess } from 'node:child_process';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import * as clusterModule from 'node:cluster';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { PM2_MESSAGE_TYPE, openWorkerEnvelope, toWorker, type PrimaryMessage, type WorkerMessage } from './protocol.js';
 import type { Pm2Api, Pm2Bus, Pm2Packet, Peer } from './primary-types.js';
 

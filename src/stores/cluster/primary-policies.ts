@@ -1,6 +1,6 @@
 /** The policies a ClusterStorePrimary meets: decoded from the wire once per distinct tuple, and the conflicts between two of them on one key, each warned about once. */
-import { ErrorCode } from '../../errors.js';
-import type { Policy } from '../../policy.js';
+import { ErrorCode } from '../../core/errors.js';
+import type { Policy } from '../../core/policy.js';
 import { decodePolicy, describePolicy, familyOf, POLICY_TUPLE_LENGTHS } from './protocol.js';
 import type { ResolvedPolicy } from './primary-types.js';
 

@@ -1,6 +1,6 @@
 /** The ClusterStorePrimary's types: its options and stats, the PM2 API it drives, and what it remembers per key (bindings, hints, leases). */
-import type { Clock } from '../../clock.js';
-import type { Policy } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import type { Policy } from '../../core/policy.js';
 import type { OnFull } from '../memory.js';
 import type { PrimaryMessage } from './protocol.js';
 /** Options of {@link ClusterStorePrimary}. */

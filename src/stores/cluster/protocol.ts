@@ -1,7 +1,7 @@
 /** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
-import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../policy.js';
-import { checkPeriod, type CalendarUnit } from '../../calendar.js';
-import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../calendar-window.js';
+import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../core/policy.js';
+import { checkPeriod, type CalendarUnit } from '../../core/calendar.js';
+import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../core/calendar-window.js';
 
 /**
  * Protocol version. Every message carries it under the `floodgate` property,

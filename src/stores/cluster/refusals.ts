@@ -1,7 +1,7 @@
 /** KnownRefusals: the worker-side memory of keys the primary said are refused until a given time, so their consumes are refused without IPC. */
-import type { Clock } from '../../clock.js';
-import { OldestEntries } from '../../oldest-entries.js';
-import { samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import { OldestEntries } from '../../util/oldest-entries.js';
+import { samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 
 /** One key known to be refused. Times are absolute, in the basis' clock. */
 interface Refusal {

@@ -1,6 +1,6 @@
 /** Concurrency slots over the cluster store's protocol: their operation codes, how a slot answer travels as an outcome, and how the primary applies a slot operation to its MemoryStore's slot table. */
-import type { Operation, Outcome, Policy } from '../../policy.js';
-import { slotCallError, type SlotAcquisition } from '../../slots.js';
+import type { Operation, Outcome, Policy } from '../../core/policy.js';
+import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
 import type { MemoryStore } from '../memory.js';
 import type { BatchReply } from './batch-reply.js';
 import { OPERATION_WIDTH, type BatchView } from './codec.js';

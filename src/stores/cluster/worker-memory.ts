@@ -1,6 +1,6 @@
 /** What a ClusterStore's transport remembers of its primary's answers (known refusals and leases): the answers it gives from them without IPC, single or composite, and how it learns and forgets them. */
-import type { Clock } from '../../clock.js';
-import type { Operation, Outcome } from '../../policy.js';
+import type { Clock } from '../../core/clock.js';
+import type { Operation, Outcome } from '../../core/policy.js';
 import { readInvalidation } from './codec.js';
 import { Leases, type Lease } from './leases.js';
 import { refusalMs, type InvalidateMessage } from './protocol.js';

@@ -1,16 +1,16 @@
 /** ClusterStore: the worker side of the cluster store; batches each event-loop turn's operations into one message to the primary, with a handshake, per-call timeouts and known refusals answered without IPC. */
 import { isMainThread, parentPort, type MessagePort } from 'node:worker_threads';
-import type { Clock } from '../../clock.js';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import type { Operation, Outcome } from '../../policy.js';
-import { assertKnownOptions, MAX_TIMER_MS } from '../../validate.js';
+import type { Clock } from '../../core/clock.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import type { Operation, Outcome } from '../../core/policy.js';
+import { assertKnownOptions, MAX_TIMER_MS } from '../../core/validate.js';
 import type { Store } from '../store.js';
 import { localPrimary } from './local.js';
 import { MAX_LEASE_MS } from './protocol.js';
 import { type Channel, processChannel, portChannel, localChannel } from './channels.js';
 import { Client } from './client.js';
-import { slotCallError, type SlotAcquisition } from '../../slots.js';
+import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
 import { acquisitionOf, SLOT_CODE, type SlotCall } from './slot-ops.js';
 /**
  * How a {@link ClusterStore} reaches its primary:

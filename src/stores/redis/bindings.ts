@@ -1,7 +1,7 @@
 /** Which policy last used each Redis key from this process, so two limiters whose prefixes collide fail loudly instead of sharing a counter. */
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import { BoundedMap } from '../../bounded-map.js';
-import { sameFamily, type Policy } from '../../policy.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { BoundedMap } from '../../util/bounded-map.js';
+import { sameFamily, type Policy } from '../../core/policy.js';
 import { describePolicy } from '../cluster/protocol.js';
 
 /** Keys whose policy is remembered; past this the least recently used is forgotten (and no longer checked). */

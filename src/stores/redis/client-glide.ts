@@ -1,5 +1,5 @@
 /** Client adapter for valkey-glide (GlideClient, GlideClusterClient), recognised by shape so the package is never imported. */
-import { ErrorCode, FloodgateError } from '../../errors.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { RedisAdapter, ReplyHandler, ScriptCall } from './clients.js';
 
 /** The oldest valkey-glide the stores drive, as the messages name it. */

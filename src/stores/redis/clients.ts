@@ -1,8 +1,8 @@
 /** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts. */
 import { EventEmitter } from 'node:events';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import { assertKnownOptions } from '../../validate.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { assertKnownOptions } from '../../core/validate.js';
 import type { LuaScript } from './lua/scripts.generated.js';
 import { adaptGlide, GLIDE_MINIMUM, looksLikeGlide } from './client-glide.js';
 

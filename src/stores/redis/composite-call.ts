@@ -1,8 +1,8 @@
 /** The composite script call of RedisStore.consumeAll: its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding. */
-import { windowArgument } from '../../calendar-window.js';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import { ALGORITHMS, type Operation, type Policy } from '../../policy.js';
+import { windowArgument } from '../../core/calendar-window.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { COMPOSITE_SCRIPT } from './lua/scripts.generated.js';

@@ -1,10 +1,10 @@
 /** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster, with the calls of one event-loop turn coalesced per key and pipelined. */
-import { windowArgument } from '../../calendar-window.js';
-import type { Clock } from '../../clock.js';
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError, toStoreError } from '../../errors.js';
-import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../policy.js';
-import { invalid, MAX_TIMER_MS, wholeNumber } from '../../validate.js';
+import { windowArgument } from '../../core/calendar-window.js';
+import type { Clock } from '../../core/clock.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
+import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
+import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';
 import type { Store } from '../store.js';
 import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
 import { adaptStoreClient, isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
@@ -12,7 +12,7 @@ import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
 import { TurnPipeline, type PipelineCall } from './turn-pipeline.js';
-import { slotCallError, type SlotAcquisition } from '../../slots.js';
+import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
 import { decodeAcquisition, decodeFlag, slotCall, type SlotOperation } from './slot-calls.js';
 
 /** Options of {@link RedisStore}. */

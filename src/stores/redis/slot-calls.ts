@@ -1,7 +1,7 @@
 /** The concurrency-slot script calls of RedisStore: their KEYS and ARGV, and the decoding of their replies. */
-import { describe } from '../../duration.js';
-import { ErrorCode, FloodgateError } from '../../errors.js';
-import type { SlotAcquisition } from '../../slots.js';
+import { describe } from '../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import type { SlotAcquisition } from '../../core/slots.js';
 import type { ScriptCall } from './clients.js';
 import { redisKeys } from './key-names.js';
 import { SLOT_SCRIPTS } from './lua/slots.generated.js';

@@ -1,6 +1,6 @@
 // The check the gateway config tests share: YAML that parseConfigText must refuse with a ConfigError of a given code and message.
 import assert from 'node:assert/strict';
-import { ErrorCode } from '../../../src/errors.js';
+import { ErrorCode } from '../../../src/core/errors.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import { ConfigError } from '../../../src/gateway/config/config-error.js';
 

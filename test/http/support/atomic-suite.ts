@@ -1,10 +1,10 @@
 // A route's several policies on one store, on real servers: a refusal spends nothing (no give-back), an in-memory block's refusal reports the others, and a failing combined step fails as one.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RateLimiter } from '../../../src/limiter.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
 import type { Store } from '../../../src/stores/store.js';
-import type { Operation, Outcome } from '../../../src/policy.js';
+import type { Operation, Outcome } from '../../../src/core/policy.js';
 import { get, readIetf } from './http.js';
 import type { Harness, ServerSpec } from './suite.js';
 

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ErrorCode, FloodgateError } from '../../../src/errors.js';
-import type { Operation, Outcome } from '../../../src/policy.js';
+import { ErrorCode, FloodgateError } from '../../../src/core/errors.js';
+import type { Operation, Outcome } from '../../../src/core/policy.js';
 import type { Store } from '../../../src/stores/store.js';
 import { parseDictionary, parseInteger, parseList, type Item } from './sf.js';
 

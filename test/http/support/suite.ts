@@ -2,14 +2,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { RateLimiter } from '../../../src/limiter.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../../src/stores/memory.js';
 import { QUOTA_EXCEEDED_TYPE } from '../../../src/http/refusal.js';
 import type { ClientInfo, DecisionInfo, RateLimitInfo } from '../../../src/http/types.js';
 import { RedisStore } from '../../../src/stores/redis/index.js';
 import type { Store } from '../../../src/stores/store.js';
 import { redisFixture } from '../../support/redis-clients.js';
-import { forgetWarnings } from '../../../src/warnings.js';
+import { forgetWarnings } from '../../../src/core/warnings.js';
 import { captureWarnings } from './warnings.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 import { atomicPoliciesSuite, withServer } from './atomic-suite.js';

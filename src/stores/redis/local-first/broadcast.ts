@@ -1,6 +1,6 @@
 /** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
-import { describe } from '../../../duration.js';
-import { ErrorCode, FloodgateError } from '../../../errors.js';
+import { describe } from '../../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import type { PipelineCall } from '../turn-pipeline.js';

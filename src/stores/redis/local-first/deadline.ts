@@ -1,6 +1,6 @@
 /** How long a consume of the local-first store may wait for Redis before STORE_TIMEOUT (the spend deadline of leases is lease-core.ts's). */
-import { ErrorCode, FloodgateError } from '../../../errors.js';
-import type { Outcome } from '../../../policy.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
+import type { Outcome } from '../../../core/policy.js';
 import type { Entry, Waiter } from './lease.js';
 
 /**

@@ -1,5 +1,5 @@
 /** The local-first broadcast's subscription on a valkey-glide client: subscribed at run time, read from glide's message queue, its state polled. */
-import { ErrorCode, FloodgateError } from '../../../errors.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { isGlideCluster, isOldGlide, oldGlideError } from '../client-glide.js';
 import type { Subscription, SubscriptionHandlers } from './broadcast.js';
 

@@ -1,6 +1,6 @@
 /** LocalFirstHost: the part of a LocalFirstStore that its composite decisions and control operations work through. */
-import type { FloodgateError } from '../../../errors.js';
-import type { Operation } from '../../../policy.js';
+import type { FloodgateError } from '../../../core/errors.js';
+import type { Operation } from '../../../core/policy.js';
 import type { RedisStore } from '../redis-store.js';
 import type { MessageKind } from './broadcast.js';
 import type { Entry } from './lease.js';

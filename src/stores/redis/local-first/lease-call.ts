@@ -1,14 +1,14 @@
 /** The local-first lease call: its arguments (sized from a key's waiters and demand), its reply, and how a reply changes the key's entry and answers its waiters. */
-import { windowArgument } from '../../../calendar-window.js';
-import { ErrorCode, FloodgateError } from '../../../errors.js';
-import type { Outcome, Policy } from '../../../policy.js';
+import { windowArgument } from '../../../core/calendar-window.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
+import type { Outcome, Policy } from '../../../core/policy.js';
 import type { ScriptCall } from '../clients.js';
 import type { PipelineCall } from '../turn-pipeline.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
 import { admitted, blocked, msUntil, type Entry, type Waiter } from './lease.js';
-import { describe } from '../../../duration.js';
+import { describe } from '../../../core/duration.js';
 /** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
 export const NEED_ARG = 6;
 export const WANT_ARG = 7;

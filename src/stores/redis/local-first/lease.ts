@@ -1,6 +1,6 @@
 /** What the local-first store knows about one key: its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them. */
-import { ErrorCode, FloodgateError } from '../../../errors.js';
-import type { Outcome, Policy } from '../../../policy.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
+import type { Outcome, Policy } from '../../../core/policy.js';
 import { firstDemand, lapse, leaseAdmitted, type LeaseState } from '../../lease-core.js';
 
 /** A consume waiting for the lease call in flight on its key. */

@@ -1,6 +1,6 @@
 /** Leasing: a LocalFirstStore's lease calls, sized as its pipeline sends them, and their answers taken into the key's entry and its waiters. */
-import { FloodgateError, toStoreError } from '../../../errors.js';
-import type { Operation, Outcome } from '../../../policy.js';
+import { FloodgateError, toStoreError } from '../../../core/errors.js';
+import type { Operation, Outcome } from '../../../core/policy.js';
 import type { TurnPipeline, PipelineCall } from '../turn-pipeline.js';
 import { blocked, closedError, msUntil, rejectAll, type Entry } from './lease.js';
 import { absorbReply, leaseScriptCall, parseLease, settleWaiters, sizeLease, type LeaseSizing } from './lease-call.js';

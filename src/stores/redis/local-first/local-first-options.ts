@@ -1,8 +1,8 @@
 /** LocalFirstStore options: their types and checks, and the subscriber connection the store listens on. */
-import type { Clock } from '../../../clock.js';
-import { describe } from '../../../duration.js';
-import { ErrorCode, FloodgateError } from '../../../errors.js';
-import { MAX_TIMER_MS, wholeNumber } from '../../../validate.js';
+import type { Clock } from '../../../core/clock.js';
+import { describe } from '../../../core/duration.js';
+import { ErrorCode, FloodgateError } from '../../../core/errors.js';
+import { MAX_TIMER_MS, wholeNumber } from '../../../core/validate.js';
 import { adaptStoreClient, type RedisAdapter, type RedisClient } from '../clients.js';
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {

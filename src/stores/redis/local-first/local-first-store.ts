@@ -1,11 +1,11 @@
 /** LocalFirstStore: Redis-backed fixed-window limits decided in process memory from leased slices of each key's quota, with blocks broadcast over pub/sub. */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { Clock } from '../../../clock.js';
-import { ErrorCode, FloodgateError, toStoreError } from '../../../errors.js';
-import { sameFamily, samePolicy, type Operation, type Outcome, type Policy } from '../../../policy.js';
+import type { Clock } from '../../../core/clock.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../../core/errors.js';
+import { sameFamily, samePolicy, type Operation, type Outcome, type Policy } from '../../../core/policy.js';
 import type { Store } from '../../store.js';
-import type { SlotAcquisition } from '../../../slots.js';
+import type { SlotAcquisition } from '../../../core/slots.js';
 import type { ClientKind } from '../clients.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
@@ -16,7 +16,7 @@ import { deadlineWaiter } from './deadline.js';
 import { resolveLocalFirstOptions, type LocalFirstStoreOptions, type LocalFirstStats } from './local-first-options.js';
 import { TurnPipeline, type PipelineCall } from '../turn-pipeline.js';
 import { lapse, wantsTopUp } from '../../lease-core.js';
-import { BoundedMap } from '../../../bounded-map.js';
+import { BoundedMap } from '../../../util/bounded-map.js';
 import { consumeAllLeased, decideAllInMemory } from './composite.js';
 import { applyControl, settleLeased } from './control.js';
 import type { LocalFirstHost } from './host.js';

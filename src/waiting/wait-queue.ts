@@ -1,7 +1,7 @@
 /** WaitQueue: callers of one key wait in FIFO order for an attempt (a consume, an acquire) to succeed, retried by timer when it may, never past a deadline. */
-import { systemClock, type Clock } from './clock.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import { MAX_TIMER_MS } from './validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { MAX_TIMER_MS } from '../core/validate.js';
 
 /** What one attempt answered: admitted, or refused with the ms until it may succeed. */
 export type AttemptResult<T> =

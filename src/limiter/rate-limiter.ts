@@ -1,21 +1,21 @@
 /** RateLimiter: validates options, then runs each call through the block list, the circuit breaker, the store and the fallbacks. */
-import type { Clock } from './clock.js';
-import { toDecision, type Decision, type DecisionSource } from './decision.js';
-import { parseDuration, type Duration } from './duration.js';
-import { isStoreFailure, toStoreError, type FloodgateError } from './errors.js';
-import { learnBlock, type BlockList } from './guards/block-list.js';
-import { CircuitBreaker } from './guards/breaker.js';
-import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from './policy.js';
-import { clockOption, prefixOption, storeOption } from './limiter-setup.js';
-import type { Store } from './stores/store.js';
-import { assertKey, assertKnownOptions, assertUnits } from './validate.js';
-import { LapseProbes, type Probe } from './guards/lapse-probe.js';
+import type { Clock } from '../core/clock.js';
+import { toDecision, type Decision, type DecisionSource } from '../core/decision.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { isStoreFailure, toStoreError, type FloodgateError } from '../core/errors.js';
+import { learnBlock, type BlockList } from '../guards/block-list.js';
+import { CircuitBreaker } from '../guards/breaker.js';
+import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
+import { clockOption, prefixOption, storeOption } from './setup.js';
+import type { Store } from '../stores/store.js';
+import { assertKey, assertKnownOptions, assertUnits } from '../core/validate.js';
+import { LapseProbes, type Probe } from '../guards/lapse-probe.js';
 import { holdReservation, reserve, type Reservation, type ReserveOptions } from './reservation.js';
-import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
-import { LimiterWaiting } from './limiter-waiting.js';
-import { inspectKey, unblockKey, type KeyInspection } from './limiter-admin.js';
+import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
+import { LimiterWaiting } from './waiting.js';
+import { inspectKey, unblockKey, type KeyInspection } from './admin.js';
 import { overrideResolver, type OverrideResolver } from './overrides.js';
-import { circuitOpenError, fallbackDecision, refused, type FailureHandling } from './limiter-fallback.js';
+import { circuitOpenError, fallbackDecision, refused, type FailureHandling } from './fallback.js';
 import {
   callSignal,
   RATE_LIMITER_BRAND,
@@ -27,7 +27,7 @@ import {
   type MemoryBlockConfig,
   type RateLimiterOptions,
   type WaitCallOptions,
-} from './limiter-options.js';
+} from './options.js';
 
 /**
  * A rate limiter: one policy applied to many keys.
@@ -368,7 +368,7 @@ export class RateLimiter {
     if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
   }
 
-  /** The pieces of this limiter's pipeline a composite decision drives (src/composite.ts); the symbol is not exported. */
+  /** The pieces of this limiter's pipeline a composite decision drives (src/limiter/composite.ts); the symbol is not exported. */
   [LIMITER_INTERNALS](): LimiterInternals {
     return (this.internals ??= {
       ...this.failures,

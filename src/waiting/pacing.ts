@@ -1,7 +1,7 @@
 /** Pacer: the execEvenly slots, kept as a token bucket in the limiter's own store so processes sharing the store share one schedule per key. */
-import { isStoreFailure, toStoreError } from './errors.js';
-import type { Policy } from './policy.js';
-import type { Store } from './stores/store.js';
+import { isStoreFailure, toStoreError } from '../core/errors.js';
+import type { Policy } from '../core/policy.js';
+import type { Store } from '../stores/store.js';
 import type { Scheduler } from './wait-queue.js';
 
 /** The suffix of the prefix under which a limiter keeps its pacing keys. */

@@ -1,11 +1,11 @@
 /** What a RateLimiter answers for a call its store cannot take: the open breaker's error, and the fallback (insurance, fail-open, fail-closed) that decides instead. */
-import { toDecision, type Decision } from './decision.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import type { Clock } from './clock.js';
-import type { CircuitBreaker } from './guards/breaker.js';
-import type { RateLimiter } from './limiter.js';
-import type { StoreFailureMode } from './limiter-options.js';
-import type { Outcome, Policy } from './policy.js';
+import { toDecision, type Decision } from '../core/decision.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import type { Clock } from '../core/clock.js';
+import type { CircuitBreaker } from '../guards/breaker.js';
+import type { RateLimiter } from './rate-limiter.js';
+import type { StoreFailureMode } from './options.js';
+import type { Outcome, Policy } from '../core/policy.js';
 
 /** What decides while a limiter's store fails (see `parseFailureHandling`), with the clock and breaker that time a fail-closed refusal. */
 export interface FailureHandling {

@@ -1,14 +1,14 @@
 /** LimiterWaiting: a RateLimiter's `wait` and `execEvenly` options, wrapped around its ordinary consume. */
-import type { Clock } from './clock.js';
-import type { Decision } from './decision.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import { parseExecEvenly, parseWait, type RateLimiterOptions, type WaitConfig } from './limiter-options.js';
-import { Pacer } from './pacing.js';
-import type { Policy } from './policy.js';
-import type { Store } from './stores/store.js';
-import { assertKey, assertUnits } from './validate.js';
-import { WarningCode, warnOnce } from './warnings.js';
-import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from './wait-queue.js';
+import type { Clock } from '../core/clock.js';
+import type { Decision } from '../core/decision.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { parseExecEvenly, parseWait, type RateLimiterOptions, type WaitConfig } from './options.js';
+import { Pacer } from '../waiting/pacing.js';
+import type { Policy } from '../core/policy.js';
+import type { Store } from '../stores/store.js';
+import { assertKey, assertUnits } from '../core/validate.js';
+import { WarningCode, warnOnce } from '../core/warnings.js';
+import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from '../waiting/wait-queue.js';
 
 /** What {@link LimiterWaiting} needs of its limiter. */
 export interface WaitingDeps {

@@ -1,12 +1,12 @@
 /** Reservations: units consumed up front at an estimate, then settled at the actual cost (given back or charged) or left to lapse at the estimate. */
-import type { Clock } from './clock.js';
-import type { Decision } from './decision.js';
-import { parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import type { RateLimiter } from './limiter.js';
-import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
-import type { Policy } from './policy.js';
-import { assertKey, assertKnownOptions, assertUnits, wholeNumber } from './validate.js';
+import type { Clock } from '../core/clock.js';
+import type { Decision } from '../core/decision.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import type { RateLimiter } from './rate-limiter.js';
+import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
+import type { Policy } from '../core/policy.js';
+import { assertKey, assertKnownOptions, assertUnits, wholeNumber } from '../core/validate.js';
 
 /** Options of {@link RateLimiter.reserve}. */
 export interface ReserveOptions {

@@ -1,10 +1,10 @@
 /** What an operator does to one key of a RateLimiter besides counting: end its block keeping its count, and look at its whole state without spending. */
-import type { Decision } from './decision.js';
-import { toStoreError } from './errors.js';
-import type { RateLimiter } from './limiter.js';
-import { LIMITER_INTERNALS } from './limiter-internals.js';
-import type { OperationKind, Outcome } from './policy.js';
-import { assertKey } from './validate.js';
+import type { Decision } from '../core/decision.js';
+import { toStoreError } from '../core/errors.js';
+import type { RateLimiter } from './rate-limiter.js';
+import { LIMITER_INTERNALS } from './internals.js';
+import type { OperationKind, Outcome } from '../core/policy.js';
+import { assertKey } from '../core/validate.js';
 
 /** A key's state as {@link RateLimiter.inspect} reports it. */
 export interface KeyInspection {

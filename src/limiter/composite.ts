@@ -1,14 +1,14 @@
 /** consumeAll: one all-or-nothing decision over several (limiter, key, cost) parts, through each limiter's block list, breaker and fallbacks. */
-import type { Decision, DecisionSource } from './decision.js';
-import { describe } from './duration.js';
-import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
-import { RateLimiter } from './limiter.js';
-import { refused } from './limiter-fallback.js';
-import { LIMITER_INTERNALS, type LimiterInternals } from './limiter-internals.js';
-import { warnCompositeDoesNotWait } from './limiter-waiting.js';
-import type { Operation, Outcome } from './policy.js';
-import type { Store } from './stores/store.js';
-import { assertKey, assertUnits } from './validate.js';
+import type { Decision, DecisionSource } from '../core/decision.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
+import { RateLimiter } from './rate-limiter.js';
+import { refused } from './fallback.js';
+import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
+import { warnCompositeDoesNotWait } from './waiting.js';
+import type { Operation, Outcome } from '../core/policy.js';
+import type { Store } from '../stores/store.js';
+import { assertKey, assertUnits } from '../core/validate.js';
 
 /** One part of a composite decision: a limiter (its policy, prefix and guards), the key it limits, and the cost there. */
 export interface LimitPart {

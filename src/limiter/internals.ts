@@ -1,11 +1,11 @@
 /** The internal view of a RateLimiter that composite decisions and reservations drive: its clock, guards, fallbacks, decision shaping and settling. */
-import type { Clock } from './clock.js';
-import type { Decision, DecisionSource } from './decision.js';
-import type { BlockList } from './guards/block-list.js';
-import type { CircuitBreaker } from './guards/breaker.js';
-import type { RateLimiter } from './limiter.js';
-import type { StoreFailureMode } from './limiter-options.js';
-import type { Outcome, Policy } from './policy.js';
+import type { Clock } from '../core/clock.js';
+import type { Decision, DecisionSource } from '../core/decision.js';
+import type { BlockList } from '../guards/block-list.js';
+import type { CircuitBreaker } from '../guards/breaker.js';
+import type { RateLimiter } from './rate-limiter.js';
+import type { StoreFailureMode } from './options.js';
+import type { Outcome, Policy } from '../core/policy.js';
 
 /**
  * Key of the RateLimiter method that returns its {@link LimiterInternals};

@@ -1,16 +1,16 @@
 /** RateLimiter options: their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
-import type { RateLimiter } from './limiter.js';
-import type { Clock } from './clock.js';
-import { describe, parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import { warnOnce, WarningCode } from './warnings.js';
-import { BlockList } from './guards/block-list.js';
-import { CircuitBreaker } from './guards/breaker.js';
-import { ALGORITHMS, type Algorithm, type Policy } from './policy.js';
-import { calendarLabel, isCalendarWindow, longestPeriodMs, parseCalendarWindow, type CalendarWindow } from './calendar-window.js';
-import type { Store } from './stores/store.js';
+import type { RateLimiter } from './rate-limiter.js';
+import type { Clock } from '../core/clock.js';
+import { describe, parseDuration, type Duration } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { warnOnce, WarningCode } from '../core/warnings.js';
+import { BlockList } from '../guards/block-list.js';
+import { CircuitBreaker } from '../guards/breaker.js';
+import { ALGORITHMS, type Algorithm, type Policy } from '../core/policy.js';
+import { calendarLabel, isCalendarWindow, longestPeriodMs, parseCalendarWindow, type CalendarWindow } from '../core/calendar-window.js';
+import type { Store } from '../stores/store.js';
 import type { OverrideLookup, PolicyOverrides } from './overrides.js';
-import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from './validate.js';
+import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from '../core/validate.js';
 /** What to do when the store fails and no insurance limiter is set. */
 export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
 

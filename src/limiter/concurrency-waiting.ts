@@ -1,9 +1,9 @@
 /** SlotWaiting: a ConcurrencyLimiter's `wait` option; callers of a key wait in FIFO order for a slot, woken by a release in this process and re-checked against the store for releases elsewhere. */
 import type { Slot } from './concurrency-limiter.js';
-import type { WaitConfig } from './limiter-options.js';
-import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from './wait-queue.js';
-import { systemClock, type Clock } from './clock.js';
-import { abortedError } from './limiter-waiting.js';
+import type { WaitConfig } from './options.js';
+import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from '../waiting/wait-queue.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { abortedError } from './waiting.js';
 
 /**
  * How soon the first waiting caller of a key asks the store again while its

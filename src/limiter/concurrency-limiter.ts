@@ -1,13 +1,13 @@
 /** ConcurrencyLimiter: at most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat renewals, owner-checked release). */
-import { parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from './errors.js';
-import { callSignal, FAILURE_MODES, parseWait, type StoreFailureMode, type WaitCallOptions, type WaitOptions } from './limiter-options.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
+import { callSignal, FAILURE_MODES, parseWait, type StoreFailureMode, type WaitCallOptions, type WaitOptions } from './options.js';
 import { SlotWaiting } from './concurrency-waiting.js';
-import { hasSlots, MAX_SLOT_TTL_MS, newOwner, type SlotAcquisition } from './slots.js';
-import { MemoryStore } from './stores/memory.js';
-import { isStore, type Store } from './stores/store.js';
-import { assertKey, assertKnownOptions, invalid, oneOf, optionalBoolean, wholeNumber } from './validate.js';
-import { WarningCode, warnOnce } from './warnings.js';
+import { hasSlots, MAX_SLOT_TTL_MS, newOwner, type SlotAcquisition } from '../core/slots.js';
+import { MemoryStore } from '../stores/memory.js';
+import { isStore, type Store } from '../stores/store.js';
+import { assertKey, assertKnownOptions, invalid, oneOf, optionalBoolean, wholeNumber } from '../core/validate.js';
+import { WarningCode, warnOnce } from '../core/warnings.js';
 
 /** Options of {@link ConcurrencyLimiter}. */
 export interface ConcurrencyLimiterOptions {

@@ -1,8 +1,8 @@
 /** Per-key policy overrides: a live table of exact keys and `*` patterns, each changing a limiter's limit, window or block for the keys it matches. */
-import { describe, parseDuration, type Duration } from './duration.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import type { Policy } from './policy.js';
-import { assertKnownOptions } from './validate.js';
+import { describe, parseDuration, type Duration } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import type { Policy } from '../core/policy.js';
+import { assertKnownOptions } from '../core/validate.js';
 
 /** What an override changes of a limiter's policy; what it leaves out stays as the limiter has it. The algorithm never changes. */
 export interface PolicyOverride {

@@ -1,12 +1,12 @@
 /** RateLimiter's store, prefix and clock options, checked, with the prefix derived from the policy when none is given. */
-import { systemClock, type Clock } from './clock.js';
-import { calendarLabel } from './calendar-window.js';
-import { describe } from './duration.js';
-import { ErrorCode, FloodgateError } from './errors.js';
-import { noteDefaultPrefix, type RateLimiterOptions } from './limiter-options.js';
-import type { Policy } from './policy.js';
-import { MemoryStore } from './stores/memory.js';
-import { isStore, type Store } from './stores/store.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { calendarLabel } from '../core/calendar-window.js';
+import { describe } from '../core/duration.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { noteDefaultPrefix, type RateLimiterOptions } from './options.js';
+import type { Policy } from '../core/policy.js';
+import { MemoryStore } from '../stores/memory.js';
+import { isStore, type Store } from '../stores/store.js';
 
 /**
  * The `store` option, or a new MemoryStore.
