@@ -1,7 +1,7 @@
 // The admin attack suite on key names: keys named like policy kinds and addresses (global, ip, another client's IP, p), dot segments, an encoded dot, an empty key, a very long one and one with "/", each blocked and reset through the rule-level and the policy-named paths of a real gateway, with clients on their own loopback addresses. Prints the table; no action may touch another client.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { encodeSegment } from '../../src/gateway/serve/admin-http.js';
+import { encodeSegment } from '../../src/gateway/admin/admin-http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import { adminBlock, adminJson } from './support/admin.js';
 import { statusFrom } from './support/from-address.js';

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';
 import { UNKNOWN_CHARS_PER_ENTRY } from '../../src/gateway/rules/known-keys.js';
 import { HASHED_KEY_PREFIX } from '../../src/http/client-keys.js';
-import { LIMITED_MINUTES, LIMITED_TABLE_SIZE, type LimitedKeys } from '../../src/gateway/serve/limited-keys.js';
+import { LIMITED_MINUTES, LIMITED_TABLE_SIZE, type LimitedKeys } from '../../src/gateway/admin/limited-keys.js';
 import { get } from '../http/support/http.js';
 import { adminBlock } from './support/admin.js';
 import { untilReady } from './support/harness.js';

@@ -100,7 +100,7 @@ interface Row {
   leave?: Leave;
   /** What an honest client of this exchange pays. */
   honest: number;
-  /** The least the stated bound allows: the honest price, or the estimate where no usage can be reported (HEAD, a 5xx). */
+  /** The least the stated bound allows: the honest price, or the estimate where the answer is not a 2xx. */
   bound: number;
 }
 
@@ -138,7 +138,7 @@ const ROWS: readonly Row[] = [
   },
   { name: 'hang-up, no include_usage either', path: '/chat', leave: { after: 'events', n: 2 }, honest: TOKENS, bound: TOKENS },
   { name: 'JSON answer', path: '/json', honest: TOKENS, bound: TOKENS },
-  { name: 'HEAD (no body: estimate)', path: '/json', method: 'HEAD', honest: ESTIMATE, bound: ESTIMATE },
+  { name: 'HEAD (no body: cost.missing)', path: '/json', method: 'HEAD', honest: TOKENS, bound: TOKENS },
   { name: 'Range: bytes=0-9 (skips the usage)', path: '/json', headers: { range: 'bytes=0-9' }, honest: TOKENS, bound: TOKENS },
   { name: 'Range + If-Range', path: '/json', headers: { range: 'bytes=30-40', 'if-range': '"x"' }, honest: TOKENS, bound: TOKENS },
   { name: 'gzip although identity was asked', path: '/json?gzip=1', headers: { 'accept-encoding': 'gzip' }, honest: TOKENS, bound: TOKENS },

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { encodeSegment } from '../../src/gateway/serve/admin-http.js';
+import { encodeSegment } from '../../src/gateway/admin/admin-http.js';
 import { adminBlock, adminFetch } from './support/admin.js';
 import { chromiumFixture } from './support/chromium.js';
 import { parseMetrics, sleep } from './support/harness.js';

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { get } from '../http/support/http.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import type { DashboardStats } from '../../src/gateway/serve/dashboard-stats.js';
+import type { DashboardStats } from '../../src/gateway/admin/dashboard-stats.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { gatewayFixture, parseMetrics, untilReady } from './support/harness.js';
 

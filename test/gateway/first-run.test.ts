@@ -133,7 +133,7 @@ describe('floodgate --version', () => {
 
   it('finds the same version from the CommonJS build and from the sources', async () => {
     const app = freshApp();
-    const file = join(app, 'node_modules/floodgate/dist/cjs/gateway/cli/own-package.js');
+    const file = join(app, 'node_modules/floodgate/dist/cjs/gateway/runtime/own-package.js');
     const child = spawn(process.execPath, ['-e', `process.stdout.write(String(require(${JSON.stringify(file)}).floodgateVersion()))`]);
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));

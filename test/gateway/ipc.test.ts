@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
-import { answerCalls, IpcCaller, type IpcPort } from '../../src/gateway/workers/ipc.js';
+import { answerCalls, IpcCaller, type IpcPort } from '../../src/gateway/runtime/ipc.js';
 
 /** Two connected ports; messages go through JSON, as on node's IPC channel, and arrive in a later turn. */
 function channel(): { a: IpcPort; b: IpcPort; close(): void; failSends(error: Error): void } {

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { storeCountsForReadiness } from '../../src/gateway/serve/store-readiness.js';
+import { storeCountsForReadiness } from '../../src/gateway/store/store-readiness.js';
 import { get, statuses } from '../http/support/http.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { parseMetrics, readiness, sleep, startGateway, startUpstream, type Upstream } from './support/harness.js';

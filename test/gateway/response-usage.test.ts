@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { UsageSource } from '../../src/gateway/config/settings.js';
-import { MAX_JSON_BYTES, MAX_SSE_LINE_BYTES, UsageReader } from '../../src/gateway/serve/response-usage.js';
+import { MAX_JSON_BYTES, MAX_SSE_LINE_BYTES, UsageReader } from '../../src/gateway/rules/response-usage.js';
 import { WarningCode, type WarningCodeValue } from '../../src/core/warnings.js';
 
 const TOTAL: UsageSource = { kind: 'json', path: ['usage', 'total_tokens'] };

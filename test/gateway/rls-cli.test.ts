@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { parseCommandLine } from '../../src/gateway/cli/args.js';
-import { packagesFor } from '../../src/gateway/cli/package-check.js';
+import { packagesFor } from '../../src/gateway/runtime/package-check.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import { runCli, writeTemp } from './support/harness.js';
 

@@ -22,9 +22,9 @@ const read = (path: string) => JSON.parse(readFileSync(join(root, path), 'utf8')
 const floodgate = read('package.json');
 const gateway = read('packages/gateway/package.json');
 
-/** The packages src/gateway/serve/optional-deps.ts loads, read from its `load('name', …)` calls. */
+/** The packages src/gateway/runtime/optional-deps.ts loads, read from its `load('name', …)` calls. */
 function gatewayLoads(): string[] {
-  const source = readFileSync(join(root, 'src/gateway/serve/optional-deps.ts'), 'utf8');
+  const source = readFileSync(join(root, 'src/gateway/runtime/optional-deps.ts'), 'utf8');
   return [...source.matchAll(/\bload\('([^']+)'/g)].map((m) => m[1]!).sort();
 }
 

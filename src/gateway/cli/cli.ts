@@ -7,17 +7,17 @@ import { parseCommandLine } from './args.js';
 import { parseConfigText, type SettingsOverrides } from '../config/config-file.js';
 import { ConfigError } from '../config/config-error.js';
 import { answerReadiness } from '../workers/cluster-ready.js';
-import { loadGatewayDeps } from '../serve/optional-deps.js';
+import { loadGatewayDeps } from '../runtime/optional-deps.js';
 import { HELP } from './help.js';
-import { createLogger } from '../serve/log.js';
+import { createLogger } from '../runtime/log.js';
 import { ConfigReloader } from '../config/reload.js';
 import { Gateway } from '../serve/gateway.js';
 import { RlsServer } from '../rls/rls-server.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { runPrimary } from '../workers/workers.js';
-import { floodgateVersion } from './own-package.js';
-import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from './package-check.js';
-import { ruleWarnings, warnAboutRules } from '../config/rule-warnings.js';
+import { floodgateVersion } from '../runtime/own-package.js';
+import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from '../runtime/package-check.js';
+import { ruleWarnings, warnAboutRules } from '../rules/rule-warnings.js';
 import { WarningCode } from '../../core/warnings.js';
 
 // The CommonJS build has no esModuleInterop; the namespace works in both builds.

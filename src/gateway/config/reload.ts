@@ -4,8 +4,8 @@ import { readFile } from 'node:fs/promises';
 import { isFloodgateError } from '../../core/errors.js';
 import { parseConfigText, type SettingsOverrides } from './config-file.js';
 import { ReloadLoop, type ReloadTrigger } from './reload-loop.js';
-import type { GatewayLogger } from '../serve/log.js';
-import type { GatewayMetrics } from '../serve/metrics.js';
+import type { GatewayLogger } from '../runtime/log.js';
+import type { GatewayMetrics } from '../runtime/metrics.js';
 import type { GatewaySettings } from './settings.js';
 
 /** Options of {@link ConfigReloader}. */

@@ -4,7 +4,7 @@ import { describe } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { InvalidValue } from './values.js';
 import { ConfigError } from './config-error.js';
-import { loadYaml } from '../serve/optional-deps.js';
+import { loadYaml } from '../runtime/optional-deps.js';
 
 /**
  * Parses a config file's YAML text (duplicate keys refused, lines counted)

@@ -1,5 +1,5 @@
 /** The rate limit service's packages with their types (@grpc/grpc-js, protobufjs): loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations never name them. */
-import { loadGrpcModule, loadProtobufModule } from '../serve/optional-deps.js';
+import { loadGrpcModule, loadProtobufModule } from '../runtime/optional-deps.js';
 
 /** The @grpc/grpc-js module. */
 export type GrpcJs = typeof import('@grpc/grpc-js');

@@ -2,7 +2,7 @@
 import type { Counter, Registry } from 'prom-client';
 import { boundKey } from '../../http/client-keys.js';
 import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
-import type { PromClient } from '../serve/optional-deps.js';
+import type { PromClient } from '../runtime/optional-deps.js';
 import type { RlsOutcome, RlsStatus } from './rls-decide.js';
 
 /** How a ShouldRateLimit call was answered. */

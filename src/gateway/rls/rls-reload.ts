@@ -3,8 +3,8 @@ import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 import { ReloadLoop, type ReloadTrigger } from '../config/reload-loop.js';
-import type { GatewayLogger } from '../serve/log.js';
-import type { GatewayMetrics } from '../serve/metrics.js';
+import type { GatewayLogger } from '../runtime/log.js';
+import type { GatewayMetrics } from '../runtime/metrics.js';
 import { loadRlsConfig, rlsConfigFiles, type RlsConfig } from './rls-config.js';
 
 /** Watches the rate limit config and hands each good version to `apply`. */

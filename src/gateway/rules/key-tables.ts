@@ -1,13 +1,13 @@
 /** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe; on Redis also the client and change feed of allow lists kept in Redis sets. */
-import type { AdminPubSub } from '../serve/admin-broadcast.js';
+import type { AdminPubSub } from '../admin/admin-broadcast.js';
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../core/clock.js';
 import type { Operation, Outcome } from '../../core/policy.js';
 import { MemoryStore } from '../../stores/memory.js';
 import type { Store } from '../../stores/store.js';
 import type { SlotAcquisition } from '../../core/slots.js';
-import { loadIoredis } from '../serve/optional-deps.js';
-import type { GatewayMetrics, LatencyChild } from '../serve/metrics.js';
+import { loadIoredis } from '../runtime/optional-deps.js';
+import type { GatewayMetrics, LatencyChild } from '../runtime/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
 import { InstrumentedStore } from '../../telemetry/instrumented-store.js';

@@ -4,7 +4,7 @@ import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { RateLimitInfo } from '../../http/types.js';
 import { WarningCode } from '../../core/warnings.js';
 import type { CostSettings, UsageSource } from '../config/settings.js';
-import { UsageReader, type UsageWarn } from '../serve/response-usage.js';
+import { UsageReader, type UsageWarn } from './response-usage.js';
 import type { Hold } from './rule-slots.js';
 
 /**

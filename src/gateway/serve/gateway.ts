@@ -2,32 +2,32 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { MemoryStore } from '../../stores/memory.js';
-import { adminListener, registryMetrics, type AdminSource } from './admin.js';
-import { AdminApi, type AdminApiSource } from './admin-api.js';
-import { LimitedKeys } from './limited-keys.js';
-import type { AdminBroadcast } from './admin-broadcast.js';
-import { adminSource } from './admin-source.js';
-import { dashboardFor } from './dashboard.js';
-import { askPrimaryForMetrics } from '../workers/cluster-metrics.js';
+import { adminListener, registryMetrics, type AdminSource } from '../admin/admin.js';
+import { AdminApi, type AdminApiSource } from '../admin/admin-api.js';
+import { LimitedKeys } from '../admin/limited-keys.js';
+import type { AdminBroadcast } from '../admin/admin-broadcast.js';
+import { adminSource } from '../admin/admin-source.js';
+import { dashboardFor } from '../admin/dashboard.js';
+import { askPrimaryForMetrics } from '../runtime/cluster-metrics.js';
 import { ConnectionDrain } from './drain.js';
-import type { PinoModule, PromClient, Undici } from './optional-deps.js';
-import type { GatewayLogger } from './log.js';
+import type { PinoModule, PromClient, Undici } from '../runtime/optional-deps.js';
+import type { GatewayLogger } from '../runtime/log.js';
 import { adminLimits, applyClientLimits, closeServer, createAdminServer, createProxyServer, listen, urlOf } from './listeners.js';
-import { liveSettings } from '../config/live-settings.js';
-import { GatewayMetrics } from './metrics.js';
+import { liveSettings } from './live-settings.js';
+import { GatewayMetrics } from '../runtime/metrics.js';
 import { UpstreamProxy } from './proxy.js';
 import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
 import { compileRules } from '../rules/compile-rules.js';
-import { ForwardedHeaderWatch } from './forwarded-warning.js';
+import { ForwardedHeaderWatch } from '../rules/forwarded-warning.js';
 import type { GatewaySettings } from '../config/settings.js';
-import { SharedResult } from './shared-result.js';
+import { SharedResult } from '../runtime/shared-result.js';
 import type { GatewayStore } from '../rules/key-tables.js';
-import { openCounting, storeFailureLog } from './gateway-store.js';
+import { openCounting, storeFailureLog } from '../store/gateway-store.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
 import { RequestPath } from './request-path.js';
-import { storeNotReady } from './store-readiness.js';
+import { storeNotReady } from '../store/store-readiness.js';
 
 /** The packages a gateway runs on, loaded by the caller (see deps.ts). */
 export interface GatewayDeps {

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Pool } from 'undici';
 import type { HeaderPair } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
-import type { Undici } from './optional-deps.js';
+import type { Undici } from '../runtime/optional-deps.js';
 import { ForwardHeaders } from './forward-headers.js';
 import { responseHead, writeRaw } from './response-head.js';
 import { hasBody, readBody, watchBodyRate, type BodyBuffering, type OutgoingBody } from './request-body.js';
@@ -19,8 +19,8 @@ import { askingUsage } from './request-usage.js';
 import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
 import type { Hold } from '../rules/rule-slots.js';
 import type { Charge } from '../rules/rule-cost.js';
-import type { GatewayLogger } from './log.js';
-import type { GatewayMetrics, LatencyChild } from './metrics.js';
+import type { GatewayLogger } from '../runtime/log.js';
+import type { GatewayMetrics, LatencyChild } from '../runtime/metrics.js';
 import type { ProxySettings } from '../config/settings.js';
 
 /** Upstream error codes that mean "the upstream took too long" (504) rather than "the upstream is broken" (502). */

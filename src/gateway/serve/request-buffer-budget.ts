@@ -1,5 +1,5 @@
 /** The process's budget of request-body bytes held in memory (`proxy.requestBufferTotal`): buffering a body takes from it, its answer's end gives back. */
-import type { GatewayMetrics } from './metrics.js';
+import type { GatewayMetrics } from '../runtime/metrics.js';
 
 /**
  * Bytes of request bodies held in memory at once. Each body is bounded by

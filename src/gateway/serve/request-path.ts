@@ -6,10 +6,10 @@ import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
 import { acceptTarget } from '../rules/path-match.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { Verdict } from '../rules/verdict.js';
-import { handleAdmin, type AdminSource } from './admin.js';
+import { handleAdmin, type AdminSource } from '../admin/admin.js';
 import { answer } from './answer.js';
 import { handleDecision } from './decision-endpoint.js';
-import type { GatewayLogger } from './log.js';
+import type { GatewayLogger } from '../runtime/log.js';
 import type { UpstreamProxy } from './proxy.js';
 
 const NO_UPSTREAM_BODY = JSON.stringify({

@@ -1,8 +1,8 @@
 /** Cuts a response whose client reads it too slowly (`proxy.minResponseRate`) or too long (`proxy.responseTimeout`): one timer per proxy looks at every connection with a response in flight once a second. */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { GatewayLogger } from './log.js';
-import type { GatewayMetrics } from './metrics.js';
+import type { GatewayLogger } from '../runtime/log.js';
+import type { GatewayMetrics } from '../runtime/metrics.js';
 
 /** Why a response was cut. */
 export type ResponseCut = 'slow_response' | 'response_timeout';

@@ -1,7 +1,7 @@
 /** The opt-in readiness check of the upstream (`readiness.upstream`): a TCP connect, shared by concurrent probes and reused for a second. */
 import { connect } from 'node:net';
 import type { GatewaySettings } from '../config/settings.js';
-import { SharedResult } from './shared-result.js';
+import { SharedResult } from '../runtime/shared-result.js';
 
 /** How long one connect may take before the upstream counts as down; below the usual probe timeout (1 s). */
 const CONNECT_TIMEOUT_MS = 500;

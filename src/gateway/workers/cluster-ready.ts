@@ -1,7 +1,7 @@
 /** Under `--workers`: the primary's /readyz asks every worker whether it is ready (its store connected and not failing), since only the workers hold stores. */
 import type { Worker } from 'node:cluster';
-import { answerCalls, IpcCaller, primaryPort, workerPort } from './ipc.js';
-import { SharedResult } from '../serve/shared-result.js';
+import { answerCalls, IpcCaller, primaryPort, workerPort } from '../runtime/ipc.js';
+import { SharedResult } from '../runtime/shared-result.js';
 
 /** Marks these calls apart from the other messages on the channel. */
 const TAG = 'floodgate.gateway.ready';

@@ -2,14 +2,14 @@
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import type { Server } from 'node:http';
-import { adminListener } from '../serve/admin.js';
+import { adminListener } from '../admin/admin.js';
 import { createAdminServer } from '../serve/listeners.js';
-import { answerMetricsRequests } from './cluster-metrics.js';
+import { answerMetricsRequests } from '../runtime/cluster-metrics.js';
 import { WorkerReadiness } from './cluster-ready.js';
-import { workerPort } from './ipc.js';
+import { workerPort } from '../runtime/ipc.js';
 import type { GatewayDeps } from '../serve/gateway.js';
-import { createLogger } from '../serve/log.js';
-import { SharedResult } from '../serve/shared-result.js';
+import { createLogger } from '../runtime/log.js';
+import { SharedResult } from '../runtime/shared-result.js';
 import { hopCountWarning } from '../config/trust-warning.js';
 import type { GatewaySettings } from '../config/settings.js';
 

@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before } from 'node:test';
 import { parseConfigText, type SettingsOverrides } from '../../../src/gateway/config/config-file.js';
-import { loadGatewayDeps } from '../../../src/gateway/serve/optional-deps.js';
-import { createLogger } from '../../../src/gateway/serve/log.js';
+import { loadGatewayDeps } from '../../../src/gateway/runtime/optional-deps.js';
+import { createLogger } from '../../../src/gateway/runtime/log.js';
 import { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get } from '../../http/support/http.js';
 

@@ -1,6 +1,6 @@
 // Starts an in-process gateway with its rate limit service (from YAML texts) for the RLS tests, with a client and the log lines at hand.
 import { writeFileSync } from 'node:fs';
-import { loadGatewayDeps } from '../../../src/gateway/serve/optional-deps.js';
+import { loadGatewayDeps } from '../../../src/gateway/runtime/optional-deps.js';
 import { RlsServer } from '../../../src/gateway/rls/rls-server.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import type { GrpcTlsSettings } from '../../../src/gateway/config/settings.js';

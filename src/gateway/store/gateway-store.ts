@@ -1,12 +1,12 @@
 /** What a gateway counts with, opened at start: its metrics (mirrored to OpenTelemetry when configured), its store, and the throttled log of store failures. */
 import { throttled } from '../../util/throttle.js';
-import { floodgateVersion } from '../cli/own-package.js';
+import { floodgateVersion } from '../runtime/own-package.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { openStore, type GatewayStore } from '../rules/key-tables.js';
-import { keyId, type GatewayLogger } from './log.js';
-import { GatewayMetrics } from './metrics.js';
-import { loadOtelApi, type PromClient } from './optional-deps.js';
-import { gatewayOtel } from './otel-metrics.js';
+import { keyId, type GatewayLogger } from '../runtime/log.js';
+import { GatewayMetrics } from '../runtime/metrics.js';
+import { loadOtelApi, type PromClient } from '../runtime/optional-deps.js';
+import { gatewayOtel } from '../runtime/otel-metrics.js';
 
 /** A gateway's metrics and store, and the function that stops its OpenTelemetry callbacks (when on). */
 export interface Counting {

@@ -91,7 +91,9 @@ export class UsageReader {
    * The upstream's status and headers: a header source is read here (and
    * counts even if the body is cut later: the upstream said it before the
    * work was sent); a JSON one picks how to read the body. `bodiless` for
-   * an answer without a body (to HEAD): a JSON source then expects no cost.
+   * an answer without a body (to HEAD): a 2xx one is charged `cost.missing`,
+   * since Express and node:http run the GET handler for HEAD, so the upstream
+   * may have done the work a body would have reported.
    */
   head(status: number, headers: IncomingHttpHeaders, bodiless = false): void {
     this.headSeen = true;
@@ -102,8 +104,11 @@ export class UsageReader {
       this.ended = this.found !== undefined;
       return;
     }
-    if (bodiless) this.expected = false;
     if (!this.expected) return;
+    if (bodiless) {
+      this.unreadable = 'an answer to HEAD, which has no body to report the usage in';
+      return;
+    }
     const encoding = headers['content-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
       this.unreadable = `a ${String(encoding)}-encoded body, which the gateway does not decode`;

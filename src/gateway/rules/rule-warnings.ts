@@ -1,8 +1,8 @@
 /** Warnings about a config's rules that start the gateway but probably do not do what was meant: no rules at all, and rules that can never match. */
 import { WarningCode, warnOnce, type WarningCodeValue } from '../../core/warnings.js';
-import type { GatewayLogger } from '../serve/log.js';
-import { unreachableMessage, unreachableRules } from '../rules/unreachable-rules.js';
-import type { GatewaySettings } from './settings.js';
+import type { GatewayLogger } from '../runtime/log.js';
+import { unreachableMessage, unreachableRules } from './unreachable-rules.js';
+import type { GatewaySettings } from '../config/settings.js';
 
 /** One warning about the rules. */
 export interface RuleWarning {

@@ -1,6 +1,6 @@
 /** What a config reload can change in a running gateway, and what waits for a restart (listeners, the store, workers). */
-import { sameAddress } from '../serve/listeners.js';
-import type { GatewaySettings } from './settings.js';
+import { sameAddress } from './listeners.js';
+import type { GatewaySettings } from '../config/settings.js';
 
 /**
  * The settings a reload can apply live: `next`, but with those that need new

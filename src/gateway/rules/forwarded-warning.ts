@@ -1,7 +1,7 @@
 /** The one-time warning that requests carry X-Forwarded-For (or Forwarded) while trustProxy is unset, so an IP-keyed rule counts every client behind that proxy as one. */
 import type { IncomingHttpHeaders } from 'node:http';
 import { WarningCode, warnOnce } from '../../core/warnings.js';
-import type { GatewayLogger } from './log.js';
+import type { GatewayLogger } from '../runtime/log.js';
 
 /**
  * Watches IP-keyed decisions until the first request that names a client
