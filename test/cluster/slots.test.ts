@@ -6,7 +6,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { ConcurrencyLimiter, ErrorCode } from '../../src/index.js';
 import { ClusterStore, ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { PROTOCOL_VERSION } from '../../src/stores/cluster/protocol.js';
-import { SLOT_CODE } from '../../src/stores/cluster/slot-ops.js';
+import { SLOT_CODE } from '../../src/stores/cluster/slot-call.js';
 
 const primary = new ClusterStorePrimary({ cluster: false });
 after(() => primary.close());

@@ -8,8 +8,9 @@ import { WorkerMemory, type TopUp } from './worker-memory.js';
 import type { Channel } from './channels.js';
 import { Handshake } from './handshake.js';
 import { type Pending, type Batch, toCode, ignore, gather, channelClosed, timedOut } from './pending.js';
-import { KNOWN_REFUSALS } from './worker.js';
-import { slotCarrier, type SlotCall } from './slot-ops.js';
+import { KNOWN_REFUSALS } from './refusals.js';
+import { slotCarrier } from './slot-ops.js';
+import type { SlotCall } from './slot-call.js';
 /** Operations per message at most, so one huge turn cannot stall the primary for everyone. */
 const MAX_BATCH = 5000;
 /** How long an idle store keeps listening, so a busy worker does not add and remove its listener on every call. */

@@ -10,7 +10,7 @@ import {
   type PolicyTuple,
   type ResultMessage,
 } from './protocol.js';
-import type { SlotCall } from './slot-ops.js';
+import type { SlotCall } from './slot-call.js';
 
 /** What {@link encodeBatch} reads of one call. */
 export interface BatchCall {

@@ -3,7 +3,7 @@ import type { Clock } from '../../core/clock.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../core/errors.js';
 import type { Operation, Outcome } from '../../core/policy.js';
 import type { Lease } from './leases.js';
-import type { SlotCall } from './slot-ops.js';
+import type { SlotCall } from './slot-call.js';
 
 /** One call waiting for the primary. */
 export interface Pending {

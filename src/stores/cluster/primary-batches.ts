@@ -8,7 +8,8 @@ import { BatchReply, remember } from './batch-reply.js';
 import { OPERATION_WIDTH, readBatch, type BatchView } from './codec.js';
 import { readOperation, grantLease, type BatchOperation } from './primary-operations.js';
 import { PrimaryPolicies } from './primary-policies.js';
-import { applySlot, isSlotCode } from './slot-ops.js';
+import { applySlot } from './slot-ops.js';
+import { isSlotCode } from './slot-call.js';
 import type { Binding, Hinted, Leased, ResolvedPolicy } from './primary-types.js';
 import {
   PROTOCOL_VERSION,

@@ -76,7 +76,7 @@ export interface BatchMessage {
   readonly a?: number[];
   /**
    * Triples [operation index, owner id, ttl ms] of the concurrency-slot
-   * operations (SLOT_CODE in slot-ops.ts) in `o`.
+   * operations (SLOT_CODE in slot-call.ts) in `o`.
    */
   readonly s?: (number | string)[];
 }

@@ -3,6 +3,12 @@ import type { Clock } from '../../core/clock.js';
 import { OldestEntries } from '../../util/oldest-entries.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 
+/**
+ * Default of ClusterStoreOptions.knownRefusals: the in-memory block list's
+ * default size. A transport's client also leases at most this many keys.
+ */
+export const KNOWN_REFUSALS = 10_000;
+
 /** One key known to be refused. Times are absolute, in the basis' clock. */
 interface Refusal {
   /** The policy the primary decided under; a call under another one must still reach the primary (conflict check). */

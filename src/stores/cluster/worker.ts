@@ -10,8 +10,10 @@ import { localPrimary } from './local.js';
 import { MAX_LEASE_MS } from './protocol.js';
 import { type Channel, processChannel, portChannel, localChannel } from './channels.js';
 import { Client } from './client.js';
+import { KNOWN_REFUSALS } from './refusals.js';
 import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
-import { acquisitionOf, SLOT_CODE, type SlotCall } from './slot-ops.js';
+import { acquisitionOf } from './slot-ops.js';
+import { SLOT_CODE, type SlotCall } from './slot-call.js';
 /**
  * How a {@link ClusterStore} reaches its primary:
  *
@@ -74,8 +76,6 @@ export interface ClusterStoreOptions {
 }
 
 const OPTION_NAMES = ['timeoutMs', 'clock', 'transport', 'knownRefusals', 'leaseMs'] as const;
-/** Default of {@link ClusterStoreOptions.knownRefusals}: the in-memory block list's default size. */
-export const KNOWN_REFUSALS = 10_000;
 
 /**
  * A store whose counters live in the primary process: the
