@@ -3,7 +3,7 @@ import { describe } from '../../core/duration.js';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 import { checkOverride, overridePolicy, type PolicyOverride } from '../../limiter/overrides.js';
 import type { Policy } from '../../core/policy.js';
-import type { OverrideSettings, PlanSettings, PolicySettings } from './settings.js';
+import type { OverrideSettings, PlanSettings, PolicySettings, ResolvedOverride } from './settings.js';
 import { InvalidValue, parseLimitSpec } from './values.js';
 import { Cursor, isObject, mapping, type Path } from './yaml-cursor.js';
 
@@ -11,12 +11,6 @@ const OVERRIDE_FIELDS = ['keys', 'redis'] as const;
 const POLICY_OVERRIDE_FIELDS = new Set(['limit', 'window', 'blockDuration']);
 /** Name of a Redis hash: printable ASCII without spaces, as the other Redis names of the config. */
 const REDIS_NAME = /^[!-~]{1,200}$/;
-
-/**
- * What an override value changes, policy by policy (in the rule's order;
- * undefined leaves that policy as the rule has it).
- */
-export type ResolvedOverride = ReadonlyArray<PolicyOverride | undefined>;
 
 /** The `plans` section: name → (policy name → override). */
 export function planSettings(c: Cursor, value: unknown): PlanSettings {

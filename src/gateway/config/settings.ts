@@ -4,7 +4,6 @@ import type { CalendarSpec } from '../../core/calendar-window.js';
 import type { HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import type { PolicyOverride } from '../../limiter/overrides.js';
-import type { ResolvedOverride } from './override-config.js';
 import type { ProxySettings } from './proxy-settings.js';
 
 export { DEFAULT_PROXY, DEFAULT_STRIP_HEADERS, type ProxySettings } from './proxy-settings.js';
@@ -16,6 +15,12 @@ export interface ListenAddress {
   /** Port; 0 picks a free one (printed in the `listening` log line). */
   readonly port: number;
 }
+
+/**
+ * What an override value changes, policy by policy (in the rule's order;
+ * undefined leaves that policy as the rule has it).
+ */
+export type ResolvedOverride = ReadonlyArray<PolicyOverride | undefined>;
 
 /** The `plans` section: plan name → (policy name → the numbers it changes). */
 export type PlanSettings = ReadonlyMap<string, ReadonlyMap<string, PolicyOverride>>;

@@ -18,7 +18,8 @@ import { loggableKey } from '../runtime/log.js';
 import type { DecisionCell } from '../runtime/metrics.js';
 import { policyPrefix } from './store-prefix.js';
 import type { GatewaySettings, KeySettings, MatchSettings, PolicySettings, RuleSettings, WaitSettings } from '../config/settings.js';
-import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES, type RuleOutcome } from './rule-set.js';
+import { type Rule, RuleSet, type RuleContext, RULE_OUTCOMES } from './rule-set.js';
+import type { RuleOutcome } from './verdict.js';
 
 /**
  * Longest key, in UTF-8 bytes, before HttpLimiter hashes it (as

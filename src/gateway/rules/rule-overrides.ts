@@ -1,7 +1,7 @@
 /** One rule's per-key overrides at run time: the config file's entries, with the live ones (from the Redis hash or the admin API) on top, kept in one PolicyOverrides table per policy of the rule. */
 import { PolicyOverrides } from '../../limiter/overrides.js';
-import { resolveOverride, type ResolvedOverride } from '../config/override-config.js';
-import type { PlanSettings, RuleSettings } from '../config/settings.js';
+import { resolveOverride } from '../config/override-config.js';
+import type { PlanSettings, ResolvedOverride, RuleSettings } from '../config/settings.js';
 
 /** Where an entry in force came from. */
 export type OverrideSource = 'config' | 'redis' | 'admin';

@@ -14,14 +14,14 @@ import type { ForwardedHeaderWatch } from './forwarded-warning.js';
 import { enforceInTurn } from './rule-chain.js';
 import { abandonAll } from './rule-slots.js';
 import { canonicalHost } from './path-match.js';
-import type { DecisionCell, DecisionOutcome, GatewayMetrics } from '../runtime/metrics.js';
+import type { DecisionCell, GatewayMetrics } from '../runtime/metrics.js';
 import type { RuleSettings } from '../config/settings.js';
 import type { RuleOverrides } from './rule-overrides.js';
 import type { OverrideSync } from './override-sync.js';
-import { type Verdict, FORWARD, verdictOf, keyRefusalVerdict } from './verdict.js';
+import { type Verdict, type DecidingRule, type RuleOutcome, FORWARD, verdictOf, keyRefusalVerdict } from './verdict.js';
 
 /** A compiled rule. */
-export interface Rule {
+export interface Rule extends DecidingRule {
   /** The rule's name (metrics label, log field, store key part). */
   readonly name: string;
   /** Reports without refusing. */
@@ -54,8 +54,6 @@ export interface Rule {
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
 }
 
-/** The outcomes a rule counts. */
-export type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
 /** Every outcome a rule counts, in the order its metric series are bound. */
 export const RULE_OUTCOMES: readonly RuleOutcome[] = [
   'allowed',

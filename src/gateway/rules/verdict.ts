@@ -1,11 +1,28 @@
 /** Verdicts: what the gateway does with a request once its rules have decided (forward, or answer with a prepared refusal), built once per refusal shape. */
+import type { IncomingMessage } from 'node:http';
+import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpOutcome } from '../../http/types.js';
 import type { HeaderPair } from '../../http/headers.js';
 import type { KeyRefusal } from './key-check.js';
-import type { Rule } from './rule-set.js';
-import type { Charge } from './rule-cost.js';
+import type { Charge, RuleCost } from './rule-cost.js';
+import type { DecisionCell, DecisionOutcome } from '../runtime/metrics.js';
 import { SlotHold, type Hold } from './rule-slots.js';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';
+
+/** The outcomes a rule counts. */
+export type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
+
+/** The part of a compiled rule a verdict is built from: the limiter that decided, how its cost settles, and where its outcomes are counted (a rule-set Rule is one). */
+export interface DecidingRule {
+  /** Decided about the request; a charge or a held slot is settled through it. */
+  readonly limiter: HttpLimiter<IncomingMessage>;
+  /** With `cost`: the estimate the request took, settled by its response; undefined for one unit per request. */
+  readonly cost: RuleCost | undefined;
+  /** With `concurrency`: an admitted request holds a slot until its response ends. */
+  readonly holdsSlots: boolean;
+  /** The rule's `floodgate_decisions_total` series. */
+  readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
+}
 
 /** What the gateway does with a request after every rule that applies has decided. */
 export type Verdict =
@@ -47,7 +64,7 @@ export function whenDecided(decided: Verdict | Promise<Verdict>, then: (verdict:
 }
 
 /** Counts an enforced rule's outcome and turns it into what the gateway does. */
-export function verdictOf(rule: Rule, outcome: HttpOutcome): Verdict {
+export function verdictOf(rule: DecidingRule, outcome: HttpOutcome): Verdict {
   switch (outcome.action) {
     case 'continue':
       rule.counts.allowed.count += 1;
@@ -98,7 +115,7 @@ function refusalVerdict(outcome: HttpOutcome & { action: 'respond' }): Verdict {
 const keyVerdicts = new WeakMap<KeyRefusal, Verdict>();
 
 /** The verdict of a rule that refused a request for its API key (missing, repeated or invalid), built once per refusal. */
-export function keyRefusalVerdict(rule: Rule, refusal: KeyRefusal): Verdict {
+export function keyRefusalVerdict(rule: DecidingRule, refusal: KeyRefusal): Verdict {
   rule.counts[refusal.outcome].count += 1;
   let verdict = keyVerdicts.get(refusal);
   if (verdict === undefined) {
