@@ -1,4 +1,5 @@
 // Finds import loops among src/**/*.ts (type-only imports and re-exports included): prints each loop and exits 1 when there is one.
+// With --layers: lists instead every import from one gateway folder up to a higher one (GATEWAY_FLOORS), and exits 1 when there is one.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,7 +73,41 @@ export function importLoops(dir = join(root, 'src')) {
   return loops;
 }
 
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+/**
+ * The gateway's folders, bottom to top: a file imports only its own folder or a lower one (type imports included), so each floor can be
+ * read and tested with only what is under it. runtime/ is the shared infrastructure (logger, metrics, optional packages, ipc); store/ is
+ * the one place stores are wired; admin/ is the admin API and dashboard; serve/ the proxy path. Files at the gateway's root (index.ts) sit on top.
+ */
+export const GATEWAY_FLOORS = ['runtime', 'config', 'rules', 'store', 'admin', 'serve', 'rls', 'workers', 'cli'];
+
+/** A gateway file's floor: its index in GATEWAY_FLOORS, above them all for a file at the root, undefined for a folder not listed. */
+function floorOf(file, gateway) {
+  const parts = relative(gateway, file).split(/[\\/]/);
+  if (parts.length === 1) return GATEWAY_FLOORS.length;
+  const floor = GATEWAY_FLOORS.indexOf(parts[0]);
+  return floor === -1 ? undefined : floor;
+}
+
+/** Every import from a gateway file to a file on a higher floor, or in or from a folder GATEWAY_FLOORS does not place, as `from -> to` lines. */
+export function upwardImports(gateway = join(root, 'src', 'gateway')) {
+  const files = sources(gateway);
+  const known = new Set(files);
+  const out = [];
+  for (const file of files) {
+    for (const target of importsOf(file, known)) {
+      const [from, to] = [floorOf(file, gateway), floorOf(target, gateway)];
+      if (from === undefined || to === undefined || to > from) out.push(`${relative(root, file)} -> ${relative(root, target)}`);
+    }
+  }
+  return out.sort();
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url) && process.argv.includes('--layers')) {
+  const upward = upwardImports();
+  for (const line of upward) console.log(`upward import: ${line}`);
+  console.log(`check-cycles --layers: ${upward.length} upward imports between gateway folders (${GATEWAY_FLOORS.join(' < ')})`);
+  process.exitCode = upward.length === 0 ? 0 : 1;
+} else if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const loops = importLoops();
   for (const loop of loops) console.log(`import loop (${loop.length} files): ${loop.join(' ')}`);
   console.log(loops.length === 0 ? 'check-cycles: no import loops in src/' : `check-cycles: ${loops.length} import loops in src/`);

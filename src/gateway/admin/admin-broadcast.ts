@@ -1,13 +1,5 @@
 /** Tells every gateway host on one Redis that an operator reset or unblocked a key, so each drops its in-memory block of the key at once instead of refusing it until that block runs out. */
-import type { ChangeSubscriber } from '../rules/change-channels.js';
-
-/** The Redis side the broadcast needs: a publish, and a subscriber connection of its own. */
-export interface AdminPubSub {
-  /** `PUBLISH channel message` on the store's client. */
-  publish(channel: string, message: string): Promise<unknown>;
-  /** Opens a subscriber connection (a duplicate of the store's client). */
-  subscriber(): ChangeSubscriber;
-}
+import type { AdminPubSub, ChangeSubscriber } from '../rules/change-channels.js';
 
 /** The channel of a gateway's admin changes, under its store prefix: gateways sharing a prefix share counters, so they share this too. */
 export function adminChannel(prefix: string): string {

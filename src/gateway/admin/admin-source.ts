@@ -3,7 +3,8 @@ import { LIMITER_INTERNALS } from '../../limiter/internals.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
-import { AdminBroadcast, adminChannel, type AdminPubSub } from './admin-broadcast.js';
+import { AdminBroadcast, adminChannel } from './admin-broadcast.js';
+import type { AdminPubSub } from '../rules/change-channels.js';
 import { LimitedKeys } from './limited-keys.js';
 import type { OverrideSync } from '../rules/override-sync.js';
 

@@ -5,8 +5,11 @@ import type { HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import type { PolicyOverride } from '../../limiter/overrides.js';
 import type { ProxySettings } from './proxy-settings.js';
+import type { LogLevel } from '../runtime/log.js';
 
 export { DEFAULT_PROXY, DEFAULT_STRIP_HEADERS, type ProxySettings } from './proxy-settings.js';
+// The levels belong to the logger below the config; the settings name them for the flags and the config file.
+export { LOG_LEVELS, type LogLevel } from '../runtime/log.js';
 
 /** A host and port to listen on. */
 export interface ListenAddress {
@@ -314,11 +317,6 @@ export interface TelemetrySettings {
    */
   readonly otel: boolean;
 }
-
-/** pino levels the CLI accepts. */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-/** One of {@link LOG_LEVELS}. */
-export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** Failure policies the config accepts. */
 export const FAILURE_POLICIES: readonly FailurePolicy[] = ['insurance', 'fail-open', 'fail-closed', 'reject'];

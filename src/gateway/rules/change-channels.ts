@@ -11,6 +11,14 @@ export interface ChangeSubscriber {
   disconnect(): void;
 }
 
+/** The Redis side the admin broadcast needs: a publish, and a subscriber connection of its own (the key tables hand it over from the store's client). */
+export interface AdminPubSub {
+  /** `PUBLISH channel message` on the store's client. */
+  publish(channel: string, message: string): Promise<unknown>;
+  /** Opens a subscriber connection (a duplicate of the store's client). */
+  subscriber(): ChangeSubscriber;
+}
+
 /** The channel on which a change to `name` is announced: `PUBLISH <name>:changed WHAT` (an empty message for "anything"). */
 export function changeChannel(name: string): string {
   return `${name}:changed`;

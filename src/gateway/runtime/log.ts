@@ -2,7 +2,11 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { PinoModule } from './optional-deps.js';
-import type { LogLevel } from '../config/settings.js';
+
+/** pino levels the CLI accepts. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** The gateway's logger type. */
 export type GatewayLogger = Logger;
