@@ -22,17 +22,6 @@ import type { Scenario, Variant } from './types.js';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SCENARIO_DIR = fileURLToPath(new URL('./scenarios/', import.meta.url));
 
-/** The scenarios' first names, after the write-up each reproduces; still accepted. */
-const ALIASES: Readonly<Record<string, string>> = {
-  'seed-000': 'refusal-flood',
-  'seed-000-express': 'refusal-flood-express',
-  'seed-000-fastify': 'refusal-flood-fastify',
-  'seed-001': 'local-first',
-  'seed-002': 'cluster-store',
-  'seed-003': 'algorithms',
-  'seed-004': 'gateway',
-};
-
 const USAGE = `usage: npm run bench -- <scenario|all> [options]
 
 options:
@@ -462,7 +451,7 @@ async function main(): Promise<number> {
     );
     return 0;
   }
-  const wanted = ALIASES[options.scenario] ?? options.scenario;
+  const wanted = options.scenario;
   const selected = wanted === 'all' ? scenarios : scenarios.filter((s) => s.name === wanted);
   if (selected.length === 0) throw new UsageError(`no scenario ${JSON.stringify(options.scenario)}; run \`npm run bench\` for the list`);
   if (options.variants !== undefined && selected.length > 1) throw new UsageError('--variants needs a single scenario');

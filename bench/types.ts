@@ -38,7 +38,7 @@ export interface Variant {
 }
 
 /**
- * A benchmark scenario, usually one seed: an endpoint served several ways.
+ * A benchmark scenario: an endpoint served several ways.
  * The first variant is the baseline (normally the bare server without a
  * limiter); every row's ratio is its requests/s divided by the baseline's.
  */
@@ -64,7 +64,7 @@ export interface Scenario {
    * When set, each variant is also loaded open-loop at this many requests/s
    * (after the saturation run, for the same duration) and the table gains
    * p50/p99 at that rate, counted from each request's scheduled start
-   * (bench/lib/rate.ts). Seed 002 reports its latencies this way.
+   * (bench/lib/rate.ts). The cluster-store scenario reports its latencies this way.
    */
   readonly fixedRate?: number;
   /**

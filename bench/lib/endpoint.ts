@@ -1,4 +1,4 @@
-/** Pieces every benchmark server shares: waiting for Redis, the seed's 200 and 429 answers, and reading its variant from the environment. */
+/** Pieces every benchmark server shares: waiting for Redis, the 200 and 429 answers every server gives, and reading its variant from the environment. */
 import type { ServerResponse } from 'node:http';
 import type { Redis } from 'ioredis';
 import { RateLimiterRes } from 'rate-limiter-flexible';
@@ -40,12 +40,12 @@ export function connected(client: Redis): Promise<void> {
   });
 }
 
-/** The seed's answer to an admitted request: 200 `{}`. */
+/** The answer to an admitted request: 200 `{}`. */
 export function ok(res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
 }
 
-/** The seed's answer to a limited request: 429 `Too Many Requests`. */
+/** The answer to a limited request: 429 `Too Many Requests`. */
 export function limited(res: ServerResponse): void {
   res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
 }

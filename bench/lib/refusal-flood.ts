@@ -2,13 +2,13 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 
-/** The write-up's policy: 5 points per 1 s window. */
+/** The policy: 5 points per 1 s window, so a flood of requests on 5 keys is nearly all refused. */
 export const POINTS = 5;
 export const DURATION_S = 1;
 
 /**
  * rate-limiter-flexible's Redis limiter on the same policy; with `block`,
- * the write-up's in-memory block (keys that used their points are refused
+ * its in-memory block (keys that used their points are refused
  * without Redis until the window ends).
  */
 export function rlfOnRedis(client: Redis, block: boolean): RateLimiterRedis {

@@ -4,14 +4,14 @@ import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/algorithms.ts', import.meta.url));
 
-/** One variant of bench/servers/algorithms.ts, selected by its SEED003_LIMITER environment. */
+/** One variant of bench/servers/algorithms.ts, selected by its ALGORITHMS_LIMITER environment. */
 function variant(name: string, description: string, limiter: string): Variant {
-  return { name, description, server, env: { SEED003_LIMITER: limiter }, redis: limiter !== 'none' };
+  return { name, description, server, env: { ALGORITHMS_LIMITER: limiter }, redis: limiter !== 'none' };
 }
 
 /**
- * Seed 003 compared rate-limiter-flexible's fixed window with two rolling-window
- * libraries (rolling-rate-limiter, ratelimiter) on Redis: 100 requests per
+ * The peers: rate-limiter-flexible's fixed window and two rolling-window
+ * libraries (rolling-rate-limiter, ratelimiter) on Redis, at 100 requests per
  * second per key, keys 0–10, far more load than the limit allows, so most
  * answers are 429 and every request costs a Redis decision. Here floodgate
  * runs all four of its algorithms on the same endpoint, without the in-memory

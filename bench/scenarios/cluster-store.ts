@@ -4,26 +4,25 @@ import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
 // The server lives in this file (its second half) rather than in
-// bench/servers/, to keep seed 002 in one file; the harness only imports the
+// bench/servers/, to keep the scenario in one file; the harness only imports the
 // scenario, and the server code runs only when the file is the entry point.
 const self = fileURLToPath(import.meta.url);
 
-/** The seed's policy: 1000 points per 1 s window, per client address. */
+/** The policy: 1000 points per 1 s window, per client address. */
 const POINTS = 1000;
 const DURATION_S = 1;
 
 type Mode = 'bare' | 'floodgate' | 'floodgate-block' | 'floodgate-now' | 'floodgate-lease' | 'rlf';
 
 function variant(name: string, description: string, mode: Mode): Variant {
-  return { name, description, server: self, env: { SEED002_MODE: mode } };
+  return { name, description, server: self, env: { CLUSTER_STORE_MODE: mode } };
 }
 
 /**
- * Seed 002 measured rate-limiter-flexible's RateLimiterCluster (the master
- * holds the counters, workers ask it over IPC) with 4 workers under
- * bombardier. Here: a node:http cluster with one worker per core, the same
- * key for every request (wrk connects from one address, as the seed's
- * `remoteAddress` key), 1000 points per second.
+ * The peer is rate-limiter-flexible's RateLimiterCluster (the master holds
+ * the counters, workers ask it over IPC). A node:http cluster with one worker
+ * per core, the same key for every request (the key is the client's
+ * `remoteAddress`, and wrk connects from one address), 1000 points per second.
  */
 export default defineScenario({
   name: 'cluster-store',
@@ -49,7 +48,7 @@ export default defineScenario({
     ),
     variant('rlf-cluster', 'rate-limiter-flexible RateLimiterCluster (RateLimiterClusterMaster in the primary)', 'rlf'),
   ],
-  // The seed's own measurement: bombardier at a fixed 2000 requests/s.
+  // Latency at a fixed rate as well: 2000 requests/s, open loop (bench/lib/rate.ts).
   fixedRate: 2000,
 });
 
@@ -67,7 +66,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === self) {
 }
 
 function mode(): Mode {
-  const value = process.env.SEED002_MODE ?? 'bare';
+  const value = process.env.CLUSTER_STORE_MODE ?? 'bare';
   if (
     value !== 'bare' &&
     value !== 'floodgate' &&
@@ -77,7 +76,7 @@ function mode(): Mode {
     value !== 'rlf'
   ) {
     throw new Error(
-      `SEED002_MODE must be bare, floodgate, floodgate-block, floodgate-now, floodgate-lease or rlf; got ${JSON.stringify(value)}.`,
+      `CLUSTER_STORE_MODE must be bare, floodgate, floodgate-block, floodgate-now, floodgate-lease or rlf; got ${JSON.stringify(value)}.`,
     );
   }
   return value;
@@ -97,18 +96,18 @@ async function primary(cluster: typeof import('node:cluster').default): Promise<
     );
     const p = new ClusterStorePrimary();
     close = () => p.close();
-    // For a look at the primary's traffic while developing: SEED002_STATS=1 prints its stats every second.
-    if (process.env.SEED002_STATS) setInterval(() => process.stderr.write(`${JSON.stringify(p.stats())}\n`), 1000).unref();
+    // For a look at the primary's traffic while developing: CLUSTER_STORE_STATS=1 prints its stats every second.
+    if (process.env.CLUSTER_STORE_STATS) setInterval(() => process.stderr.write(`${JSON.stringify(p.stats())}\n`), 1000).unref();
   } else if (m === 'rlf') {
     const { RateLimiterClusterMaster } = await import('rate-limiter-flexible');
     new RateLimiterClusterMaster();
   }
 
-  // One worker per core of the machine, as the seed runs it. Not
-  // availableParallelism(): the harness pins this process to one CPU, which
-  // that would report, and the seed's point is workers and primary
-  // competing for cores. SEED002_WORKERS overrides it.
-  const count = Number(process.env.SEED002_WORKERS) || cpus().length || 1;
+  // One worker per core of the machine. Not availableParallelism(): the
+  // harness pins this process to one CPU, which that would report, and the
+  // point is workers and primary competing for cores. CLUSTER_STORE_WORKERS
+  // overrides it.
+  const count = Number(process.env.CLUSTER_STORE_WORKERS) || cpus().length || 1;
   let listening = 0;
   let stopping = false;
   cluster.on('listening', () => {
@@ -133,7 +132,7 @@ async function primary(cluster: typeof import('node:cluster').default): Promise<
   for (let i = 0; i < count; i++) cluster.fork();
 }
 
-/** The seed's answers: 200 `{}` when admitted, 429 `Too Many Requests` when limited. */
+/** The benchmark servers' answers: 200 `{}` when admitted, 429 `Too Many Requests` when limited. */
 function respond(res: import('node:http').ServerResponse, allowed: boolean): void {
   if (allowed) res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   else res.writeHead(429, { 'content-type': 'text/plain' }).end('Too Many Requests');
@@ -167,7 +166,7 @@ async function worker(): Promise<void> {
     if (m === 'floodgate-now' || m === 'floodgate-lease') decideNow = (key) => limiter.consumeNow(key)?.allowed;
   } else if (m === 'rlf') {
     const { RateLimiterCluster, RateLimiterRes } = await import('rate-limiter-flexible');
-    const limiter = new RateLimiterCluster({ keyPrefix: 'seed002', points: POINTS, duration: DURATION_S, timeoutMs: 3000 });
+    const limiter = new RateLimiterCluster({ keyPrefix: 'cluster', points: POINTS, duration: DURATION_S, timeoutMs: 3000 });
     // rate-limiter-flexible rejects with a RateLimiterRes when limited, with an Error on failure.
     decide = (key, done, fail) =>
       void limiter.consume(key).then(

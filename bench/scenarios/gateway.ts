@@ -1,32 +1,34 @@
-/** Scenario gateway: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs the seed's MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
+/** Scenario gateway: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs a MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 
-/** One variant of bench/servers/gateway.ts, selected by SEED004_MODE. */
+/** One variant of bench/servers/gateway.ts, selected by GATEWAY_MODE. */
 function variant(name: string, description: string, mode: string, redis = false): Variant {
-  return { name, description, server, env: { SEED004_MODE: mode }, redis };
+  return { name, description, server, env: { GATEWAY_MODE: mode }, redis };
 }
 
 /**
- * Seed 004 put a Go proxy in front of an app service: every request carries
+ * A rate-limiting proxy in front of an app service: every request carries
  * one of 20 API keys in X-API-KEY, 3 requests per key per 5 s window, so at
- * saturation ~all answers are 429 — and each 429 still cost the seed one
- * Redis transaction (`MULTI; SET key 0 NX EX 5; INCR key; EXEC`).
+ * saturation ~all answers are 429. The reference, multi-incr-proxy, is the
+ * MULTI+INCR proxy the project's founding gateway benchmark (write-up 004 in
+ * docs/benchmarks.md) measured: each 429 still costs it one Redis
+ * transaction (`MULTI; SET key 0 NX EX 5; INCR key; EXEC`).
  *
  * Every variant forwards with the same proxy code (floodgate's
  * UpstreamProxy, an undici pool) to the same upstream (a child process
  * answering 200 `{}`); only the limiting differs. The first row, the bare
  * proxy, is the baseline of the ratio column. Targets: gateway-redis ≥ 3 ×
- * seed-baseline (in-memory block: known-exhausted keys are refused without
+ * multi-incr-proxy (in-memory block: known-exhausted keys are refused without
  * Redis), and gateway-high ≥ 0.85 × bare-proxy (a limit no key reaches, so
  * every request is forwarded and the limiter's cost shows).
  */
 export default defineScenario({
   name: 'gateway',
   description:
-    "gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs the seed's MULTI+INCR proxy",
+    'gateway (reverse proxy), 20 API keys in X-API-KEY, 3 per 5 s, saturated: floodgate gateway on memory / Redis / Redis local-first vs a MULTI+INCR proxy',
   connections: 256,
   // One API key on every request (oha sends fixed fields): latency at 50 % and 80 % of each variant's own saturation.
   openLoop: { shares: [0.5, 0.8], headers: { 'X-API-KEY': 'api-key-1' } },
@@ -42,7 +44,12 @@ end
     variant('gateway-memory', 'floodgate serve: 3/5s per X-API-KEY on the embedded memory store', 'memory'),
     variant('gateway-redis', 'floodgate serve --redis: RedisStore (ioredis) + in-memory block', 'redis', true),
     variant('gateway-redis-local-first', 'floodgate serve --redis --local-first: LocalFirstStore (ioredis)', 'local-first', true),
-    variant('seed-baseline', 'the seed: same proxy, one MULTI SET NX EX 5 + INCR round trip per request, no in-memory block', 'seed', true),
+    variant(
+      'multi-incr-proxy',
+      'the reference: same proxy, one MULTI SET NX EX 5 + INCR round trip per request, no in-memory block',
+      'multi-incr',
+      true,
+    ),
     variant(
       'gateway-workers-2',
       'floodgate serve --workers 2, memory rule (the cluster store in the primary): compare its server µs/req with gateway-memory',

@@ -4,22 +4,22 @@ import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/local-first.ts', import.meta.url));
 
-/** One variant of bench/servers/local-first.ts, configured through its SEED001_* environment. */
+/** One variant of bench/servers/local-first.ts, configured through its LOCAL_FIRST_* environment. */
 function variant(name: string, description: string, store: string, remote: boolean): Variant {
   return {
     name,
     description,
     server,
-    env: { SEED001_STORE: store, SEED001_REMOTE: remote ? '1' : '0' },
+    env: { LOCAL_FIRST_STORE: store, LOCAL_FIRST_REMOTE: remote ? '1' : '0' },
     redis: store === 'redis' || store === 'local-first',
   };
 }
 
 /**
- * Seed 001 (koa-grounded) measured a local-cache-and-sync limiter against one
- * Redis round trip per request, with Redis local and 67 ms away. Here the same
- * endpoint is limited by floodgate's memory store (the in-process ceiling), by
- * the per-request RedisStore and by LocalFirstStore, each on a local Redis and
+ * A local-cache-and-sync limiter against one Redis round trip per request,
+ * with Redis local and far away: the same endpoint is limited by
+ * floodgate's memory store (the in-process ceiling), by the per-request
+ * RedisStore and by LocalFirstStore, each on a local Redis and
  * on the same Redis behind a TCP proxy adding 20 ms each way (the server
  * starts the proxy, test/support/delay-proxy.ts, as its own child), all in one
  * run so the ratios compare like with like. Every variant's server decides

@@ -5,7 +5,7 @@ import { defineScenario, type Variant } from '../types.js';
 const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 
 function variant(name: string, description: string, mode: string, overrides: number, redis = false): Variant {
-  return { name, description, server, env: { SEED004_MODE: mode, GATEWAY_OVERRIDES: String(overrides) }, redis };
+  return { name, description, server, env: { GATEWAY_MODE: mode, GATEWAY_OVERRIDES: String(overrides) }, redis };
 }
 
 /**

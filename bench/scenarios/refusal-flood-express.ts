@@ -1,17 +1,17 @@
-/** Scenario refusal-flood-express: seed 000 (5 random keys, 5 points/s, in-memory block) under Express 5 — floodgate vs express-rate-limit vs rate-limiter-flexible on Redis. */
+/** Scenario refusal-flood-express: the refusal-flood endpoint (5 random keys, 5 points/s, in-memory block) under Express 5 — floodgate vs express-rate-limit vs rate-limiter-flexible on Redis. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/refusal-flood-express.ts', import.meta.url));
 
-/** One variant of bench/servers/refusal-flood-express.ts, configured through SEED000_EXPRESS_LIMITER. */
+/** One variant of bench/servers/refusal-flood-express.ts, configured through REFUSAL_FLOOD_EXPRESS_LIMITER. */
 function variant(name: string, description: string, limiter: string): Variant {
-  return { name, description, server, env: { SEED000_EXPRESS_LIMITER: limiter }, redis: limiter !== 'none' };
+  return { name, description, server, env: { REFUSAL_FLOOD_EXPRESS_LIMITER: limiter }, redis: limiter !== 'none' };
 }
 
 /**
- * Seed 000 ran its endpoint on Express; this is that endpoint with each
- * library's Express integration. Fastify is a separate scenario
+ * The refusal-flood endpoint on Express, with each library's Express
+ * integration. Fastify is a separate scenario
  * (refusal-flood-fastify) rather than more rows here, because the harness divides
  * every ratio by the first row only: each framework needs its own bare
  * baseline for the ratios to mean "cost of the limiter on this framework".

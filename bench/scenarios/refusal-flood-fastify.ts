@@ -1,12 +1,12 @@
-/** Scenario refusal-flood-fastify: seed 000 (5 random keys, 5 points/s, in-memory block) under Fastify 5 — floodgate vs @fastify/rate-limit vs rate-limiter-flexible on Redis. */
+/** Scenario refusal-flood-fastify: the refusal-flood endpoint (5 random keys, 5 points/s, in-memory block) under Fastify 5 — floodgate vs @fastify/rate-limit vs rate-limiter-flexible on Redis. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/refusal-flood-fastify.ts', import.meta.url));
 
-/** One variant of bench/servers/refusal-flood-fastify.ts, configured through SEED000_FASTIFY_LIMITER. */
+/** One variant of bench/servers/refusal-flood-fastify.ts, configured through REFUSAL_FLOOD_FASTIFY_LIMITER. */
 function variant(name: string, description: string, limiter: string): Variant {
-  return { name, description, server, env: { SEED000_FASTIFY_LIMITER: limiter }, redis: limiter !== 'none' };
+  return { name, description, server, env: { REFUSAL_FLOOD_FASTIFY_LIMITER: limiter }, redis: limiter !== 'none' };
 }
 
 /**

@@ -4,21 +4,21 @@ import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/refusal-flood.ts', import.meta.url));
 
-/** One variant of bench/servers/refusal-flood.ts, configured through its SEED000_* environment. */
+/** One variant of bench/servers/refusal-flood.ts, configured through its REFUSAL_FLOOD_* environment. */
 function variant(name: string, description: string, limiter: string, store: string, block: boolean): Variant {
   return {
     name,
     description,
     server,
-    env: { SEED000_LIMITER: limiter, SEED000_STORE: store, SEED000_BLOCK: block ? '1' : '0' },
+    env: { REFUSAL_FLOOD_LIMITER: limiter, REFUSAL_FLOOD_STORE: store, REFUSAL_FLOOD_BLOCK: block ? '1' : '0' },
     redis: store !== 'memory',
   };
 }
 
 /**
- * Seed 000 measured rate-limiter-flexible with and without
- * `inMemoryBlockOnConsumed`; here both libraries run the same endpoint side
- * by side, plus a bare server as the baseline and floodgate's memory store as
+ * floodgate with and without its in-memory block next to rate-limiter-flexible
+ * with and without `inMemoryBlockOnConsumed`, on the same endpoint side by
+ * side, plus a bare server as the baseline and floodgate's memory store as
  * the in-process ceiling. floodgate's variants call `consumeNow` first and
  * `consume` only when it returns undefined, as floodgate's HTTP middleware
  * does; rate-limiter-flexible has only its promise API.

@@ -13,7 +13,7 @@ type Algorithm = (typeof ALGORITHMS)[number];
 type LimiterKind = 'none' | Algorithm | 'rlf' | 'rolling' | 'ratelimiter';
 const KINDS: readonly LimiterKind[] = ['none', ...ALGORITHMS, 'rlf', 'rolling', 'ratelimiter'];
 
-/** The seed's policy: 100 requests per 1 s, per key; keys 0–10. */
+/** The policy: 100 requests per 1 s, per key; keys 0–10. */
 const POINTS = 100;
 const DURATION_S = 1;
 const KEYS = 11;
@@ -32,7 +32,7 @@ type TjLimiterConstructor = new (options: { id: string; db: unknown; max: number
 
 runServer(async () => {
   const env = benchEnv();
-  const kind = oneOf('SEED003_LIMITER', KINDS);
+  const kind = oneOf('ALGORITHMS_LIMITER', KINDS);
   const { decide, close } = kind === 'none' ? { decide: undefined, close: async () => {} } : await setUp(kind, requireRedisUrl(env));
   let failures = 0;
   const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
@@ -41,7 +41,7 @@ runServer(async () => {
       ok(res);
       return;
     }
-    // As in the seed: a random key from 0 to 10 per request.
+    // A random key from 0 to 10 per request.
     const key = String(Math.floor(Math.random() * KEYS));
     decide(key).then(
       (allowed) => (allowed ? ok(res) : limited(res)),

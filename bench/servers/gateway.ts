@@ -1,4 +1,4 @@
-/** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or the seed's MULTI/INCR proxy built on the same UpstreamProxy. */
+/** Server process of the gateway benchmark: an upstream child process and, in front of it, the floodgate gateway (bare, memory, Redis, Redis local-first, high limit) or a MULTI/INCR proxy (the reference) built on the same UpstreamProxy. */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,24 +11,24 @@ import { connected, limited, oneOf } from '../lib/endpoint.js';
 import { gatewayReady, startUpstream } from '../lib/upstream.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
-const MODES = ['bare', 'memory', 'redis', 'local-first', 'seed', 'memory-high', 'redis-high', 'memory-workers'] as const;
+const MODES = ['bare', 'memory', 'redis', 'local-first', 'multi-incr', 'memory-high', 'redis-high', 'memory-workers'] as const;
 type Mode = (typeof MODES)[number];
 
-/** The seed's policy: 3 requests per 5 s window per API key. */
+/** The policy: 3 requests per 5 s window per API key. */
 const LIMIT = 3;
 const WINDOW_S = 5;
 const HIGH_LIMIT = 1_000_000_000;
 
 runServer(async () => {
   const env = benchEnv();
-  const mode = oneOf<Mode>('SEED004_MODE', MODES);
+  const mode = oneOf<Mode>('GATEWAY_MODE', MODES);
   const upstreamUrl = await startUpstream();
   const gw = await importDist<Gw>('esm/gateway/index.js', 'the gateway (src/gateway)');
   const deps = await gw.loadGatewayDeps();
   const log = gw.createLogger(deps.pino, 'silent');
 
-  if (mode === 'seed') {
-    await seedBaseline(gw, deps, log, upstreamUrl, requireRedisUrl(env), env.port);
+  if (mode === 'multi-incr') {
+    await multiIncrProxy(gw, deps, log, upstreamUrl, requireRedisUrl(env), env.port);
     return;
   }
 
@@ -132,11 +132,12 @@ async function serveWorkers(upstreamUrl: string, port: number): Promise<void> {
 }
 
 /**
- * The seed's limiter: per request, one `MULTI; SET key 0 NX EX 5; INCR key;
- * EXEC` round trip, forward when the count is at most 3, else 429 — with the
+ * The reference limiter, the MULTI+INCR proxy of the project's founding
+ * gateway benchmark (write-up 004): per request, one
+ * `MULTI; SET key 0 NX EX 5; INCR key; EXEC` round trip, forward when the count is at most 3, else 429 — with the
  * same UpstreamProxy the gateway uses, so only the limiting differs.
  */
-async function seedBaseline(
+async function multiIncrProxy(
   gw: Gw,
   deps: Awaited<ReturnType<Gw['loadGatewayDeps']>>,
   log: ReturnType<Gw['createLogger']>,

@@ -37,8 +37,8 @@ function startProxy(targetPort: number): Promise<{ port: number; child: ChildPro
 
 runServer(async () => {
   const env = benchEnv();
-  const kind = oneOf<StoreKind>('SEED001_STORE', ['none', 'memory', 'redis', 'local-first']);
-  const remote = process.env.SEED001_REMOTE === '1';
+  const kind = oneOf<StoreKind>('LOCAL_FIRST_STORE', ['none', 'memory', 'redis', 'local-first']);
+  const remote = process.env.LOCAL_FIRST_REMOTE === '1';
   const { RateLimiter, MemoryStore } = await importDist<typeof import('../../dist/esm/index.js')>('esm/index.js', 'the floodgate core');
 
   let store: Store | undefined;

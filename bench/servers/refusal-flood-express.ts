@@ -9,11 +9,11 @@ import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl,
 import { DURATION_S, POINTS, rlfOnRedis } from '../lib/refusal-flood.js';
 import { connected } from '../lib/endpoint.js';
 
-/** Which limiter, from SEED000_EXPRESS_LIMITER (see bench/scenarios/refusal-flood-express.ts). */
+/** Which limiter, from REFUSAL_FLOOD_EXPRESS_LIMITER (see bench/scenarios/refusal-flood-express.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'express-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'express-rate-limit', 'rlf'];
 
-/** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
+/** A random one of 5 keys per request. Every limiter gets this same function. */
 const randomKey = (): string => String(Math.floor(Math.random() * 5));
 
 interface Setup {
@@ -23,16 +23,16 @@ interface Setup {
 
 runServer(async () => {
   const env = benchEnv();
-  const kind = process.env.SEED000_EXPRESS_LIMITER ?? 'none';
+  const kind = process.env.REFUSAL_FLOOD_EXPRESS_LIMITER ?? 'none';
   if (!KINDS.includes(kind as LimiterKind)) {
-    throw new Error(`SEED000_EXPRESS_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
+    throw new Error(`REFUSAL_FLOOD_EXPRESS_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
   }
   const { middleware, close } = await setUp(env, kind as LimiterKind);
 
   // The same app for every variant; only the middleware in front of the route differs.
   const app = express();
   if (middleware) app.use(middleware);
-  // The seed's handler: 200 with `{}`.
+  // The handler: 200 with `{}`.
   app.get('/', (_req, res) => {
     res.status(200).json({});
   });
@@ -68,7 +68,7 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
 
   if (kind === 'rlf') {
     const limiter = rlfOnRedis(client, true);
-    // rate-limiter-flexible has no Express middleware; this is the seed's few lines, made a middleware.
+    // rate-limiter-flexible has no Express middleware; this is one consume call per request, made a middleware.
     const middleware: RequestHandler = (_req, res, next) => {
       limiter.consume(randomKey()).then(
         () => next(),

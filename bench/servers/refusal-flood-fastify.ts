@@ -7,24 +7,24 @@ import { benchEnv, type BenchEnv, floodgateOnRedis, importDist, requireRedisUrl,
 import { DURATION_S, POINTS, rlfOnRedis } from '../lib/refusal-flood.js';
 import { connected } from '../lib/endpoint.js';
 
-/** Which limiter, from SEED000_FASTIFY_LIMITER (see bench/scenarios/refusal-flood-fastify.ts). */
+/** Which limiter, from REFUSAL_FLOOD_FASTIFY_LIMITER (see bench/scenarios/refusal-flood-fastify.ts). */
 type LimiterKind = 'none' | 'floodgate' | 'floodgate-plain' | 'fastify-rate-limit' | 'rlf';
 const KINDS: readonly LimiterKind[] = ['none', 'floodgate', 'floodgate-plain', 'fastify-rate-limit', 'rlf'];
 
-/** As in the seed: a random one of 5 keys per request. Every limiter gets this same function. */
+/** A random one of 5 keys per request. Every limiter gets this same function. */
 const randomKey = (): string => String(Math.floor(Math.random() * 5));
 
 runServer(async () => {
   const env = benchEnv();
-  const kind = process.env.SEED000_FASTIFY_LIMITER ?? 'none';
+  const kind = process.env.REFUSAL_FLOOD_FASTIFY_LIMITER ?? 'none';
   if (!KINDS.includes(kind as LimiterKind)) {
-    throw new Error(`SEED000_FASTIFY_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
+    throw new Error(`REFUSAL_FLOOD_FASTIFY_LIMITER must be one of ${KINDS.join(', ')}; got ${JSON.stringify(kind)}.`);
   }
   // Fastify's defaults (logger off) for every variant; only the limiter differs.
   const app = Fastify();
   // Limiters are registered before the route: the plugins see routes as they are added.
   const close = await addLimiter(app, env, kind as LimiterKind);
-  // The seed's handler: 200 with `{}`.
+  // The handler: 200 with `{}`.
   app.get('/', (_request, reply) => {
     reply.code(200).send({});
   });

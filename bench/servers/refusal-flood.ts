@@ -21,9 +21,9 @@ interface Config {
 runServer(async () => {
   const config: Config = {
     env: benchEnv(),
-    limiter: oneOf<LimiterKind>('SEED000_LIMITER', ['none', 'floodgate', 'rlf']),
-    store: oneOf<StoreKind>('SEED000_STORE', ['memory', 'redis', 'glide']),
-    block: process.env.SEED000_BLOCK === '1',
+    limiter: oneOf<LimiterKind>('REFUSAL_FLOOD_LIMITER', ['none', 'floodgate', 'rlf']),
+    store: oneOf<StoreKind>('REFUSAL_FLOOD_STORE', ['memory', 'redis', 'glide']),
+    block: process.env.REFUSAL_FLOOD_BLOCK === '1',
   };
   const { decide, decideNow, close } = await setUp(config);
   let failures = 0;
@@ -33,7 +33,7 @@ runServer(async () => {
       ok(res);
       return;
     }
-    // As in the seed: a random one of 5 keys per request.
+    // A random one of 5 keys per request.
     const key = String(Math.floor(Math.random() * 5));
     // floodgate answers at once when it can (in-memory block, memory store), as its HTTP middleware does.
     const now = decideNow?.(key);
@@ -67,7 +67,7 @@ async function setUp({ env, limiter: limiterKind, store: storeKind, block }: Con
   };
 
   if (limiterKind === 'rlf') {
-    if (client === undefined) throw new Error('rlf variants are measured on Redis only; set SEED000_STORE=redis.');
+    if (client === undefined) throw new Error('rlf variants are measured on Redis only; set REFUSAL_FLOOD_STORE=redis.');
     const limiter = rlfOnRedis(client, block);
     return {
       decide: rlfDecide(limiter),
