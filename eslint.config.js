@@ -22,6 +22,27 @@ export default tseslint.config(
     },
   },
   {
+    // The gateway is a client of the library: it uses the public RateLimiter and store surfaces, never their private parts, so those can change without breaking it.
+    files: ['src/gateway/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/limiter/internals', '**/limiter/internals.js'],
+              message: "The limiter's internals are private to the library: use RateLimiter's public methods.",
+            },
+            {
+              group: ['**/stores/cluster/protocol', '**/stores/cluster/protocol.js'],
+              message: "The cluster store's wire protocol is private to it: import what it exports from stores/cluster/index.js.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', Buffer: 'readonly', fetch: 'readonly' } },
   },
