@@ -1,6 +1,6 @@
 /** Client adapter for valkey-glide (GlideClient, GlideClusterClient), recognised by shape so the package is never imported. */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
-import type { RedisAdapter, ReplyHandler, ScriptCall } from './clients.js';
+import type { RedisAdapter, ReplyHandler, ScriptCall } from './client-adapter.js';
 
 /** The oldest valkey-glide the stores drive, as the messages name it. */
 export const GLIDE_MINIMUM = '2.3';

@@ -6,7 +6,7 @@ import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { COMPOSITE_SCRIPT } from './lua/scripts.generated.js';
-import type { ScriptCall } from './clients.js';
+import type { ScriptCall } from './client-adapter.js';
 
 /**
  * The script call that consumes every operation's amount or none: two KEYS

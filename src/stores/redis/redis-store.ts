@@ -7,7 +7,8 @@ import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Pol
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';
 import type { Store } from '../store.js';
 import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
-import { adaptStoreClient, isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './clients.js';
+import { adaptStoreClient } from './clients.js';
+import { isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './client-adapter.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';

@@ -2,7 +2,7 @@
 import { describe } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { SlotAcquisition } from '../../core/slots.js';
-import type { ScriptCall } from './clients.js';
+import type { ScriptCall } from './client-adapter.js';
 import { redisKeys } from './key-names.js';
 import { SLOT_SCRIPTS } from './lua/slots.generated.js';
 

@@ -1,6 +1,6 @@
 /** TurnPipeline: the script calls of one event-loop turn sent as one Redis pipeline, each answered once, all timed out together. */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
-import type { RedisAdapter, ScriptCall } from './clients.js';
+import type { RedisAdapter, ScriptCall } from './client-adapter.js';
 
 /** A script call queued on a {@link TurnPipeline}, with who to tell about its reply. */
 export interface PipelineCall extends ScriptCall {

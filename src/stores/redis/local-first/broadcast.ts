@@ -6,6 +6,7 @@ import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import type { PipelineCall } from '../turn-pipeline.js';
 import { forgetUsage, type Entry } from './lease.js';
 import { glideSubscription } from './glide-subscription.js';
+import type { Subscription, SubscriptionHandlers } from './subscription.js';
 import { looksLikeGlide } from '../client-glide.js';
 
 /**
@@ -62,22 +63,6 @@ export function decodeMessage(text: string): Message | undefined {
   const ms = Number(text.slice(b + 1, c));
   if (!Number.isSafeInteger(ms)) return undefined;
   return { kind, sender: text.slice(a + 1, b), ms, key: text.slice(c + 1) };
-}
-
-/** What a subscription reports to its owner. */
-export interface SubscriptionHandlers {
-  /** A message arrived on the channel. */
-  message(text: string): void;
-  /** The subscription is confirmed: messages from now on will arrive. */
-  up(): void;
-  /** The connection dropped: messages may have been missed. */
-  down(): void;
-}
-
-/** A live subscription to one channel. */
-export interface Subscription {
-  /** Unsubscribes, removes its listeners, and quits the connection if the store opened it. */
-  close(): Promise<void>;
 }
 
 // The slices of each client's pub/sub API used here.

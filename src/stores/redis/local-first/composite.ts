@@ -3,7 +3,7 @@ import { FloodgateError } from '../../../core/errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../core/policy.js';
 import { lapse } from '../../lease-core.js';
 import { crossSlotError } from '../composite-call.js';
-import { isClusterKind } from '../clients.js';
+import { isClusterKind } from '../client-adapter.js';
 import { admitted, blocked, exhausted, msUntil } from './lease.js';
 import type { LocalFirstHost } from './host.js';
 

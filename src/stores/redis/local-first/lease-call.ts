@@ -2,7 +2,7 @@
 import { windowArgument } from '../../../core/calendar-window.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import type { Outcome, Policy } from '../../../core/policy.js';
-import type { ScriptCall } from '../clients.js';
+import type { ScriptCall } from '../client-adapter.js';
 import type { PipelineCall } from '../turn-pipeline.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';

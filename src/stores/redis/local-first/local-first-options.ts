@@ -3,7 +3,8 @@ import type { Clock } from '../../../core/clock.js';
 import { describe } from '../../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { MAX_TIMER_MS, wholeNumber } from '../../../core/validate.js';
-import { adaptStoreClient, type RedisAdapter, type RedisClient } from '../clients.js';
+import { adaptStoreClient } from '../clients.js';
+import type { RedisAdapter, RedisClient } from '../client-adapter.js';
 /** Options of {@link LocalFirstStore}. */
 export interface LocalFirstStoreOptions {
   /**

@@ -6,10 +6,11 @@ import { ErrorCode, FloodgateError, toStoreError } from '../../../core/errors.js
 import { sameFamily, samePolicy, type Operation, type Outcome, type Policy } from '../../../core/policy.js';
 import type { Store } from '../../store.js';
 import type { SlotAcquisition } from '../../../core/slots.js';
-import type { ClientKind } from '../clients.js';
+import type { ClientKind } from '../client-adapter.js';
 import { RedisStore } from '../redis-store.js';
 import { conflictError } from '../bindings.js';
-import { publishCall, subscribe, type MessageKind, type Subscription } from './broadcast.js';
+import { publishCall, subscribe, type MessageKind } from './broadcast.js';
+import type { Subscription } from './subscription.js';
 import { Hearing } from './hearing.js';
 import { admitted, closedError, decideInMemory, rejectAll, newEntry, sweepEntries, type Entry } from './lease.js';
 import { deadlineWaiter } from './deadline.js';
