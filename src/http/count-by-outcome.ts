@@ -2,12 +2,9 @@
 import type { ServerResponse } from 'node:http';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalBoolean, optionalFunction } from '../core/validate.js';
-import type { NamedPolicy } from './options.js';
-import { keyAt, type PolicyKeys } from './policy-keys.js';
+import { keyAt } from './policy-keys.js';
+import type { NamedPolicy, PolicyKeys, RefundRule } from './settings.js';
 import type { RateLimitInfo } from './types.js';
-
-/** Whether a finished request gives its units back: `status` is undefined when the connection closed before the response ended. */
-export type RefundRule<Raw> = (raw: Raw, status: number | undefined) => boolean;
 
 /**
  * The refund rule of `skipFailedRequests`, `skipSuccessfulRequests` and

@@ -1,8 +1,8 @@
 /** Units the HTTP middleware gives back: policies that admitted a request another policy refused, and calls that answered after the middleware's timeout. */
 import type { CompositeDecision } from '../limiter/composite.js';
 import type { Decision } from '../core/decision.js';
-import type { NamedPolicy } from './options.js';
-import { keyAt, type PolicyKeys } from './policy-keys.js';
+import { keyAt } from './policy-keys.js';
+import type { NamedPolicy, PolicyKeys } from './settings.js';
 
 /** Rewards `cost` units of `key` to one policy; resolves to its state after, or undefined when that failed (the caller reports it). */
 export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;

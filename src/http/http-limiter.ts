@@ -9,10 +9,11 @@ import { refund, refundLate, refundLateComposite } from './give-back.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities, clientInfo, type Identity } from './identity.js';
-import { resolveHttpOptions, listMatches, type NamedPolicy } from './options.js';
+import { resolveHttpOptions, listMatches } from './options.js';
 import { SharedRefusals } from './refusal.js';
 import { ResponseBound } from './response-bound.js';
-import { hasOwnKeys, keyAt, policyKeys, type PolicyKeys } from './policy-keys.js';
+import { hasOwnKeys, keyAt, policyKeys } from './policy-keys.js';
+import type { NamedPolicy, PolicyKeys } from './settings.js';
 import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource } from './types.js';
 
 const NO_ERRORS: readonly unknown[] = Object.freeze([]);

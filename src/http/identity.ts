@@ -1,7 +1,7 @@
 /** Client identity: who a request comes from (its address, as text and as a limiter key grouped by IPv6 subnet), memoised per socket or framework address. */
 import { ipKey } from './client-keys.js';
 import { formatIp, type IpAddress } from './ip-address.js';
-import type { HttpSettings } from './options.js';
+import type { HttpSettings } from './settings.js';
 import type { ClientInfo, RequestView } from './types.js';
 
 /** Key used when the client address cannot be known (socket already gone, unparseable framework IP). */

@@ -3,7 +3,7 @@ import { CallGuard } from './call-guard.js';
 import type { GiveBack } from './give-back.js';
 import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import type { Decision } from '../core/decision.js';
-import type { HttpSettings } from './options.js';
+import type { HttpSettings } from './settings.js';
 import { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, RefusalBodies } from './refusal.js';
 import type { DecisionInfo, HttpOutcome, RefusalInfo } from './types.js';
 

@@ -3,7 +3,7 @@ import type { Decision } from '../core/decision.js';
 import { describe } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { HeaderPair, PolicyReport } from './headers.js';
-import type { NamedPolicy } from './options.js';
+import type { NamedPolicy } from './settings.js';
 import type { HttpOutcome, RateLimitInfo } from './types.js';
 
 /** True for a promise or any other thenable: the stages answer synchronously when they can. */

@@ -4,89 +4,23 @@ import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import { throttled } from '../util/throttle.js';
 import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../core/validate.js';
-import { parseHeaderModes, type HeaderMode } from './headers.js';
+import { parseHeaderModes } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
-import { parseResponseOptions, type ResponseSettings } from './response-options.js';
+import { parseResponseOptions } from './response-options.js';
 import { assertIpv6Subnet, createIpResolver } from './client-keys.js';
 import { AddressMatcher, NAMED_RANGES, parseCidr, parseIp, type IpAddress } from './ip-address.js';
+import type { HttpSettings, ListMatcher, NamedPolicy, PolicyKeySource } from './settings.js';
 import {
   type HttpRateLimitOptions,
   type AdapterConfig,
-  type RequestView,
-  type ClientInfo,
   type ApiKeySource,
-  type KeyFunction,
-  type BodyOption,
   HTTP_OPTION_NAMES,
   type NamedLimiter,
   type LimiterSelector,
 } from './types.js';
-import { policySelector, type SelectPolicies } from './policy-selector.js';
-import { parseRefundRule, type RefundRule } from './count-by-outcome.js';
+import { policySelector } from './policy-selector.js';
+import { parseRefundRule } from './count-by-outcome.js';
 import { limiterOption } from './shorthand.js';
-/** A limiter with the name it is reported under. */
-export interface NamedPolicy {
-  /** The limiter that decides. */
-  readonly limiter: RateLimiter;
-  /** The name in headers, bodies and reports. */
-  readonly name: string;
-  /** Who this policy counts against when not the route's key; undefined for the route's key. */
-  readonly key: PolicyKeySource | undefined;
-}
-
-/** A policy's own key source, checked: the client address, an API-key header, or a function of the request. */
-export type PolicyKeySource = 'ip' | Required<ApiKeySource> | KeyFunction<unknown>;
-
-/** An allow or deny list: addresses and ranges match the client IP, anything else the key. */
-export interface ListMatcher {
-  /** The IPs, CIDRs and named ranges of the list. */
-  readonly addresses: AddressMatcher | undefined;
-  /** The keys of the list. */
-  readonly keys: ReadonlySet<string>;
-}
-
-/** An HttpLimiter's options, checked and with defaults filled in. */
-export interface HttpSettings<Raw> extends ResponseSettings<Raw> {
-  /** The route's policies; empty when {@link selectPolicies} picks them per request. */
-  readonly policies: readonly NamedPolicy[];
-  /** Picks each request's policies, when the `limiter` option is a function. */
-  readonly selectPolicies: SelectPolicies<Raw> | undefined;
-  readonly keySource: 'ip' | ApiKeySource | KeyFunction<Raw>;
-  readonly resolveIp: (view: RequestView<Raw>) => IpAddress | undefined;
-  /**
-   * Which string alone determines the client address (the socket peer, or the
-   * framework's IP), when proxy headers do not take part; identities are then
-   * memoised by it, since parsing and formatting an address costs more than
-   * the rest of a decision on the memory store.
-   */
-  readonly identityInput: ((view: RequestView<Raw>) => string | undefined) | undefined;
-  /** Whether single-policy refusals may share one frozen response (no hook or body function sees each request). */
-  readonly sharesRefusals: boolean;
-  /** Whether the legacy fields are sent, whose reset is a point in time rather than a duration. */
-  readonly legacyHeaders: boolean;
-  readonly ipv6Subnet: number | false;
-  readonly maxKeyLength: number;
-  readonly cost: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
-  readonly modes: readonly HeaderMode[];
-  readonly statusCode: number;
-  readonly body: BodyOption;
-  readonly skip: HttpRateLimitOptions<Raw>['skip'];
-  /** When an admitted request's units are given back after its response (skipFailedRequests / skipSuccessfulRequests). */
-  readonly refundRule: RefundRule<Raw> | undefined;
-  readonly allow: ListMatcher | undefined;
-  readonly deny: ListMatcher | undefined;
-  readonly denyStatus: number;
-  readonly onLimited: HttpRateLimitOptions<Raw>['onLimited'];
-  readonly onDecision: HttpRateLimitOptions<Raw>['onDecision'];
-  readonly passOnStoreError: boolean;
-  readonly storeErrorStatus: number;
-  readonly onError: (error: unknown, req: Raw | undefined) => void;
-  readonly timeoutMs: number | undefined;
-  /** True when requests are identified by the framework's address; adapters read it only then (Express computes `req.ip` on each read). */
-  readonly usesFrameworkIp: boolean;
-  /** Called with each request's headers until it returns true, when the forwarded-header warning is on (see {@link forwardedHeaderWatch}). */
-  readonly watchForwarded: ((headers: RequestView<Raw>['headers']) => boolean) | undefined;
-}
 
 /**
  * Checks every option of an HttpLimiter up front and resolves defaults.

@@ -2,11 +2,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { boundKey, headerValue } from './client-keys.js';
 import { checkedKey, isThenable } from './limiter-parts.js';
-import type { NamedPolicy } from './options.js';
+import type { NamedPolicy, PolicyKeys } from './settings.js';
 import type { ApiKeySource, ClientInfo } from './types.js';
-
-/** One key per policy, in the route's order. */
-export type PolicyKeys = readonly string[];
 
 /** What the keys of a request's policies depend on besides the request itself. */
 export interface KeyInputs {

@@ -1,10 +1,7 @@
 /** Per-request policies: a `limiter` option that is a function of the request, its answers checked once each and remembered. */
 import { isThenable } from './limiter-parts.js';
-import type { NamedPolicy } from './options.js';
-import type { ClientInfo, LimiterSelector } from './types.js';
-
-/** The policies of one request, at once or through a promise. */
-export type SelectPolicies<Raw> = (raw: Raw, client: ClientInfo) => readonly NamedPolicy[] | Promise<readonly NamedPolicy[]>;
+import type { NamedPolicy, SelectPolicies } from './settings.js';
+import type { LimiterSelector } from './types.js';
 
 /**
  * Wraps the user's selector so each distinct answer (a limiter, a

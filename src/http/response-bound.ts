@@ -9,8 +9,8 @@ import type { Slot } from '../limiter/concurrency-limiter.js';
 import { refundWhenDone } from './count-by-outcome.js';
 import { whenHandlerDone } from './handler-done.js';
 import { LimiterHooks } from './limiter-hooks.js';
-import type { NamedPolicy } from './options.js';
-import { keyAt, type PolicyKeys } from './policy-keys.js';
+import { keyAt } from './policy-keys.js';
+import type { NamedPolicy, PolicyKeys } from './settings.js';
 import type { DecisionInfo, HttpOutcome, RateLimitInfo } from './types.js';
 
 /** What an admitted request was counted by, while its response runs. */

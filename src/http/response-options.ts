@@ -1,18 +1,10 @@
 /** The HTTP middleware's options that act while a response runs: the concurrency limiter whose slot a request holds, and the cost settled when the response ends. */
-import type { ServerResponse } from 'node:http';
 import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import { describe } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalFunction } from '../core/validate.js';
-import type { RefundRule } from './count-by-outcome.js';
+import type { RefundRule, ResponseSettings } from './settings.js';
 import type { HttpRateLimitOptions } from './types.js';
-
-/** The checked `concurrency` and `actualCost` options. */
-export interface ResponseSettings<Raw> {
-  /** The in-flight limiter, and the name its refusals report in `violatedPolicies`. */
-  readonly concurrency: { readonly limiter: ConcurrencyLimiter; readonly name: string } | undefined;
-  readonly actualCost: ((req: Raw, res: ServerResponse) => number | undefined | Promise<number | undefined>) | undefined;
-}
 
 /**
  * Checks `concurrency` and `actualCost`.

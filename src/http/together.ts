@@ -3,8 +3,7 @@ import type { CompositeDecision } from '../limiter/composite.js';
 import { WarningCode, warnOnce } from '../core/warnings.js';
 import type { PolicyReport } from './headers.js';
 import { toReport } from './limiter-parts.js';
-import type { NamedPolicy } from './options.js';
-import type { PolicyKeys } from './policy-keys.js';
+import type { NamedPolicy, PolicyKeys } from './settings.js';
 
 /** Routes already checked, by their policy list: the check runs once per list, not per request. */
 const checked = new WeakMap<readonly NamedPolicy[], boolean>();
