@@ -9,7 +9,7 @@
 -- Returns five integers per operation: allowed (1/0), remaining, resetMs, retryAfterMs, emptyMs;
 -- -1 stands for Infinity (blocked until unblocked).
 
--- src/calendar-window.ts windowArgument: 'ms', or 'ms:end:nextEnd' for a calendar window (E1, E2; 0 otherwise).
+-- src/core/calendar-window.ts windowArgument: 'ms', or 'ms:end:nextEnd' for a calendar window (E1, E2; 0 otherwise).
 local function parse_window(arg)
   local w, e1, e2 = string.match(arg, '^(%d+):(%d+):(%d+)$')
   if w then return tonumber(w), tonumber(e1), tonumber(e2) end
@@ -24,7 +24,7 @@ local CLIENT_TIME = ARGV[4] == '1'
 local FIRST_OP = 5
 local STRIDE = CLIENT_TIME and 3 or 2
 
--- src/policy.ts OP_CODE and BLOCK_FOREVER.
+-- src/core/policy.ts OP_CODE and BLOCK_FOREVER.
 local OP_CONSUME, OP_PEEK, OP_REWARD, OP_PENALTY, OP_BLOCK, OP_RESET = 1, 2, 3, 4, 5, 6
 local BLOCK_FOREVER = -1
 local INF = math.huge
@@ -49,12 +49,12 @@ local function window_end(now)
   return now + W
 end
 
--- types.ts ceilDiv: the same double arithmetic as JavaScript, exact below 2^52.
+-- src/algorithms/types.ts ceilDiv: the same double arithmetic as JavaScript, exact below 2^52.
 local function ceil_div(a, b)
   return math.floor((a + b - 1) / b)
 end
 
--- types.ts fullView.
+-- src/algorithms/types.ts fullView.
 local function full_view()
   return { remaining = L, reset = 0, retry = 0, empty = 0 }
 end

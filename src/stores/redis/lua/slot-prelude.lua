@@ -1,4 +1,4 @@
--- Head of the concurrency-slot scripts (src/slots.ts SlotStore): the slot set, the time, and the set's TTL.
+-- Head of the concurrency-slot scripts (src/core/slots.ts SlotStore): the slot set, the time, and the set's TTL.
 --
 -- KEYS[1]   the key's slot set: owner ids scored by their expiry in ms (a slot counts while its expiry is after now)
 -- ARGV[1]   '1' when ARGV[2] carries the caller's time (the store has a clock); '0' to use Redis TIME
