@@ -17,7 +17,7 @@ export interface RateResult {
   /**
    * CPU µs per request during the run, of the server's process tree and of
    * redis-server: at one rate for every variant, they compare the work each
-   * does without the batching a saturated loop gains. Set by the harness (bench/run.ts).
+   * does without the batching a saturated loop gains. Set by the harness (bench/lib/measure-variant.ts).
    */
   readonly serverCpuUsPerReq?: number | null;
   readonly redisCpuUsPerReq?: number | null;
