@@ -10,6 +10,7 @@ export type {
 } from './limiter/options.js';
 export type { Decision, DecisionSource } from './core/decision.js';
 export type { KeyInspection } from './limiter/admin.js';
+export type { LimiterHealth, BreakerState } from './limiter/health.js';
 export { ConcurrencyLimiter } from './limiter/concurrency-limiter.js';
 export type { ConcurrencyLimiterOptions, Slot } from './limiter/concurrency-limiter.js';
 export type { SlotAcquisition, SlotStore } from './core/slots.js';

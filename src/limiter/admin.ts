@@ -1,8 +1,7 @@
 /** What an operator does to one key of a RateLimiter besides counting: end its block keeping its count, and look at its whole state without spending. */
 import type { Decision } from '../core/decision.js';
 import { toStoreError } from '../core/errors.js';
-import type { RateLimiter } from './rate-limiter.js';
-import { LIMITER_INTERNALS } from './internals.js';
+import { LIMITER_INTERNALS, type LimiterCore } from './internals.js';
 import type { OperationKind, Outcome } from '../core/policy.js';
 import { assertKey } from '../core/validate.js';
 
@@ -30,7 +29,7 @@ export interface KeyInspection {
 const BLOCK_UNTIL_NOW = 0;
 
 /** Applies one operation on the limiter's store alone: an operator's call must reach the shared state, never a fallback. */
-async function onStore(limiter: RateLimiter, kind: OperationKind, key: string, amount: number): Promise<Outcome> {
+async function onStore(limiter: LimiterCore, kind: OperationKind, key: string, amount: number): Promise<Outcome> {
   try {
     return await limiter.store.apply({ kind, key: `${limiter.prefix}:${key}`, amount, policy: limiter.policyFor(key) });
   } catch (error) {
@@ -39,7 +38,7 @@ async function onStore(limiter: RateLimiter, kind: OperationKind, key: string, a
 }
 
 /** See {@link RateLimiter.unblock}. */
-export async function unblockKey(limiter: RateLimiter, key: string): Promise<Decision> {
+export async function unblockKey(limiter: LimiterCore, key: string): Promise<Decision> {
   assertKey(key);
   const internals = limiter[LIMITER_INTERNALS]();
   internals.forget(key);
@@ -51,10 +50,10 @@ export async function unblockKey(limiter: RateLimiter, key: string): Promise<Dec
 }
 
 /** See {@link RateLimiter.inspect}. */
-export async function inspectKey(limiter: RateLimiter, key: string): Promise<KeyInspection> {
+export async function inspectKey(limiter: LimiterCore, key: string): Promise<KeyInspection> {
   assertKey(key);
   const internals = limiter[LIMITER_INTERNALS]();
-  const memoryBlockMs = internals.blockList?.blockedFor(key, internals.clock()) ?? 0;
+  const memoryBlockMs = internals.memoryBlock?.check(key) ?? 0;
   const outcome = await onStore(limiter, 'peek', key, 0);
   return { store: internals.decision(outcome, 'store', limiter.policyFor(key)), memoryBlockMs };
 }

@@ -172,10 +172,9 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
   const { internals, keys, operations, store } = plan;
   for (let i = 0; i < internals.length; i++) {
     const side = internals[i]!;
-    const list = side.blockList;
-    if (list === undefined) continue;
-    side.dropStaleBlocks();
-    const ms = list.blockedFor(keys[i]!, side.clock());
+    const blocks = side.memoryBlock;
+    if (blocks === undefined) continue;
+    const ms = blocks.check(keys[i]!);
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
     parts[i] = side.decision(refused(ms), 'memory-block', operations[i]!.policy);
@@ -237,7 +236,7 @@ function settle(plan: Plan, outcomes: Outcome[], source: DecisionSource): Compos
   for (let i = 0; i < outcomes.length; i++) {
     const outcome = outcomes[i]!;
     const policy = operations[i]!.policy;
-    internals[i]!.learn(keys[i]!, outcome, policy);
+    internals[i]!.memoryBlock?.learn(keys[i]!, 'consume', outcome, policy);
     parts[i] = internals[i]!.decision(outcome, source, policy);
     if (!outcome.allowed) allowed = false;
   }
@@ -270,7 +269,8 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
   }
   for (let i = 0; i < n; i++) {
     const insurance = internals[i]!.insurance;
-    if (insurance !== undefined) insured.push({ limiter: insurance, key: parts[i]!.key, cost: parts[i]!.cost ?? 1 });
+    // The insurance option was checked to be a RateLimiter (LimiterCore is what the options see of one).
+    if (insurance !== undefined) insured.push({ limiter: insurance as RateLimiter, key: parts[i]!.key, cost: parts[i]!.cost ?? 1 });
   }
   const covered = insured.length === 0 ? undefined : await consumeAll(insured);
   const decisions: (Decision | undefined)[] = new Array(n);

@@ -1,23 +1,8 @@
 /** What a RateLimiter answers for a call its store cannot take: the open breaker's error, and the fallback (insurance, fail-open, fail-closed) that decides instead. */
 import { toDecision, type Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
-import type { Clock } from '../core/clock.js';
-import type { CircuitBreaker } from '../guards/breaker.js';
-import type { RateLimiter } from './rate-limiter.js';
-import type { StoreFailureMode } from './options.js';
+import type { FailureHandling, LimiterCore } from './internals.js';
 import type { Outcome, Policy } from '../core/policy.js';
-
-/** What decides while a limiter's store fails (see `parseFailureHandling`), with the clock and breaker that time a fail-closed refusal. */
-export interface FailureHandling {
-  /** The limiter's clock. */
-  readonly clock: Clock;
-  /** Its circuit breaker, unless `breaker: false`. */
-  readonly breaker: CircuitBreaker | undefined;
-  /** Its insurance limiter, when set. */
-  readonly insurance: RateLimiter | undefined;
-  /** What it does when the store fails and no insurance is set. */
-  readonly failureMode: StoreFailureMode;
-}
 
 /** The error of a call the open breaker keeps away from store `storeName` for `retryInMs` more. */
 export function circuitOpenError(storeName: string, retryInMs: number): FloodgateError {
@@ -34,7 +19,7 @@ export function circuitOpenError(storeName: string, retryInMs: number): Floodgat
 export async function fallbackDecision(
   handling: FailureHandling,
   failure: FloodgateError,
-  insured: (insurance: RateLimiter) => Promise<Decision>,
+  insured: (insurance: LimiterCore) => Promise<Decision>,
   policy: () => Policy,
 ): Promise<Decision> {
   if (handling.insurance) {

@@ -1,11 +1,10 @@
-/** The internal view of a RateLimiter that composite decisions and reservations drive: its clock, guards, fallbacks, decision shaping and settling. */
+/** The narrow contract RateLimiter's helpers take instead of the class: its public fields they read, and its internal pipeline. */
 import type { Clock } from '../core/clock.js';
 import type { Decision, DecisionSource } from '../core/decision.js';
-import type { BlockList } from '../guards/block-list.js';
 import type { CircuitBreaker } from '../guards/breaker.js';
-import type { RateLimiter } from './rate-limiter.js';
-import type { StoreFailureMode } from './options.js';
-import type { Outcome, Policy } from '../core/policy.js';
+import type { MemoryBlockGuard } from '../guards/memory-block.js';
+import type { OperationKind, Outcome, Policy } from '../core/policy.js';
+import type { Store } from '../stores/store.js';
 
 /**
  * Key of the RateLimiter method that returns its {@link LimiterInternals};
@@ -15,28 +14,51 @@ import type { Outcome, Policy } from '../core/policy.js';
  */
 export const LIMITER_INTERNALS: unique symbol = Symbol.for('floodgate.limiterInternals');
 
-/** What `consumeAll` needs of each part's limiter beyond its public fields. */
-export interface LimiterInternals {
+/** What to do when the store fails and no insurance limiter is set. */
+export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
+
+/**
+ * A RateLimiter as the modules beneath it see it (options, admin,
+ * reservations, fallback): RateLimiter implements it, and its symbol member
+ * keeps any other object out, so a value of this type is a RateLimiter.
+ */
+export interface LimiterCore {
+  /** The store in use. */
+  readonly store: Store;
+  /** The key namespace in the store. */
+  readonly prefix: string;
+  /** The policy that decides `key` (the limiter's, or the key's override). */
+  policyFor(key: string): Policy;
+  /** RateLimiter.consume. */
+  consume(key: string, cost?: number): Promise<Decision>;
+  /** The limiter's internal pipeline. */
+  [LIMITER_INTERNALS](): LimiterInternals;
+}
+
+/** What decides while a limiter's store fails (see `parseFailureHandling`), with the clock and breaker that time a fail-closed refusal. */
+export interface FailureHandling {
   /** The limiter's clock. */
   readonly clock: Clock;
-  /** Its in-memory block list, when it has one. */
-  readonly blockList: BlockList | undefined;
   /** Its circuit breaker, unless `breaker: false`. */
   readonly breaker: CircuitBreaker | undefined;
   /** Its insurance limiter, when set. */
-  readonly insurance: RateLimiter | undefined;
+  readonly insurance: LimiterCore | undefined;
   /** What it does when the store fails and no insurance is set. */
   readonly failureMode: StoreFailureMode;
+}
+
+/** What composite decisions, reservations, the admin calls and the HTTP middleware need of a limiter beyond its public fields. */
+export interface LimiterInternals extends FailureHandling {
+  /** Its in-memory block, when it has one. */
+  readonly memoryBlock: MemoryBlockGuard | undefined;
   /** Whether it has `wait` or `execEvenly`, which a composite decision does not apply. */
   readonly waits: boolean;
-  /** Empties its in-memory block list when its overrides changed since it last looked (what it learned was under old numbers). */
-  dropStaleBlocks(): void;
-  /** Feeds its in-memory block list from a store outcome for `key` (a consume under `policy`, the key's). */
-  learn(key: string, outcome: Outcome, policy: Policy): void;
-  /** Drops `key` from the in-memory block list and its lapse probe, and wakes its waiters: its state in the store changed. */
+  /** Drops `key` from the in-memory block and its lapse probe, and wakes its waiters: its state in the store changed. */
   forget(key: string): void;
   /** The Decision for an outcome under `policy` (the key's: the limiter's, or an override). */
   decision(outcome: Outcome, source: DecisionSource, policy: Policy): Decision;
+  /** One operation through the limiter's in-memory block, breaker, store and fallbacks: how an insurance limiter is asked. */
+  run(kind: OperationKind, key: string, amount: number): Promise<Decision>;
   /**
    * A reservation's give-back (`reward`) or excess charge (`penalty`) of
    * `amount` units of `key`, on the limiter's store only: a fallback did not

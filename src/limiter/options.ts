@@ -1,18 +1,18 @@
 /** RateLimiter options: their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
-import type { RateLimiter } from './rate-limiter.js';
 import type { Clock } from '../core/clock.js';
 import { describe, parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { warnOnce, WarningCode } from '../core/warnings.js';
-import { BlockList } from '../guards/block-list.js';
 import { CircuitBreaker } from '../guards/breaker.js';
+import type { MemoryBlockRule } from '../guards/memory-block.js';
 import { ALGORITHMS, type Algorithm, type Policy } from '../core/policy.js';
 import { calendarLabel, isCalendarWindow, longestPeriodMs, parseCalendarWindow, type CalendarWindow } from '../core/calendar-window.js';
 import type { Store } from '../stores/store.js';
+import type { LimiterCore, StoreFailureMode } from './internals.js';
 import type { OverrideLookup, PolicyOverrides } from './overrides.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, wholeNumber } from '../core/validate.js';
-/** What to do when the store fails and no insurance limiter is set. */
-export type StoreFailureMode = 'reject' | 'fail-open' | 'fail-closed';
+
+export type { StoreFailureMode } from './internals.js';
 
 /** Options of the in-memory block list. */
 export interface InMemoryBlockOptions {
@@ -78,8 +78,8 @@ export interface RateLimiterOptions {
   prefix?: string;
   /** Refuse keys known to be over the limit from process memory. `true` for the defaults. */
   inMemoryBlock?: boolean | InMemoryBlockOptions;
-  /** A limiter (usually on a MemoryStore) that decides while the store fails. */
-  insurance?: RateLimiter;
+  /** A RateLimiter (usually on a MemoryStore) that decides while the store fails. */
+  insurance?: LimiterCore;
   /** With no insurance: reject the promise (default), admit, or refuse while the store fails. */
   onStoreFailure?: StoreFailureMode;
   /** Circuit breaker settings, or `false` to call the store even while it keeps failing. */
@@ -195,28 +195,16 @@ function calendarPolicy(o: RateLimiterOptions, window: CalendarWindow): Policy {
   return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs, calendar });
 }
 
-/** The in-memory block of one limiter, checked. */
-export interface MemoryBlockConfig {
-  /** Units consumed at which a key is blocked in memory. */
-  onConsumed: number;
-  /** How long the block lasts; undefined for until the store's window resets. */
-  durationMs: number | undefined;
-  /** The blocked keys. */
-  list: BlockList;
-}
-
 /**
  * The checked `insurance` and `onStoreFailure` options of a limiter on
  * `store`: what decides while the store fails.
- * @param limiterClass - RateLimiter itself (imported here only as a type, to keep the modules acyclic)
  * @throws FloodgateError INVALID_OPTIONS or CONFLICTING_OPTIONS
  */
 export function parseFailureHandling(
   o: RateLimiterOptions,
   store: Store,
-  limiterClass: abstract new (...args: never[]) => RateLimiter,
-): { insurance: RateLimiter | undefined; failureMode: StoreFailureMode } {
-  if (o.insurance !== undefined && !(o.insurance instanceof limiterClass)) {
+): { insurance: LimiterCore | undefined; failureMode: StoreFailureMode } {
+  if (o.insurance !== undefined && !isRateLimiter(o.insurance)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
       `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`,
@@ -244,7 +232,7 @@ export function parseFailureHandling(
 }
 
 /** Checks the `inMemoryBlock` option of a limiter whose limit is `limit`; undefined when it is off. */
-export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined, limit: number): MemoryBlockConfig | undefined {
+export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefined, limit: number): MemoryBlockRule | undefined {
   if (option === undefined || option === false) return undefined;
   const o: InMemoryBlockOptions = option === true ? {} : option;
   assertKnownOptions(o, ['onConsumed', 'duration', 'maxKeys'], 'inMemoryBlock');
@@ -266,7 +254,7 @@ export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefi
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`);
   }
   const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
-  return { onConsumed, durationMs, list: new BlockList({ maxKeys }) };
+  return { onConsumed, durationMs, maxKeys };
 }
 
 /** Checks the `breaker` option; undefined when it is off. */
@@ -356,6 +344,14 @@ export function parseExecEvenly(option: unknown): boolean {
 
 /** Marks RateLimiter instances of both builds (ESM and CommonJS); a registered symbol, so each build finds the same one. */
 export const RATE_LIMITER_BRAND = Symbol.for('floodgate.RateLimiter');
+
+/**
+ * True for a RateLimiter of either build: what `value instanceof RateLimiter`
+ * answers, told by the brand every RateLimiter carries on its prototype.
+ */
+export function isRateLimiter(value: unknown): value is LimiterCore {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[RATE_LIMITER_BRAND] === true;
+}
 
 /**
  * The limiters that took a default prefix, per store object and prefix. Weak

@@ -3,28 +3,29 @@ import type { Clock } from '../core/clock.js';
 import { toDecision, type Decision, type DecisionSource } from '../core/decision.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { isStoreFailure, toStoreError, type FloodgateError } from '../core/errors.js';
-import { learnBlock, type BlockList } from '../guards/block-list.js';
 import { CircuitBreaker } from '../guards/breaker.js';
+import { MemoryBlockGuard } from '../guards/memory-block.js';
 import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
 import { clockOption, prefixOption, storeOption } from './setup.js';
 import type { Store } from '../stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from '../core/validate.js';
 import { LapseProbes, type Probe } from '../guards/lapse-probe.js';
 import { holdReservation, reserve, type Reservation, type ReserveOptions } from './reservation.js';
-import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
+import { LIMITER_INTERNALS, type FailureHandling, type LimiterCore, type LimiterInternals } from './internals.js';
 import { LimiterWaiting } from './waiting.js';
 import { inspectKey, unblockKey, type KeyInspection } from './admin.js';
 import { overrideResolver, type OverrideResolver } from './overrides.js';
-import { circuitOpenError, fallbackDecision, refused, type FailureHandling } from './fallback.js';
+import { circuitOpenError, fallbackDecision, refused } from './fallback.js';
+import { limiterHealth, type LimiterHealth } from './health.js';
 import {
   callSignal,
+  isRateLimiter,
   RATE_LIMITER_BRAND,
   OPTION_NAMES,
   parseBreaker,
   parseFailureHandling,
   parseMemoryBlock,
   parsePolicy,
-  type MemoryBlockConfig,
   type RateLimiterOptions,
   type WaitCallOptions,
 } from './options.js';
@@ -37,7 +38,7 @@ import {
  * an invalid argument, or when the store fails and neither `insurance` nor a
  * fail-open / fail-closed mode is configured.
  */
-export class RateLimiter {
+export class RateLimiter implements LimiterCore {
   /**
    * `value instanceof RateLimiter` is also true for a RateLimiter of the
    * package's other build (ESM or CommonJS, both loaded in one process): both
@@ -46,9 +47,7 @@ export class RateLimiter {
    */
   static [Symbol.hasInstance](value: unknown): value is RateLimiter {
     if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
-    return (
-      this === RateLimiter && typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[RATE_LIMITER_BRAND] === true
-    );
+    return this === RateLimiter && isRateLimiter(value);
   }
 
   /** The validated policy. */
@@ -58,7 +57,7 @@ export class RateLimiter {
   /** The key namespace in the store. */
   readonly prefix: string;
   private readonly clock: Clock;
-  private readonly memoryBlock: MemoryBlockConfig | undefined;
+  private readonly memoryBlock: MemoryBlockGuard | undefined;
   /** Store calls in flight for keys whose in-memory block just ended (see LapseProbes). */
   private readonly probes = new LapseProbes((key, amount, probe) => this.ask('consume', key, amount, probe));
   private readonly breaker: CircuitBreaker | undefined;
@@ -78,10 +77,13 @@ export class RateLimiter {
     scopePolicy(this.policy, this.prefix);
     this.clock = clockOption(o);
     this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
-    this.memoryBlock = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
+    const blockRule = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
+    // What the block learned under a key's old override no longer holds once the overrides change.
+    const changed = (): boolean => this.overrides?.takeChange() === true;
+    this.memoryBlock = blockRule === undefined ? undefined : new MemoryBlockGuard(blockRule, this.clock, changed);
     this.breaker = parseBreaker(o.breaker);
 
-    this.failures = { ...parseFailureHandling(o, this.store, RateLimiter), breaker: this.breaker, clock: this.clock };
+    this.failures = { ...parseFailureHandling(o, this.store), breaker: this.breaker, clock: this.clock };
     const { policy, store, prefix, clock } = this;
     const [consume, consumeNow] = [this.consumeOnce.bind(this), this.consumeNowOnce.bind(this)];
     const giveBack = (key: string, cost: number, decision: Decision, at: number): void =>
@@ -148,10 +150,9 @@ export class RateLimiter {
     assertKey(key);
     const policy = this.policyFor(key);
     assertUnits(cost, 'cost', policy.limit);
-    const list = this.memoryBlock?.list;
-    if (list !== undefined) {
-      this.dropStaleBlocks();
-      const blockedMs = list.blockedFor(key, this.clock());
+    const blocks = this.memoryBlock;
+    if (blocks !== undefined) {
+      const blockedMs = blocks.check(key);
       if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', policy);
     }
     const store = this.store;
@@ -167,11 +168,11 @@ export class RateLimiter {
       return undefined;
     }
     if (outcome === undefined) return undefined;
-    if (list) {
+    if (blocks) {
       // Answered without a store call, so a lapse this lookup found must not make a much later
       // consume hold others back: forget it (at time 0 the answer is always no).
-      list.takeLapsed(key, 0);
-      this.learn(list, 'consume', key, outcome, policy);
+      blocks.takeLapsed(key, 0);
+      blocks.learn(key, 'consume', outcome, policy);
     }
     return this.decision(outcome, 'store', policy);
   }
@@ -268,27 +269,43 @@ export class RateLimiter {
     return inspectKey(this, key);
   }
 
+  /**
+   * Forgets this process's in-memory block of `key` and lets the key's
+   * waiting calls retry now, without asking the store: for when another
+   * process changed the key in the store (reset or unblocked it), which this
+   * process's block cannot see. Its next consume asks the store.
+   */
+  forgetMemoryBlock(key: string): void {
+    this.memoryBlock?.forget(key);
+    this.probes.forget(key);
+    this.waiting?.wake(key);
+  }
+
+  /** The circuit breaker's state and what decides while the store fails, as a dashboard shows them. */
+  health(): LimiterHealth {
+    return limiterHealth(this.failures);
+  }
+
   private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
-    const list = this.memoryBlock?.list;
-    if (list === undefined) return this.ask(kind, key, amount);
+    const blocks = this.memoryBlock;
+    if (blocks === undefined) return this.ask(kind, key, amount);
     if (kind === 'reset' || kind === 'reward') {
-      list.delete(key);
+      blocks.forget(key);
       // Consumes held back for answers given before this call would be refused on counts it changes.
       this.probes.forget(key);
       return this.ask(kind, key, amount);
     }
     if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
     const now = this.clock();
-    this.dropStaleBlocks();
-    const blockedMs = list.blockedFor(key, now);
+    const blockedMs = blocks.check(key, now);
     if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
-    return kind === 'consume' ? this.consumeUnblocked(list, key, amount, now) : this.ask(kind, key, amount);
+    return kind === 'consume' ? this.consumeUnblocked(blocks, key, amount, now) : this.ask(kind, key, amount);
   }
 
   /** A consume of a key the in-memory block does not hold: through the key's lapse probe when its block just ended (see LapseProbes). */
-  private async consumeUnblocked(list: BlockList, key: string, amount: number, now: number): Promise<Decision> {
+  private async consumeUnblocked(blocks: MemoryBlockGuard, key: string, amount: number, now: number): Promise<Decision> {
     const probe = this.probes.current(key);
-    if (probe === undefined) return list.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
+    if (probe === undefined) return blocks.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
     if (probe.joinable) return this.probes.join(probe, key, amount);
     // With the breaker open the fallback answers at once: nothing to wait for.
     if (this.breaker?.isOpen(now)) return this.ask('consume', key, amount);
@@ -303,7 +320,6 @@ export class RateLimiter {
    * `probe`, for the consumes waiting on it.
    */
   private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe, fallback = true): Promise<Decision> {
-    const list = this.memoryBlock?.list;
     const breaker = this.breaker;
     if (breaker && !breaker.allow(this.clock())) {
       const open = circuitOpenError(this.store.name, breaker.retryInMs(this.clock()));
@@ -326,7 +342,7 @@ export class RateLimiter {
       return this.fallback(kind, key, amount, failure);
     }
     breaker?.success();
-    if (list) this.learn(list, kind, key, outcome, policy);
+    this.memoryBlock?.learn(key, kind, outcome, policy);
     return this.decision(outcome, 'store', policy);
   }
 
@@ -336,9 +352,8 @@ export class RateLimiter {
    * in hand when the store can (`Store.settleNow`), without a store call.
    */
   private settle(kind: 'reward' | 'penalty', key: string, amount: number): Promise<Decision> {
-    const list = this.memoryBlock?.list;
     if (kind === 'reward') {
-      list?.delete(key);
+      this.memoryBlock?.forget(key);
       this.probes.forget(key);
     }
     const policy = this.policyFor(key);
@@ -347,44 +362,26 @@ export class RateLimiter {
     if (outcome === undefined) {
       settled = this.ask(kind, key, amount, undefined, false);
     } else {
-      if (list) this.learn(list, kind, key, outcome, policy);
+      this.memoryBlock?.learn(key, kind, outcome, policy);
       settled = Promise.resolve(this.decision(outcome, 'store', policy));
     }
     return kind === 'reward' && this.waiting !== undefined ? settled.finally(() => this.waiting!.wake(key)) : settled;
   }
 
-  /** Feeds the block list from a store answer. */
-  private learn(list: BlockList, kind: OperationKind, key: string, outcome: Outcome, policy: Policy): void {
-    learnBlock(list, this.memoryBlock!, policy, kind, key, outcome, this.clock());
-  }
-
   private fallback(kind: OperationKind, key: string, amount: number, failure: FloodgateError): Promise<Decision> {
-    const insured = (insurance: RateLimiter): Promise<Decision> => insurance.run(kind, key, amount);
+    const insured = (insurance: LimiterCore): Promise<Decision> => insurance[LIMITER_INTERNALS]().run(kind, key, amount);
     return fallbackDecision(this.failures, failure, insured, () => this.policyFor(key));
-  }
-
-  /** Empties the in-memory block list when the overrides changed since it last looked: what it learned was under the old numbers. */
-  private dropStaleBlocks(): void {
-    if (this.overrides?.takeChange() === true) this.memoryBlock?.list.clear();
   }
 
   /** The pieces of this limiter's pipeline a composite decision drives (src/limiter/composite.ts); the symbol is not exported. */
   [LIMITER_INTERNALS](): LimiterInternals {
     return (this.internals ??= {
       ...this.failures,
-      blockList: this.memoryBlock?.list,
+      memoryBlock: this.memoryBlock,
       waits: this.waiting !== undefined,
-      dropStaleBlocks: () => this.dropStaleBlocks(),
-      learn: (key, outcome, policy) => {
-        const list = this.memoryBlock?.list;
-        if (list !== undefined) this.learn(list, 'consume', key, outcome, policy);
-      },
-      forget: (key) => {
-        this.memoryBlock?.list.delete(key);
-        this.probes.forget(key);
-        this.waiting?.wake(key);
-      },
+      forget: (key) => this.forgetMemoryBlock(key),
       decision: (outcome, source, policy) => this.decision(outcome, source, policy),
+      run: (kind, key, amount) => this.run(kind, key, amount),
       settle: (kind, key, amount) => this.settle(kind, key, amount),
     });
   }

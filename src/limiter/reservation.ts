@@ -3,8 +3,7 @@ import type { Clock } from '../core/clock.js';
 import type { Decision } from '../core/decision.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
-import type { RateLimiter } from './rate-limiter.js';
-import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
+import { LIMITER_INTERNALS, type LimiterCore, type LimiterInternals } from './internals.js';
 import type { Policy } from '../core/policy.js';
 import { assertKey, assertKnownOptions, assertUnits, wholeNumber } from '../core/validate.js';
 
@@ -151,7 +150,7 @@ export class Reservation {
  * {@link RateLimiter.reserve}: consumes `estimate` through the limiter's
  * ordinary consume path and records where the units went.
  */
-export async function reserve(limiter: RateLimiter, key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
+export async function reserve(limiter: LimiterCore, key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
   assertKey(key);
   const policy = limiter.policyFor(key);
   assertUnits(estimate, 'estimate', policy.limit);
@@ -173,7 +172,7 @@ export async function reserve(limiter: RateLimiter, key: string, estimate: numbe
  * units this way when their cost is settled after the response.
  */
 export function holdReservation(
-  limiter: RateLimiter,
+  limiter: LimiterCore,
   key: string,
   estimate: number,
   decision: Decision,
