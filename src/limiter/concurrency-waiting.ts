@@ -1,5 +1,5 @@
 /** SlotWaiting: a ConcurrencyLimiter's `wait` option; callers of a key wait in FIFO order for a slot, woken by a release in this process and re-checked against the store for releases elsewhere. */
-import type { Slot } from './concurrency-limiter.js';
+import type { Slot } from './slot.js';
 import type { WaitConfig } from './options.js';
 import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from '../waiting/wait-queue.js';
 import { systemClock, type Clock } from '../core/clock.js';
