@@ -1,5 +1,4 @@
 /** What the admin API reads from a running gateway: its rules in force, the most-limited keys, and, on Redis, the announcement of resets and unblocks to the other hosts. */
-import { LIMITER_INTERNALS } from '../../limiter/internals.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
@@ -30,7 +29,7 @@ export interface AdminParts {
  */
 export function adminSource(parts: AdminParts): { source: AdminApiSource; broadcast: AdminBroadcast | undefined } {
   const forget = (rule: string, key: string): void => {
-    for (const r of parts.rules().rules) if (r.name === rule) for (const limiter of r.limiters) limiter[LIMITER_INTERNALS]().forget(key);
+    for (const r of parts.rules().rules) if (r.name === rule) for (const limiter of r.limiters) limiter.forgetMemoryBlock(key);
   };
   const broadcast =
     parts.pubsub === undefined || parts.limited === undefined

@@ -1,6 +1,5 @@
 /** The live dashboard's data (`GET /admin/stats`): decisions per rule and outcome and store latency read from the same prom-client registry `/metrics` renders, the most-limited keys, and each policy's breaker and fallback. */
 import type { Registry } from 'prom-client';
-import { LIMITER_INTERNALS } from '../../limiter/internals.js';
 import type { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { FailurePolicy } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
@@ -139,16 +138,12 @@ function latencySeries(values: readonly MetricValue[]): LatencySeries[] {
 }
 
 function policyHealth(policy: string, limiter: RateLimiter, connected: boolean): PolicyHealth {
-  const inside = limiter[LIMITER_INTERNALS]();
-  const fallback: FailurePolicy = inside.insurance !== undefined ? 'insurance' : inside.failureMode;
-  const now = inside.clock();
-  const breaker = inside.breaker;
-  const state = breaker === undefined ? 'off' : !breaker.isOpen(now) ? 'closed' : breaker.retryInMs(now) > 0 ? 'open' : 'probing';
+  const { breaker, retryInMs, fallback } = limiter.health();
   return {
     policy,
-    breaker: state,
-    retryInMs: breaker?.retryInMs(now) ?? 0,
+    breaker,
+    retryInMs,
     fallback,
-    fallbackInUse: fallback !== 'reject' && (state === 'open' || state === 'probing' || !connected),
+    fallbackInUse: fallback !== 'reject' && (breaker === 'open' || breaker === 'probing' || !connected),
   };
 }

@@ -5,7 +5,7 @@ import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
 import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
 import type { TrustProxy } from '../../http/client-keys.js';
 import { AddressMatcher } from '../../http/ip-address.js';
-import { MAX_LEASE_MS } from '../../stores/cluster/protocol.js';
+import { MAX_LEASE_MS } from '../../stores/cluster/index.js';
 import {
   FAILURE_POLICIES,
   LOG_LEVELS,

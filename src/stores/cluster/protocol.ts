@@ -102,9 +102,9 @@ export const LEASE_CODE = 64;
 export const COMPOSITE_CODE = 65;
 
 /**
- * Longest lease a worker may ask for (ClusterStore `leaseMs`): a lease
- * covers demand to come, and a minute of it is already far more than a
- * window's share.
+ * Longest lease a worker may ask for (ClusterStore `leaseMs`; public from
+ * `floodgate/cluster`, so a config that sets it can check it): a lease covers
+ * demand to come, and a minute of it is already far more than a window's share.
  */
 export const MAX_LEASE_MS = 60_000;
 
