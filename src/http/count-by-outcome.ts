@@ -3,8 +3,8 @@ import type { ServerResponse } from 'node:http';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalBoolean, optionalFunction } from '../core/validate.js';
 import { keyAt } from './policy-keys.js';
-import type { NamedPolicy, PolicyKeys, RefundRule } from './settings.js';
-import type { RateLimitInfo } from './types.js';
+import type { Counted } from './request-context.js';
+import type { NamedPolicy, RefundRule } from './settings.js';
 
 /**
  * The refund rule of `skipFailedRequests`, `skipSuccessfulRequests` and
@@ -46,16 +46,14 @@ export function parseRefundRule<Raw>(
 
 /**
  * Watches `res` until its response ends ('finish') or its connection closes
- * first ('close'), then, when `rule` says so, gives `info.cost` back to each
- * of `policies` through `giveBack`, under each policy's own key when `keys`
- * holds them. Listens once; never throws.
+ * first ('close'), then, when `rule` says so, gives the request's cost back
+ * to each policy that counted it through `giveBack`, under each policy's own
+ * key when it has one. Listens once; never throws.
  */
 export function refundWhenDone<Raw>(
   raw: Raw,
   res: ServerResponse,
-  info: RateLimitInfo,
-  policies: readonly NamedPolicy[],
-  keys: PolicyKeys | undefined,
+  counted: Counted,
   rule: RefundRule<Raw>,
   giveBack: (policy: NamedPolicy, key: string, cost: number) => void,
   report: (error: unknown) => void,
@@ -73,7 +71,7 @@ export function refundWhenDone<Raw>(
       report(error);
       return;
     }
-    if (refund) policies.forEach((policy, i) => giveBack(policy, keyAt(info.key, keys, i), info.cost));
+    if (refund) counted.policies.forEach((policy, i) => giveBack(policy, keyAt(counted.key, counted.keys, i), counted.cost));
   };
   res.once('finish', settle);
   res.once('close', settle);

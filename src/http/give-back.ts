@@ -2,7 +2,8 @@
 import type { CompositeDecision } from '../limiter/composite.js';
 import type { Decision } from '../core/decision.js';
 import { keyAt } from './policy-keys.js';
-import type { NamedPolicy, PolicyKeys } from './settings.js';
+import type { Counted } from './request-context.js';
+import type { NamedPolicy } from './settings.js';
 
 /** Rewards `cost` units of `key` to one policy; resolves to its state after, or undefined when that failed (the caller reports it). */
 export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;
@@ -12,14 +13,8 @@ export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promi
  * different stores, consumed one by one), replacing their decisions with the
  * state after for the headers.
  */
-export async function refund(
-  policies: readonly NamedPolicy[],
-  decisions: Array<Decision | undefined>,
-  key: string,
-  keys: PolicyKeys | undefined,
-  cost: number,
-  giveBack: GiveBack,
-): Promise<void> {
+export async function refund(counted: Counted, decisions: Array<Decision | undefined>, giveBack: GiveBack): Promise<void> {
+  const { policies, key, keys, cost } = counted;
   await Promise.all(
     decisions.map(async (d, i) => {
       // A fail-open decision spent nothing; a refused one spent nothing either.
@@ -37,15 +32,13 @@ export async function refund(
  * when (if) it answers. Not awaited: the response does not wait for it.
  */
 export function refundLate(
-  policies: readonly NamedPolicy[],
+  counted: Counted,
   calls: ReadonlyArray<Promise<Decision>>,
   settled: ReadonlyArray<PromiseSettledResult<Decision>>,
   timedOut: (error: unknown) => boolean,
-  key: string,
-  keys: PolicyKeys | undefined,
-  cost: number,
   giveBack: GiveBack,
 ): void {
+  const { policies, key, keys, cost } = counted;
   settled.forEach((result, i) => {
     if (result.status !== 'rejected' || !timedOut(result.reason)) return;
     calls[i]!.then(
@@ -56,14 +49,8 @@ export function refundLate(
 }
 
 /** {@link refundLate} for a composite: admitted after the timeout, every part that spent gives its units back. */
-export function refundLateComposite(
-  policies: readonly NamedPolicy[],
-  call: Promise<CompositeDecision>,
-  key: string,
-  keys: PolicyKeys | undefined,
-  cost: number,
-  giveBack: GiveBack,
-): void {
+export function refundLateComposite(counted: Counted, call: Promise<CompositeDecision>, giveBack: GiveBack): void {
+  const { policies, key, keys, cost } = counted;
   call.then(
     (late) => {
       if (!late.allowed) return;

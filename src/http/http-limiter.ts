@@ -8,13 +8,14 @@ import { compositeReports, decidableTogether } from './together.js';
 import { refund, refundLate, refundLateComposite } from './give-back.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
 import { boundKey, headerValue } from './client-keys.js';
-import { ClientIdentities, clientInfo, type Identity } from './identity.js';
+import { ClientIdentities } from './identity.js';
 import { resolveHttpOptions, listMatches } from './options.js';
 import { SharedRefusals } from './refusal.js';
 import { ResponseBound } from './response-bound.js';
 import { hasOwnKeys, keyAt, policyKeys } from './policy-keys.js';
-import type { NamedPolicy, PolicyKeys } from './settings.js';
-import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ClientInfo, ApiKeySource } from './types.js';
+import { clientOf, requestContext, type RequestContext } from './request-context.js';
+import type { NamedPolicy } from './settings.js';
+import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ApiKeySource } from './types.js';
 
 const NO_ERRORS: readonly unknown[] = Object.freeze([]);
 
@@ -65,7 +66,6 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    */
   decide(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
     try {
-      this.noteSignal(view.raw, view.signal);
       const outcome = this.evaluate(view);
       return isThenable(outcome) ? Promise.resolve(outcome).then(undefined, errorOutcome) : outcome;
     } catch (error) {
@@ -78,96 +78,93 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     return this.decide(view);
   }
 
-  // The stages below return a plain outcome when they can, and a promise
-  // only when a user callback or a store call makes them wait: most key
-  // functions are synchronous, and every await is a microtask turn per request.
+  // The stages below pass one RequestContext along, filling it in as they learn the request's key, policies and cost.
+  // They return a plain outcome when they can, and a promise only when a user callback or a store call makes them
+  // wait: most key functions are synchronous, and every await is a microtask turn per request.
 
   /** Identity, then `skip`. */
   private evaluate(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
-    const identity = this.identities.identify(view);
-    if (this.settings.skip === undefined) return this.keyed(view, identity, undefined);
-    const client = clientInfo(view, identity);
-    const skipped = this.settings.skip(view.raw, client);
-    if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s === true ? CONTINUE : this.keyed(view, identity, client)));
-    return skipped === true ? CONTINUE : this.keyed(view, identity, client);
+    const ctx = requestContext(view, this.identities.identify(view), this.settings.policies);
+    const skip = this.settings.skip;
+    if (skip === undefined) return this.keyed(ctx);
+    const skipped = skip(ctx.raw, clientOf(ctx));
+    if (isThenable(skipped)) return Promise.resolve(skipped).then((s) => (s === true ? CONTINUE : this.keyed(ctx)));
+    return skipped === true ? CONTINUE : this.keyed(ctx);
   }
 
   /** The raw key: the IP key, the API-key header, or the key function's answer. */
-  private keyed(view: RequestView<Raw>, identity: Identity, known: ClientInfo | undefined): HttpOutcome | Promise<HttpOutcome> {
+  private keyed(ctx: RequestContext<Raw>): HttpOutcome | Promise<HttpOutcome> {
     const source = this.settings.keySource;
-    if (source === 'ip') return this.listed(view, identity, known, identity.key);
-    if (typeof source !== 'function') return this.listed(view, identity, known, headerValue(view.headers, source.header));
-    const client = known ?? clientInfo(view, identity);
-    const returned = source(view.raw, client);
-    if (isThenable(returned)) return Promise.resolve(returned).then((value) => this.listed(view, identity, client, checkedKey(value)));
-    return this.listed(view, identity, client, checkedKey(returned));
+    if (source === 'ip') return this.listed(ctx, ctx.identity.key);
+    if (typeof source !== 'function') return this.listed(ctx, headerValue(ctx.view.headers, source.header));
+    const returned = source(ctx.raw, clientOf(ctx));
+    if (isThenable(returned)) return Promise.resolve(returned).then((value) => this.listed(ctx, checkedKey(value)));
+    return this.listed(ctx, checkedKey(returned));
   }
 
-  /** Deny list, allow list and a missing API key, then the cost. */
-  private listed(
-    view: RequestView<Raw>,
-    identity: Identity,
-    known: ClientInfo | undefined,
-    rawKey: string | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const { address, ip } = identity;
+  /** Deny list, allow list and a missing API key, then the key, bounded, and the request's policies. */
+  private listed(ctx: RequestContext<Raw>, rawKey: string | undefined): HttpOutcome | Promise<HttpOutcome> {
+    const { address, ip } = ctx.identity;
     // Deny before allow: an entry on both lists is refused.
     if (this.settings.deny !== undefined && listMatches(this.settings.deny, address, rawKey)) {
-      return this.refuse(view.raw, { reason: 'denied', status: this.settings.denyStatus, key: rawKey, ip }, []);
+      return this.refuse(ctx.raw, { reason: 'denied', status: this.settings.denyStatus, key: rawKey, ip }, []);
     }
     if (this.settings.allow !== undefined && listMatches(this.settings.allow, address, rawKey)) return CONTINUE;
-    if (rawKey === undefined) return this.missingKey(view.raw, ip, this.settings.keySource as Required<ApiKeySource>);
-    const key = boundKey(rawKey, this.settings.maxKeyLength);
+    if (rawKey === undefined) return this.missingKey(ctx, this.settings.keySource as Required<ApiKeySource>);
+    ctx.key = boundKey(rawKey, this.settings.maxKeyLength);
     const select = this.settings.selectPolicies;
-    if (select === undefined) return this.costed(view, identity, known, key, this.settings.policies);
-    const client = known ?? clientInfo(view, identity);
-    const chosen = select(view.raw, client);
-    if (isThenable(chosen)) return Promise.resolve(chosen).then((policies) => this.costed(view, identity, client, key, policies));
-    return this.costed(view, identity, client, key, chosen);
+    if (select === undefined) return this.costed(ctx);
+    const chosen = select(ctx.raw, clientOf(ctx));
+    if (isThenable(chosen)) return Promise.resolve(chosen).then((policies) => this.costed(ctx, policies));
+    return this.costed(ctx, chosen);
   }
 
   /** The answer to a request without the route's (or a policy's) key header. */
-  private missingKey(raw: Raw, ip: string | undefined, missing: Required<ApiKeySource>): HttpOutcome {
+  private missingKey(ctx: RequestContext<Raw>, missing: Required<ApiKeySource>): HttpOutcome {
     const extra: HeaderPair[] = missing.missingStatus === 401 ? [['WWW-Authenticate', `ApiKey header="${missing.header}"`]] : [];
-    const info = { reason: 'missing-key', status: missing.missingStatus, key: undefined, ip, missingHeader: missing.header } as const;
-    return this.refuse(raw, info, extra);
+    const info = {
+      reason: 'missing-key',
+      status: missing.missingStatus,
+      key: undefined,
+      ip: ctx.identity.ip,
+      missingHeader: missing.header,
+    } as const;
+    return this.refuse(ctx.raw, info, extra);
   }
 
-  /** The request's cost, then its decision by `policies`. */
-  private costed(
-    view: RequestView<Raw>,
-    identity: Identity,
-    known: ClientInfo | undefined,
-    key: string,
-    policies: readonly NamedPolicy[],
-  ): HttpOutcome | Promise<HttpOutcome> {
+  /** The request's cost (and its policies, when the `limiter` function chose them), then its decision. */
+  private costed(ctx: RequestContext<Raw>, chosen?: readonly NamedPolicy[]): HttpOutcome | Promise<HttpOutcome> {
+    if (chosen !== undefined) ctx.policies = chosen;
     const cost = this.settings.cost;
     if (typeof cost === 'number') {
+      ctx.cost = cost;
       // The route's own policies without keys of their own: straight to the decision, as before per-policy keys.
-      if (policies === this.plainPolicies) return this.counted(view.raw, identity.ip, key, cost, policies, undefined);
-      return this.keyedEach(view, identity, known, key, cost, policies);
+      if (ctx.policies === this.plainPolicies) return this.counted(ctx);
+      return this.keyedEach(ctx);
     }
-    const returned = cost(view.raw, known ?? clientInfo(view, identity));
-    if (isThenable(returned)) return Promise.resolve(returned).then((c) => this.keyedEach(view, identity, known, key, c, policies));
-    return this.keyedEach(view, identity, known, key, returned, policies);
+    const returned = cost(ctx.raw, clientOf(ctx));
+    if (isThenable(returned))
+      return Promise.resolve(returned).then((c) => {
+        ctx.cost = c;
+        return this.keyedEach(ctx);
+      });
+    ctx.cost = returned;
+    return this.keyedEach(ctx);
   }
 
   /** Each policy's own key, when some policy has one (else nothing is allocated), then the decision. */
-  private keyedEach(
-    view: RequestView<Raw>,
-    identity: Identity,
-    known: ClientInfo | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const ip = identity.ip;
-    if (!hasOwnKeys(policies)) return this.counted(view.raw, ip, key, cost, policies, undefined);
-    const inputs = { routeKey: key, ipKey: identity.key, headers: view.headers, maxKeyLength: this.settings.maxKeyLength };
-    const keys = policyKeys(policies, view.raw, () => known ?? clientInfo(view, identity), inputs);
-    if (isThenable(keys)) return keys.then((k) => this.counted(view.raw, ip, key, cost, policies, k));
-    if (!Array.isArray(keys)) return this.missingKey(view.raw, identity.ip, keys as Required<ApiKeySource>);
-    return this.counted(view.raw, ip, key, cost, policies, keys);
+  private keyedEach(ctx: RequestContext<Raw>): HttpOutcome | Promise<HttpOutcome> {
+    if (!hasOwnKeys(ctx.policies)) return this.counted(ctx);
+    const inputs = { routeKey: ctx.key, ipKey: ctx.identity.key, headers: ctx.view.headers, maxKeyLength: this.settings.maxKeyLength };
+    const keys = policyKeys(ctx.policies, ctx.raw, () => clientOf(ctx), inputs);
+    if (isThenable(keys))
+      return keys.then((k) => {
+        ctx.keys = k;
+        return this.counted(ctx);
+      });
+    if (!Array.isArray(keys)) return this.missingKey(ctx, keys as Required<ApiKeySource>);
+    ctx.keys = keys;
+    return this.counted(ctx);
   }
 
   /**
@@ -176,48 +173,31 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * policies always take the store path: a refusal by one gives back what
    * the others took.
    */
-  private counted(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-    keys: PolicyKeys | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    this.noteStart(raw, policies);
+  private counted(ctx: RequestContext<Raw>): HttpOutcome | Promise<HttpOutcome> {
+    this.noteStart(ctx);
+    const { policies, key, keys, cost } = ctx;
     if (policies.length === 1) {
       const now = policies[0]!.limiter.consumeNow(keyAt(key, keys, 0), cost);
-      if (now !== undefined)
-        return now.allowed
-          ? this.admittedOne(raw, key, ip, cost, policies[0]!, now, keys)
-          : this.limitedOne(raw, key, ip, cost, policies[0]!, now, keys);
-      return this.consumed(raw, ip, key, cost, policies, keys);
+      if (now !== undefined) return now.allowed ? this.admittedOne(ctx, now) : this.limitedOne(ctx, now);
+      return this.consumed(ctx);
     }
-    if (!decidableTogether(policies)) return this.consumed(raw, ip, key, cost, policies, keys);
+    if (!decidableTogether(policies)) return this.consumed(ctx);
     const parts = policies.map((p, i) => ({ limiter: p.limiter, key: keyAt(key, keys, i), cost }));
     const now = consumeAllNow(parts);
-    if (now !== undefined) return this.together(raw, ip, key, cost, policies, now, keys);
+    if (now !== undefined) return this.together(ctx, now);
     const call = consumeAll(parts);
     return this.guard.wrap(call).then(
-      (d) => this.together(raw, ip, key, cost, policies, d, keys),
-      (error: unknown) => this.apart(raw, ip, key, cost, policies, call, error, keys),
+      (d) => this.together(ctx, d),
+      (error: unknown) => this.apart(ctx, call, error),
     );
   }
 
   /** The decision of several policies on one store, taken in one atomic step: nothing to give back when one refuses. */
-  private together(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-    d: CompositeDecision,
-    keys: PolicyKeys | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const reports = compositeReports(policies, d, keys);
+  private together(ctx: RequestContext<Raw>, d: CompositeDecision): HttpOutcome | Promise<HttpOutcome> {
+    const reports = compositeReports(ctx.policies, d, ctx.keys);
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
-    if (!d.allowed) return this.limited(raw, key, ip, cost, d.parts, reports, rateHeaders, []);
-    return this.concluded(raw, ip, key, cost, policies, d.parts, reports, rateHeaders, NO_ERRORS, keys);
+    if (!d.allowed) return this.limited(ctx, d.parts, reports, rateHeaders, []);
+    return this.concluded(ctx, d.parts, reports, rateHeaders, NO_ERRORS);
   }
 
   /**
@@ -226,20 +206,11 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * framework. A composite that outlives the timeout and is admitted later
    * gives its units back, since the request was not served under it.
    */
-  private apart(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-    call: Promise<CompositeDecision>,
-    error: unknown,
-    keys: PolicyKeys | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
+  private apart(ctx: RequestContext<Raw>, call: Promise<CompositeDecision>, error: unknown): HttpOutcome | Promise<HttpOutcome> {
     if (!isStoreFailure(error)) return { action: 'error', error };
-    this.report(error, raw);
-    if (this.guard.timedOut(error)) refundLateComposite(policies, call, key, keys, cost, this.giveBack(raw));
-    return this.concluded(raw, ip, key, cost, policies, [], [], [], [error], keys);
+    this.report(error, ctx.raw);
+    if (this.guard.timedOut(error)) refundLateComposite(ctx, call, this.giveBack(ctx.raw));
+    return this.concluded(ctx, [], [], [], [error]);
   }
 
   /**
@@ -247,16 +218,10 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * policy when a store fails: the path of a single policy, and of policies
    * on different stores, which no one step can decide together.
    */
-  private async consumed(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
-    keys: PolicyKeys | undefined,
-  ): Promise<HttpOutcome> {
+  private async consumed(ctx: RequestContext<Raw>): Promise<HttpOutcome> {
+    const { raw, policies, key, keys, cost } = ctx;
     const calls = policies.map((p, i) =>
-      p.limiter.consume(keyAt(key, keys, i), cost, this.waitOptions(raw, p.limiter[LIMITER_INTERNALS]().waits)),
+      p.limiter.consume(keyAt(key, keys, i), cost, this.waitOptions(ctx, p.limiter[LIMITER_INTERNALS]().waits)),
     );
     const settled =
       calls.length === 1
@@ -280,17 +245,14 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     // One policy that answered: nothing to give back either way.
     if (decisions.length === 1 && decisions[0] !== undefined) {
       const only = decisions[0];
-      return only.allowed
-        ? this.admittedOne(raw, key, ip, cost, policies[0]!, only, keys)
-        : this.limitedOne(raw, key, ip, cost, policies[0]!, only, keys);
+      return only.allowed ? this.admittedOne(ctx, only) : this.limitedOne(ctx, only);
     }
 
     const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
     if (giveBack) {
       const giveBack = this.giveBack(raw);
-      refundLate(policies, calls, settled, (error) => this.guard.timedOut(error), key, keys, cost, giveBack);
-      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open'))
-        await refund(policies, decisions, key, keys, cost, giveBack);
+      refundLate(ctx, calls, settled, (error) => this.guard.timedOut(error), giveBack);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await refund(ctx, decisions, giveBack);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 
@@ -300,8 +262,8 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     });
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
 
-    if (refused) return this.limited(raw, key, ip, cost, decisions, reports, rateHeaders, storeErrors);
-    return this.concluded(raw, ip, key, cost, policies, decisions, reports, rateHeaders, storeErrors, keys);
+    if (refused) return this.limited(ctx, decisions, reports, rateHeaders, storeErrors);
+    return this.concluded(ctx, decisions, reports, rateHeaders, storeErrors);
   }
 
   /**
@@ -309,17 +271,14 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * the end of every path on which no policy refused.
    */
   private concluded(
-    raw: Raw,
-    ip: string | undefined,
-    key: string,
-    cost: number,
-    policies: readonly NamedPolicy[],
+    ctx: RequestContext<Raw>,
     decisions: ReadonlyArray<Decision | undefined>,
     reports: PolicyReport[],
     rateHeaders: readonly HeaderPair[],
     errors: readonly unknown[],
-    keys: PolicyKeys | undefined,
   ): HttpOutcome | Promise<HttpOutcome> {
+    const { raw, key, cost } = ctx;
+    const ip = ctx.identity.ip;
     if (errors.length > 0 && !this.settings.passOnStoreError) {
       const status = this.settings.storeErrorStatus;
       const outcome = this.refuse(raw, { reason: 'store-error', status, key, ip, policies: reports, error: errors[0] }, rateHeaders);
@@ -327,43 +286,31 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
       return outcome;
     }
     const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors };
-    return this.admitted(raw, continueWith(rateHeaders, key, cost, reports), policies, keys, decisions, decided);
+    return this.admitted(ctx, continueWith(rateHeaders, key, cost, reports), decisions, decided);
   }
 
   /** The admission by a route's only policy. */
-  private admittedOne(
-    raw: Raw,
-    key: string,
-    ip: string | undefined,
-    cost: number,
-    policy: NamedPolicy,
-    decision: Decision,
-    keys: PolicyKeys | undefined,
-  ): HttpOutcome | Promise<HttpOutcome> {
-    const reports = [toReport(policy, decision, keys?.[0])];
+  private admittedOne(ctx: RequestContext<Raw>, decision: Decision): HttpOutcome | Promise<HttpOutcome> {
+    const { key, cost } = ctx;
+    const reports = [toReport(ctx.policies[0]!, decision, ctx.keys?.[0])];
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS };
-    return this.admitted(raw, outcome, [policy], keys, [decision], decided);
+    const decided = { key, ip: ctx.identity.ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS };
+    return this.admitted(ctx, outcome, [decision], decided);
   }
 
   /**
    * The refusal by a route's only policy, shared between requests when
    * nothing sees each one (see SharedRefusals).
    */
-  private limitedOne(
-    raw: Raw,
-    key: string,
-    ip: string | undefined,
-    cost: number,
-    policy: NamedPolicy,
-    decision: Decision,
-    keys: PolicyKeys | undefined,
-  ): HttpOutcome {
-    return this.refusals.share(decision, () => {
-      const reports = [toReport(policy, decision, keys?.[0])];
-      return this.limited(raw, key, ip, cost, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
-    });
+  private limitedOne(ctx: RequestContext<Raw>, decision: Decision): HttpOutcome {
+    return this.refusals.share(decision, ctx, this.refusedByOne);
   }
+
+  /** Builds {@link limitedOne}'s refusal; a field made once, so a refusal the memo already holds allocates nothing to find it. */
+  private readonly refusedByOne = (ctx: RequestContext<Raw>, decision: Decision): HttpOutcome => {
+    const reports = [toReport(ctx.policies[0]!, decision, ctx.keys?.[0])];
+    return this.limited(ctx, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
+  };
 }
 
 /** What a user callback or a misconfiguration that threw becomes. */

@@ -3,6 +3,7 @@ import { CallGuard } from './call-guard.js';
 import type { GiveBack } from './give-back.js';
 import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import type { Decision } from '../core/decision.js';
+import type { RequestContext } from './request-context.js';
 import type { HttpSettings } from './settings.js';
 import { QUOTA_EXCEEDED_TYPE, REDUCED_CAPACITY_TYPE, RefusalBodies } from './refusal.js';
 import type { DecisionInfo, HttpOutcome, RefusalInfo } from './types.js';
@@ -53,15 +54,14 @@ export class LimiterHooks<Raw> {
 
   /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
   protected limited(
-    raw: Raw,
-    key: string,
-    ip: string | undefined,
-    cost: number,
+    ctx: RequestContext<Raw>,
     decisions: ReadonlyArray<Decision | undefined>,
     reports: PolicyReport[],
     rateHeaders: readonly HeaderPair[],
     storeErrors: unknown[],
   ): HttpOutcome {
+    const { raw, key, cost } = ctx;
+    const ip = ctx.identity.ip;
     const violated = reports.filter((r) => !r.allowed);
     const retryAfter = retryAfterSeconds(reports);
     const headers: HeaderPair[] = [...rateHeaders];

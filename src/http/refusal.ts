@@ -134,13 +134,18 @@ export class SharedRefusals {
     private readonly legacyHeaders: boolean,
   ) {}
 
-  /** The shared refusal for `decision`, built by `build` the first time; a fresh one when it may not be shared. */
-  share(decision: Decision, build: () => HttpOutcome): HttpOutcome {
+  /**
+   * The shared refusal for `decision`, built by `build(context, decision)`
+   * the first time; a fresh one when it may not be shared. `build` is made
+   * once by the caller and gets what it needs as arguments, so a flood of
+   * refusals allocates no closure per request.
+   */
+  share<C>(decision: Decision, context: C, build: (context: C, decision: Decision) => HttpOutcome): HttpOutcome {
     const key = this.keyOf(decision);
-    if (key === undefined) return build();
+    if (key === undefined) return build(context, decision);
     const known = this.known.get(key);
     if (known !== undefined) return known;
-    const outcome = build();
+    const outcome = build(context, decision);
     if (this.known.size >= MAX_MEMOISED_REFUSALS) this.known.clear();
     this.known.set(key, freezeOutcome(outcome));
     return outcome;

@@ -10,16 +10,9 @@ import { refundWhenDone } from './count-by-outcome.js';
 import { whenHandlerDone } from './handler-done.js';
 import { LimiterHooks } from './limiter-hooks.js';
 import { keyAt } from './policy-keys.js';
-import type { NamedPolicy, PolicyKeys } from './settings.js';
+import type { RequestContext } from './request-context.js';
+import type { NamedPolicy } from './settings.js';
 import type { DecisionInfo, HttpOutcome, RateLimitInfo } from './types.js';
-
-/** What an admitted request was counted by, while its response runs. */
-interface Counted {
-  readonly policies: readonly NamedPolicy[];
-  readonly keys: PolicyKeys | undefined;
-  /** Each counting policy's units as a reservation, when they are settled after the response or may go back for want of a slot. */
-  readonly reservations: readonly Reservation[] | undefined;
-}
 
 /**
  * The base of HttpLimiter that follows admitted requests to the end of
@@ -27,19 +20,15 @@ interface Counted {
  * request's response; the decision paths end in {@link admitted}.
  */
 export class ResponseBound<Raw> extends LimiterHooks<Raw> {
-  /** The policies (and reservations) of each admitted request, while its response runs; only when something acts at its end. */
-  private readonly countedBy = new WeakMap<RateLimitInfo, Counted>();
+  /** What counted each admitted request (policies, keys, cost, reservations), while its response runs; only when something acts at its end. */
+  private readonly countedBy = new WeakMap<RateLimitInfo, RequestContext<Raw>>();
   /** The concurrency slot each admitted request holds. */
   private readonly slots = new WeakMap<RateLimitInfo, Slot>();
-  /** Each request's policies' clocks, read before their stores decided (see {@link noteStart}). */
-  private readonly startedAt = new WeakMap<object, number[]>();
-  /** Where each request's abort signal comes from, kept only when some limiter of the route may wait. */
-  private readonly signals = new WeakMap<object, () => AbortSignal | undefined>();
 
   /**
    * True when a limiter of the route may wait (`wait`): adapters then give
-   * each request an abort signal (see {@link noteSignal}), so a wait ends
-   * when its client leaves.
+   * each request an abort signal (`RequestView.signal`, read by
+   * {@link waitOptions}), so a wait ends when its client leaves.
    */
   get mayWait(): boolean {
     return (this.waitsMemo ??=
@@ -49,15 +38,10 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   }
   private waitsMemo: boolean | undefined;
 
-  /** Keeps the request's abort signal source for a limiter that waits. */
-  protected noteSignal(raw: Raw, signal: (() => AbortSignal | undefined) | undefined): void {
-    if (signal !== undefined && this.mayWait && typeof raw === 'object' && raw !== null) this.signals.set(raw, signal);
-  }
-
   /** The options of a call that may wait: the request's abort signal, so a client that leaves abandons the wait. */
-  protected waitOptions(raw: Raw, waits: boolean): { signal: AbortSignal } | undefined {
-    if (!waits || typeof raw !== 'object' || raw === null) return undefined;
-    const signal = this.signals.get(raw)?.();
+  protected waitOptions(ctx: RequestContext<Raw>, waits: boolean): { signal: AbortSignal } | undefined {
+    if (!waits) return undefined;
+    const signal = ctx.view.signal?.();
     return signal === undefined ? undefined : { signal };
   }
 
@@ -76,12 +60,8 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
    * as reservations: a give-back must never land in a window that did not
    * count the units, and those bounds are taken from this instant.
    */
-  protected noteStart(raw: Raw, policies: readonly NamedPolicy[]): void {
-    if (!this.holdsUnits || typeof raw !== 'object' || raw === null) return;
-    this.startedAt.set(
-      raw,
-      policies.map((p) => p.limiter[LIMITER_INTERNALS]().clock()),
-    );
+  protected noteStart(ctx: RequestContext<Raw>): void {
+    if (this.holdsUnits) ctx.started = ctx.policies.map((p) => p.limiter[LIMITER_INTERNALS]().clock());
   }
 
   /**
@@ -103,7 +83,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     const rule = this.settings.refundRule;
     if (rule !== undefined) {
       const giveBack = (policy: NamedPolicy, key: string, cost: number): void => this.quietly(policy.limiter.reward(key, cost), raw);
-      refundWhenDone(raw, res, info, counted.policies, counted.keys, rule, giveBack, (error) => this.report(error, raw));
+      refundWhenDone(raw, res, counted, rule, giveBack, (error) => this.report(error, raw));
     }
     const actualCost = this.settings.actualCost;
     const reservations = counted.reservations;
@@ -133,27 +113,27 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
    * @param decisions - each policy's decision, in order (undefined where its store failed)
    */
   protected admitted(
-    raw: Raw,
+    ctx: RequestContext<Raw>,
     outcome: HttpOutcome,
-    policies: readonly NamedPolicy[],
-    keys: PolicyKeys | undefined,
     decisions: ReadonlyArray<Decision | undefined>,
     decided: DecisionInfo,
   ): HttpOutcome | Promise<HttpOutcome> {
+    const raw = ctx.raw;
     if (outcome.action !== 'continue' || outcome.info === undefined || (this.settings.refundRule === undefined && !this.holdsUnits)) {
       this.decided(raw, decided);
       return outcome;
     }
     const info = outcome.info;
     const headers = outcome.headers;
-    const reservations = this.holdsUnits ? this.reserved(raw, info, policies, keys, decisions) : undefined;
-    this.countedBy.set(info, { policies, keys, reservations });
+    const reservations = this.holdsUnits ? this.reserved(ctx, decisions) : undefined;
+    ctx.reservations = reservations;
+    this.countedBy.set(info, ctx);
     const concurrency = this.settings.concurrency;
     if (concurrency === undefined) {
       this.decided(raw, decided);
       return outcome;
     }
-    const slotCall = concurrency.limiter.acquire(info.key, this.waitOptions(raw, concurrency.limiter.waits));
+    const slotCall = concurrency.limiter.acquire(info.key, this.waitOptions(ctx, concurrency.limiter.waits));
     return this.guard.wrap(slotCall).then(
       (slot) => {
         if (slot.allowed) {
@@ -193,16 +173,10 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   }
 
   /** Each counting policy's units as a reservation of the request's cost. */
-  private reserved(
-    raw: Raw,
-    info: RateLimitInfo,
-    policies: readonly NamedPolicy[],
-    keys: PolicyKeys | undefined,
-    decisions: ReadonlyArray<Decision | undefined>,
-  ): Reservation[] {
-    const started = typeof raw === 'object' && raw !== null ? this.startedAt.get(raw) : undefined;
+  private reserved(ctx: RequestContext<Raw>, decisions: ReadonlyArray<Decision | undefined>): Reservation[] {
+    const { key, keys, cost, started } = ctx;
     const held: Reservation[] = [];
-    policies.forEach((policy, i) => {
+    ctx.policies.forEach((policy, i) => {
       const decision = decisions[i];
       // A store that failed (the request passed by onStoreError) spent nothing to settle.
       if (decision === undefined) return;
@@ -211,7 +185,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
       // No ttl: the ttl lets a reservation whose holder crashed lapse at its estimate, and this one is held by this
       // process, settled when its response ends however long that takes (a stream can outlast many windows, and
       // its excess is then charged to the window current at the end).
-      held.push(holdReservation(limiter, keyAt(info.key, keys, i), info.cost, decision, at, Number.POSITIVE_INFINITY));
+      held.push(holdReservation(limiter, keyAt(key, keys, i), cost, decision, at, Number.POSITIVE_INFINITY));
     });
     return held;
   }
