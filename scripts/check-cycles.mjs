@@ -1,5 +1,5 @@
 // Finds import loops among src/**/*.ts (type-only imports and re-exports included): prints each loop and exits 1 when there is one.
-// With --layers: lists instead every import from one gateway folder up to a higher one (GATEWAY_FLOORS), and exits 1 when there is one.
+// With --layers: lists instead every import from one folder up to a higher one (LIBRARY_FLOORS in src/, GATEWAY_FLOORS in src/gateway/), and exits 1 when there is one.
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -80,22 +80,29 @@ export function importLoops(dir = join(root, 'src')) {
  */
 export const GATEWAY_FLOORS = ['runtime', 'config', 'rules', 'store', 'admin', 'serve', 'rls', 'workers', 'cli'];
 
-/** A gateway file's floor: its index in GATEWAY_FLOORS, above them all for a file at the root, undefined for a folder not listed. */
-function floorOf(file, gateway) {
-  const parts = relative(gateway, file).split(/[\\/]/);
-  if (parts.length === 1) return GATEWAY_FLOORS.length;
-  const floor = GATEWAY_FLOORS.indexOf(parts[0]);
+/**
+ * The library's floors, bottom to top: the vocabulary (core), small data structures (util), the pure algorithms, the in-process
+ * guards, the stores, waiting, the limiters, telemetry around them, the HTTP middleware, and the gateway on top. Files at src/'s
+ * root (the entry points) sit above them all.
+ */
+export const LIBRARY_FLOORS = ['core', 'util', 'algorithms', 'guards', 'stores', 'waiting', 'limiter', 'telemetry', 'http', 'gateway'];
+
+/** A file's floor under base: its first folder's index in floors, above them all for a file at base's root, undefined for a folder not listed. */
+function floorOf(file, base, floors) {
+  const parts = relative(base, file).split(/[\\/]/);
+  if (parts.length === 1) return floors.length;
+  const floor = floors.indexOf(parts[0]);
   return floor === -1 ? undefined : floor;
 }
 
-/** Every import from a gateway file to a file on a higher floor, or in or from a folder GATEWAY_FLOORS does not place, as `from -> to` lines. */
-export function upwardImports(gateway = join(root, 'src', 'gateway')) {
-  const files = sources(gateway);
+/** Every import from a file under base to a file on a higher floor, or in or from a folder floors does not place, as `from -> to` lines. */
+export function upwardImports(base = join(root, 'src', 'gateway'), floors = GATEWAY_FLOORS) {
+  const files = sources(base);
   const known = new Set(files);
   const out = [];
   for (const file of files) {
     for (const target of importsOf(file, known)) {
-      const [from, to] = [floorOf(file, gateway), floorOf(target, gateway)];
+      const [from, to] = [floorOf(file, base, floors), floorOf(target, base, floors)];
       if (from === undefined || to === undefined || to > from) out.push(`${relative(root, file)} -> ${relative(root, target)}`);
     }
   }
@@ -103,10 +110,12 @@ export function upwardImports(gateway = join(root, 'src', 'gateway')) {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url) && process.argv.includes('--layers')) {
-  const upward = upwardImports();
-  for (const line of upward) console.log(`upward import: ${line}`);
-  console.log(`check-cycles --layers: ${upward.length} upward imports between gateway folders (${GATEWAY_FLOORS.join(' < ')})`);
-  process.exitCode = upward.length === 0 ? 0 : 1;
+  const library = upwardImports(join(root, 'src'), LIBRARY_FLOORS);
+  const gateway = upwardImports(join(root, 'src', 'gateway'), GATEWAY_FLOORS);
+  for (const line of [...library, ...gateway]) console.log(`upward import: ${line}`);
+  console.log(`check-cycles --layers: ${library.length} upward imports between library folders (${LIBRARY_FLOORS.join(' < ')})`);
+  console.log(`check-cycles --layers: ${gateway.length} upward imports between gateway folders (${GATEWAY_FLOORS.join(' < ')})`);
+  process.exitCode = library.length + gateway.length === 0 ? 0 : 1;
 } else if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const loops = importLoops();
   for (const loop of loops) console.log(`import loop (${loop.length} files): ${loop.join(' ')}`);

@@ -5,14 +5,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestPrograms } from './test-prereqs.mjs';
+import { unitTestFiles } from './unit-tests.mjs';
 import { findTools, installTools } from './validate-deploy.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-ensureTestPrograms();
+// `--unit`: only the tests that start no program besides node (scripts/unit-tests.mjs), so nothing needs installing.
+const unit = process.argv.includes('--unit');
+if (!unit) ensureTestPrograms();
 // test/deploy checks the manifests with kubeconform and hadolint: a fresh machine gets them here (into the user's
 // cache directory, kept between runs), so that `npm ci && npm test` passes by itself.
-if (process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
+if (!unit && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
   const tools = findTools();
   if (tools.kubeconform === undefined || tools.hadolint === undefined || tools.schemas === undefined) installTools();
 }
@@ -29,8 +32,8 @@ function collect(dir) {
   return out;
 }
 
-const only = process.argv.slice(2);
-const files = only.length > 0 ? only : collect(join(root, 'test')).sort();
+const only = process.argv.slice(2).filter((arg) => arg !== '--unit');
+const files = only.length > 0 ? only : unit ? unitTestFiles(join(root, 'test')) : collect(join(root, 'test')).sort();
 // A second copy of the report goes to a file, so that a failure's diagnostics can be repeated at the end,
 // where a CI log excerpt (its tail) shows them.
 const reportDir = mkdtempSync(join(tmpdir(), 'floodgate-test-report-'));
