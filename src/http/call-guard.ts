@@ -1,7 +1,7 @@
 /** The HTTP middleware's own timeout around each limiter call, so a store that never answers cannot hang a request. */
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
-/** Bounds limiter calls by the middleware's `timeout`, and recognises the errors it made (their late answers are refunded). */
+/** Bounds limiter calls by the middleware's `timeout`, and recognises the errors it made (their late answers are rewarded). */
 export class CallGuard {
   /** Errors made when the timeout fired. */
   private readonly timeouts = new WeakSet<object>();

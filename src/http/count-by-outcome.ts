@@ -1,13 +1,13 @@
-/** Counting by outcome: the units of an admitted request given back once its response ends, when it failed (or succeeded) and the options say such requests do not count. */
+/** Counting by outcome: an admitted request's units rewarded once its response ends, when it failed (or succeeded) and the options say such requests do not count. */
 import type { ServerResponse } from 'node:http';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalBoolean, optionalFunction } from '../core/validate.js';
 import { keyAt } from './policy-keys.js';
 import type { Counted } from './request-context.js';
-import type { NamedPolicy, RefundRule } from './settings.js';
+import type { NamedPolicy, RewardRule } from './settings.js';
 
 /**
- * The refund rule of `skipFailedRequests`, `skipSuccessfulRequests` and
+ * The reward rule of `skipFailedRequests`, `skipSuccessfulRequests` and
  * `requestWasSuccessful`, or undefined when every request counts. A request
  * is successful when `requestWasSuccessful(req, status)` says so (default:
  * status below 400); one whose connection closed before its response ended
@@ -16,12 +16,12 @@ import type { NamedPolicy, RefundRule } from './settings.js';
  * @throws FloodgateError INVALID_OPTIONS for a non-boolean flag or a non-function predicate; CONFLICTING_OPTIONS for both flags (nothing
  *   would count) or a predicate without either flag (it would decide nothing)
  */
-export function parseRefundRule<Raw>(
+export function parseRewardRule<Raw>(
   skipFailed: unknown,
   skipSuccessful: unknown,
   wasSuccessful: unknown,
   owner: string,
-): RefundRule<Raw> | undefined {
+): RewardRule<Raw> | undefined {
   const failed = optionalBoolean(skipFailed, 'skipFailedRequests') ?? false;
   const successful = optionalBoolean(skipSuccessful, 'skipSuccessfulRequests') ?? false;
   const predicate = optionalFunction(wasSuccessful, 'requestWasSuccessful') as ((raw: Raw, status: number) => boolean) | undefined;
@@ -46,16 +46,16 @@ export function parseRefundRule<Raw>(
 
 /**
  * Watches `res` until its response ends ('finish') or its connection closes
- * first ('close'), then, when `rule` says so, gives the request's cost back
- * to each policy that counted it through `giveBack`, under each policy's own
- * key when it has one. Listens once; never throws.
+ * first ('close'), then, when `rule` says so, rewards the request's cost to
+ * each policy that counted it through `reward`, under each policy's own key
+ * when it has one. Listens once; never throws.
  */
-export function refundWhenDone<Raw>(
+export function rewardWhenDone<Raw>(
   raw: Raw,
   res: ServerResponse,
   counted: Counted,
-  rule: RefundRule<Raw>,
-  giveBack: (policy: NamedPolicy, key: string, cost: number) => void,
+  rule: RewardRule<Raw>,
+  reward: (policy: NamedPolicy, key: string, cost: number) => void,
   report: (error: unknown) => void,
 ): void {
   let done = false;
@@ -64,14 +64,14 @@ export function refundWhenDone<Raw>(
     done = true;
     res.off('finish', settle);
     res.off('close', settle);
-    let refund: boolean;
+    let rewards: boolean;
     try {
-      refund = rule(raw, res.writableFinished ? res.statusCode : undefined);
+      rewards = rule(raw, res.writableFinished ? res.statusCode : undefined);
     } catch (error) {
       report(error);
       return;
     }
-    if (refund) counted.policies.forEach((policy, i) => giveBack(policy, keyAt(counted.key, counted.keys, i), counted.cost));
+    if (rewards) counted.policies.forEach((policy, i) => reward(policy, keyAt(counted.key, counted.keys, i), counted.cost));
   };
   res.once('finish', settle);
   res.once('close', settle);

@@ -5,7 +5,7 @@ import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
-import { refund, refundLate, refundLateComposite } from './give-back.js';
+import { rewardAdmitting, rewardLate, rewardLateComposite } from './rewards.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
 import { boundKey, headerValue } from './client-keys.js';
 import { ClientIdentities } from './identity.js';
@@ -170,8 +170,8 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
   /**
    * The only policy's decision when it needs no waiting (the in-memory block
    * refuses, or the store is in process), else the store path. Several
-   * policies always take the store path: a refusal by one gives back what
-   * the others took.
+   * policies always take the store path: a refusal by one rewards what the
+   * others took.
    */
   private counted(ctx: RequestContext<Raw>): HttpOutcome | Promise<HttpOutcome> {
     this.noteStart(ctx);
@@ -192,7 +192,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     );
   }
 
-  /** The decision of several policies on one store, taken in one atomic step: nothing to give back when one refuses. */
+  /** The decision of several policies on one store, taken in one atomic step: nothing to reward when one refuses. */
   private together(ctx: RequestContext<Raw>, d: CompositeDecision): HttpOutcome | Promise<HttpOutcome> {
     const reports = compositeReports(ctx.policies, d, ctx.keys);
     const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
@@ -204,17 +204,17 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * A composite that failed as a whole: a store failure (or the middleware's
    * timeout) is answered per `onStoreError`, anything else goes to the
    * framework. A composite that outlives the timeout and is admitted later
-   * gives its units back, since the request was not served under it.
+   * has its units rewarded, since the request was not served under it.
    */
   private apart(ctx: RequestContext<Raw>, call: Promise<CompositeDecision>, error: unknown): HttpOutcome | Promise<HttpOutcome> {
     if (!isStoreFailure(error)) return { action: 'error', error };
     this.report(error, ctx.raw);
-    if (this.guard.timedOut(error)) refundLateComposite(ctx, call, this.giveBack(ctx.raw));
+    if (this.guard.timedOut(error)) rewardLateComposite(ctx, call, this.rewarder(ctx.raw));
     return this.concluded(ctx, [], [], [], [error]);
   }
 
   /**
-   * Every policy's consume, with refunds when one refuses and the failure
+   * Every policy's consume, with rewards when one refuses and the failure
    * policy when a store fails: the path of a single policy, and of policies
    * on different stores, which no one step can decide together.
    */
@@ -242,17 +242,17 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
       }
     }
     for (const error of storeErrors) this.report(error, raw);
-    // One policy that answered: nothing to give back either way.
+    // One policy that answered: nothing to reward either way.
     if (decisions.length === 1 && decisions[0] !== undefined) {
       const only = decisions[0];
       return only.allowed ? this.admittedOne(ctx, only) : this.limitedOne(ctx, only);
     }
 
-    const giveBack = badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError);
-    if (giveBack) {
-      const giveBack = this.giveBack(raw);
-      refundLate(ctx, calls, settled, (error) => this.guard.timedOut(error), giveBack);
-      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await refund(ctx, decisions, giveBack);
+    // Not admitted after all: the admitting policies are rewarded what they took.
+    if (badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError)) {
+      const reward = this.rewarder(raw);
+      rewardLate(ctx, calls, settled, (error) => this.guard.timedOut(error), reward);
+      if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await rewardAdmitting(ctx, decisions, reward);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };
 

@@ -1,6 +1,6 @@
-/** The HTTP middleware's own answers and user hooks: refusal responses, onLimited, onDecision, onError, and units given back through the timeout. */
+/** The HTTP middleware's own answers and user hooks: refusal responses, onLimited, onDecision, onError, and units rewarded through the timeout. */
 import { CallGuard } from './call-guard.js';
-import type { GiveBack } from './give-back.js';
+import type { Rewarder } from './rewards.js';
 import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
 import type { Decision } from '../core/decision.js';
 import type { RequestContext } from './request-context.js';
@@ -30,8 +30,8 @@ export class LimiterHooks<Raw> {
     this.report(error, raw);
   }
 
-  /** Gives a policy's units back through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
-  protected giveBack(raw: Raw): GiveBack {
+  /** Rewards a policy's units through the middleware's timeout; resolves to the state after, or undefined when that failed (reported). */
+  protected rewarder(raw: Raw): Rewarder {
     return (policy, key, cost) =>
       this.guard.wrap(policy.limiter.reward(key, cost)).then(undefined, (error: unknown) => {
         this.report(error, raw);

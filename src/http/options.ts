@@ -19,7 +19,7 @@ import {
   type LimiterSelector,
 } from './types.js';
 import { policySelector } from './policy-selector.js';
-import { parseRefundRule } from './count-by-outcome.js';
+import { parseRewardRule } from './count-by-outcome.js';
 import { limiterOption } from './shorthand.js';
 
 /**
@@ -108,7 +108,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   }
 
   const skip = optionalFunction(o.skip, 'skip');
-  const refundRule = parseRefundRule<Raw>(o.skipFailedRequests, o.skipSuccessfulRequests, o.requestWasSuccessful, owner);
+  const rewardRule = parseRewardRule<Raw>(o.skipFailedRequests, o.skipSuccessfulRequests, o.requestWasSuccessful, owner);
   const onLimited = optionalFunction(o.onLimited, 'onLimited');
   const onDecision = optionalFunction(o.onDecision, 'onDecision');
   const onError = optionalFunction(o.onError, 'onError') ?? throttledWarning(owner);
@@ -134,7 +134,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
       ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
       : undefined;
   return {
-    ...parseResponseOptions(o, refundRule, owner),
+    ...parseResponseOptions(o, rewardRule, owner),
     watchForwarded,
     policies,
     selectPolicies,
@@ -148,7 +148,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     statusCode,
     body,
     skip,
-    refundRule,
+    rewardRule,
     allow,
     deny,
     denyStatus,

@@ -6,7 +6,7 @@ import type { ClientInfo, RequestView } from './types.js';
 
 /**
  * What counted a request: its policies, the key each counted it under and
- * its cost. All that giving its units back needs, so the helpers that do it
+ * its cost. All that rewarding its units needs, so the helpers that do it
  * take this and not the whole request.
  */
 export interface Counted {
@@ -46,7 +46,7 @@ export interface RequestContext<Raw> extends Counted {
   cost: number;
   /** Each policy's clock before the stores decided, when units are held as reservations (see ResponseBound.noteStart). */
   started: readonly number[] | undefined;
-  /** Each counting policy's units as a reservation, once admitted, when they are settled after the response or may go back for want of a slot. */
+  /** Each counting policy's units as a reservation, once admitted, when they are settled after the response or may be rewarded for want of a slot. */
   reservations: readonly Reservation[] | undefined;
 }
 

@@ -1,4 +1,4 @@
-/** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units given back by the refund rule. */
+/** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units rewarded by the reward rule. */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../core/decision.js';
 import { describe } from '../core/duration.js';
@@ -6,7 +6,7 @@ import { ErrorCode, FloodgateError, isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { holdReservation, type Reservation } from '../limiter/reservation.js';
 import type { Slot } from '../limiter/concurrency-limiter.js';
-import { refundWhenDone } from './count-by-outcome.js';
+import { rewardWhenDone } from './count-by-outcome.js';
 import { whenHandlerDone } from './handler-done.js';
 import { LimiterHooks } from './limiter-hooks.js';
 import { keyAt } from './policy-keys.js';
@@ -50,14 +50,14 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     return this.settings.concurrency !== undefined;
   }
 
-  /** True when an admitted request's units are held as reservations: settled after the response, or given back for want of a slot. */
+  /** True when an admitted request's units are held as reservations: settled after the response, or rewarded (the reservation cancelled) for want of a slot. */
   protected get holdsUnits(): boolean {
     return this.settings.actualCost !== undefined || this.settings.concurrency !== undefined;
   }
 
   /**
    * Reads each policy's clock before the stores decide, when units are held
-   * as reservations: a give-back must never land in a window that did not
+   * as reservations: a reward must never land in a window that did not
    * count the units, and those bounds are taken from this instant.
    */
   protected noteStart(ctx: RequestContext<Raw>): void {
@@ -70,7 +70,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
    * behind the response is over: when it finishes, or, when the client left
    * first, when the handler ends it (at most `leftBoundMs` after the client
    * left; default the slot's ttl), since frameworks run a handler on after
-   * its socket closed. The refund rule gives units back when the response
+   * its socket closed. The reward rule rewards units when the response
    * ends. Does nothing when none of these is set.
    */
   watchResponse(raw: Raw, res: ServerResponse, info: RateLimitInfo | undefined, leftBoundMs?: number): void {
@@ -80,10 +80,10 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     const bound = leftBoundMs ?? this.settings.concurrency?.limiter.ttlMs;
     if (slot !== undefined) whenHandlerDone(res, () => this.quietly(slot.release(), raw), bound);
     if (counted === undefined) return;
-    const rule = this.settings.refundRule;
+    const rule = this.settings.rewardRule;
     if (rule !== undefined) {
-      const giveBack = (policy: NamedPolicy, key: string, cost: number): void => this.quietly(policy.limiter.reward(key, cost), raw);
-      refundWhenDone(raw, res, counted, rule, giveBack, (error) => this.report(error, raw));
+      const reward = (policy: NamedPolicy, key: string, cost: number): void => this.quietly(policy.limiter.reward(key, cost), raw);
+      rewardWhenDone(raw, res, counted, rule, reward, (error) => this.report(error, raw));
     }
     const actualCost = this.settings.actualCost;
     const reservations = counted.reservations;
@@ -119,7 +119,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     decided: DecisionInfo,
   ): HttpOutcome | Promise<HttpOutcome> {
     const raw = ctx.raw;
-    if (outcome.action !== 'continue' || outcome.info === undefined || (this.settings.refundRule === undefined && !this.holdsUnits)) {
+    if (outcome.action !== 'continue' || outcome.info === undefined || (this.settings.rewardRule === undefined && !this.holdsUnits)) {
       this.decided(raw, decided);
       return outcome;
     }
@@ -190,7 +190,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     return held;
   }
 
-  /** Gives a refused request's units back (a slot was not to be had, or its store failed). */
+  /** Cancels a refused request's reservations, which rewards their units (a slot was not to be had, or its store failed). */
   private cancel(raw: Raw, reservations: readonly Reservation[] | undefined): void {
     for (const reservation of reservations ?? []) this.quietly(reservation.cancel(), raw);
   }

@@ -3,17 +3,17 @@ import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import { describe } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalFunction } from '../core/validate.js';
-import type { RefundRule, ResponseSettings } from './settings.js';
+import type { ResponseSettings, RewardRule } from './settings.js';
 import type { HttpRateLimitOptions } from './types.js';
 
 /**
  * Checks `concurrency` and `actualCost`.
  * @throws FloodgateError INVALID_OPTIONS for a concurrency that is no ConcurrencyLimiter or an actualCost that is no function,
- *   CONFLICTING_OPTIONS for actualCost with a refund rule (both would settle the same units)
+ *   CONFLICTING_OPTIONS for actualCost with a reward rule (both would settle the same units)
  */
 export function parseResponseOptions<Raw>(
   o: HttpRateLimitOptions<Raw>,
-  refundRule: RefundRule<Raw> | undefined,
+  rewardRule: RewardRule<Raw> | undefined,
   owner: string,
 ): ResponseSettings<Raw> {
   let concurrency: ResponseSettings<Raw>['concurrency'];
@@ -27,7 +27,7 @@ export function parseResponseOptions<Raw>(
     concurrency = { limiter: o.concurrency, name: `${o.concurrency.limit}-in-flight` };
   }
   const actualCost = optionalFunction(o.actualCost, 'actualCost');
-  if (actualCost !== undefined && refundRule !== undefined) {
+  if (actualCost !== undefined && rewardRule !== undefined) {
     throw new FloodgateError(
       ErrorCode.CONFLICTING_OPTIONS,
       `${owner} actualCost and skipFailedRequests/skipSuccessfulRequests both settle a request's units when its response ends; keep actualCost and return 0 for a response that should not count.`,

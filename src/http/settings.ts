@@ -25,8 +25,8 @@ export type PolicyKeys = readonly string[];
 /** The policies of one request, at once or through a promise. */
 export type SelectPolicies<Raw> = (raw: Raw, client: ClientInfo) => readonly NamedPolicy[] | Promise<readonly NamedPolicy[]>;
 
-/** Whether a finished request gives its units back: `status` is undefined when the connection closed before the response ended. */
-export type RefundRule<Raw> = (raw: Raw, status: number | undefined) => boolean;
+/** Whether a finished request's units are rewarded: `status` is undefined when the connection closed before the response ended. */
+export type RewardRule<Raw> = (raw: Raw, status: number | undefined) => boolean;
 
 /** An allow or deny list: addresses and ranges match the client IP, anything else the key. */
 export interface ListMatcher {
@@ -69,8 +69,8 @@ export interface HttpSettings<Raw> extends ResponseSettings<Raw> {
   readonly statusCode: number;
   readonly body: BodyOption;
   readonly skip: HttpRateLimitOptions<Raw>['skip'];
-  /** When an admitted request's units are given back after its response (skipFailedRequests / skipSuccessfulRequests). */
-  readonly refundRule: RefundRule<Raw> | undefined;
+  /** When an admitted request's units are rewarded after its response (skipFailedRequests / skipSuccessfulRequests). */
+  readonly rewardRule: RewardRule<Raw> | undefined;
   readonly allow: ListMatcher | undefined;
   readonly deny: ListMatcher | undefined;
   readonly denyStatus: number;

@@ -11,7 +11,7 @@ const checked = new WeakMap<readonly NamedPolicy[], boolean>();
 /**
  * True when every policy's limiter uses one store that decides composites,
  * so the policies are decided all or nothing in one step. Policies on
- * different stores cannot be: they are consumed one by one and refunded when
+ * different stores cannot be: they are consumed one by one and rewarded when
  * one refuses, and a one-time warning says how to make them atomic.
  */
 export function decidableTogether(policies: readonly NamedPolicy[]): boolean {

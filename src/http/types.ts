@@ -115,7 +115,7 @@ export interface RefusalInfo {
   readonly ip: string | undefined;
   /** The Retry-After value in seconds, when one is sent. */
   readonly retryAfterSeconds: number | undefined;
-  /** Every policy that answered, refunds applied. */
+  /** Every policy that answered, rewards applied. */
   readonly policies: readonly PolicyReport[];
   /** Names of the policies that refused. */
   readonly violatedPolicies: readonly string[];
@@ -225,13 +225,13 @@ export interface HttpRateLimitOptions<Raw> {
    * a slot is taken once the policies admit a request and freed when its
    * response ends (finished, or its connection closed, whichever comes
    * first). A request refused for want of a slot gets `statusCode` and
-   * costs nothing: its units go back to the policies.
+   * costs nothing: its units are rewarded to the policies.
    */
   concurrency?: ConcurrencyLimiter;
   /**
    * The request's real cost, read when its response has ended (a header the
    * handler set, a count it kept): every policy is then charged that instead
-   * of `cost`, which served as the estimate. The difference is given back,
+   * of `cost`, which served as the estimate. The difference is rewarded,
    * or charged even past the limit, by the rules of a reservation's commit
    * (docs/reservations.md). Return undefined to keep `cost`. Not with
    * `skipFailedRequests` or `skipSuccessfulRequests`: return 0 for a
@@ -246,7 +246,7 @@ export interface HttpRateLimitOptions<Raw> {
   denyList?: readonly string[];
   /** Status for the deny list. Default 403. */
   denyStatus?: number;
-  /** Called for each limited response (after refunds); errors it throws go to `onError`. */
+  /** Called for each limited response (after rewards); errors it throws go to `onError`. */
   onLimited?: (req: Raw, info: RefusalInfo) => void | Promise<void>;
   /** Called once per counted request (verbose logging, metrics); errors it throws go to `onError`. */
   onDecision?: (req: Raw, info: DecisionInfo) => void | Promise<void>;
@@ -260,7 +260,7 @@ export interface HttpRateLimitOptions<Raw> {
   onStoreError?: 'respond' | 'pass';
   /** Status for `onStoreError: "respond"`. Default 503. */
   storeErrorStatus?: number;
-  /** Receives store failures, refund failures and errors thrown by hooks. Default: a console warning at most every 10 s. */
+  /** Receives store failures, reward failures and errors thrown by hooks. Default: a console warning at most every 10 s. */
   onError?: (error: unknown, req: Raw | undefined) => void;
   /**
    * Longest wait for the limiters before treating the call as a store

@@ -1,4 +1,4 @@
-/** Units the HTTP middleware gives back: policies that admitted a request another policy refused, and calls that answered after the middleware's timeout. */
+/** Units the HTTP middleware rewards: policies that admitted a request another policy refused, and calls that answered after its timeout. */
 import type { CompositeDecision } from '../limiter/composite.js';
 import type { Decision } from '../core/decision.js';
 import { keyAt } from './policy-keys.js';
@@ -6,20 +6,20 @@ import type { Counted } from './request-context.js';
 import type { NamedPolicy } from './settings.js';
 
 /** Rewards `cost` units of `key` to one policy; resolves to its state after, or undefined when that failed (the caller reports it). */
-export type GiveBack = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;
+export type Rewarder = (policy: NamedPolicy, key: string, cost: number) => Promise<Decision | undefined>;
 
 /**
- * Gives back what admitting policies took when another refused (policies on
+ * Rewards what admitting policies took when another refused (policies on
  * different stores, consumed one by one), replacing their decisions with the
  * state after for the headers.
  */
-export async function refund(counted: Counted, decisions: Array<Decision | undefined>, giveBack: GiveBack): Promise<void> {
+export async function rewardAdmitting(counted: Counted, decisions: Array<Decision | undefined>, reward: Rewarder): Promise<void> {
   const { policies, key, keys, cost } = counted;
   await Promise.all(
     decisions.map(async (d, i) => {
       // A fail-open decision spent nothing; a refused one spent nothing either.
       if (d === undefined || !d.allowed || d.source === 'fail-open') return;
-      const after = await giveBack(policies[i]!, keyAt(key, keys, i), cost);
+      const after = await reward(policies[i]!, keyAt(key, keys, i), cost);
       // Still reported as admitting: it was not this policy that refused.
       if (after !== undefined) decisions[i] = { ...after, allowed: true, retryAfterMs: 0 };
     }),
@@ -28,34 +28,34 @@ export async function refund(counted: Counted, decisions: Array<Decision | undef
 
 /**
  * A consume that outlived the middleware's timeout may still be admitted
- * later; the request was not served under it, so give those units back
+ * later; the request was not served under it, so reward those units
  * when (if) it answers. Not awaited: the response does not wait for it.
  */
-export function refundLate(
+export function rewardLate(
   counted: Counted,
   calls: ReadonlyArray<Promise<Decision>>,
   settled: ReadonlyArray<PromiseSettledResult<Decision>>,
   timedOut: (error: unknown) => boolean,
-  giveBack: GiveBack,
+  reward: Rewarder,
 ): void {
   const { policies, key, keys, cost } = counted;
   settled.forEach((result, i) => {
     if (result.status !== 'rejected' || !timedOut(result.reason)) return;
     calls[i]!.then(
-      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : giveBack(policies[i]!, keyAt(key, keys, i), cost)),
+      (late) => (!late.allowed || late.source === 'fail-open' ? undefined : reward(policies[i]!, keyAt(key, keys, i), cost)),
       () => undefined, // already reported as a timeout
     );
   });
 }
 
-/** {@link refundLate} for a composite: admitted after the timeout, every part that spent gives its units back. */
-export function refundLateComposite(counted: Counted, call: Promise<CompositeDecision>, giveBack: GiveBack): void {
+/** {@link rewardLate} for a composite: admitted after the timeout, every part that spent has its units rewarded. */
+export function rewardLateComposite(counted: Counted, call: Promise<CompositeDecision>, reward: Rewarder): void {
   const { policies, key, keys, cost } = counted;
   call.then(
     (late) => {
       if (!late.allowed) return;
       late.parts.forEach((part, i) => {
-        if (part !== undefined && part.source !== 'fail-open') void giveBack(policies[i]!, keyAt(key, keys, i), cost);
+        if (part !== undefined && part.source !== 'fail-open') void reward(policies[i]!, keyAt(key, keys, i), cost);
       });
     },
     () => undefined, // already reported as a timeout
