@@ -13,7 +13,7 @@ import { resolveHttpOptions, listMatches } from './options.js';
 import { SharedRefusals } from './refusal.js';
 import { ResponseBound } from './response-bound.js';
 import { hasOwnKeys, keyAt, policyKeys } from './policy-keys.js';
-import { clientOf, requestContext, type RequestContext } from './request-context.js';
+import { clientOf, type RequestContext } from './request-context.js';
 import type { NamedPolicy } from './settings.js';
 import type { HttpRateLimitOptions, AdapterConfig, HttpOutcome, RequestView, ApiKeySource } from './types.js';
 
@@ -84,7 +84,19 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
 
   /** Identity, then `skip`. */
   private evaluate(view: RequestView<Raw>): HttpOutcome | Promise<HttpOutcome> {
-    const ctx = requestContext(view, this.identities.identify(view), this.settings.policies);
+    // Every field present from the start: one shape for every request's context.
+    const ctx: RequestContext<Raw> = {
+      view,
+      raw: view.raw,
+      identity: this.identities.identify(view),
+      client: undefined,
+      key: '',
+      policies: this.settings.policies,
+      keys: undefined,
+      cost: 0,
+      started: undefined,
+      reservations: undefined,
+    };
     const skip = this.settings.skip;
     if (skip === undefined) return this.keyed(ctx);
     const skipped = skip(ctx.raw, clientOf(ctx));
@@ -174,7 +186,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * others took.
    */
   private counted(ctx: RequestContext<Raw>): HttpOutcome | Promise<HttpOutcome> {
-    this.noteStart(ctx);
+    if (this.holdsUnits) this.noteStart(ctx);
     const { policies, key, keys, cost } = ctx;
     if (policies.length === 1) {
       const now = policies[0]!.limiter.consumeNow(keyAt(key, keys, 0), cost);

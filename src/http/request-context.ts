@@ -21,9 +21,9 @@ export interface Counted {
 }
 
 /**
- * One request, from its view to its outcome. Built once per request (the
- * only object the path allocates for it, so the shape is fixed up front)
- * and filled in stage by stage: the key once the lists are passed, the
+ * One request, from its view to its outcome. Built once per request by
+ * HttpLimiter, every field set from the start (the only object the path
+ * allocates for it, and one shape for all), then filled in stage by stage: the key once the lists are passed, the
  * policies and cost once they are known, per-policy keys when some policy
  * has its own. An admitted request's context is kept until its response
  * ends when something acts then (see ResponseBound).
@@ -48,22 +48,6 @@ export interface RequestContext<Raw> extends Counted {
   started: readonly number[] | undefined;
   /** Each counting policy's units as a reservation, once admitted, when they are settled after the response or may be rewarded for want of a slot. */
   reservations: readonly Reservation[] | undefined;
-}
-
-/** A fresh context for `view`, every field present from the start (one shape for every request). */
-export function requestContext<Raw>(view: RequestView<Raw>, identity: Identity, policies: readonly NamedPolicy[]): RequestContext<Raw> {
-  return {
-    view,
-    raw: view.raw,
-    identity,
-    client: undefined,
-    key: '',
-    policies,
-    keys: undefined,
-    cost: 0,
-    started: undefined,
-    reservations: undefined,
-  };
 }
 
 /** The request as user callbacks see it, built once per request: `skip`, the key, the `limiter` and `cost` functions all get the same. */

@@ -56,12 +56,13 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
   }
 
   /**
-   * Reads each policy's clock before the stores decide, when units are held
-   * as reservations: a reward must never land in a window that did not
-   * count the units, and those bounds are taken from this instant.
+   * Reads each policy's clock before the stores decide; called only when
+   * units are held as reservations ({@link holdsUnits}): a reward must never
+   * land in a window that did not count the units, and those bounds are
+   * taken from this instant.
    */
   protected noteStart(ctx: RequestContext<Raw>): void {
-    if (this.holdsUnits) ctx.started = ctx.policies.map((p) => p.limiter[LIMITER_INTERNALS]().clock());
+    ctx.started = ctx.policies.map((p) => p.limiter[LIMITER_INTERNALS]().clock());
   }
 
   /**
