@@ -1,6 +1,6 @@
 /** Calendar windows of the fixed-window algorithm: the `window` option that names a period, its nominal length and label, and the period ends a store opens windows at. */
 import { checkPeriod, periodBounds, type CalendarPeriod, type CalendarUnit } from './calendar.js';
-import { describe } from './duration.js';
+import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 import { assertKnownOptions } from './validate.js';
 
@@ -62,11 +62,14 @@ function checkWindow(window: CalendarWindow, name: string): CalendarSpec {
   if (window.calendar === undefined || window.timeZone === undefined) {
     throw new FloodgateError(
       ErrorCode.INVALID_WINDOW,
-      `${name} is a calendar window only with both calendar and timeZone, e.g. { calendar: 'month', timeZone: 'Europe/Berlin' }; got ${describe(window)}.`,
+      `${name} is a calendar window only with both calendar and timeZone, e.g. { calendar: 'month', timeZone: 'Europe/Berlin' }; got ${describeValue(window)}.`,
     );
   }
   if (window.weekStart !== undefined && window.calendar !== 'week') {
-    throw new FloodgateError(ErrorCode.INVALID_WINDOW, `${name}.weekStart applies to weeks only, not to ${describe(window.calendar)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_WINDOW,
+      `${name}.weekStart applies to weeks only, not to ${describeValue(window.calendar)}.`,
+    );
   }
   const spec = checkPeriod({ unit: window.calendar, timeZone: window.timeZone, weekStart: window.weekStart }, name);
   return Object.freeze(spec);

@@ -1,5 +1,5 @@
 /** Calendar periods in a time zone (a day, a week, a month): the instants they start and end, DST and month lengths included, for windows that follow the calendar. */
-import { describe } from './duration.js';
+import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 
 /** The calendar units a period can be. */
@@ -42,7 +42,7 @@ export function checkPeriod(period: CalendarPeriod, name = 'calendar'): Required
   if (!CALENDAR_UNITS.includes(period.unit)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${name}.unit must be one of ${CALENDAR_UNITS.map((u) => JSON.stringify(u)).join(', ')}; got ${describe(period.unit)}.`,
+      `${name}.unit must be one of ${CALENDAR_UNITS.map((u) => JSON.stringify(u)).join(', ')}; got ${describeValue(period.unit)}.`,
     );
   }
   formatter(period.timeZone, name);
@@ -50,7 +50,7 @@ export function checkPeriod(period: CalendarPeriod, name = 'calendar'): Required
   if (!Number.isInteger(weekStart) || weekStart < 0 || weekStart > 6) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${name}.weekStart must be a day of the week from 0 (Sunday) to 6 (Saturday); got ${describe(period.weekStart)}.`,
+      `${name}.weekStart must be a day of the week from 0 (Sunday) to 6 (Saturday); got ${describeValue(period.weekStart)}.`,
     );
   }
   return { unit: period.unit, timeZone: period.timeZone, weekStart };
@@ -101,7 +101,7 @@ function formatter(timeZone: string, name = 'calendar'): Intl.DateTimeFormat {
   } catch {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${name}.timeZone must be an IANA time zone such as "UTC" or "Europe/Berlin"; got ${describe(timeZone)}.`,
+      `${name}.timeZone must be an IANA time zone such as "UTC" or "Europe/Berlin"; got ${describeValue(timeZone)}.`,
     );
   }
   formatters.set(timeZone, f);

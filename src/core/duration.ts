@@ -30,19 +30,19 @@ export function parseDuration(value: unknown, name = 'duration', code: ErrorCode
     }
     ms = Number(match[1]) * UNIT_MS[match[2]!]!;
   } else {
-    throw new FloodgateError(code, `${name} must be a duration (milliseconds or a string like "1s"); got ${describe(value)}.`);
+    throw new FloodgateError(code, `${name} must be a duration (milliseconds or a string like "1s"); got ${describeValue(value)}.`);
   }
   if (!Number.isSafeInteger(ms) || ms <= 0) {
     throw new FloodgateError(
       code,
-      `${name} must be a positive whole number of milliseconds; got ${describe(value)}${typeof value === 'string' ? ` (= ${ms} ms)` : ''}.`,
+      `${name} must be a positive whole number of milliseconds; got ${describeValue(value)}${typeof value === 'string' ? ` (= ${ms} ms)` : ''}.`,
     );
   }
   return ms;
 }
 
 /** A short, safe description of any value for error messages. */
-export function describe(value: unknown): string {
+export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   // 1n printed as "1" would read as a valid number.

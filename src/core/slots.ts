@@ -1,6 +1,6 @@
 /** The concurrency-slot vocabulary stores speak: what an acquisition answers, owner ids, and the checks every store applies to a slot call. */
 import { randomBytes } from 'node:crypto';
-import { describe } from './duration.js';
+import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 
 /**
@@ -62,22 +62,22 @@ export function newOwner(): string {
  */
 export function slotCallError(store: string, key: unknown, owner: unknown, ttlMs?: unknown, limit?: unknown): FloodgateError | undefined {
   if (typeof key !== 'string' || key.length === 0) {
-    return new FloodgateError(ErrorCode.INVALID_KEY, `${store} slot key must be a non-empty string; got ${describe(key)}.`);
+    return new FloodgateError(ErrorCode.INVALID_KEY, `${store} slot key must be a non-empty string; got ${describeValue(key)}.`);
   }
   if (typeof owner !== 'string' || owner.length === 0 || owner.length > MAX_OWNER_LENGTH) {
     return new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${store} slot owner must be a string of 1 to ${MAX_OWNER_LENGTH} characters; got ${describe(owner)}.`,
+      `${store} slot owner must be a string of 1 to ${MAX_OWNER_LENGTH} characters; got ${describeValue(owner)}.`,
     );
   }
   if (ttlMs !== undefined && (!Number.isSafeInteger(ttlMs) || (ttlMs as number) < 1 || (ttlMs as number) > MAX_SLOT_TTL_MS)) {
     return new FloodgateError(
       ErrorCode.INVALID_DURATION,
-      `${store} slot ttl must be a whole number of ms from 1 to ${MAX_SLOT_TTL_MS}; got ${describe(ttlMs)}.`,
+      `${store} slot ttl must be a whole number of ms from 1 to ${MAX_SLOT_TTL_MS}; got ${describeValue(ttlMs)}.`,
     );
   }
   if (limit !== undefined && (!Number.isSafeInteger(limit) || (limit as number) < 1)) {
-    return new FloodgateError(ErrorCode.INVALID_LIMIT, `${store} slot limit must be a positive whole number; got ${describe(limit)}.`);
+    return new FloodgateError(ErrorCode.INVALID_LIMIT, `${store} slot limit must be a positive whole number; got ${describeValue(limit)}.`);
   }
   return undefined;
 }

@@ -1,5 +1,5 @@
 /** Argument and option checks shared by the limiter and the stores: strict, with messages that say how to fix the call. */
-import { describe } from './duration.js';
+import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from './errors.js';
 
 /**
@@ -8,7 +8,7 @@ import { ErrorCode, FloodgateError, type ErrorCodeValue } from './errors.js';
  */
 export function assertKnownOptions(options: unknown, known: readonly string[], owner: string): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} options must be an object; got ${describe(options)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${owner} options must be an object; got ${describeValue(options)}.`);
   }
   for (const name of Object.keys(options)) {
     if (!known.includes(name)) {
@@ -27,7 +27,7 @@ export function assertKnownOptions(options: unknown, known: readonly string[], o
 /** Throws INVALID_KEY unless `key` is a non-empty string. */
 export function assertKey(key: unknown): asserts key is string {
   if (typeof key !== 'string' || key.length === 0) {
-    throw new FloodgateError(ErrorCode.INVALID_KEY, `key must be a non-empty string; got ${describe(key)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_KEY, `key must be a non-empty string; got ${describeValue(key)}.`);
   }
 }
 
@@ -37,7 +37,7 @@ export function assertKey(key: unknown): asserts key is string {
  */
 export function assertUnits(value: unknown, name: string, max?: number): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new FloodgateError(ErrorCode.INVALID_COST, `${name} must be a positive whole number; got ${describe(value)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_COST, `${name} must be a positive whole number; got ${describeValue(value)}.`);
   }
   if (max !== undefined && value > max) {
     throw new FloodgateError(
@@ -60,7 +60,7 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
  * @param value - what was given
  */
 export function invalid(code: ErrorCodeValue, name: string, expected: string, value: unknown): never {
-  throw new FloodgateError(code, `${name} must be ${expected}; got ${describe(value)}.`);
+  throw new FloodgateError(code, `${name} must be ${expected}; got ${describeValue(value)}.`);
 }
 
 /** Bounds and wording of a {@link wholeNumber} check. */

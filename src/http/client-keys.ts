@@ -1,7 +1,7 @@
 /** Client identity for the HTTP adapters: the client address behind trusted proxies, IPv6 prefix grouping, API-key headers and hashing of over-long keys. */
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { AddressMatcher, formatIp, mask, parseIp, type IpAddress } from './ip-address.js';
 
@@ -95,7 +95,10 @@ export function createIpResolver(
   const trust = options.trustProxy ?? false;
   const header = options.proxyHeader ?? 'x-forwarded-for';
   if (header !== 'x-forwarded-for' && header !== 'forwarded') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `proxyHeader must be "x-forwarded-for" or "forwarded"; got ${describe(header)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `proxyHeader must be "x-forwarded-for" or "forwarded"; got ${describeValue(header)}.`,
+    );
   }
   if (trust === false) {
     return (socketAddress) => (socketAddress === undefined ? undefined : parseIp(socketAddress));
@@ -104,7 +107,7 @@ export function createIpResolver(
     if (!Number.isSafeInteger(trust) || trust < 1 || trust > MAX_HOPS) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `trustProxy as a number is the count of reverse proxies in front of the app, a whole number from 1 to ${MAX_HOPS}; got ${describe(trust)}.`,
+        `trustProxy as a number is the count of reverse proxies in front of the app, a whole number from 1 to ${MAX_HOPS}; got ${describeValue(trust)}.`,
       );
     }
     return (socketAddress, headers) => {
@@ -125,7 +128,7 @@ export function createIpResolver(
   if (!Array.isArray(trust)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `trustProxy must be false, the number of proxies in front of the app, a list of their IPs/CIDRs, or "framework"; got ${describe(trust)}. (true is not accepted: it would believe any X-Forwarded-For a client sends.)`,
+      `trustProxy must be false, the number of proxies in front of the app, a list of their IPs/CIDRs, or "framework"; got ${describeValue(trust)}. (true is not accepted: it would believe any X-Forwarded-For a client sends.)`,
     );
   }
   const trusted = new AddressMatcher(trust, 'trustProxy');
@@ -171,7 +174,7 @@ export function assertIpv6Subnet(value: unknown): asserts value is number | fals
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > 128) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `ipv6Subnet must be a prefix length from 1 to 128 (default 64), or false for whole addresses; got ${describe(value)}.`,
+      `ipv6Subnet must be a prefix length from 1 to 128 (default 64), or false for whole addresses; got ${describeValue(value)}.`,
     );
   }
 }

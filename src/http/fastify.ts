@@ -1,6 +1,6 @@
 /** Fastify 4 and 5 adapter (`floodgate/fastify`): a plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`. */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { assertKnownOptions } from '../core/validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
@@ -102,7 +102,7 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
     if (routesBeforePlugin !== undefined && typeof routesBeforePlugin !== 'boolean') {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `validate.routesBeforePlugin must be true or false; got ${describe(routesBeforePlugin)}.`,
+        `validate.routesBeforePlugin must be true or false; got ${describeValue(routesBeforePlugin)}.`,
       );
     }
     warnRoutesBefore = routesBeforePlugin ?? true;
@@ -111,12 +111,12 @@ export const rateLimit: FastifyRateLimitPlugin = async function floodgateRateLim
     (rest as HttpRateLimitOptions<FastifyRequest>).validate = validate;
   }
   if (typeof global !== 'boolean') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `global must be true or false; got ${describe(global)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `global must be true or false; got ${describeValue(global)}.`);
   }
   if (!HOOKS.includes(hook)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `hook must be one of ${HOOKS.map((h) => JSON.stringify(h)).join(', ')}; got ${describe(hook)}.`,
+      `hook must be one of ${HOOKS.map((h) => JSON.stringify(h)).join(', ')}; got ${describeValue(hook)}.`,
     );
   }
   const base = rest as Partial<HttpRateLimitOptions<FastifyRequest>>;

@@ -1,5 +1,5 @@
 /** Rate-limit response header builders: IETF RateLimit / RateLimit-Policy (current draft), the draft-6 and draft-7 forms, legacy X-RateLimit-*, and Retry-After. */
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /**
@@ -71,7 +71,7 @@ export function parseHeaderModes(value: unknown): readonly HeaderMode[] {
     if (!HEADER_MODES.includes(mode as HeaderMode)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `headers must be one of ${[...HEADER_MODES, 'none'].map((m) => JSON.stringify(m)).join(', ')}, or a list of modes; got ${describe(mode)}.`,
+        `headers must be one of ${[...HEADER_MODES, 'none'].map((m) => JSON.stringify(m)).join(', ')}, or a list of modes; got ${describeValue(mode)}.`,
       );
     }
     for (const earlier of modes) {

@@ -1,6 +1,6 @@
 /** IP addresses for the HTTP adapters: parsing and canonical forms, CIDR ranges and the named ranges, and matching addresses against a list. */
 import { isIPv4, isIPv6 } from 'node:net';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /** A parsed IP address. IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) are always returned as IPv4. */
@@ -150,7 +150,7 @@ export class AddressMatcher {
               NAMED_RANGES,
             )
               .map((n) => JSON.stringify(n))
-              .join(', ')}; got ${describe(text)}.`,
+              .join(', ')}; got ${describeValue(text)}.`,
           );
         }
         ranges.push(cidr);

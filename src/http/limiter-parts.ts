@@ -1,6 +1,6 @@
 /** Small pure pieces of the HTTP decision path: promise helpers, a key function's answer checked, a policy's report. */
 import type { Decision } from '../core/decision.js';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { HeaderPair, PolicyReport } from './headers.js';
 import type { NamedPolicy } from './settings.js';
@@ -14,7 +14,7 @@ export function isThenable<T>(value: T | PromiseLike<T>): value is PromiseLike<T
 /** A key function's answer, which must be a non-empty string. */
 export function checkedKey(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
-    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describe(value)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_KEY, `the key function must return a non-empty string; got ${describeValue(value)}.`);
   }
   return value;
 }

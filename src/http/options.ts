@@ -1,5 +1,5 @@
 /** HttpLimiter options: checked up front (every error coded, nothing coerced) and resolved into the settings the request path reads. */
-import { describe, parseDuration } from '../core/duration.js';
+import { describeValue, parseDuration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import { throttled } from '../util/throttle.js';
@@ -85,7 +85,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   if (typeof cost !== 'function' && (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 1)) {
     throw new FloodgateError(
       ErrorCode.INVALID_COST,
-      `cost must be a positive whole number or a function returning one; got ${describe(cost)}.`,
+      `cost must be a positive whole number or a function returning one; got ${describeValue(cost)}.`,
     );
   }
   for (const p of policies) {
@@ -104,7 +104,7 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
 
   const body = o.body ?? 'problem';
   if (body !== 'problem' && body !== 'text' && typeof body !== 'function') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `body must be "problem", "text" or a function; got ${describe(body)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `body must be "problem", "text" or a function; got ${describeValue(body)}.`);
   }
 
   const skip = optionalFunction(o.skip, 'skip');
@@ -191,11 +191,11 @@ function parsePolicies(value: unknown, owner: string): NamedPolicy[] {
     if (!(limiter instanceof RateLimiter)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `limiter must be a RateLimiter or { limiter: RateLimiter, name?: string, key?: … }; got ${describe(limiter)}.`,
+        `limiter must be a RateLimiter or { limiter: RateLimiter, name?: string, key?: … }; got ${describeValue(limiter)}.`,
       );
     }
     if (name !== undefined && (typeof name !== 'string' || name.length === 0)) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `a policy name must be a non-empty string; got ${describe(name)}.`);
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `a policy name must be a non-empty string; got ${describeValue(name)}.`);
     }
     const { limit, windowMs, calendar } = limiter.policy;
     const policyName = (name as string | undefined) ?? `${limit}-per-${calendar ? calendar.unit : formatWindow(windowMs)}`;
@@ -235,7 +235,7 @@ function parseKeySource(key: unknown, what: string): PolicyKeySource {
   if (typeof key !== 'object' || key === null) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${what} must be "ip", { header: "x-api-key" } or a function (req, client) => string; got ${describe(key)}.`,
+      `${what} must be "ip", { header: "x-api-key" } or a function (req, client) => string; got ${describeValue(key)}.`,
     );
   }
   assertKnownOptions(key, ['header', 'missingStatus'], what);
@@ -243,11 +243,11 @@ function parseKeySource(key: unknown, what: string): PolicyKeySource {
   if (typeof k.header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k.header)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${what}.header must be a header name such as "x-api-key"; got ${describe(k.header)}.`,
+      `${what}.header must be a header name such as "x-api-key"; got ${describeValue(k.header)}.`,
     );
   }
   if (k.missingStatus !== undefined && k.missingStatus !== 400 && k.missingStatus !== 401) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${what}.missingStatus must be 400 or 401; got ${describe(k.missingStatus)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${what}.missingStatus must be 400 or 401; got ${describeValue(k.missingStatus)}.`);
   }
   return { header: k.header.toLowerCase(), missingStatus: k.missingStatus ?? 401 };
 }
@@ -266,13 +266,13 @@ function parseStatus(value: unknown, fallback: number, name: string): number {
 function parseList(value: unknown, name: string): ListMatcher | undefined {
   if (value === undefined) return undefined;
   if (!Array.isArray(value)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} must be an array of IPs, CIDRs or keys; got ${describe(value)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} must be an array of IPs, CIDRs or keys; got ${describeValue(value)}.`);
   }
   const ranges: string[] = [];
   const keys = new Set<string>();
   for (const entry of value as unknown[]) {
     if (typeof entry !== 'string' || entry.length === 0) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} entries must be non-empty strings; got ${describe(entry)}.`);
+      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `${name} entries must be non-empty strings; got ${describeValue(entry)}.`);
     }
     // An address, a range or a range name matches the client IP; anything else is compared with the key.
     if (NAMED_RANGES[entry] !== undefined || parseCidr(entry) !== undefined) {
@@ -285,7 +285,7 @@ function parseList(value: unknown, name: string): ListMatcher | undefined {
     if ((slash > 0 && parseIp(entry.slice(0, slash)) !== undefined) || /^\d{1,3}(\.\d{1,3}){3}$/.test(entry)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `${name} entry ${describe(entry)} looks like an IP range but is not one; write an address, a CIDR such as "10.0.0.0/8" or "2001:db8::/32" (prefix at most 32 for IPv4, 128 for IPv6), or a range name.`,
+        `${name} entry ${describeValue(entry)} looks like an IP range but is not one; write an address, a CIDR such as "10.0.0.0/8" or "2001:db8::/32" (prefix at most 32 for IPv4, 128 for IPv6), or a range name.`,
       );
     }
     keys.add(entry);

@@ -1,6 +1,6 @@
 /** Refusal responses: the problem types, the bodies (problem details, text or the caller's function) rendered once per distinct shape, and frozen shared outcomes. */
 import { STATUS_CODES } from 'node:http';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { Decision } from '../core/decision.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';
@@ -94,7 +94,7 @@ function jsonBody(value: unknown): string {
   if (text === undefined) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `the body function must return a string or a JSON-serialisable value; got ${describe(value)}.`,
+      `the body function must return a string or a JSON-serialisable value; got ${describeValue(value)}.`,
     );
   }
   return text;

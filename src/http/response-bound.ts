@@ -1,7 +1,7 @@
 /** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units rewarded by the reward rule. */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../core/decision.js';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { holdReservation, type Reservation } from '../limiter/reservation.js';
@@ -209,7 +209,7 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
       this.report(
         new FloodgateError(
           ErrorCode.INVALID_COST,
-          `actualCost must return a whole number ≥ 0 or undefined; got ${describe(actual)}, so the estimate ${estimate} stays charged.`,
+          `actualCost must return a whole number ≥ 0 or undefined; got ${describeValue(actual)}, so the estimate ${estimate} stays charged.`,
         ),
         raw,
       );

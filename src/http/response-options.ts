@@ -1,6 +1,6 @@
 /** The HTTP middleware's options that act while a response runs: the concurrency limiter whose slot a request holds, and the cost settled when the response ends. */
 import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalFunction } from '../core/validate.js';
 import type { ResponseSettings, RewardRule } from './settings.js';
@@ -21,7 +21,7 @@ export function parseResponseOptions<Raw>(
     if (!(o.concurrency instanceof ConcurrencyLimiter)) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `${owner} concurrency takes a ConcurrencyLimiter, e.g. concurrency: new ConcurrencyLimiter({ store, limit: 10 }); got ${describe(o.concurrency)}.`,
+        `${owner} concurrency takes a ConcurrencyLimiter, e.g. concurrency: new ConcurrencyLimiter({ store, limit: 10 }); got ${describeValue(o.concurrency)}.`,
       );
     }
     concurrency = { limiter: o.concurrency, name: `${o.concurrency.limit}-in-flight` };

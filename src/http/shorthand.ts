@@ -1,5 +1,5 @@
 /** The `limit` / `window` / `store` shorthand of the HTTP options: the middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per distinct limit. */
-import { describe, type Duration } from '../core/duration.js';
+import { describeValue, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import type { Store } from '../stores/store.js';
@@ -46,7 +46,7 @@ export function limiterOption<Raw>(o: Shorthand<Raw>, owner: string): unknown {
   const limiters = new Map<number, RateLimiter>();
   const forLimit = (n: unknown): RateLimiter => {
     if (typeof n !== 'number')
-      throw new FloodgateError(ErrorCode.INVALID_LIMIT, `the limit function must return a number; got ${describe(n)}.`);
+      throw new FloodgateError(ErrorCode.INVALID_LIMIT, `the limit function must return a number; got ${describeValue(n)}.`);
     let limiter = limiters.get(n);
     if (limiter === undefined) {
       if (limiters.size >= MAX_DISTINCT_LIMITS) {

@@ -1,6 +1,6 @@
 /** The likeliest slips in mounting the middleware (the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about), each caught with a message that says what was meant. */
 import type { IncomingHttpHeaders } from 'node:http';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import { assertKnownOptions } from '../core/validate.js';
@@ -37,7 +37,7 @@ export function parseValidate(value: unknown, owner: string): ValidateSettings {
   if (v.forwardedHeader !== undefined && typeof v.forwardedHeader !== 'boolean') {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `validate.forwardedHeader must be true or false; got ${describe(v.forwardedHeader)}.`,
+      `validate.forwardedHeader must be true or false; got ${describeValue(v.forwardedHeader)}.`,
     );
   }
   return { forwardedHeader: v.forwardedHeader ?? true };

@@ -1,6 +1,6 @@
 /** consumeAll: one all-or-nothing decision over several (limiter, key, cost) parts, through each limiter's block list, breaker and fallbacks. */
 import type { Decision, DecisionSource } from '../core/decision.js';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
 import { RateLimiter } from './rate-limiter.js';
 import { refused } from './fallback.js';
@@ -93,7 +93,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
   if (!Array.isArray(parts) || parts.length === 0 || parts.length > MAX_PARTS) {
     throw new FloodgateError(
       ErrorCode.INVALID_COMPOSITE,
-      `consumeAll takes an array of 1 to ${MAX_PARTS} parts ({ limiter, key, cost? }); got ${describe(parts)}${Array.isArray(parts) ? ` of length ${parts.length}` : ''}.`,
+      `consumeAll takes an array of 1 to ${MAX_PARTS} parts ({ limiter, key, cost? }); got ${describeValue(parts)}${Array.isArray(parts) ? ` of length ${parts.length}` : ''}.`,
     );
   }
   const n = parts.length;
@@ -107,7 +107,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
     if (!(limiter instanceof RateLimiter)) {
       throw new FloodgateError(
         ErrorCode.INVALID_COMPOSITE,
-        `consumeAll part ${i}: limiter must be a RateLimiter; got ${describe(limiter)}.`,
+        `consumeAll part ${i}: limiter must be a RateLimiter; got ${describeValue(limiter)}.`,
       );
     }
     const { key } = part!;

@@ -1,6 +1,6 @@
 /** RateLimiter options: their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
 import type { Clock } from '../core/clock.js';
-import { describe, parseDuration, type Duration } from '../core/duration.js';
+import { describeValue, parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { warnOnce, WarningCode } from '../core/warnings.js';
 import { CircuitBreaker } from '../guards/breaker.js';
@@ -137,7 +137,7 @@ export const MAX_PRODUCT = 2 ** 50;
  */
 export function parsePolicy(o: RateLimiterOptions): Policy {
   if (typeof o.limit !== 'number' || !Number.isSafeInteger(o.limit) || o.limit <= 0) {
-    throw new FloodgateError(ErrorCode.INVALID_LIMIT, `limit must be a positive whole number; got ${describe(o.limit)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_LIMIT, `limit must be a positive whole number; got ${describeValue(o.limit)}.`);
   }
   if (o.window === undefined) {
     throw new FloodgateError(ErrorCode.INVALID_WINDOW, 'window is required, e.g. { limit: 100, window: "1m" }.');
@@ -167,7 +167,7 @@ function checkAlgorithm(algorithm: Algorithm = 'fixed-window'): Algorithm {
   if (!ALGORITHMS.includes(algorithm)) {
     throw new FloodgateError(
       ErrorCode.INVALID_ALGORITHM,
-      `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describe(algorithm)}.`,
+      `algorithm must be one of ${ALGORITHMS.map((a) => JSON.stringify(a)).join(', ')}; got ${describeValue(algorithm)}.`,
     );
   }
   return algorithm;
@@ -207,7 +207,7 @@ export function parseFailureHandling(
   if (o.insurance !== undefined && !isRateLimiter(o.insurance)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `insurance must be a RateLimiter (usually on a MemoryStore); got ${describe(o.insurance)}.`,
+      `insurance must be a RateLimiter (usually on a MemoryStore); got ${describeValue(o.insurance)}.`,
     );
   }
   if (o.insurance !== undefined && o.insurance.store === store) {
@@ -219,7 +219,7 @@ export function parseFailureHandling(
   if (o.onStoreFailure !== undefined && !FAILURE_MODES.includes(o.onStoreFailure)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `onStoreFailure must be one of ${FAILURE_MODES.map((m) => JSON.stringify(m)).join(', ')}; got ${describe(o.onStoreFailure)}.`,
+      `onStoreFailure must be one of ${FAILURE_MODES.map((m) => JSON.stringify(m)).join(', ')}; got ${describeValue(o.onStoreFailure)}.`,
     );
   }
   if (o.insurance !== undefined && o.onStoreFailure !== undefined && o.onStoreFailure !== 'reject') {
@@ -240,7 +240,7 @@ export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefi
   if (!Number.isSafeInteger(onConsumed) || onConsumed < 1) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `inMemoryBlock.onConsumed must be a positive whole number; got ${describe(onConsumed)}.`,
+      `inMemoryBlock.onConsumed must be a positive whole number; got ${describeValue(onConsumed)}.`,
     );
   }
   if (onConsumed > limit) {
@@ -251,7 +251,10 @@ export function parseMemoryBlock(option: boolean | InMemoryBlockOptions | undefi
   }
   const maxKeys = o.maxKeys ?? 10_000;
   if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `inMemoryBlock.maxKeys must be a positive whole number; got ${describe(maxKeys)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `inMemoryBlock.maxKeys must be a positive whole number; got ${describeValue(maxKeys)}.`,
+    );
   }
   const durationMs = o.duration === undefined ? undefined : parseDuration(o.duration, 'inMemoryBlock.duration');
   return { onConsumed, durationMs, maxKeys };
@@ -266,7 +269,7 @@ export function parseBreaker(option: boolean | BreakerConfig | undefined): Circu
   if (!Number.isSafeInteger(failureThreshold) || failureThreshold < 1) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `breaker.failureThreshold must be a positive whole number; got ${describe(failureThreshold)}.`,
+      `breaker.failureThreshold must be a positive whole number; got ${describeValue(failureThreshold)}.`,
     );
   }
   const cooldownMs = parseDuration(o.cooldown ?? 2000, 'breaker.cooldown');
@@ -290,7 +293,7 @@ export function parseWait(option: unknown): WaitConfig | undefined {
   if (typeof option !== 'object' || option === null || Array.isArray(option)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `wait takes options, not ${describe(option)}: write wait: { timeout: '5s' } (and maxQueue for the most waiting calls per key).`,
+      `wait takes options, not ${describeValue(option)}: write wait: { timeout: '5s' } (and maxQueue for the most waiting calls per key).`,
     );
   }
   assertKnownOptions(option, ['timeout', 'maxQueue'], 'wait');

@@ -1,5 +1,5 @@
 /** Per-key policy overrides: a live table of exact keys and `*` patterns, each changing a limiter's limit, window or block for the keys it matches. */
-import { describe, parseDuration, type Duration } from '../core/duration.js';
+import { describeValue, parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { Policy } from '../core/policy.js';
 import { assertKnownOptions } from '../core/validate.js';
@@ -153,7 +153,10 @@ export class PolicyOverrides {
 
   private put(pattern: string, override: PolicyOverride): void {
     if (typeof pattern !== 'string' || pattern.length === 0) {
-      throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `an override's pattern must be a non-empty string; got ${describe(pattern)}.`);
+      throw new FloodgateError(
+        ErrorCode.INVALID_OPTIONS,
+        `an override's pattern must be a non-empty string; got ${describeValue(pattern)}.`,
+      );
     }
     checkOverride(override, `override ${JSON.stringify(pattern)}`);
     const kind = patternKind(pattern);
@@ -198,7 +201,7 @@ export function checkOverride(override: PolicyOverride, name = 'override'): void
   if (typeof override !== 'object' || override === null || Array.isArray(override)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `${name} must be an object such as { limit: 5000, window: "1m" }; got ${describe(override)}.`,
+      `${name} must be an object such as { limit: 5000, window: "1m" }; got ${describeValue(override)}.`,
     );
   }
   if ('algorithm' in override) {
@@ -210,7 +213,7 @@ export function checkOverride(override: PolicyOverride, name = 'override'): void
   assertKnownOptions(override, OVERRIDE_FIELDS, name);
   const { limit, window, blockDuration } = override;
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit <= 0)) {
-    throw new FloodgateError(ErrorCode.INVALID_LIMIT, `${name}: limit must be a positive whole number; got ${describe(limit)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_LIMIT, `${name}: limit must be a positive whole number; got ${describeValue(limit)}.`);
   }
   if (window !== undefined) parseDuration(window, `${name}: window`, ErrorCode.INVALID_WINDOW);
   if (blockDuration !== undefined) parseDuration(blockDuration, `${name}: blockDuration`);
@@ -315,7 +318,7 @@ export function overrideResolver(source: unknown, execEvenly: boolean, policy: P
   if (!(source instanceof PolicyOverrides) && typeof source !== 'function') {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `overrides must be a PolicyOverrides table or a function of the key; got ${describe(source)}.`,
+      `overrides must be a PolicyOverrides table or a function of the key; got ${describeValue(source)}.`,
     );
   }
   if (execEvenly) {

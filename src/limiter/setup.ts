@@ -1,7 +1,7 @@
 /** RateLimiter's store, prefix and clock options, checked, with the prefix derived from the policy when none is given. */
 import { systemClock, type Clock } from '../core/clock.js';
 import { calendarLabel } from '../core/calendar-window.js';
-import { describe } from '../core/duration.js';
+import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { noteDefaultPrefix, type RateLimiterOptions } from './options.js';
 import type { Policy } from '../core/policy.js';
@@ -16,7 +16,7 @@ export function storeOption(o: RateLimiterOptions): Store {
   if (o.store !== undefined && !isStore(o.store)) {
     throw new FloodgateError(
       ErrorCode.INVALID_STORE,
-      `store must implement the Store contract (a name and an apply(operation) method), e.g. new MemoryStore() or new RedisStore({ client }); got ${describe(o.store)}.`,
+      `store must implement the Store contract (a name and an apply(operation) method), e.g. new MemoryStore() or new RedisStore({ client }); got ${describeValue(o.store)}.`,
     );
   }
   return o.store ?? new MemoryStore();
@@ -29,7 +29,7 @@ export function storeOption(o: RateLimiterOptions): Store {
  */
 export function prefixOption(o: RateLimiterOptions, policy: Policy, store: Store, owner: object): string {
   if (o.prefix !== undefined && (typeof o.prefix !== 'string' || o.prefix.length === 0)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describe(o.prefix)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describeValue(o.prefix)}.`);
   }
   if (o.prefix !== undefined) return o.prefix;
   const { algorithm, limit, windowMs, blockMs, calendar } = policy;
@@ -46,7 +46,7 @@ export function prefixOption(o: RateLimiterOptions, policy: Policy, store: Store
  */
 export function clockOption(o: RateLimiterOptions): Clock {
   if (o.clock !== undefined && typeof o.clock !== 'function') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describe(o.clock)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describeValue(o.clock)}.`);
   }
   return o.clock ?? systemClock;
 }

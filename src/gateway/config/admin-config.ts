@@ -1,7 +1,7 @@
 /** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile, hosts }`, where a token also turns on the admin API and hosts names the Host values answered; and reading `--admin-token-file`. */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { InvalidValue, parseListen } from './values.js';
 import type { ListenAddress } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
@@ -30,12 +30,12 @@ export interface AdminSection {
 export function parseAdminHosts(value: unknown): string[] {
   if (!Array.isArray(value) || value.length === 0)
     throw new InvalidValue(
-      `must be a list of host names, e.g. hosts: [floodgate-admin.internal, "*.svc.cluster.local"]; got ${describe(value)}.`,
+      `must be a list of host names, e.g. hosts: [floodgate-admin.internal, "*.svc.cluster.local"]; got ${describeValue(value)}.`,
     );
   return value.map((entry, i) => {
     if (typeof entry !== 'string' || !/^(\*\.)?[a-z0-9-]+(\.[a-z0-9-]+)*$/i.test(entry))
       throw new InvalidValue(
-        `entry ${i} must be a host name without port or scheme, or *. and a domain; got ${describe(entry)}. IP addresses and localhost are always answered.`,
+        `entry ${i} must be a host name without port or scheme, or *. and a domain; got ${describeValue(entry)}. IP addresses and localhost are always answered.`,
       );
     return entry.toLowerCase();
   });
@@ -47,7 +47,7 @@ export function parseAdminHosts(value: unknown): string[] {
  * @throws InvalidValue naming what is wrong
  */
 export function checkAdminToken(token: unknown, where: string): string {
-  if (typeof token !== 'string') throw new InvalidValue(`must be a string; got ${describe(token)}.`);
+  if (typeof token !== 'string') throw new InvalidValue(`must be a string; got ${describeValue(token)}.`);
   if (token.length < MIN_ADMIN_TOKEN_LENGTH)
     throw new InvalidValue(
       `${where} is ${token.length} characters; an admin token needs at least ${MIN_ADMIN_TOKEN_LENGTH} (e.g. the output of openssl rand -hex 32).`,
@@ -86,7 +86,7 @@ export function adminSection(c: Cursor, value: unknown, dir: string): AdminSecti
   if (o.token !== undefined) return { listen, hosts, token: c.at([...path, 'token'], () => checkAdminToken(o.token, 'the token')) };
   if (o.tokenFile !== undefined) {
     const file = o.tokenFile;
-    if (typeof file !== 'string' || file === '') c.fail([...path, 'tokenFile'], `must be a file path; got ${describe(file)}.`);
+    if (typeof file !== 'string' || file === '') c.fail([...path, 'tokenFile'], `must be a file path; got ${describeValue(file)}.`);
     return { listen, hosts, token: c.at([...path, 'tokenFile'], () => readAdminTokenFile(file, dir)) };
   }
   return { listen, hosts, token: undefined };

@@ -1,5 +1,5 @@
 /** A rule's `cost` section: the estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a response that reports none is charged. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
@@ -56,7 +56,7 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
     const segments = typeof o.json === 'string' ? o.json.split('.') : [];
     if (segments.length === 0 || !segments.every((s) => JSON_SEGMENT.test(s)))
       throw new InvalidValue(
-        `must be a dotted path to a number in the response body, such as "usage.total_tokens"; got ${describe(o.json)}.`,
+        `must be a dotted path to a number in the response body, such as "usage.total_tokens"; got ${describeValue(o.json)}.`,
       );
     return segments;
   });

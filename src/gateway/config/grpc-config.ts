@@ -1,6 +1,6 @@
 /** The `grpc` setting (the Envoy rate limit service): `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags. */
 import { isAbsolute, resolve } from 'node:path';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { parseListen } from './values.js';
 import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
@@ -25,7 +25,8 @@ export function grpcSection(c: Cursor, value: unknown, dir: string, flags: Parti
   let config = flags.config;
   if (config === undefined && o.config !== undefined) {
     const path = o.config;
-    if (typeof path !== 'string' || path === '') c.fail(['grpc', 'config'], `must be a file or directory path; got ${describe(path)}.`);
+    if (typeof path !== 'string' || path === '')
+      c.fail(['grpc', 'config'], `must be a file or directory path; got ${describeValue(path)}.`);
     config = isAbsolute(path) ? path : resolve(dir, path);
   }
   if (listen === undefined) c.fail(['grpc'], `needs listen, the HOST:PORT of the gRPC listener (or --grpc HOST:PORT; ${EXAMPLE}).`);
@@ -44,7 +45,7 @@ function tlsSection(c: Cursor, value: unknown, dir: string, flags: Partial<GrpcT
     if (flag !== undefined) return flag;
     const v = o[field];
     if (v === undefined) return undefined;
-    if (typeof v !== 'string' || v === '') c.fail([...path, field], `must be the path of a PEM file; got ${describe(v)}.`);
+    if (typeof v !== 'string' || v === '') c.fail([...path, field], `must be the path of a PEM file; got ${describeValue(v)}.`);
     return isAbsolute(v) ? v : resolve(dir, v);
   };
   const [cert, key, clientCa] = [file('cert'), file('key'), file('clientCa')];

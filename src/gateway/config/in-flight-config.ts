@@ -1,5 +1,5 @@
 /** A rule's `concurrency` (requests of one key in flight at once) and `wait` (how long a refused request may wait for a unit or a slot) sections. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import type { ConcurrencySettings, PolicySettings, WaitSettings } from './settings.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { isObject, mapping, type Cursor, type Path } from './yaml-cursor.js';
@@ -29,7 +29,7 @@ export function concurrencySettings(c: Cursor, path: Path, value: unknown, shado
     const limit = c.at(path, () => {
       if (typeof value !== 'number' && typeof value !== 'string')
         throw new InvalidValue(
-          `must be the most requests of one key in flight at once, e.g. 4 or { limit: 4, ttl: 30s }; got ${describe(value)}.`,
+          `must be the most requests of one key in flight at once, e.g. 4 or { limit: 4, ttl: 30s }; got ${describeValue(value)}.`,
         );
       return parsePositiveInt(value, 1_000_000);
     });
@@ -45,7 +45,7 @@ export function concurrencySettings(c: Cursor, path: Path, value: unknown, shado
           const ms = parseMs(o.ttl);
           if (ms < MIN_TTL_MS || ms > MAX_TTL_MS)
             throw new InvalidValue(
-              `must be from 1s to 1h: the gateway renews a held slot every ttl/3, and a crashed gateway's slots come back after it; got ${describe(o.ttl)}.`,
+              `must be from 1s to 1h: the gateway renews a held slot every ttl/3, and a crashed gateway's slots come back after it; got ${describeValue(o.ttl)}.`,
             );
           return ms;
         });
@@ -72,7 +72,9 @@ export function waitSettings(
   const timeoutMs = c.at([...path, 'timeout'], () => {
     const ms = parseMs(o.timeout);
     if (ms > MAX_WAIT_MS)
-      throw new InvalidValue(`must be at most 1m: each waiting request keeps its client's connection open; got ${describe(o.timeout)}.`);
+      throw new InvalidValue(
+        `must be at most 1m: each waiting request keeps its client's connection open; got ${describeValue(o.timeout)}.`,
+      );
     return ms;
   });
   const maxQueue =

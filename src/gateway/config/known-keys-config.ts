@@ -1,5 +1,5 @@
 /** A rule key's `allowList: { redis: NAME, ... }`: the Redis set of known keys and the bounds of the cache in front of it. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { DEFAULT_KNOWN_KEYS, type KnownKeysSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
@@ -26,7 +26,7 @@ export function knownKeysSettings(c: Cursor, path: Path, value: unknown): KnownK
     c.fail(path, `needs redis, the name of the Redis set that lists the known keys (${EXAMPLE}); for a file write allowList: ./keys.txt.`);
   const set = c.at([...path, 'redis'], () => {
     if (typeof o.redis !== 'string' || o.redis.trim() === '' || o.redis.length > 512)
-      throw new InvalidValue(`must be the name of a Redis set, e.g. "fg:known-keys"; got ${describe(o.redis)}.`);
+      throw new InvalidValue(`must be the name of a Redis set, e.g. "fg:known-keys"; got ${describeValue(o.redis)}.`);
     return o.redis;
   });
   const knownForMs =
@@ -36,7 +36,7 @@ export function knownKeysSettings(c: Cursor, path: Path, value: unknown): KnownK
           const ms = parseMs(o.knownFor);
           if (ms < MIN_KNOWN_FOR_MS || ms > MAX_KNOWN_FOR_MS)
             throw new InvalidValue(
-              `must be from ${MIN_KNOWN_FOR_MS}ms to 1h: a removed key is admitted this long after SREM; got ${describe(o.knownFor)}.`,
+              `must be from ${MIN_KNOWN_FOR_MS}ms to 1h: a removed key is admitted this long after SREM; got ${describeValue(o.knownFor)}.`,
             );
           return ms;
         });
@@ -47,7 +47,7 @@ export function knownKeysSettings(c: Cursor, path: Path, value: unknown): KnownK
           const ms = parseMs(o.unknownFor, true);
           if (ms > knownForMs)
             throw new InvalidValue(
-              `must not be longer than knownFor (${knownForMs} ms): a key added with SADD waits this long to be admitted; got ${describe(o.unknownFor)}.`,
+              `must not be longer than knownFor (${knownForMs} ms): a key added with SADD waits this long to be admitted; got ${describeValue(o.unknownFor)}.`,
             );
           return ms;
         });

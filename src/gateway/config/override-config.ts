@@ -1,5 +1,5 @@
 /** Plans and per-key overrides in the config: the `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis hash and the admin API share. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 import { checkOverride, overridePolicy, type PolicyOverride } from '../../limiter/overrides.js';
 import type { Policy } from '../../core/policy.js';
@@ -17,13 +17,13 @@ export function planSettings(c: Cursor, value: unknown): PlanSettings {
   const plans = new Map<string, ReadonlyMap<string, PolicyOverride>>();
   if (value === undefined) return plans;
   if (!isObject(value))
-    c.fail(['plans'], `must map plan names to the policies they change, e.g. pro: { per-minute: 600/1m }; got ${describe(value)}.`);
+    c.fail(['plans'], `must map plan names to the policies they change, e.g. pro: { per-minute: 600/1m }; got ${describeValue(value)}.`);
   for (const [name, body] of Object.entries(value)) {
     const path: Path = ['plans', name];
     if (!isObject(body) || Object.keys(body).length === 0)
       c.fail(
         path,
-        `must map the names of the rule policies it changes to their new numbers, e.g. { per-minute: 600/1m }; got ${describe(body)}.`,
+        `must map the names of the rule policies it changes to their new numbers, e.g. { per-minute: 600/1m }; got ${describeValue(body)}.`,
       );
     const policies = new Map<string, PolicyOverride>();
     for (const [policy, spec] of Object.entries(body))
@@ -49,7 +49,7 @@ export function overrideSettings(
   const raw = new Map<string, unknown>();
   if (o.keys !== undefined) {
     if (!isObject(o.keys))
-      c.fail([...path, 'keys'], `must map keys or patterns (with *) to a plan name or new numbers; got ${describe(o.keys)}.`);
+      c.fail([...path, 'keys'], `must map keys or patterns (with *) to a plan name or new numbers; got ${describeValue(o.keys)}.`);
     for (const [pattern, spec] of Object.entries(o.keys)) {
       entries.set(
         pattern,
@@ -64,7 +64,7 @@ export function overrideSettings(
       : c.at([...path, 'redis'], () => {
           if (typeof o.redis !== 'string' || !REDIS_NAME.test(o.redis))
             throw new InvalidValue(
-              `must be the name of a Redis hash (field: key or pattern, value: a plan name or JSON numbers); got ${describe(o.redis)}.`,
+              `must be the name of a Redis hash (field: key or pattern, value: a plan name or JSON numbers); got ${describeValue(o.redis)}.`,
             );
           return o.redis;
         });
@@ -116,7 +116,7 @@ function resolveShape(value: unknown, policies: readonly PolicySettings[], plans
     const plan = plans.get(value);
     if (plan === undefined)
       throw new InvalidValue(
-        `names no plan: ${describe(value)}; the plans are ${[...plans.keys()].map((p) => JSON.stringify(p)).join(', ') || 'none (add a plans section)'}.`,
+        `names no plan: ${describeValue(value)}; the plans are ${[...plans.keys()].map((p) => JSON.stringify(p)).join(', ') || 'none (add a plans section)'}.`,
       );
     return byName(plan, policies, `plan ${JSON.stringify(value)}`);
   }
@@ -129,7 +129,7 @@ function resolveShape(value: unknown, policies: readonly PolicySettings[], plans
   }
   if (!isObject(value) || Object.keys(value).length === 0)
     throw new InvalidValue(
-      `must be a plan name, "LIMIT/WINDOW", { limit, window, blockDuration } or { POLICY_NAME: … }; got ${describe(value)}.`,
+      `must be a plan name, "LIMIT/WINDOW", { limit, window, blockDuration } or { POLICY_NAME: … }; got ${describeValue(value)}.`,
     );
   return byName(new Map(Object.entries(value).map(([name, spec]) => [name, policyOverride(spec)])), policies, 'the override');
 }

@@ -1,5 +1,5 @@
 /** Parsers for the `paths:` config section and for `pathPattern`, whose guard refuses regular expressions that can backtrack catastrophically. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { InvalidValue } from './values.js';
 import type { PathSettings } from './settings.js';
 
@@ -11,7 +11,8 @@ export function parseMode<K extends 'escapedSlashes' | 'semicolons' | 'doubleEnc
   value: unknown,
   allowed: ReadonlyArray<PathSettings[K]>,
 ): PathSettings[K] {
-  if (!allowed.includes(value as PathSettings[K])) throw new InvalidValue(`must be one of ${allowed.join(', ')}; got ${describe(value)}.`);
+  if (!allowed.includes(value as PathSettings[K]))
+    throw new InvalidValue(`must be one of ${allowed.join(', ')}; got ${describeValue(value)}.`);
   return value as PathSettings[K];
 }
 
@@ -31,7 +32,7 @@ export const PATH_MODES = {
  */
 export function parsePathPattern(value: unknown): RegExp {
   if (typeof value !== 'string')
-    throw new InvalidValue(`must be a regular expression as a string, e.g. "^/users/[0-9]+$"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a regular expression as a string, e.g. "^/users/[0-9]+$"; got ${describeValue(value)}.`);
   let pattern: RegExp;
   try {
     pattern = new RegExp(value);

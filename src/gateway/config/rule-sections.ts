@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { CALENDAR_UNITS, type CalendarUnit } from '../../core/calendar.js';
 import { longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../core/calendar-window.js';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import type { Algorithm } from '../../core/policy.js';
 import { costSettings } from './cost-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
@@ -35,7 +35,7 @@ const METHOD = /^[A-Z]+$/;
 /** The `rules` list: each rule's match, key and policies, checked and placed. */
 export function ruleList(c: Cursor, value: unknown, baseDir: string, plans: PlanSettings = new Map()): RuleSettings[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describe(value)}.`);
+  if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describeValue(value)}.`);
   const names = new Set<string>();
   return value.map((entry, i) => {
     const rule = ruleSettings(c, ['rules', i], entry, i, baseDir, plans);
@@ -56,7 +56,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
       ? `rule-${index}`
       : c.at([...path, 'name'], () => {
           if (typeof r.name !== 'string' || !RULE_NAME.test(r.name)) {
-            throw new InvalidValue(`must be 1–64 letters, digits, ".", "_" or "-"; got ${describe(r.name)}.`);
+            throw new InvalidValue(`must be 1–64 letters, digits, ".", "_" or "-"; got ${describeValue(r.name)}.`);
           }
           return r.name;
         });
@@ -71,7 +71,7 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
   if (final && shadow) c.fail([...path, 'final'], 'a shadow rule never ends the list (it only reports); remove final or shadow.');
   if (r.policies === undefined) c.fail(path, 'a rule needs policies, e.g. policies: ["3/5s"] or policies: [{ limit: 3, window: 5s }].');
   if (!Array.isArray(r.policies) || r.policies.length === 0)
-    c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describe(r.policies)}.`);
+    c.fail([...path, 'policies'], `must be a non-empty list of policies; got ${describeValue(r.policies)}.`);
   const policies = r.policies.map((p, i) => policySettings(c, [...path, 'policies', i], p));
   // By the name serve reports each policy under (headers, violated-policies, the admin API), which must be unique:
   // two unnamed policies with equal numbers and different keys would pass a check of the numbers and keys, and stop serve.
@@ -126,7 +126,7 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
       : c.at([...path, 'name'], () => {
           // Printable ASCII, as serve's HttpLimiter requires: the name is sent in the RateLimit-Policy header.
           if (typeof p.name !== 'string' || !/^[\x20-\x7e]+$/.test(p.name))
-            throw new InvalidValue(`must be a non-empty string of printable ASCII (it is sent in a header); got ${describe(p.name)}.`);
+            throw new InvalidValue(`must be a non-empty string of printable ASCII (it is sent in a header); got ${describeValue(p.name)}.`);
           return p.name;
         });
   const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
@@ -146,7 +146,7 @@ function calendarWindow(c: Cursor, path: Path, p: Obj, algorithm: Algorithm): Ca
       if (p[field] !== undefined) {
         c.fail(
           [...path, field],
-          `applies to calendar windows only (window: day, week or month); window ${describe(p.window)} is a duration, which runs from the first request whatever the zone. Remove ${field}, or use a calendar window.`,
+          `applies to calendar windows only (window: day, week or month); window ${describeValue(p.window)} is a duration, which runs from the first request whatever the zone. Remove ${field}, or use a calendar window.`,
         );
       }
     }
@@ -206,7 +206,7 @@ function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
       : c.at([...path, methodKey], () =>
           stringList(m[methodKey], (s) => {
             const up = s.toUpperCase();
-            if (!METHOD.test(up)) throw new InvalidValue(`must be HTTP methods such as GET or POST; got ${describe(s)}.`);
+            if (!METHOD.test(up)) throw new InvalidValue(`must be HTTP methods such as GET or POST; got ${describeValue(s)}.`);
             return up;
           }),
         );
@@ -217,7 +217,7 @@ function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
       : c.at([...path, hostKey], () =>
           stringList(m[hostKey], (s) => {
             if (!/^(\*\.)?[A-Za-z0-9.-]+$/.test(s))
-              throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describe(s)}.`);
+              throw new InvalidValue(`must be host names such as "api.example.com" or "*.example.com" (no port); got ${describeValue(s)}.`);
             // A fully qualified name's trailing dot names the same host; requests are matched without it (see canonicalHost).
             return s.toLowerCase().replace(/\.+$/, '');
           }),
@@ -227,7 +227,7 @@ function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
       ? undefined
       : c.at([...path, 'path'], () => {
           if (typeof m.path !== 'string' || !m.path.startsWith('/'))
-            throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describe(m.path)}.`);
+            throw new InvalidValue(`must be a path prefix starting with "/", e.g. "/api/"; got ${describeValue(m.path)}.`);
           return m.path;
         });
   const pathPattern = m.pathPattern === undefined ? undefined : c.at([...path, 'pathPattern'], () => parsePathPattern(m.pathPattern));
@@ -237,13 +237,13 @@ function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
       : c.at([...path, 'headers'], () => {
           if (!isObject(m.headers))
             throw new InvalidValue(
-              `must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describe(m.headers)}.`,
+              `must map header names to a value or true (present), e.g. { x-tenant: acme }; got ${describeValue(m.headers)}.`,
             );
           return Object.entries(m.headers).map(([name, v]) => {
             const header = parseHeaderName(name);
             if (v === true) return [header, true] as const;
             if (typeof v === 'string' || typeof v === 'number') return [header, String(v)] as const;
-            throw new InvalidValue(`header ${name} must map to a value or true (present); got ${describe(v)}.`);
+            throw new InvalidValue(`header ${name} must map to a value or true (present); got ${describeValue(v)}.`);
           });
         });
   return { methods, pathPrefix, pathPattern, hosts, headers };
@@ -253,7 +253,7 @@ function stringList(value: unknown, each: (s: string) => string): string[] {
   const list = Array.isArray(value) ? value : [value];
   if (list.length === 0) throw new InvalidValue('must not be empty.');
   return list.map((s) => {
-    if (typeof s !== 'string') throw new InvalidValue(`must be a string or a list of strings; got ${describe(s)}.`);
+    if (typeof s !== 'string') throw new InvalidValue(`must be a string or a list of strings; got ${describeValue(s)}.`);
     return each(s);
   });
 }
@@ -271,7 +271,9 @@ function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings 
       ? undefined
       : c.at([...path, 'pattern'], () => {
           if (typeof k.pattern !== 'string')
-            throw new InvalidValue(`must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describe(k.pattern)}.`);
+            throw new InvalidValue(
+              `must be a regular expression as a string, e.g. "^[A-Za-z0-9_-]{20,64}$"; got ${describeValue(k.pattern)}.`,
+            );
           // Anchored, so that "[a-z]+" cannot admit "abc<anything>" by matching a part of it.
           try {
             return new RegExp(`^(?:${k.pattern})$`);
@@ -287,7 +289,7 @@ function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings 
     allowListFile = c.at([...path, 'allowList'], () => {
       if (typeof k.allowList !== 'string' || k.allowList === '')
         throw new InvalidValue(
-          `must be the path of a file with one key per line, or { redis: SET } for a Redis set; got ${describe(k.allowList)}.`,
+          `must be the path of a file with one key per line, or { redis: SET } for a Redis set; got ${describeValue(k.allowList)}.`,
         );
       return resolve(baseDir, k.allowList);
     });

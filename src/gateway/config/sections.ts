@@ -1,5 +1,5 @@
 /** The config file's store, proxy, paths and readiness sections: each field checked and placed, defaults filled in. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { PATH_FIELDS, PATH_MODES, parseMode } from './path-config.js';
 import {
   InvalidValue,
@@ -81,7 +81,7 @@ export function storeSettings(c: Cursor, value: unknown): StoreSettings {
   const kind = at(
     'type',
     (v) => {
-      if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describe(v)}.`);
+      if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describeValue(v)}.`);
       return v;
     },
     s.url === undefined ? 'memory' : 'redis',
@@ -99,7 +99,7 @@ export function storeSettings(c: Cursor, value: unknown): StoreSettings {
       'prefix',
       (v) => {
         if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
-          throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describe(v)}.`);
+          throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describeValue(v)}.`);
         return v;
       },
       DEFAULT_STORE.prefix,

@@ -223,7 +223,7 @@ export interface ReadinessSettings {
   readonly store?: boolean;
 }
 
-/** How request paths are canonicalised and matched (see path.ts). */
+/** How request paths are canonicalised and matched (see rules/path-match.ts). */
 export interface PathSettings {
   /** Match `path`/`pathPattern` case-sensitively; off by default, as Express and Koa route case-insensitively. */
   readonly caseSensitive: boolean;

@@ -1,5 +1,5 @@
 /** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
-import { describe, parseDuration } from '../../core/duration.js';
+import { describeValue, parseDuration } from '../../core/duration.js';
 import { CALENDAR_UNITS } from '../../core/calendar.js';
 import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
 import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
@@ -46,7 +46,7 @@ export function asInvalid<T>(parse: () => T): T {
 export function parseListen(value: unknown): ListenAddress {
   if (typeof value === 'number') return { host: '127.0.0.1', port: checkPort(value, String(value)) };
   if (typeof value !== 'string' || value.trim() === '') {
-    throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080" or "0.0.0.0:8080"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080" or "0.0.0.0:8080"; got ${describeValue(value)}.`);
   }
   const text = value.trim();
   let host = '127.0.0.1';
@@ -59,11 +59,11 @@ export function parseListen(value: unknown): ListenAddress {
     port = text;
   } else {
     const colon = text.lastIndexOf(':');
-    if (colon < 0) throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080"; got ${describe(value)} (no port).`);
+    if (colon < 0) throw new InvalidValue(`must be HOST:PORT such as "127.0.0.1:8080"; got ${describeValue(value)} (no port).`);
     if (colon > 0) host = text.slice(0, colon);
     port = text.slice(colon + 1);
   }
-  if (!/^\d+$/.test(port)) throw new InvalidValue(`must be HOST:PORT with a numeric port; got ${describe(value)}.`);
+  if (!/^\d+$/.test(port)) throw new InvalidValue(`must be HOST:PORT with a numeric port; got ${describeValue(value)}.`);
   return { host, port: checkPort(Number(port), text) };
 }
 
@@ -77,18 +77,19 @@ function checkPort(port: number, text: string): number {
 /** Parses an upstream URL: http or https, no query or fragment. */
 export function parseUpstream(value: unknown): URL {
   if (typeof value !== 'string' || value.trim() === '') {
-    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describeValue(value)}.`);
   }
   let url: URL;
   try {
     url = new URL(value.trim());
   } catch {
-    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be an http(s) URL such as "http://127.0.0.1:3000"; got ${describeValue(value)}.`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new InvalidValue(`must use http:// or https://; got ${describe(value)}.`);
+    throw new InvalidValue(`must use http:// or https://; got ${describeValue(value)}.`);
   }
-  if (url.search !== '' || url.hash !== '') throw new InvalidValue(`must not have a query string or fragment; got ${describe(value)}.`);
+  if (url.search !== '' || url.hash !== '')
+    throw new InvalidValue(`must not have a query string or fragment; got ${describeValue(value)}.`);
   if (url.username !== '' || url.password !== '')
     throw new InvalidValue("must not carry credentials; the gateway forwards the client's own Authorization header.");
   return url;
@@ -97,7 +98,7 @@ export function parseUpstream(value: unknown): URL {
 /** Parses a Redis URL (redis:// or rediss://). */
 export function parseRedisUrl(value: unknown): string {
   if (typeof value !== 'string' || !/^rediss?:\/\/[^\s]+$/.test(value.trim())) {
-    throw new InvalidValue(`must be a Redis URL such as "redis://127.0.0.1:6379"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a Redis URL such as "redis://127.0.0.1:6379"; got ${describeValue(value)}.`);
   }
   return value.trim();
 }
@@ -106,15 +107,15 @@ export function parseRedisUrl(value: unknown): string {
 export function parseLimitSpec(value: unknown): { limit: number; windowMs: number } {
   const match = typeof value === 'string' ? /^\s*(\d+)\s*\/\s*(\S+)\s*$/.exec(value) : null;
   if (!match) {
-    throw new InvalidValue(`must be LIMIT/WINDOW such as "3/5s" or "100/1m"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be LIMIT/WINDOW such as "3/5s" or "100/1m"; got ${describeValue(value)}.`);
   }
   const limit = Number(match[1]);
   if (!Number.isSafeInteger(limit) || limit < 1)
-    throw new InvalidValue(`the limit must be a positive whole number; got ${describe(value)}.`);
+    throw new InvalidValue(`the limit must be a positive whole number; got ${describeValue(value)}.`);
   if ((CALENDAR_UNITS as readonly string[]).includes(match[2]!)) {
     // A calendar window follows a time zone, which the short form has no room for.
     throw new InvalidValue(
-      `a calendar window needs its time zone: write the policy as { limit: ${limit}, window: ${match[2]}, timeZone: Europe/Berlin } (or timeZone: UTC); got ${describe(value)}.`,
+      `a calendar window needs its time zone: write the policy as { limit: ${limit}, window: ${match[2]}, timeZone: Europe/Berlin } (or timeZone: UTC); got ${describeValue(value)}.`,
     );
   }
   const windowMs = asInvalid(() => parseDuration(match[2], 'the window'));
@@ -124,7 +125,7 @@ export function parseLimitSpec(value: unknown): { limit: number; windowMs: numbe
 /** Parses an algorithm name. */
 export function parseAlgorithm(value: unknown): Algorithm {
   if (!ALGORITHMS.includes(value as Algorithm)) {
-    throw new InvalidValue(`must be one of ${ALGORITHMS.join(', ')}; got ${describe(value)}.`);
+    throw new InvalidValue(`must be one of ${ALGORITHMS.join(', ')}; got ${describeValue(value)}.`);
   }
   return value as Algorithm;
 }
@@ -134,7 +135,7 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** Parses a header name (returned lower-case). */
 export function parseHeaderName(value: unknown): string {
   if (typeof value !== 'string' || !HEADER_NAME.test(value))
-    throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describeValue(value)}.`);
   return value.toLowerCase();
 }
 
@@ -145,7 +146,7 @@ export function parseKeySpec(value: unknown): KeySettings {
   const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
   if (!match) {
     throw new InvalidValue(
-      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for every client); got ${describe(value)}.`,
+      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for every client); got ${describeValue(value)}.`,
     );
   }
   return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };
@@ -157,7 +158,7 @@ export function parseTrustProxy(value: unknown): TrustProxy {
   if (typeof value === 'number' || (typeof value === 'string' && /^\d+$/.test(value))) {
     const hops = Number(value);
     if (!Number.isSafeInteger(hops) || hops < 1 || hops > 32)
-      throw new InvalidValue(`as a hop count must be from 1 to 32; got ${describe(value)}.`);
+      throw new InvalidValue(`as a hop count must be from 1 to 32; got ${describeValue(value)}.`);
     return hops;
   }
   const list =
@@ -169,7 +170,7 @@ export function parseTrustProxy(value: unknown): TrustProxy {
       : value;
   if (!Array.isArray(list) || list.length === 0 || !list.every((s) => typeof s === 'string')) {
     throw new InvalidValue(
-      `must be false, the number of proxies in front of the gateway, or a list of their IPs/CIDRs (e.g. "10.0.0.0/8,loopback"); got ${describe(value)}.`,
+      `must be false, the number of proxies in front of the gateway, or a list of their IPs/CIDRs (e.g. "10.0.0.0/8,loopback"); got ${describeValue(value)}.`,
     );
   }
   asInvalid(() => new AddressMatcher(list as string[], 'trustProxy'));
@@ -187,7 +188,7 @@ export function parseHeaders(value: unknown): readonly HeaderMode[] | 'none' {
 export function parsePositiveInt(value: unknown, max = Number.MAX_SAFE_INTEGER, allowZero = false): number {
   const n = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < (allowZero ? 0 : 1) || n > max) {
-    throw new InvalidValue(`must be a whole number from ${allowZero ? 0 : 1} to ${max}; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a whole number from ${allowZero ? 0 : 1} to ${max}; got ${describeValue(value)}.`);
   }
   return n;
 }
@@ -206,7 +207,7 @@ export function parseMs(value: unknown, allowZero = false): number {
 export function parseLeaseMs(value: unknown): number {
   const ms = parseMs(value, true);
   if (!Number.isSafeInteger(ms) || ms > MAX_LEASE_MS)
-    throw new InvalidValue(`must be a whole number of ms up to ${MAX_LEASE_MS} (1m), or 0 for no leases; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a whole number of ms up to ${MAX_LEASE_MS} (1m), or 0 for no leases; got ${describeValue(value)}.`);
   return ms;
 }
 
@@ -221,7 +222,7 @@ export function leaseConflict(store: StoreSettings, workers: number): string | u
 /** Parses a boolean; strings only as the CLI would spell them. */
 export function parseBoolean(value: unknown): boolean {
   if (typeof value === 'boolean') return value;
-  throw new InvalidValue(`must be true or false; got ${describe(value)}.`);
+  throw new InvalidValue(`must be true or false; got ${describeValue(value)}.`);
 }
 
 /** Builds a policy from its parts, checking them. */
@@ -233,17 +234,17 @@ export function makePolicy(
   blockMs: number,
 ): PolicySettings {
   if (name !== undefined && !/^[\x20-\x7e]+$/.test(name))
-    throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describe(name)}.`);
+    throw new InvalidValue(`policy name must be printable ASCII (it is sent in a header); got ${describeValue(name)}.`);
   return { name, limit, windowMs, algorithm, blockMs };
 }
 
 /** Upgrade tokens a tunnel may be opened for; `h2c` never (a tunnelled HTTP/2 connection would carry requests no rule sees). */
 export function parseUpgrades(value: unknown): string[] {
   if (!Array.isArray(value))
-    throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a list of upgrade protocols such as [websocket], or [] for no tunnels; got ${describeValue(value)}.`);
   return value.map((v) => {
     if (typeof v !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(v))
-      throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describe(v)}.`);
+      throw new InvalidValue(`must be upgrade protocol tokens such as websocket; got ${describeValue(v)}.`);
     const token = v.toLowerCase();
     if (token === 'h2c' || token === 'h2')
       throw new InvalidValue('h2c cannot be tunnelled: every request inside an HTTP/2 tunnel would reach the upstream uncounted.');
@@ -255,7 +256,7 @@ export function parseUpgrades(value: unknown): string[] {
 export function parseStripHeaders(value: unknown): string[] | false {
   if (value === false) return false;
   if (!Array.isArray(value))
-    throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describe(value)}.`);
+    throw new InvalidValue(`must be a list of header names, or false to forward them all; got ${describeValue(value)}.`);
   return value.map((v) => parseHeaderName(v));
 }
 
@@ -264,7 +265,7 @@ export function parseDecisionPath(value: unknown): string | false {
   if (value === false) return false;
   if (typeof value !== 'string' || !/^\/[\x21-\x7e]*$/.test(value) || value.includes('?')) {
     throw new InvalidValue(
-      `must be a path such as "/_floodgate/decide", or false to turn the decision endpoint off; got ${describe(value)}.`,
+      `must be a path such as "/_floodgate/decide", or false to turn the decision endpoint off; got ${describeValue(value)}.`,
     );
   }
   return value;
@@ -272,14 +273,15 @@ export function parseDecisionPath(value: unknown): string | false {
 
 /** Parses a log level. */
 export function parseLogLevel(value: unknown): LogLevel {
-  if (!LOG_LEVELS.includes(value as LogLevel)) throw new InvalidValue(`must be one of ${LOG_LEVELS.join(', ')}; got ${describe(value)}.`);
+  if (!LOG_LEVELS.includes(value as LogLevel))
+    throw new InvalidValue(`must be one of ${LOG_LEVELS.join(', ')}; got ${describeValue(value)}.`);
   return value as LogLevel;
 }
 
 /** Parses a store failure policy. */
 export function parseFailurePolicy(value: unknown): FailurePolicy {
   if (!FAILURE_POLICIES.includes(value as FailurePolicy)) {
-    throw new InvalidValue(`must be one of ${FAILURE_POLICIES.join(', ')}; got ${describe(value)}.`);
+    throw new InvalidValue(`must be one of ${FAILURE_POLICIES.join(', ')}; got ${describeValue(value)}.`);
   }
   return value as FailurePolicy;
 }

@@ -1,6 +1,6 @@
 /** Walking the parsed YAML of a config file: a cursor that places each field's error at its line, and the mapping check. */
 import type { Document, LineCounter } from 'yaml';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { InvalidValue } from './values.js';
 import { ConfigError } from './config-error.js';
@@ -116,7 +116,7 @@ export function isObject(value: unknown): value is Obj {
 
 /** Checks that `value` is a mapping with only `known` keys. */
 export function mapping(c: Cursor, path: Path, value: unknown, known: readonly string[]): Obj {
-  if (!isObject(value)) c.fail(path, `must be a mapping (key: value lines); got ${describe(value)}.`);
+  if (!isObject(value)) c.fail(path, `must be a mapping (key: value lines); got ${describeValue(value)}.`);
   for (const key of Object.keys(value)) {
     if (!known.includes(key))
       c.fail([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, undefined, true);

@@ -1,7 +1,7 @@
 /** The rate limit service's config: envoyproxy/ratelimit YAML files (one domain each, nested descriptors) read into a descriptor tree per domain, with errors at their line. */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode } from '../../core/errors.js';
 import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
 import { ConfigError } from '../config/config-error.js';
@@ -154,7 +154,7 @@ export async function parseRlsText(text: string, file: string): Promise<{ domain
   const { cursor: c, value } = await readYaml(text, file);
   const top = mapping(c, [], value ?? {}, ROOT_FIELDS);
   if (typeof top.domain !== 'string' || top.domain === '')
-    c.fail(['domain'], `must be a non-empty string (the domain Envoy sends); got ${describe(top.domain)}.`);
+    c.fail(['domain'], `must be a non-empty string (the domain Envoy sends); got ${describeValue(top.domain)}.`);
   const domain = top.domain as string;
   return { domain, root: level(c, ['descriptors'], top.descriptors, domain, `${domain}.`) };
 }
@@ -169,11 +169,11 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
         path,
         `is nested ${depth} levels deep; a request descriptor has at most ${MAX_ENTRIES} entries, so no request could reach it.`,
       );
-    if (!Array.isArray(value)) c.fail(path, `must be a list of descriptors (lines starting with "- "); got ${describe(value)}.`);
+    if (!Array.isArray(value)) c.fail(path, `must be a list of descriptors (lines starting with "- "); got ${describeValue(value)}.`);
     for (const [i, entry] of value.entries()) {
       const at = [...path, i];
       const d = mapping(c, at, entry, DESCRIPTOR_FIELDS);
-      if (typeof d.key !== 'string' || d.key === '') c.fail([...at, 'key'], `must be a non-empty string; got ${describe(d.key)}.`);
+      if (typeof d.key !== 'string' || d.key === '') c.fail([...at, 'key'], `must be a non-empty string; got ${describeValue(d.key)}.`);
       if (
         d.value !== undefined &&
         d.value !== null &&
@@ -181,7 +181,7 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
         typeof d.value !== 'number' &&
         typeof d.value !== 'boolean'
       )
-        c.fail([...at, 'value'], `must be a string; got ${describe(d.value)}.`);
+        c.fail([...at, 'value'], `must be a string; got ${describeValue(d.value)}.`);
       const val = d.value === undefined || d.value === null ? '' : String(d.value);
       const name = val === '' ? d.key : `${d.key}_${val}`;
       const fullKey = parentKey + name;
@@ -192,7 +192,7 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
         );
       const flag = (field: string): boolean => {
         const v = d[field];
-        if (v !== undefined && typeof v !== 'boolean') c.fail([...at, field], `must be true or false; got ${describe(v)}.`);
+        if (v !== undefined && typeof v !== 'boolean') c.fail([...at, field], `must be true or false; got ${describeValue(v)}.`);
         return v === true;
       };
       const shareThreshold = flag('share_threshold');
@@ -226,29 +226,29 @@ function rateLimit(
 ): RlsLimit {
   const r = mapping(c, path, value, LIMIT_FIELDS);
   if (r.unlimited !== undefined && typeof r.unlimited !== 'boolean')
-    c.fail([...path, 'unlimited'], `must be true or false; got ${describe(r.unlimited)}.`);
+    c.fail([...path, 'unlimited'], `must be true or false; got ${describeValue(r.unlimited)}.`);
   const unlimited = r.unlimited === true;
   let unit: RlsUnit | undefined;
   if (r.unit !== undefined && r.unit !== null) {
     const u = typeof r.unit === 'string' ? r.unit.toLowerCase() : undefined;
     if (u === undefined || !(RLS_UNITS as readonly string[]).includes(u))
-      c.fail([...path, 'unit'], `must be one of ${RLS_UNITS.join(', ')}; got ${describe(r.unit)}.`);
+      c.fail([...path, 'unit'], `must be one of ${RLS_UNITS.join(', ')}; got ${describeValue(r.unit)}.`);
     unit = u as RlsUnit;
   }
   if (unlimited && unit !== undefined) c.fail([...path, 'unit'], 'must not be set when unlimited is true.');
   if (!unlimited && unit === undefined) c.fail(path, `needs a unit (${RLS_UNITS.join(', ')}), or unlimited: true.`);
   const rpu = r.requests_per_unit ?? 0;
   if (typeof rpu !== 'number' || !Number.isInteger(rpu) || rpu < 0 || rpu > 0xffff_ffff)
-    c.fail([...path, 'requests_per_unit'], `must be a whole number from 0 to 4294967295; got ${describe(rpu)}.`);
-  if (r.name !== undefined && typeof r.name !== 'string') c.fail([...path, 'name'], `must be a string; got ${describe(r.name)}.`);
+    c.fail([...path, 'requests_per_unit'], `must be a whole number from 0 to 4294967295; got ${describeValue(rpu)}.`);
+  if (r.name !== undefined && typeof r.name !== 'string') c.fail([...path, 'name'], `must be a string; got ${describeValue(r.name)}.`);
   const name = r.name === undefined || r.name === '' ? undefined : r.name;
   const replaces: string[] = [];
   if (r.replaces !== undefined && r.replaces !== null) {
-    if (!Array.isArray(r.replaces)) c.fail([...path, 'replaces'], `must be a list of { name: NAME }; got ${describe(r.replaces)}.`);
+    if (!Array.isArray(r.replaces)) c.fail([...path, 'replaces'], `must be a list of { name: NAME }; got ${describeValue(r.replaces)}.`);
     for (const [i, entry] of r.replaces.entries()) {
       const e = mapping(c, [...path, 'replaces', i], entry, ['name']);
       if (typeof e.name !== 'string' || e.name === '')
-        c.fail([...path, 'replaces', i, 'name'], `must be a non-empty string; got ${describe(e.name)}.`);
+        c.fail([...path, 'replaces', i, 'name'], `must be a non-empty string; got ${describeValue(e.name)}.`);
       if (e.name === name) c.fail([...path, 'replaces', i, 'name'], 'names this limit itself; a limit cannot replace itself.');
       replaces.push(e.name);
     }
@@ -261,7 +261,7 @@ function rateLimit(
   let algorithm: Algorithm = 'fixed-window';
   if (r.algorithm !== undefined) {
     if (!(ALGORITHMS as readonly unknown[]).includes(r.algorithm))
-      c.fail([...path, 'algorithm'], `must be one of ${ALGORITHMS.join(', ')} (floodgate's extension); got ${describe(r.algorithm)}.`);
+      c.fail([...path, 'algorithm'], `must be one of ${ALGORITHMS.join(', ')} (floodgate's extension); got ${describeValue(r.algorithm)}.`);
     algorithm = r.algorithm as Algorithm;
   }
   return { ...own, requestsPerUnit: rpu, unit, unlimited, name, replaces, algorithm };

@@ -35,7 +35,7 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
     return;
   }
   const refusedStatus = asked;
-  // The same canonical path proxied requests are matched on (see path.ts): nginx passes $request_uri as the client sent it.
+  // The same canonical path proxied requests are matched on (see rules/path-match.ts): nginx passes $request_uri as the client sent it.
   const target = requestTarget(headerValue(req.headers, 'x-original-uri') ?? '/', paths);
   if (target === undefined) {
     writeResponse(res, 400, [], 'text/plain; charset=utf-8', 'X-Original-URI is not a request target.\n');

@@ -29,7 +29,7 @@ import { upstreamCheckFor, type UpstreamCheck } from './upstream-check.js';
 import { RequestPath } from './request-path.js';
 import { storeNotReady } from '../store/store-readiness.js';
 
-/** The packages a gateway runs on, loaded by the caller (see deps.ts). */
+/** The packages a gateway runs on, loaded by the caller (see runtime/optional-deps.ts). */
 export interface GatewayDeps {
   /** undici. */
   readonly undici: Undici;

@@ -1,5 +1,5 @@
 /** koa-grounded compatibility: `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
 import { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { RateLimiterOptions } from '../../limiter/options.js';
@@ -89,32 +89,32 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
   if (typeof globalEXP !== 'number' || !Number.isSafeInteger(globalEXP) || globalEXP <= 0 || globalEXP % 1000 !== 0) {
     throw new FloodgateError(
       ErrorCode.INVALID_WINDOW,
-      `globalEXP is the window in microseconds and must be a positive whole number of milliseconds (a multiple of 1000); got ${describe(globalEXP)}.`,
+      `globalEXP is the window in microseconds and must be a positive whole number of milliseconds (a multiple of 1000); got ${describeValue(globalEXP)}.`,
     );
   }
   if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > 3_600_000)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `timeout (the sync interval in ms, floodgate's lease horizon) must be a whole number from 1 to 3600000; got ${describe(timeout)}.`,
+      `timeout (the sync interval in ms, floodgate's lease horizon) must be a whole number from 1 to 3600000; got ${describeValue(timeout)}.`,
     );
   }
   if (cacheSize !== undefined && (typeof cacheSize !== 'number' || !Number.isSafeInteger(cacheSize) || cacheSize < 1)) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `cacheSize must be a positive whole number; got ${describe(cacheSize)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `cacheSize must be a positive whole number; got ${describeValue(cacheSize)}.`);
   }
   if (dbStr !== undefined && (typeof dbStr !== 'string' || dbStr.length === 0)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `dbStr must be a Redis connection string such as "redis://127.0.0.1:6379/"; got ${describe(dbStr)}.`,
+      `dbStr must be a Redis connection string such as "redis://127.0.0.1:6379/"; got ${describeValue(dbStr)}.`,
     );
   }
   if (dbStr !== undefined && store !== undefined) {
     throw new FloodgateError(ErrorCode.CONFLICTING_OPTIONS, 'dbStr and store both say where counters live; set only one.');
   }
   if (verbose !== undefined && typeof verbose !== 'boolean') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `verbose must be true or false; got ${describe(verbose)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `verbose must be true or false; got ${describeValue(verbose)}.`);
   }
   if (logger !== undefined && typeof logger !== 'function') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `logger must be a function; got ${describe(logger)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `logger must be a function; got ${describeValue(logger)}.`);
   }
   // koa-grounded's sync interval has a meaning here only for the Redis store dbStr builds (its lease horizon).
   if (timeout !== undefined && dbStr === undefined) {
@@ -130,7 +130,7 @@ export function grounded<Ctx extends KoaContextLike = KoaContextLike>(options: G
     );
   }
   if (store !== undefined && !isStore(store)) {
-    throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describe(store)}.`);
+    throw new FloodgateError(ErrorCode.INVALID_STORE, `store must implement the Store contract; got ${describeValue(store)}.`);
   }
 
   const redis = dbStr === undefined ? undefined : new DeferredRedisStore(dbStr, { leaseMs: timeout, maxKeys: cacheSize });

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import * as clusterModule from 'node:cluster';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { PM2_MESSAGE_TYPE, openWorkerEnvelope, toWorker, type PrimaryMessage, type WorkerMessage } from './protocol.js';
 import type { Pm2Api, Pm2Bus, Pm2Packet, Peer } from './primary-types.js';
@@ -49,7 +49,7 @@ export function attachTarget(host: PeerHost, target: ThreadWorker | MessagePort 
   ) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `ClusterStorePrimary.attach takes a worker_threads Worker, a MessagePort or a forked ChildProcess; got ${describe(target)}.`,
+      `ClusterStorePrimary.attach takes a worker_threads Worker, a MessagePort or a forked ChildProcess; got ${describeValue(target)}.`,
     );
   }
   const reply = posts
@@ -104,7 +104,7 @@ export async function attachPm2Bus(host: PeerHost, pm2: Pm2Api): Promise<void> {
   if (typeof pm2 !== 'object' || pm2 === null || typeof pm2.launchBus !== 'function' || typeof pm2.sendDataToProcessId !== 'function') {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describe(pm2)}.`,
+      `ClusterStorePrimary.attachPm2 takes the pm2 module (import pm2 from 'pm2'); got ${describeValue(pm2)}.`,
     );
   }
   await new Promise<void>((resolve, reject) => pm2.connect((error) => (error ? reject(error) : resolve())));

@@ -5,7 +5,7 @@ import * as clusterModule from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.js';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { assertKnownOptions } from '../../core/validate.js';
 import { MemoryStore, memoryOptions } from '../memory.js';
@@ -76,7 +76,7 @@ export class ClusterStorePrimary {
     if (options.cluster !== undefined && typeof options.cluster !== 'boolean') {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `ClusterStorePrimary cluster must be a boolean; got ${describe(options.cluster)}.`,
+        `ClusterStorePrimary cluster must be a boolean; got ${describeValue(options.cluster)}.`,
       );
     }
     const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'ClusterStorePrimary');
@@ -181,7 +181,7 @@ export class ClusterStorePrimary {
         t: 'error',
         ...(typeof id === 'number' ? { id } : {}),
         code: ErrorCode.STORE_ERROR,
-        message: `cluster store protocol mismatch: the worker speaks version ${describe(message.floodgate)}, this primary ${PROTOCOL_VERSION}. Run the same floodgate release in the primary and the workers.`,
+        message: `cluster store protocol mismatch: the worker speaks version ${describeValue(message.floodgate)}, this primary ${PROTOCOL_VERSION}. Run the same floodgate release in the primary and the workers.`,
       });
       return;
     }

@@ -1,7 +1,7 @@
 /** ClusterStore: the worker side of the cluster store; batches each event-loop turn's operations into one message to the primary, with a handshake, per-call timeouts and known refusals answered without IPC. */
 import { isMainThread, parentPort, type MessagePort } from 'node:worker_threads';
 import type { Clock } from '../../core/clock.js';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { Operation, Outcome } from '../../core/policy.js';
 import { assertKnownOptions, MAX_TIMER_MS } from '../../core/validate.js';
@@ -133,27 +133,27 @@ export class ClusterStore implements Store {
     if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
       throw new FloodgateError(
         ErrorCode.INVALID_DURATION,
-        `ClusterStore timeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}; got ${describe(timeoutMs)}.`,
+        `ClusterStore timeoutMs must be a whole number of ms from 1 to ${MAX_TIMER_MS}; got ${describeValue(timeoutMs)}.`,
       );
     }
     if (options.clock !== undefined && typeof options.clock !== 'function') {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `ClusterStore clock must be a function returning ms; got ${describe(options.clock)}.`,
+        `ClusterStore clock must be a function returning ms; got ${describeValue(options.clock)}.`,
       );
     }
     const knownRefusals = options.knownRefusals ?? (options.clock === undefined ? KNOWN_REFUSALS : 0);
     if (!Number.isSafeInteger(knownRefusals) || knownRefusals < 0) {
       throw new FloodgateError(
         ErrorCode.INVALID_OPTIONS,
-        `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describe(knownRefusals)}.`,
+        `ClusterStore knownRefusals must be a whole number of keys, 0 or more; got ${describeValue(knownRefusals)}.`,
       );
     }
     const leaseMs = options.leaseMs ?? 0;
     if (!Number.isSafeInteger(leaseMs) || leaseMs < 0 || leaseMs > MAX_LEASE_MS) {
       throw new FloodgateError(
         ErrorCode.INVALID_DURATION,
-        `ClusterStore leaseMs must be a whole number of ms from 0 (no leases) to ${MAX_LEASE_MS}; got ${describe(leaseMs)}.`,
+        `ClusterStore leaseMs must be a whole number of ms from 0 (no leases) to ${MAX_LEASE_MS}; got ${describeValue(leaseMs)}.`,
       );
     }
     if (leaseMs > 0 && options.clock !== undefined) {
@@ -321,7 +321,7 @@ function acquireClient(transport: ClusterTransport, knownRefusals: number): Clie
   } else {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `ClusterStore transport must be 'auto', 'process', 'local' or a MessagePort; got ${describe(transport)}.`,
+      `ClusterStore transport must be 'auto', 'process', 'local' or a MessagePort; got ${describeValue(transport)}.`,
     );
   }
   let client = clients.get(key);

@@ -1,6 +1,6 @@
 /** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts. */
 import { EventEmitter } from 'node:events';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { assertKnownOptions } from '../../core/validate.js';
 import type { RedisAdapter, ReplyHandler, ScriptCall } from './client-adapter.js';
@@ -324,5 +324,5 @@ function describeClient(value: unknown): string {
     const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
     return typeof name === 'string' && name !== 'Object' ? `an instance of ${name}` : 'a plain object';
   }
-  return describe(value);
+  return describeValue(value);
 }

@@ -1,6 +1,6 @@
 /** The composite script call of RedisStore.consumeAll: its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding. */
 import { windowArgument } from '../../core/calendar-window.js';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys } from './key-names.js';
@@ -66,13 +66,13 @@ export function unsupportedOperation(operations: readonly Operation[]): Floodgat
     if (operation.kind !== 'consume') {
       return new FloodgateError(
         ErrorCode.INVALID_COMPOSITE,
-        `RedisStore consumeAll takes consume operations only, not ${describe(operation.kind)}.`,
+        `RedisStore consumeAll takes consume operations only, not ${describeValue(operation.kind)}.`,
       );
     }
     if (!ALGORITHMS.includes(operation.policy.algorithm)) {
       return new FloodgateError(
         ErrorCode.INVALID_ALGORITHM,
-        `RedisStore has no script for algorithm ${describe(operation.policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`,
+        `RedisStore has no script for algorithm ${describeValue(operation.policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`,
       );
     }
   }

@@ -1,7 +1,7 @@
 /** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster, with the calls of one event-loop turn coalesced per key and pipelined. */
 import { windowArgument } from '../../core/calendar-window.js';
 import type { Clock } from '../../core/clock.js';
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
 import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';
@@ -142,7 +142,7 @@ export class RedisStore implements Store {
       return Promise.reject(
         new FloodgateError(
           ErrorCode.INVALID_OPTIONS,
-          `RedisStore cannot apply operation ${describe(operation.kind)}; known: ${Object.keys(OP_CODE).join(', ')}.`,
+          `RedisStore cannot apply operation ${describeValue(operation.kind)}; known: ${Object.keys(OP_CODE).join(', ')}.`,
         ),
       );
     }
@@ -150,7 +150,7 @@ export class RedisStore implements Store {
       return Promise.reject(
         new FloodgateError(
           ErrorCode.INVALID_ALGORITHM,
-          `RedisStore has no script for algorithm ${describe(policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`,
+          `RedisStore has no script for algorithm ${describeValue(policy.algorithm)}; known: ${ALGORITHMS.join(', ')}.`,
         ),
       );
     }
@@ -319,7 +319,7 @@ function decodeReply(reply: unknown, count: number): Outcome[] | FloodgateError 
   if (!Array.isArray(reply) || reply.length !== count * OUTCOME_WIDTH) {
     return new FloodgateError(
       ErrorCode.STORE_ERROR,
-      `redis store failed: the script answered ${Array.isArray(reply) ? `${reply.length} values` : describe(reply)} where ${count * OUTCOME_WIDTH} integers were expected.`,
+      `redis store failed: the script answered ${Array.isArray(reply) ? `${reply.length} values` : describeValue(reply)} where ${count * OUTCOME_WIDTH} integers were expected.`,
     );
   }
   const outcomes: Outcome[] = new Array(count);
@@ -331,7 +331,7 @@ function decodeReply(reply: unknown, count: number): Outcome[] | FloodgateError 
       if (!Number.isSafeInteger(x)) {
         return new FloodgateError(
           ErrorCode.STORE_ERROR,
-          `redis store failed: the script answered ${describe(reply[o])} where an integer was expected.`,
+          `redis store failed: the script answered ${describeValue(reply[o])} where an integer was expected.`,
         );
       }
       v[j] = x;

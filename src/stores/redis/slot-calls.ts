@@ -1,5 +1,5 @@
 /** The concurrency-slot script calls of RedisStore: their KEYS and ARGV, and the decoding of their replies. */
-import { describe } from '../../core/duration.js';
+import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { SlotAcquisition } from '../../core/slots.js';
 import type { ScriptCall } from './client-adapter.js';
@@ -39,6 +39,6 @@ export function decodeFlag(reply: unknown): boolean | FloodgateError {
 }
 
 function badReply(reply: unknown, expected: string): FloodgateError {
-  const got = Array.isArray(reply) ? `${reply.length} values` : describe(reply);
+  const got = Array.isArray(reply) ? `${reply.length} values` : describeValue(reply);
   return new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: the slot script answered ${got} where ${expected} were expected.`);
 }

@@ -1,5 +1,5 @@
 /** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
-import { describe } from '../../../core/duration.js';
+import { describeValue } from '../../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
@@ -102,7 +102,7 @@ export function subscribe(subscriber: object, owned: boolean, channel: string, h
   if (typeof s.subscribe !== 'function' || typeof s.on !== 'function') {
     throw new FloodgateError(
       ErrorCode.INVALID_CLIENT,
-      `LocalFirstStore subscriber must be an ioredis, node-redis or valkey-glide client it can SUBSCRIBE with (e.g. client.duplicate()); got ${describe(subscriber)}.`,
+      `LocalFirstStore subscriber must be an ioredis, node-redis or valkey-glide client it can SUBSCRIBE with (e.g. client.duplicate()); got ${describeValue(subscriber)}.`,
     );
   }
   if (typeof s.status === 'string') return ioredisSubscription(subscriber as IoredisSubscriber, owned, channel, handlers);
@@ -111,7 +111,7 @@ export function subscribe(subscriber: object, owned: boolean, channel: string, h
   }
   throw new FloodgateError(
     ErrorCode.INVALID_CLIENT,
-    `LocalFirstStore subscriber must be an ioredis Redis/Cluster or a node-redis client; got ${describe(subscriber)}.`,
+    `LocalFirstStore subscriber must be an ioredis Redis/Cluster or a node-redis client; got ${describeValue(subscriber)}.`,
   );
 }
 

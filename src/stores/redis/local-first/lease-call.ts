@@ -8,7 +8,7 @@ import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
 import { admitted, blocked, msUntil, type Entry, type Waiter } from './lease.js';
-import { describe } from '../../../core/duration.js';
+import { describeValue } from '../../../core/duration.js';
 /** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
 export const NEED_ARG = 6;
 export const WANT_ARG = 7;
@@ -29,11 +29,11 @@ export interface LeaseReply {
 /** Reads a lease script reply; a malformed one is a STORE_ERROR. */
 export function parseLease(reply: unknown): LeaseReply | FloodgateError {
   if (!Array.isArray(reply) || reply.length !== LEASE_WIDTH) {
-    return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describe(reply)}.`);
+    return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describeValue(reply)}.`);
   }
   const v = reply.map(Number);
   if (!v.every(Number.isSafeInteger)) {
-    return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describe(reply)}.`);
+    return new FloodgateError(ErrorCode.STORE_ERROR, `redis-local-first store failed: the lease script answered ${describeValue(reply)}.`);
   }
   return { granted: v[0]!, remaining: v[1]!, windowLeft: v[2]!, blockLeft: v[3]!, windowEnd: v[4]! };
 }

@@ -1,6 +1,6 @@
 /** LocalFirstStore options: their types and checks, and the subscriber connection the store listens on. */
 import type { Clock } from '../../../core/clock.js';
-import { describe } from '../../../core/duration.js';
+import { describeValue } from '../../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { MAX_TIMER_MS, wholeNumber } from '../../../core/validate.js';
 import { adaptStoreClient } from '../clients.js';
@@ -126,17 +126,23 @@ export function resolveLocalFirstOptions(options: LocalFirstStoreOptions): Resol
   if (typeof share !== 'number' || !(share > 0 && share <= 1)) {
     throw new FloodgateError(
       ErrorCode.INVALID_OPTIONS,
-      `LocalFirstStore maxShare must be a number above 0 and at most 1; got ${describe(share)}.`,
+      `LocalFirstStore maxShare must be a number above 0 and at most 1; got ${describeValue(share)}.`,
     );
   }
   const maxShare = share;
   const shareMilli = Math.max(1, Math.round(share * 1000));
   const channel = o.channel ?? 'floodgate:local-first';
   if (typeof channel !== 'string' || channel.length === 0) {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `LocalFirstStore channel must be a non-empty string; got ${describe(channel)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `LocalFirstStore channel must be a non-empty string; got ${describeValue(channel)}.`,
+    );
   }
   if (o.clock !== undefined && typeof o.clock !== 'function') {
-    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `LocalFirstStore clock must be a function returning ms; got ${describe(o.clock)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `LocalFirstStore clock must be a function returning ms; got ${describeValue(o.clock)}.`,
+    );
   }
   const clock = o.clock;
 
@@ -166,7 +172,10 @@ export function resolveLocalFirstOptions(options: LocalFirstStoreOptions): Resol
       typeof (o.client as { status?: unknown }).status === 'string' && (o.client as { isCluster?: unknown }).isCluster !== true;
     subscriber = (plainIoredis ? duplicate.call(o.client, { autoResubscribe: false }) : duplicate.call(o.client)) as object;
   } else if (typeof subscriber !== 'object' || subscriber === null) {
-    throw new FloodgateError(ErrorCode.INVALID_CLIENT, `LocalFirstStore subscriber must be a Redis client; got ${describe(subscriber)}.`);
+    throw new FloodgateError(
+      ErrorCode.INVALID_CLIENT,
+      `LocalFirstStore subscriber must be a Redis client; got ${describeValue(subscriber)}.`,
+    );
   } else if (subscriber === o.client) {
     // A client in subscriber mode refuses every other command: the store's own calls, and the app's.
     throw new FloodgateError(
