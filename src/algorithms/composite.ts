@@ -1,4 +1,7 @@
-/** The all-or-nothing consume over several keys: the pure step the memory and cluster stores apply, and the Lua composite script mirrors. */
+/** The all-or-nothing consume over several keys. */
+/**
+ * The pure step the memory and cluster stores apply, and the Lua composite script mirrors.
+ */
 import type { Outcome, Policy } from '../core/policy.js';
 import { applyOperation, type Applied, type KeyState } from './index.js';
 import type { AlgorithmImpl } from './types.js';

@@ -1,4 +1,7 @@
-/** Fixed window: a counter per key; the window starts at the key's first consume and ends a window length later, or where its calendar period ends. */
+/** Fixed window: a counter per key. */
+/**
+ * The window starts at the key's first consume and ends a window length later, or where its calendar period ends.
+ */
 import { periodEnd } from '../core/calendar-window.js';
 import type { Policy } from '../core/policy.js';
 import { fullView, type AlgorithmImpl, type View } from './types.js';

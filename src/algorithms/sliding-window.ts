@@ -1,4 +1,7 @@
-/** Sliding window: the weighted two-window estimate, O(1) state per key, windows aligned to multiples of the window length. */
+/** Sliding window: the weighted two-window estimate, O(1) state per key. */
+/**
+ * Windows are aligned to multiples of the window length.
+ */
 import type { Policy } from '../core/policy.js';
 import { ceilDiv, fullView, type AlgorithmImpl, type View } from './types.js';
 

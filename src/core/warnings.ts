@@ -1,4 +1,8 @@
-/** One-time warnings for likely misconfigurations: each names what was probably meant, carries a stable code, and is emitted once per process through process.emitWarning. */
+/** One-time warnings for likely misconfigurations. */
+/**
+ * Each names what was probably meant, carries a stable code, and is emitted once per process through
+ * process.emitWarning.
+ */
 
 /**
  * Stable warning codes (docs/errors.md lists each with its cause and how to

@@ -1,4 +1,7 @@
-/** The in-memory block list: keys known to be over their limit are refused from process memory, without a store call. */
+/** The in-memory block list: keys known to be over their limit are refused from process memory. */
+/**
+ * They are refused without a store call.
+ */
 import { OldestEntries } from '../util/oldest-entries.js';
 import type { OperationKind, Outcome, Policy } from '../core/policy.js';
 

@@ -1,4 +1,7 @@
-/** Circuit breaker: stops calling a store that keeps failing, and lets one probe through per cooldown until it answers again. */
+/** Circuit breaker: stops calling a store that keeps failing. */
+/**
+ * It lets one probe through per cooldown until the store answers again.
+ */
 
 /** Options of {@link CircuitBreaker}. */
 export interface BreakerOptions {

@@ -1,4 +1,8 @@
-/** The lapse probe of the in-memory block: when a hot key's block ends, one event-loop turn of its consumes asks the store and later turns wait for that answer, instead of each making a store call of its own. */
+/** The lapse probe of the in-memory block. */
+/**
+ * When a hot key's block ends, one event-loop turn of its consumes asks the store and later turns wait for that
+ * answer, instead of each making a store call of its own.
+ */
 import type { Decision } from '../core/decision.js';
 import type { FloodgateError } from '../core/errors.js';
 

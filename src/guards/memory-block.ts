@@ -1,4 +1,7 @@
-/** The in-memory block guard of one limiter: whether a key is refused from memory, and what a store answer teaches it. */
+/** The in-memory block guard of one limiter. */
+/**
+ * Whether a key is refused from memory, and what a store answer teaches it.
+ */
 import type { Clock } from '../core/clock.js';
 import type { OperationKind, Outcome, Policy } from '../core/policy.js';
 import { BlockList, learnBlock, type BlockRule } from './block-list.js';

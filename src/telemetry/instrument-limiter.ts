@@ -1,4 +1,7 @@
-/** instrumentLimiter: OpenTelemetry metrics of a RateLimiter's decisions and circuit breaker, through the user's meter. */
+/** instrumentLimiter. */
+/**
+ * OpenTelemetry metrics of a RateLimiter's decisions and circuit breaker, through the user's meter.
+ */
 import type { Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { RateLimiter } from '../limiter/rate-limiter.js';

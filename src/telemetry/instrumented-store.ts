@@ -1,4 +1,7 @@
-/** InstrumentedStore: a Store wrapper that records OpenTelemetry spans and metrics around store calls, with the user's tracer and meter. */
+/** InstrumentedStore. */
+/**
+ * A Store wrapper that records OpenTelemetry spans and metrics around store calls, with the user's tracer and meter.
+ */
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode, FloodgateError, isFloodgateError } from '../core/errors.js';

@@ -1,4 +1,7 @@
-/** The OpenTelemetry names floodgate records under (metrics, spans, attributes), in one place so code and docs/telemetry.md agree. */
+/** The OpenTelemetry names floodgate records under (metrics, spans, attributes). */
+/**
+ * In one place so code and docs/telemetry.md agree.
+ */
 
 /** Metric names (OTel semantic-convention style: dotted, unit in the metadata, not in the name). */
 export const METRIC = {

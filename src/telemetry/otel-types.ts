@@ -1,4 +1,7 @@
-/** The few shapes of `@opentelemetry/api` floodgate speaks, declared structurally so the library never imports the package. */
+/** The few shapes of `@opentelemetry/api` floodgate speaks, declared structurally. */
+/**
+ * So the library never imports the package.
+ */
 
 /** An attribute value (the scalar subset of OTel's AttributeValue). */
 export type OtelAttributeValue = string | number | boolean;

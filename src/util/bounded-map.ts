@@ -1,4 +1,7 @@
-/** BoundedMap: a Map that holds at most a given number of keys and drops the oldest first, for every per-key table that a flood of new keys must not grow. */
+/** BoundedMap: a Map that holds at most a given number of keys and drops the oldest first. */
+/**
+ * It is for every per-key table that a flood of new keys must not grow.
+ */
 import { OldestEntries } from './oldest-entries.js';
 
 /**

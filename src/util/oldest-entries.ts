@@ -1,4 +1,8 @@
-/** OldestEntries: a Map's oldest entry in amortised O(1), for tables that drop or reclaim their oldest key on every insert past a bound. */
+/** OldestEntries. */
+/**
+ * A Map's oldest entry in amortised O(1), for tables that drop or reclaim their oldest key on every insert past a
+ * bound.
+ */
 
 /**
  * `map.keys().next()` scans from the start of V8's hash table, past every

@@ -1,4 +1,7 @@
-/** A throttle for reports that may come at the request rate (an outage's errors): at most one per interval, with a count of the ones held back. */
+/** A throttle for reports that may come at the request rate (an outage's errors). */
+/**
+ * At most one per interval, with a count of the ones held back.
+ */
 
 /**
  * Wraps `emit` so it runs at most once per `everyMs`; calls in between are

@@ -1,4 +1,7 @@
-/** Pacer: the execEvenly slots, kept as a token bucket in the limiter's own store so processes sharing the store share one schedule per key. */
+/** Pacer: the execEvenly slots, kept as a token bucket in the limiter's own store. */
+/**
+ * So processes sharing the store share one schedule per key.
+ */
 import { isStoreFailure, toStoreError } from '../core/errors.js';
 import type { Policy } from '../core/policy.js';
 import type { Store } from '../stores/store.js';

@@ -1,4 +1,7 @@
-/** WaitQueue: callers of one key wait in FIFO order for an attempt (a consume, an acquire) to succeed, retried by timer when it may, never past a deadline. */
+/** WaitQueue: callers of one key wait in FIFO order for an attempt (a consume, an acquire) to succeed. */
+/**
+ * The attempt is retried by timer when it may succeed, never past a deadline.
+ */
 import { systemClock, type Clock } from '../core/clock.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { MAX_TIMER_MS } from '../core/validate.js';
