@@ -1,4 +1,7 @@
-/** What an operator does to one key of a RateLimiter besides counting: end its block keeping its count, and look at its whole state without spending. */
+/** What an operator does to one key of a RateLimiter besides counting. */
+/**
+ * End its block keeping its count, and look at its whole state without spending.
+ */
 import type { Decision } from '../core/decision.js';
 import { toStoreError } from '../core/errors.js';
 import { LIMITER_INTERNALS, type LimiterCore } from './internals.js';

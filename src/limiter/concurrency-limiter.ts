@@ -1,4 +1,8 @@
-/** ConcurrencyLimiter: at most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat renewals, owner-checked release). */
+/** ConcurrencyLimiter. */
+/**
+ * At most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat
+ * renewals, owner-checked release).
+ */
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
 import { callSignal, FAILURE_MODES, parseWait, type StoreFailureMode, type WaitCallOptions, type WaitOptions } from './options.js';

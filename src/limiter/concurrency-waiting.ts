@@ -1,4 +1,8 @@
-/** SlotWaiting: a ConcurrencyLimiter's `wait` option; callers of a key wait in FIFO order for a slot, woken by a release in this process and re-checked against the store for releases elsewhere. */
+/** SlotWaiting: a ConcurrencyLimiter's `wait` option. */
+/**
+ * Callers of a key wait in FIFO order for a slot, woken by a release in this process and re-checked against the store
+ * for releases elsewhere.
+ */
 import type { Slot } from './slot.js';
 import type { WaitConfig } from './options.js';
 import { timerScheduler, WaitQueue, type AttemptResult, type Scheduler } from '../waiting/wait-queue.js';

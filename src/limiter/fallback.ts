@@ -1,4 +1,7 @@
-/** What a RateLimiter answers for a call its store cannot take: the open breaker's error, and the fallback (insurance, fail-open, fail-closed) that decides instead. */
+/** What a RateLimiter answers for a call its store cannot take. */
+/**
+ * The open breaker's error, and the fallback (insurance, fail-open, fail-closed) that decides instead.
+ */
 import { toDecision, type Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { FailureHandling, LimiterCore } from './internals.js';

@@ -1,4 +1,7 @@
-/** The narrow contract RateLimiter's helpers take instead of the class: its public fields they read, and its internal pipeline. */
+/** The narrow contract RateLimiter's helpers take instead of the class. */
+/**
+ * Its public fields they read, and its internal pipeline.
+ */
 import type { Clock } from '../core/clock.js';
 import type { Decision, DecisionSource } from '../core/decision.js';
 import type { CircuitBreaker } from '../guards/breaker.js';

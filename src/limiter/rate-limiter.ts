@@ -1,4 +1,7 @@
-/** RateLimiter: validates options, then runs each call through the block list, the circuit breaker, the store and the fallbacks. */
+/** RateLimiter: validates options, then runs each call through the limiter's guards and its store. */
+/**
+ * In order: the block list, the circuit breaker, the store and the fallbacks.
+ */
 import type { Clock } from '../core/clock.js';
 import { toDecision, type Decision, type DecisionSource } from '../core/decision.js';
 import { parseDuration, type Duration } from '../core/duration.js';

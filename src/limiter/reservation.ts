@@ -1,4 +1,7 @@
-/** Reservations: units consumed up front at an estimate, then settled at the actual cost (given back or charged) or left to lapse at the estimate. */
+/** Reservations: units consumed up front at an estimate, then settled at the actual cost. */
+/**
+ * Settled means given back or charged, or left to lapse at the estimate.
+ */
 import type { Clock } from '../core/clock.js';
 import type { Decision } from '../core/decision.js';
 import { parseDuration, type Duration } from '../core/duration.js';

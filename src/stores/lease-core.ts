@@ -1,4 +1,8 @@
-/** The lease rules shared by the stores that lease slices of a fixed-window key's quota (local-first from Redis, the cluster store from its primary): sizing, spending, topping up, the spend deadline and what lapses. */
+/** The lease rules shared by the stores that lease slices of a fixed-window key's quota. */
+/**
+ * Those stores are local-first (from Redis) and the cluster store (from its primary). The rules: sizing, spending,
+ * topping up, the spend deadline and what lapses.
+ */
 import type { Outcome } from '../core/policy.js';
 
 /** A key's recent demand: units asked for since `since` (ms, on the caller's clock). */

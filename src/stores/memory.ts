@@ -1,4 +1,7 @@
-/** MemoryStore: counters in this process, O(1) per decision, bounded (LRU eviction or an overflow sketch), expired keys reclaimed lazily and by an unref'd sweep. */
+/** MemoryStore: counters in this process, O(1) per decision, bounded. */
+/**
+ * Bounded by LRU eviction or an overflow sketch; expired keys are reclaimed lazily and by an unref'd sweep.
+ */
 import { performance } from 'node:perf_hooks';
 import { applyComposite, type CompositePart } from '../algorithms/composite.js';
 import { applyOperation, type Applied, type KeyState } from '../algorithms/index.js';

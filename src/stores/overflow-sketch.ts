@@ -1,4 +1,7 @@
-/** The memory store's overflow sketch: a bounded count-min sketch of algorithm states that decides, conservatively, for keys that find the table full. */
+/** The memory store's overflow sketch. */
+/**
+ * A bounded count-min sketch of algorithm states that decides, conservatively, for keys that find the table full.
+ */
 import { randomBytes } from 'node:crypto';
 import { ALGORITHM_IMPLS, applyOperation, type AlgorithmImpl, type Applied, type KeyState } from '../algorithms/index.js';
 import type { SlidingWindowState } from '../algorithms/sliding-window.js';

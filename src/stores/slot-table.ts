@@ -1,4 +1,7 @@
-/** SlotTable: the memory store's concurrency slots, per key a map of owner to expiry, bounded in keys, a key with no slots deleted. */
+/** SlotTable: the memory store's concurrency slots, per key a map of owner to expiry. */
+/**
+ * Bounded in keys; a key with no slots is deleted.
+ */
 import { performance } from 'node:perf_hooks';
 import type { SlotAcquisition } from '../core/slots.js';
 

@@ -1,4 +1,7 @@
-/** The Store contract: the one method every store implements, and the optional capabilities (composites, concurrency slots). */
+/** The Store contract. */
+/**
+ * The one method every store implements, and the optional capabilities (composites, concurrency slots).
+ */
 import type { Operation, Outcome } from '../core/policy.js';
 import type { SlotStore } from '../core/slots.js';
 
