@@ -1,4 +1,8 @@
-/** The primary's reply to one batch as it is built: each operation's outcome or error, the refusals workers may replay, lease grants, and the invalidations the batch causes. */
+/** The primary's reply to one batch as it is built. */
+/**
+ * Each operation's outcome or error, the refusals workers may replay, lease grants, and the invalidations the batch
+ * causes.
+ */
 import type { Outcome } from '../../core/policy.js';
 import { PROTOCOL_VERSION, pushOutcome, type ResultMessage, type InvalidateMessage } from './protocol.js';
 

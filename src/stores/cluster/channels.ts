@@ -1,4 +1,7 @@
-/** The channels a ClusterStore reaches its primary over: the process IPC channel (cluster, child_process, PM2), a worker thread's MessagePort, or the in-process primary. */
+/** The channels a ClusterStore reaches its primary over. */
+/**
+ * The process IPC channel (cluster, child_process, PM2), a worker thread's MessagePort, or the in-process primary.
+ */
 import type { MessagePort } from 'node:worker_threads';
 import { localPrimary } from './local.js';
 import { openPrimaryEnvelope, toPrimary, type PrimaryMessage, type WorkerMessage } from './protocol.js';

@@ -1,4 +1,7 @@
-/** The per-transport client every ClusterStore of a process shares: the handshake, one batch message per turn, known refusals and leases, timeouts. */
+/** The per-transport client every ClusterStore of a process shares. */
+/**
+ * The handshake, one batch message per turn, known refusals and leases, timeouts.
+ */
 import type { Clock } from '../../core/clock.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { Operation, Outcome } from '../../core/policy.js';

@@ -1,4 +1,8 @@
-/** The cluster store's batch codec: a turn's calls into one batch message, and batch, result and invalidation messages back into what their receiver applies. */
+/** The cluster store's batch codec. */
+/**
+ * A turn's calls into one batch message, and batch, result and invalidation messages back into what their receiver
+ * applies.
+ */
 import { OP_CODE, type Operation, type Policy } from '../../core/policy.js';
 import {
   COMPOSITE_CODE,

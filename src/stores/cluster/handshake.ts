@@ -1,4 +1,7 @@
-/** The cluster client's handshake: says hello to the primary, again with a doubling delay, until it answers or nobody waits. */
+/** The cluster client's handshake. */
+/**
+ * Says hello to the primary, again with a doubling delay, until it answers or nobody waits.
+ */
 import type { Channel } from './channels.js';
 import { PROTOCOL_VERSION } from './protocol.js';
 

@@ -1,4 +1,7 @@
-/** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary and spends without IPC. */
+/** Leases: the worker-side slices of fixed-window quota that a ClusterStore took from its primary. */
+/**
+ * The worker spends them without IPC.
+ */
 import { BoundedMap } from '../../util/bounded-map.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import {

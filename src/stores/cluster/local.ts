@@ -1,4 +1,7 @@
-/** The process-wide slot holding this process's cluster primary, shared by the ESM and CJS builds so two copies of floodgate cannot both answer. */
+/** The process-wide slot holding this process's cluster primary. */
+/**
+ * Shared by the ESM and CJS builds so two copies of floodgate cannot both answer.
+ */
 import type { PrimaryMessage, WorkerMessage } from './protocol.js';
 
 /** What a worker-side store needs from a primary in its own process. */

@@ -1,4 +1,7 @@
-/** What a cluster client keeps about its calls to the primary: each pending call, each batch in flight, and the error codes the primary may send. */
+/** What a cluster client keeps about its calls to the primary. */
+/**
+ * Each pending call, each batch in flight, and the error codes the primary may send.
+ */
 import type { Clock } from '../../core/clock.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../core/errors.js';
 import type { Operation, Outcome } from '../../core/policy.js';

@@ -1,4 +1,8 @@
-/** How a ClusterStorePrimary applies one worker batch: each operation, lease and composite in order in one synchronous step, and what the answer tells workers (hints, grants, invalidations). */
+/** How a ClusterStorePrimary applies one worker batch. */
+/**
+ * Each operation, lease and composite in order in one synchronous step, and what the answer tells workers (hints,
+ * grants, invalidations).
+ */
 import type { Clock } from '../../core/clock.js';
 import { BoundedMap } from '../../util/bounded-map.js';
 import { ErrorCode } from '../../core/errors.js';

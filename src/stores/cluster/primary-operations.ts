@@ -1,4 +1,7 @@
-/** The primary's reading of one batch operation (checks that keep a malformed message from touching a counter) and its lease step. */
+/** The primary's reading of one batch operation and its lease step. */
+/**
+ * The reading's checks keep a malformed message from touching a counter.
+ */
 import type { OperationKind, Outcome, Policy } from '../../core/policy.js';
 import type { MemoryStore } from '../memory.js';
 import { validAmount } from './batch-reply.js';

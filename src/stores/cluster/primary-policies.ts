@@ -1,4 +1,8 @@
-/** The policies a ClusterStorePrimary meets: decoded from the wire once per distinct tuple, and the conflicts between two of them on one key, each warned about once. */
+/** The policies a ClusterStorePrimary meets. */
+/**
+ * Decoded from the wire once per distinct tuple, and the conflicts between two of them on one key, each warned about
+ * once.
+ */
 import { ErrorCode } from '../../core/errors.js';
 import type { Policy } from '../../core/policy.js';
 import { decodePolicy, describePolicy, familyOf, POLICY_TUPLE_LENGTHS } from './protocol.js';

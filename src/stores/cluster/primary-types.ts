@@ -1,4 +1,7 @@
-/** The ClusterStorePrimary's types: its options and stats, the PM2 API it drives, and what it remembers per key (bindings, hints, leases). */
+/** The ClusterStorePrimary's types. */
+/**
+ * Its options and stats, the PM2 API it drives, and what it remembers per key (bindings, hints, leases).
+ */
 import type { Clock } from '../../core/clock.js';
 import type { Policy } from '../../core/policy.js';
 import type { OnFull } from '../memory.js';

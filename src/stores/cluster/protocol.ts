@@ -1,4 +1,7 @@
-/** The cluster store's wire protocol: message shapes, envelopes and the compact encodings of policies, operations and outcomes. */
+/** The cluster store's wire protocol. */
+/**
+ * Message shapes, envelopes and the compact encodings of policies, operations and outcomes.
+ */
 import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../core/policy.js';
 import { checkPeriod, type CalendarUnit } from '../../core/calendar.js';
 import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../core/calendar-window.js';

@@ -1,4 +1,8 @@
-/** KnownRefusals: the worker-side memory of keys the primary said are refused until a given time, so their consumes are refused without IPC. */
+/** KnownRefusals. */
+/**
+ * The worker-side memory of keys the primary said are refused until a given time, so their consumes are refused
+ * without IPC.
+ */
 import type { Clock } from '../../core/clock.js';
 import { OldestEntries } from '../../util/oldest-entries.js';
 import { samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';

@@ -1,4 +1,7 @@
-/** A concurrency-slot call on the cluster store's wire: the slot operations' codes and what a worker sends of one (codec and worker share them). */
+/** A concurrency-slot call on the cluster store's wire. */
+/**
+ * The slot operations' codes and what a worker sends of one (codec and worker share them).
+ */
 
 /**
  * Operation codes of the slot operations, alongside OP_CODE's, LEASE_CODE

@@ -1,4 +1,8 @@
-/** Concurrency slots over the cluster store's protocol: how a slot answer travels as an outcome, and how the primary applies a slot operation to its MemoryStore's slot table. */
+/** Concurrency slots over the cluster store's protocol. */
+/**
+ * How a slot answer travels as an outcome, and how the primary applies a slot operation to its MemoryStore's slot
+ * table.
+ */
 import type { Operation, Outcome, Policy } from '../../core/policy.js';
 import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
 import type { MemoryStore } from '../memory.js';

@@ -1,4 +1,7 @@
-/** What a ClusterStore's transport remembers of its primary's answers (known refusals and leases): the answers it gives from them without IPC, single or composite, and how it learns and forgets them. */
+/** What a ClusterStore's transport remembers of its primary's answers (known refusals and leases). */
+/**
+ * The answers it gives from them without IPC, single or composite, and how it learns and forgets them.
+ */
 import type { Clock } from '../../core/clock.js';
 import type { Operation, Outcome } from '../../core/policy.js';
 import { readInvalidation } from './codec.js';
