@@ -1,4 +1,7 @@
-/** Which policy last used each Redis key from this process, so two limiters whose prefixes collide fail loudly instead of sharing a counter. */
+/** Which policy last used each Redis key from this process. */
+/**
+ * So two limiters whose prefixes collide fail loudly instead of sharing a counter.
+ */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { BoundedMap } from '../../util/bounded-map.js';
 import { sameFamily, type Policy } from '../../core/policy.js';

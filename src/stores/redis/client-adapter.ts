@@ -1,4 +1,7 @@
-/** What the Redis store needs from a client: the adapter contract every client adapter fulfils, and which client library it drives. */
+/** What the Redis store needs from a client. */
+/**
+ * The adapter contract every client adapter fulfils, and which client library it drives.
+ */
 import type { LuaScript } from './lua/scripts.generated.js';
 
 /**

@@ -1,4 +1,7 @@
-/** Client adapter for valkey-glide (GlideClient, GlideClusterClient), recognised by shape so the package is never imported. */
+/** Client adapter for valkey-glide (GlideClient, GlideClusterClient), recognised by shape. */
+/**
+ * So the package is never imported.
+ */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { RedisAdapter, ReplyHandler, ScriptCall } from './client-adapter.js';
 

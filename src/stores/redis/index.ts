@@ -1,4 +1,8 @@
-/** Public surface of `floodgate/redis`: the Redis store. Loads no Redis client; pass in your own ioredis or node-redis client. */
+/** Public surface of `floodgate/redis`: the Redis store. */
+/**
+ * Loads no Redis client; pass in your own ioredis or node-redis client.
+ */
+
 export { RedisStore } from './redis-store.js';
 export type { RedisStoreOptions } from './redis-store.js';
 export type { RedisClient, ClientKind } from './client-adapter.js';

@@ -1,4 +1,7 @@
-/** Redis key layout: every key of one limiter key shares one hash tag, so one slot, so one script can touch them all. */
+/** Redis key layout. */
+/**
+ * Every key of one limiter key shares one hash tag, so one slot, so one script can touch them all.
+ */
 import { clusterHashTag } from './key-slot.js';
 
 // A lone surrogate has no UTF-8 form: clients send U+FFFD, so two such keys would collide.

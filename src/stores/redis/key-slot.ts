@@ -1,4 +1,7 @@
-/** Redis Cluster's key-to-slot function (CRC16/XMODEM of the key or its hash tag, mod 16384), so a composite can be checked before it is sent. */
+/** Redis Cluster's key-to-slot function (CRC16/XMODEM of the key or its hash tag, mod 16384). */
+/**
+ * So a composite can be checked before it is sent.
+ */
 
 /** Slots in a Redis Cluster. */
 export const CLUSTER_SLOTS = 16384;

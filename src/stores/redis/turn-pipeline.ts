@@ -1,4 +1,7 @@
-/** TurnPipeline: the script calls of one event-loop turn sent as one Redis pipeline, each answered once, all timed out together. */
+/** TurnPipeline. */
+/**
+ * The script calls of one event-loop turn sent as one Redis pipeline, each answered once, all timed out together.
+ */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { RedisAdapter, ScriptCall } from './client-adapter.js';
 

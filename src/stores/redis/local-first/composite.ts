@@ -1,4 +1,8 @@
-/** LocalFirstStore's all-or-nothing consumes: decided from the leases in hand when every part can be, else sent to Redis whole (after which each admitted part leases for the next). */
+/** LocalFirstStore's all-or-nothing consumes. */
+/**
+ * Decided from the leases in hand when every part can be, else sent to Redis whole (after which each admitted part
+ * leases for the next).
+ */
 import { FloodgateError } from '../../../core/errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../core/policy.js';
 import { lapse } from '../../lease-core.js';

@@ -1,4 +1,8 @@
-/** LocalFirstStore's control operations (peek, reward, penalty, block, reset): applied by Redis, then broadcast and mirrored in the local entries; and a reservation's reward or penalty settled in the lease instead. */
+/** LocalFirstStore's control operations (peek, reward, penalty, block, reset). */
+/**
+ * Applied by Redis, then broadcast and mirrored in the local entries; and a reservation's reward or penalty settled in
+ * the lease instead.
+ */
 import { FloodgateError } from '../../../core/errors.js';
 import { samePolicy, type Operation, type Outcome } from '../../../core/policy.js';
 import { settleInLease } from '../../lease-core.js';

@@ -1,4 +1,7 @@
-/** How long a consume of the local-first store may wait for Redis before STORE_TIMEOUT (the spend deadline of leases is lease-core.ts's). */
+/** How long a consume of the local-first store may wait for Redis before STORE_TIMEOUT. */
+/**
+ * The spend deadline of leases is lease-core.ts's.
+ */
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import type { Outcome } from '../../../core/policy.js';
 import type { Entry, Waiter } from './lease.js';

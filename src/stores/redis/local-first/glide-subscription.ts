@@ -1,4 +1,7 @@
-/** The local-first broadcast's subscription on a valkey-glide client: subscribed at run time, read from glide's message queue, its state polled. */
+/** The local-first broadcast's subscription on a valkey-glide client. */
+/**
+ * Subscribed at run time, read from glide's message queue, its state polled.
+ */
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { isGlideCluster, isOldGlide, oldGlideError } from '../client-glide.js';
 import type { Subscription, SubscriptionHandlers } from './subscription.js';

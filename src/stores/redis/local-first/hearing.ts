@@ -1,4 +1,7 @@
-/** Hearing: whether a LocalFirstStore hears the other processes' news over pub/sub, and what it gives up when it may have missed some. */
+/** Hearing: whether a LocalFirstStore hears the other processes' news over pub/sub. */
+/**
+ * It also says what it gives up when it may have missed some.
+ */
 import { FloodgateError } from '../../../core/errors.js';
 import { applyNews, decodeMessage } from './broadcast.js';
 import type { Entry } from './lease.js';

@@ -1,4 +1,7 @@
-/** What the local-first store knows about one key: its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them. */
+/** What the local-first store knows about one key. */
+/**
+ * Its lease, its exhausted/blocked marks, its demand; and the outcomes it answers from them.
+ */
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import type { Outcome, Policy } from '../../../core/policy.js';
 import { firstDemand, lapse, leaseAdmitted, type LeaseState } from '../../lease-core.js';

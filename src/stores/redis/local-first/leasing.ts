@@ -1,4 +1,7 @@
-/** Leasing: a LocalFirstStore's lease calls, sized as its pipeline sends them, and their answers taken into the key's entry and its waiters. */
+/** Leasing: a LocalFirstStore's lease calls and how their answers are taken in. */
+/**
+ * The calls are sized as its pipeline sends them, and their answers taken into the key's entry and its waiters.
+ */
 import { FloodgateError, toStoreError } from '../../../core/errors.js';
 import type { Operation, Outcome } from '../../../core/policy.js';
 import type { TurnPipeline, PipelineCall } from '../turn-pipeline.js';

@@ -1,4 +1,8 @@
-/** LocalFirstStore: Redis-backed fixed-window limits decided in process memory from leased slices of each key's quota, with blocks broadcast over pub/sub. */
+/** LocalFirstStore. */
+/**
+ * Redis-backed fixed-window limits decided in process memory from leased slices of each key's quota, with blocks
+ * broadcast over pub/sub.
+ */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../../../core/clock.js';

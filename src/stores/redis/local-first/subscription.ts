@@ -1,4 +1,7 @@
-/** A pub/sub subscription of the local-first store: what it reports to its owner and how it is closed, whichever client holds it. */
+/** A pub/sub subscription of the local-first store. */
+/**
+ * What it reports to its owner and how it is closed, whichever client holds it.
+ */
 
 /** What a subscription reports to its owner. */
 export interface SubscriptionHandlers {
