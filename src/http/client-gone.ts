@@ -1,4 +1,8 @@
-/** The signal a waiting request's limiter listens to: it aborts when the client goes away before its response is done; and how an adapter tells a wait its client abandoned. */
+/** The signal a waiting request's limiter listens to. */
+/**
+ * It aborts when the client goes away before its response is done; and how an adapter tells a wait its client
+ * abandoned.
+ */
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ErrorCode, isFloodgateError } from '../core/errors.js';

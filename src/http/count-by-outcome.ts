@@ -1,4 +1,7 @@
-/** Counting by outcome: an admitted request's units rewarded once its response ends, when it failed (or succeeded) and the options say such requests do not count. */
+/** Counting by outcome: an admitted request's units rewarded once its response ends. */
+/**
+ * When it failed (or succeeded) and the options say such requests do not count.
+ */
 import type { ServerResponse } from 'node:http';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalBoolean, optionalFunction } from '../core/validate.js';

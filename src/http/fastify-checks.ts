@@ -1,4 +1,7 @@
-/** Checks the Fastify plugin makes of the instance it is registered on: a supported Fastify version, and routes added before it (which it cannot limit). */
+/** Checks the Fastify plugin makes of the instance it is registered on. */
+/**
+ * A supported Fastify version, and routes added before it (which it cannot limit).
+ */
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /** The Fastify majors the plugin supports. */

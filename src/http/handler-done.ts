@@ -1,4 +1,8 @@
-/** When the app is done with a response: finished, or, for a client that left first, when the handler ends it (res.end()), bounded; what an in-flight slot and a settlement wait for. */
+/** When the app is done with a response. */
+/**
+ * Finished, or, for a client that left first, when the handler ends it (res.end()), bounded; what an in-flight slot
+ * and a settlement wait for.
+ */
 import type { ServerResponse } from 'node:http';
 
 /** Most ms a response whose client left is waited on for its handler to end it, when the caller gives no bound. */

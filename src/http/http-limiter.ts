@@ -1,4 +1,7 @@
-/** HttpLimiter: the one HTTP path every adapter runs: request view → client identity → key → every policy's decision → a response to send, or "continue". */
+/** HttpLimiter: the one HTTP path every adapter runs. */
+/**
+ * Request view → client identity → key → every policy's decision → a response to send, or "continue".
+ */
 import type { Decision } from '../core/decision.js';
 import { isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';

@@ -1,4 +1,8 @@
-/** Client identity: who a request comes from (its address, as text and as a limiter key grouped by IPv6 subnet), memoised per socket or framework address. */
+/** Client identity. */
+/**
+ * Who a request comes from (its address, as text and as a limiter key grouped by IPv6 subnet), memoised per socket or
+ * framework address.
+ */
 import { ipKey } from './client-keys.js';
 import { formatIp, type IpAddress } from './ip-address.js';
 import type { HttpSettings } from './settings.js';

@@ -1,4 +1,8 @@
-/** `floodgate/http`: the framework-neutral HTTP pieces shared by the adapters (core path, client identity, header builders), for custom adapters and tests. */
+/** `floodgate/http`: the framework-neutral HTTP pieces shared by the adapters. */
+/**
+ * Core path, client identity, header builders; for custom adapters and tests.
+ */
+
 export { HttpLimiter } from './http-limiter.js';
 export { UNKNOWN_CLIENT_KEY } from './identity.js';
 export { HTTP_OPTION_NAMES } from './types.js';

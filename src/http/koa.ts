@@ -1,4 +1,7 @@
-/** Koa 2+ adapter (`floodgate/koa`): `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names. */
+/** Koa 2+ adapter (`floodgate/koa`). */
+/**
+ * `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names.
+ */
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions } from './types.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';

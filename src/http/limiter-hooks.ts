@@ -1,4 +1,7 @@
-/** The HTTP middleware's own answers and user hooks: refusal responses, onLimited, onDecision, onError, and units rewarded through the timeout. */
+/** The HTTP middleware's own answers and user hooks. */
+/**
+ * Refusal responses, onLimited, onDecision, onError, and units rewarded through the timeout.
+ */
 import { CallGuard } from './call-guard.js';
 import type { Rewarder } from './rewards.js';
 import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';

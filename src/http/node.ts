@@ -1,4 +1,7 @@
-/** node:http adapter (`floodgate/node`): `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent. */
+/** node:http adapter (`floodgate/node`). */
+/**
+ * `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpLimiter } from './http-limiter.js';
 import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';

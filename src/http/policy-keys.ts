@@ -1,4 +1,7 @@
-/** Per-policy keys: the key each of a route's policies counts a request under, when some policy has its own `key` option. */
+/** Per-policy keys. */
+/**
+ * The key each of a route's policies counts a request under, when some policy has its own `key` option.
+ */
 import type { IncomingHttpHeaders } from 'node:http';
 import { boundKey, headerValue } from './client-keys.js';
 import { checkedKey, isThenable } from './limiter-parts.js';

@@ -1,4 +1,7 @@
-/** Per-request policies: a `limiter` option that is a function of the request, its answers checked once each and remembered. */
+/** Per-request policies. */
+/**
+ * A `limiter` option that is a function of the request, its answers checked once each and remembered.
+ */
 import { isThenable } from './limiter-parts.js';
 import type { NamedPolicy, SelectPolicies } from './settings.js';
 import type { LimiterSelector } from './types.js';

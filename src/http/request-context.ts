@@ -1,4 +1,7 @@
-/** One request on its way through HttpLimiter's stages: the single object each stage reads and fills in, instead of argument trains. */
+/** One request on its way through HttpLimiter's stages. */
+/**
+ * The single object each stage reads and fills in, instead of argument trains.
+ */
 import type { Reservation } from '../limiter/reservation.js';
 import { clientInfo, type Identity } from './identity.js';
 import type { NamedPolicy, PolicyKeys } from './settings.js';

@@ -1,4 +1,7 @@
-/** Helpers for adapters that answer through node:http objects (node:http itself and Express): request view, headers, response writing. */
+/** Helpers for adapters that answer through node:http objects (node:http itself and Express). */
+/**
+ * Request view, headers, response writing.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestView } from './types.js';
 import { combinedValue, type HeaderPair } from './headers.js';

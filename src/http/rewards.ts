@@ -1,4 +1,7 @@
-/** Units the HTTP middleware rewards: policies that admitted a request another policy refused, and calls that answered after its timeout. */
+/** Units the HTTP middleware rewards. */
+/**
+ * Policies that admitted a request another policy refused, and calls that answered after its timeout.
+ */
 import type { CompositeDecision } from '../limiter/composite.js';
 import type { Decision } from '../core/decision.js';
 import { keyAt } from './policy-keys.js';

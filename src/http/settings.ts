@@ -1,4 +1,7 @@
-/** The HTTP middleware's checked settings and the types its parts share (types only): below options.ts, which fills them in. */
+/** The HTTP middleware's checked settings and the types its parts share (types only). */
+/**
+ * Below options.ts, which fills them in.
+ */
 import type { ServerResponse } from 'node:http';
 import type { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import type { RateLimiter } from '../limiter/rate-limiter.js';

@@ -1,4 +1,7 @@
-/** A route's several policies decided as one composite: whether they can be (one store), and their reports for the headers. */
+/** A route's several policies decided as one composite. */
+/**
+ * Whether they can be (one store), and their reports for the headers.
+ */
 import type { CompositeDecision } from '../limiter/composite.js';
 import { WarningCode, warnOnce } from '../core/warnings.js';
 import type { PolicyReport } from './headers.js';

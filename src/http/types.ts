@@ -1,4 +1,7 @@
-/** The HTTP layer's public types: the request view adapters build, the options every adapter shares, and the outcome they act on. */
+/** The HTTP layer's public types. */
+/**
+ * The request view adapters build, the options every adapter shares, and the outcome they act on.
+ */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import type { Duration } from '../core/duration.js';
