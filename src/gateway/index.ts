@@ -1,4 +1,8 @@
-/** `floodgate/gateway`: the gateway as a library (start one in-process, validate configs, reuse the proxy); loads undici, prom-client, yaml and pino only when called. */
+/** `floodgate/gateway`: the gateway as a library (start one in-process, validate configs, reuse the proxy). */
+/**
+ * Loads undici, prom-client, yaml and pino only when called.
+ */
+
 export { Gateway } from './serve/gateway.js';
 export type { GatewayDeps, GatewayStartOptions } from './serve/gateway.js';
 export { loadGatewayDeps } from './runtime/optional-deps.js';

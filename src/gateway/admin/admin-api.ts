@@ -1,4 +1,8 @@
-/** The admin API on the admin listener: bearer-token checks, then JSON endpoints to list the rules, inspect, reset, block and unblock one key (under a rule, or one of its policies), and list the most-limited keys. */
+/** The admin API on the admin listener. */
+/**
+ * Bearer-token checks, then JSON endpoints to list the rules, inspect, reset, block and unblock one key (under a rule,
+ * or one of its policies), and list the most-limited keys.
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isStoreFailure } from '../../core/errors.js';

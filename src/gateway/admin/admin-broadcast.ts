@@ -1,4 +1,7 @@
-/** Tells every gateway host on one Redis that an operator reset or unblocked a key, so each drops its in-memory block of the key at once instead of refusing it until that block runs out. */
+/** Tells every gateway host on one Redis that an operator reset or unblocked a key. */
+/**
+ * Each host then drops its in-memory block of the key at once instead of refusing it until that block runs out.
+ */
 import type { AdminPubSub, ChangeSubscriber } from '../rules/change-channels.js';
 
 /** The channel of a gateway's admin changes, under its store prefix: gateways sharing a prefix share counters, so they share this too. */

@@ -1,4 +1,8 @@
-/** The admin listener's Host check (`admin.hosts`): a page on another site that rebinds its own name to the admin address sends that name as Host, so a listener that knows its names refuses it. */
+/** The admin listener's Host check (`admin.hosts`). */
+/**
+ * A page on another site that rebinds its own name to the admin address sends that name as Host, so a listener that
+ * knows its names refuses it.
+ */
 import { isIP } from 'node:net';
 
 /**

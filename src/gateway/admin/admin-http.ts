@@ -1,4 +1,7 @@
-/** The admin API's HTTP pieces: its error answer, method checks, path segments decoded, JSON bodies read (bounded) and JSON answers written. */
+/** The admin API's HTTP pieces. */
+/**
+ * Its error answer, method checks, path segments decoded, JSON bodies read (bounded) and JSON answers written.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** Largest request body the admin API reads. */

@@ -1,4 +1,8 @@
-/** The admin API's key actions: inspect, reset, block and unblock one key, under the one policy a path names or, for a rule-level path, under the policies a key means the same client in (409 when it does not). */
+/** The admin API's key actions. */
+/**
+ * Inspect, reset, block and unblock one key, under the one policy a path names or, for a rule-level path, under the
+ * policies a key means the same client in (409 when it does not).
+ */
 import type { IncomingMessage } from 'node:http';
 import { parseDuration } from '../../core/duration.js';
 import { isFloodgateError } from '../../core/errors.js';

@@ -1,4 +1,7 @@
-/** The admin API's plans and overrides: list the plans, list a rule's overrides, set and remove one, shared through the rule's Redis hash when it has one. */
+/** The admin API's plans and overrides. */
+/**
+ * List the plans, list a rule's overrides, set and remove one, shared through the rule's Redis hash when it has one.
+ */
 import type { IncomingMessage } from 'node:http';
 import { InvalidValue } from '../config/values.js';
 import type { PlanSettings } from '../config/settings.js';

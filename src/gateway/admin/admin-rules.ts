@@ -1,4 +1,7 @@
-/** The admin API's JSON view of the loaded rules and of one key's state under a rule: plain values only (no allow-list contents, no regular-expression objects). */
+/** The admin API's JSON view of the loaded rules and of one key's state under a rule. */
+/**
+ * Plain values only (no allow-list contents, no regular-expression objects).
+ */
 import type { KeyInspection } from '../../limiter/admin.js';
 import type { KeySettings, PolicySettings, RuleSettings } from '../config/settings.js';
 import { policyName } from '../config/policy-names.js';

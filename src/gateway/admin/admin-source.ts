@@ -1,4 +1,8 @@
-/** What the admin API reads from a running gateway: its rules in force, the most-limited keys, and, on Redis, the announcement of resets and unblocks to the other hosts. */
+/** What the admin API reads from a running gateway. */
+/**
+ * Its rules in force, the most-limited keys, and, on Redis, the announcement of resets and unblocks to the other
+ * hosts.
+ */
 import type { RuleSet } from '../rules/rule-set.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';

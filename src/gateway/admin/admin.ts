@@ -1,4 +1,9 @@
-/** The admin endpoints: /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store tried and, where it counts, connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin listener, which tries the admin API first and closes a connection whose body is still coming after its answer. */
+/** The admin endpoints. */
+/**
+ * /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store tried and, where it
+ * counts, connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin
+ * listener, which tries the admin API first and closes a connection whose body is still coming after its answer.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { writeResponse } from '../../http/respond.js';

@@ -1,4 +1,8 @@
-/** The live dashboard's page: one HTML document with its CSS and script inline (no build step, no CDN), which asks for the admin token and polls `/admin/stats` every second. */
+/** The live dashboard's page. */
+/**
+ * One HTML document with its CSS and script inline (no build step, no CDN), which asks for the admin token and polls
+ * `/admin/stats` every second.
+ */
 
 /** The page's style sheet; the Content-Security-Policy allows it by its hash. */
 export const DASHBOARD_STYLE = `

@@ -1,4 +1,8 @@
-/** The live dashboard's data (`GET /admin/stats`): decisions per rule and outcome and store latency read from the same prom-client registry `/metrics` renders, the most-limited keys, and each policy's breaker and fallback. */
+/** The live dashboard's data (`GET /admin/stats`). */
+/**
+ * Decisions per rule and outcome and store latency read from the same prom-client registry `/metrics` renders, the
+ * most-limited keys, and each policy's breaker and fallback.
+ */
 import type { Registry } from 'prom-client';
 import type { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { FailurePolicy } from '../config/settings.js';

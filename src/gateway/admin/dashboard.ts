@@ -1,4 +1,8 @@
-/** The live dashboard on the admin listener: `GET /admin/dashboard` (the page, which holds no data and so needs no token) and `GET /admin/stats` (its numbers, behind the admin token). */
+/** The live dashboard on the admin listener. */
+/**
+ * `GET /admin/dashboard` (the page, which holds no data and so needs no token) and `GET /admin/stats` (its numbers,
+ * behind the admin token).
+ */
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';

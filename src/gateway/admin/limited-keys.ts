@@ -1,4 +1,7 @@
-/** The most-limited keys of the last minutes, per rule and the policy that refused them: refusals counted in one bounded table per rule and minute, so a flood of distinct keys cannot grow memory. */
+/** The most-limited keys of the last minutes, per rule and the policy that refused them. */
+/**
+ * Refusals counted in one bounded table per rule and minute, so a flood of distinct keys cannot grow memory.
+ */
 
 /** Minutes of history kept; `/admin/limited?minutes=` asks for at most this many. */
 export const LIMITED_MINUTES = 15;

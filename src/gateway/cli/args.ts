@@ -1,4 +1,7 @@
-/** Command-line parsing for `floodgate`: flags → settings (alone or over a config file), with typed errors for bad flags. */
+/** Command-line parsing for `floodgate`. */
+/**
+ * Flags → settings (alone or over a config file), with typed errors for bad flags.
+ */
 import { parseArgs } from 'node:util';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { SettingsOverrides } from '../config/config-file.js';

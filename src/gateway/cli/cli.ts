@@ -1,4 +1,7 @@
-/** The `floodgate` command: parse the command line, load the config, and run (or check) the gateway; exit codes 0 ok, 1 runtime failure, 2 bad arguments or config. */
+/** The `floodgate` command: parse the command line, load the config, and run (or check) the gateway. */
+/**
+ * Exit codes: 0 ok, 1 runtime failure, 2 bad arguments or config.
+ */
 import * as clusterModule from 'node:cluster';
 import type { Cluster } from 'node:cluster';
 import { readFile } from 'node:fs/promises';

@@ -1,4 +1,7 @@
-/** Entry point that runs the CLI with this process's arguments (`node --import tsx src/gateway/cli/run.ts serve …`; the package's bin does the same from dist/). */
+/** Entry point that runs the CLI with this process's arguments. */
+/**
+ * Usage: `node --import tsx src/gateway/cli/run.ts serve …`; the package's bin does the same from dist/.
+ */
 import { main } from './cli.js';
 
 void main(process.argv.slice(2)).then((code) => {

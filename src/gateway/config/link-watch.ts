@@ -1,4 +1,7 @@
-/** Watches config files through the directories that hold them and every symlink on the way to them, so an edit, a rename-on-save and a Kubernetes ConfigMap update (a `..data` link renamed over) are all seen. */
+/** Watches config files through the directories that hold them and every symlink on the way to them. */
+/**
+ * That way an edit, a rename-on-save and a Kubernetes ConfigMap update (a `..data` link renamed over) are all seen.
+ */
 import { watch, type FSWatcher } from 'node:fs';
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve, sep } from 'node:path';

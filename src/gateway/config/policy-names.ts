@@ -1,4 +1,7 @@
-/** The one name a rule's policy goes by: in the RateLimit headers, in a refusal's `violated-policies`, and in the admin API. */
+/** The one name a rule's policy goes by. */
+/**
+ * In the RateLimit headers, in a refusal's `violated-policies`, and in the admin API.
+ */
 import { formatWindow } from '../../http/options.js';
 import type { KeySettings, PolicySettings } from './settings.js';
 

@@ -1,4 +1,7 @@
-/** The gateway's `proxy` settings: upstream connections and timeouts, and what protects the listener from its clients, with their defaults. */
+/** The gateway's `proxy` settings. */
+/**
+ * Upstream connections and timeouts, and what protects the listener from its clients, with their defaults.
+ */
 
 /** Upstream connection and client-side protection settings. */
 export interface ProxySettings {

@@ -1,4 +1,7 @@
-/** What the config reloaders share (the gateway's file and the rate limit service's YAML): SIGHUP, a watch of the files through their links, and reloads run one after another. */
+/** What the config reloaders share (the gateway's file and the rate limit service's YAML). */
+/**
+ * SIGHUP, a watch of the files through their links, and reloads run one after another.
+ */
 import { LinkWatch, type LinkWatchOptions } from './link-watch.js';
 
 /** What started a reload. */

@@ -1,4 +1,7 @@
-/** Config reloads on SIGHUP and on file change: read, validate, apply; a bad file is logged and the last good config stays in force. */
+/** Config reloads on SIGHUP and on file change. */
+/**
+ * Read, validate, apply; a bad file is logged and the last good config stays in force.
+ */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isFloodgateError } from '../../core/errors.js';

@@ -1,4 +1,7 @@
-/** The start-up warning for `trustProxy: N` (a hop count) on a listener other clients can reach: any peer is then believed. */
+/** The start-up warning for `trustProxy: N` (a hop count) on a listener other clients can reach. */
+/**
+ * Any peer is then believed.
+ */
 import type { TrustProxy } from '../../http/client-keys.js';
 import type { ListenAddress } from './settings.js';
 

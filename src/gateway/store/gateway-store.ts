@@ -1,4 +1,7 @@
-/** What a gateway counts with, opened at start: its metrics (mirrored to OpenTelemetry when configured), its store, and the throttled log of store failures. */
+/** What a gateway counts with, opened at start. */
+/**
+ * Its metrics (mirrored to OpenTelemetry when configured), its store, and the throttled log of store failures.
+ */
 import { throttled } from '../../util/throttle.js';
 import { floodgateVersion } from '../runtime/own-package.js';
 import type { GatewaySettings } from '../config/settings.js';

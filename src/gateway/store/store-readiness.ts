@@ -1,4 +1,7 @@
-/** What the store adds to `/readyz` under each failure policy: everything under `reject`, only a first connection still being tried under the others (see ReadinessSettings.store). */
+/** What the store adds to `/readyz` under each failure policy. */
+/**
+ * Everything under `reject`, only a first connection still being tried under the others (see ReadinessSettings.store).
+ */
 import type { GatewaySettings } from '../config/settings.js';
 import type { GatewayStore } from '../rules/key-tables.js';
 

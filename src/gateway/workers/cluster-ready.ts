@@ -1,4 +1,7 @@
-/** Under `--workers`: the primary's /readyz asks every worker whether it is ready (its store connected and not failing), since only the workers hold stores. */
+/** Under `--workers`: the primary's /readyz asks every worker whether it is ready. */
+/**
+ * Ready means its store connected and not failing; only the workers hold stores.
+ */
 import type { Worker } from 'node:cluster';
 import { answerCalls, IpcCaller, primaryPort, workerPort } from '../runtime/ipc.js';
 import { SharedResult } from '../runtime/shared-result.js';

@@ -1,4 +1,9 @@
-/** `--workers N`: the primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and passes SIGHUP/SIGTERM on. */
+/** `--workers N`: the primary process that forks N gateway workers and serves them. */
+/**
+ * The primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves
+ * aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and
+ * passes SIGHUP/SIGTERM on.
+ */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import type { Server } from 'node:http';
