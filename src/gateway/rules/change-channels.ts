@@ -1,4 +1,7 @@
-/** Follows `<name>:changed` Redis channels on a subscriber connection of its own, so what the gateway caches from Redis can be read again when another host announces a change. */
+/** Follows `<name>:changed` Redis channels on a subscriber connection of its own. */
+/**
+ * That way what the gateway caches from Redis can be read again when another host announces a change.
+ */
 
 /** The subscriber connection's commands (an ioredis client in subscriber mode has them). */
 export interface ChangeSubscriber {

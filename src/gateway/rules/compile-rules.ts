@@ -1,4 +1,7 @@
-/** Compiling the configured rules: each rule's match, key source and HttpLimiter over its policies, on the gateway's stores. */
+/** Compiling the configured rules. */
+/**
+ * Each rule's match, key source and HttpLimiter over its policies, on the gateway's stores.
+ */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../../core/errors.js';
 import { HttpLimiter } from '../../http/http-limiter.js';

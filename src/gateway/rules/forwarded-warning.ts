@@ -1,4 +1,7 @@
-/** The one-time warning that requests carry X-Forwarded-For (or Forwarded) while trustProxy is unset, so an IP-keyed rule counts every client behind that proxy as one. */
+/** The one-time warning that requests carry X-Forwarded-For (or Forwarded) while trustProxy is unset. */
+/**
+ * In that case an IP-keyed rule counts every client behind that proxy as one.
+ */
 import type { IncomingHttpHeaders } from 'node:http';
 import { WarningCode, warnOnce } from '../../core/warnings.js';
 import type { GatewayLogger } from '../runtime/log.js';

@@ -1,4 +1,7 @@
-/** Parses a JSON text the way a cost reader must: where an object names a key twice, the larger value wins instead of the last. */
+/** Parses a JSON text the way a cost reader must. */
+/**
+ * Where an object names a key twice, the larger value wins instead of the last.
+ */
 
 /** Deepest nesting parsed; a deeper text is refused (its usage is then missing) rather than risk the stack. */
 const MAX_DEPTH = 256;

@@ -1,4 +1,8 @@
-/** Checks on an API-key header before a rule counts it: the header sent once (a repeated one is ambiguous, 400), the rule's validation (length, pattern, allow list; 401), and the allow list kept in Redis. */
+/** Checks on an API-key header before a rule counts it. */
+/**
+ * The header sent once (a repeated one is ambiguous, 400), the rule's validation (length, pattern, allow list; 401),
+ * and the allow list kept in Redis.
+ */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { RequestView } from '../../http/types.js';
 import type { KeySettings, PolicySettings } from '../config/settings.js';

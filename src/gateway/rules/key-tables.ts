@@ -1,4 +1,8 @@
-/** Builds the gateway's store from its settings (memory, cluster under --workers, Redis, Redis local-first), timed for metrics, with a readiness probe; on Redis also the client and change feed of allow lists kept in Redis sets. */
+/** Builds the gateway's store from its settings, timed for metrics, with a readiness probe. */
+/**
+ * The store is memory, cluster under --workers, Redis, or Redis local-first. On Redis also the client and change feed
+ * of allow lists kept in Redis sets.
+ */
 import type { AdminPubSub } from './change-channels.js';
 import { performance } from 'node:perf_hooks';
 import { systemClock } from '../../core/clock.js';

@@ -1,4 +1,7 @@
-/** Changes to the Redis sets of known API keys, heard on Redis pub/sub so every host drops a changed key's cached answer at once instead of when it expires. */
+/** Changes to the Redis sets of known API keys, heard on Redis pub/sub. */
+/**
+ * Every host then drops a changed key's cached answer at once instead of when it expires.
+ */
 
 import { ChangeChannels, type ChangeSubscriber } from './change-channels.js';
 

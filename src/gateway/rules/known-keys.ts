@@ -1,4 +1,8 @@
-/** A rule's allow list kept in a Redis set: each key looked up once, cached for a short time, lookups coalesced, batched and bounded so a flood of made-up keys cannot become a flood of Redis calls. */
+/** A rule's allow list kept in a Redis set. */
+/**
+ * Each key looked up once, cached for a short time, lookups coalesced, batched and bounded so a flood of made-up keys
+ * cannot become a flood of Redis calls.
+ */
 import type { KnownKeysSettings } from '../config/settings.js';
 import type { KnownKeyChanges } from './known-key-changes.js';
 

@@ -1,4 +1,8 @@
-/** Rules' overrides shared through Redis hashes: read whole at start and on every (re)connection, each change heard on `<hash>:changed` and read again, and written by the admin API with HSET/HDEL then PUBLISH. */
+/** Rules' overrides shared through Redis hashes. */
+/**
+ * Read whole at start and on every (re)connection, each change heard on `<hash>:changed` and read again, and written
+ * by the admin API with HSET/HDEL then PUBLISH.
+ */
 import { ChangeChannels, changeChannel, type ChangeSubscriber } from './change-channels.js';
 import type { RuleOverrides } from './rule-overrides.js';
 

@@ -1,4 +1,7 @@
-/** The canonical form of a request target, so rules match the path the upstream will serve: no `//`, `.`/`..` segments, escapes, `;` parameters or case games to slip past a path rule. */
+/** The canonical form of a request target, so rules match the path the upstream will serve. */
+/**
+ * No `//`, `.`/`..` segments, escapes, `;` parameters or case games to slip past a path rule.
+ */
 import type { IncomingMessage } from 'node:http';
 import { DEFAULT_PATHS, type PathSettings } from '../config/settings.js';
 

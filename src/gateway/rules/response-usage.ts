@@ -1,4 +1,8 @@
-/** Reads the cost an upstream response reports (a header, the JSON body's field, or a streamed response's largest usage event) from the chunks as they pass, in bounded memory, and says when a response that should report one did not. */
+/** Reads the cost an upstream response reports from the chunks as they pass, in bounded memory. */
+/**
+ * The cost is a header, the JSON body's field, or a streamed response's largest usage event. Also says when a response
+ * that should report one did not.
+ */
 import type { IncomingHttpHeaders } from 'node:http';
 import { WarningCode, type WarningCodeValue } from '../../core/warnings.js';
 import type { UsageSource } from '../config/settings.js';

@@ -1,4 +1,8 @@
-/** Several enforced rules for one request: each counts in turn, the first refusal answers (later rules are not charged, earlier rules' slots are freed), and an admitted request carries every rule's RateLimit fields. */
+/** Several enforced rules for one request. */
+/**
+ * Each counts in turn, the first refusal answers (later rules are not charged, earlier rules' slots are freed), and an
+ * admitted request carries every rule's RateLimit fields.
+ */
 import type { HeaderPair } from '../../http/headers.js';
 import type { Verdict } from './verdict.js';
 import type { Charge } from './rule-cost.js';

@@ -1,4 +1,8 @@
-/** A rule whose requests cost what the upstream's response reports: the rule's HttpLimiter holds the estimate as reservations, and the response's reader says what to commit when it ends (`cost.missing` when it should have reported and did not). */
+/** A rule whose requests cost what the upstream's response reports. */
+/**
+ * The rule's HttpLimiter holds the estimate as reservations, and the response's reader says what to commit when it
+ * ends (`cost.missing` when it should have reported and did not).
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { RateLimitInfo } from '../../http/types.js';

@@ -1,4 +1,8 @@
-/** One rule's per-key overrides at run time: the config file's entries, with the live ones (from the Redis hash or the admin API) on top, kept in one PolicyOverrides table per policy of the rule. */
+/** One rule's per-key overrides at run time. */
+/**
+ * The config file's entries, with the live ones (from the Redis hash or the admin API) on top, kept in one
+ * PolicyOverrides table per policy of the rule.
+ */
 import { PolicyOverrides } from '../../limiter/overrides.js';
 import { resolveOverride } from '../config/override-config.js';
 import type { PlanSettings, ResolvedOverride, RuleSettings } from '../config/settings.js';

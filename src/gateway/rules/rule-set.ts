@@ -1,4 +1,8 @@
-/** Rules compiled for the hot path: which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules report without refusing. */
+/** Rules compiled for the hot path. */
+/**
+ * Which requests each applies to, and the HttpLimiter (key, policies, headers) that decides for it; shadow rules
+ * report without refusing.
+ */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpOutcome, RequestView } from '../../http/types.js';

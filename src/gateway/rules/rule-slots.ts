@@ -1,4 +1,8 @@
-/** A request admitted by a rule with `concurrency`: the slot it holds until the upstream exchange ends (not the client's connection), or until it turns out not to be forwarded. */
+/** A request admitted by a rule with `concurrency`. */
+/**
+ * The slot it holds until the upstream exchange ends (not the client's connection), or until it turns out not to be
+ * forwarded.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { HttpLimiter } from '../../http/http-limiter.js';

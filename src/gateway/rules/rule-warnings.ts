@@ -1,4 +1,7 @@
-/** Warnings about a config's rules that start the gateway but probably do not do what was meant: no rules at all, and rules that can never match. */
+/** Warnings about a config's rules that start the gateway but probably do not do what was meant. */
+/**
+ * No rules at all, and rules that can never match.
+ */
 import { WarningCode, warnOnce, type WarningCodeValue } from '../../core/warnings.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import { unreachableMessage, unreachableRules } from './unreachable-rules.js';

@@ -1,4 +1,7 @@
-/** The store prefix of a rule's policy: one prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike. */
+/** The store prefix of a rule's policy. */
+/**
+ * One prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike.
+ */
 import { calendarLabel } from '../../core/calendar-window.js';
 import type { PolicySettings } from '../config/settings.js';
 

@@ -1,4 +1,7 @@
-/** Rules that can never match: an earlier `final` rule matches every request they match, so the list ends before them. */
+/** Rules that can never match. */
+/**
+ * An earlier `final` rule matches every request they match, so the list ends before them.
+ */
 import type { MatchSettings, RuleSettings } from '../config/settings.js';
 
 /** A rule that can never match, and the earlier final rule that takes its requests. */

@@ -1,4 +1,7 @@
-/** Verdicts: what the gateway does with a request once its rules have decided (forward, or answer with a prepared refusal), built once per refusal shape. */
+/** Verdicts: what the gateway does with a request once its rules have decided. */
+/**
+ * Forward it, or answer with a prepared refusal, built once per refusal shape.
+ */
 import type { IncomingMessage } from 'node:http';
 import type { HttpLimiter } from '../../http/http-limiter.js';
 import type { HttpOutcome } from '../../http/types.js';
