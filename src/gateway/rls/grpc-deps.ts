@@ -1,4 +1,8 @@
-/** The rate limit service's packages with their types (@grpc/grpc-js, protobufjs): loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations never name them. */
+/** The rate limit service's packages with their types (@grpc/grpc-js, protobufjs). */
+/**
+ * Loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations
+ * never name them.
+ */
 import { loadGrpcModule, loadProtobufModule } from '../runtime/optional-deps.js';
 
 /** The @grpc/grpc-js module. */

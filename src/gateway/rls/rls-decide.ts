@@ -1,4 +1,8 @@
-/** One ShouldRateLimit decision: each descriptor's limit (matched, replaced, unlimited, shadow), the enforced ones decided all-or-nothing with consumeAll, and a status per descriptor. */
+/** One ShouldRateLimit decision. */
+/**
+ * Each descriptor's limit (matched, replaced, unlimited, shadow), the enforced ones decided all-or-nothing with
+ * consumeAll, and a status per descriptor.
+ */
 import { consumeAll, type LimitPart } from '../../limiter/composite.js';
 import type { Decision } from '../../core/decision.js';
 import { isStoreFailure } from '../../core/errors.js';

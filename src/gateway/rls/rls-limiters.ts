@@ -1,4 +1,8 @@
-/** The rate limit service's limiters: one RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on a table per domain, with the gateway's failure policy, kept across reloads while their numbers stay. */
+/** The rate limit service's limiters. */
+/**
+ * One RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on a table per domain, with the
+ * gateway's failure policy, kept across reloads while their numbers stay.
+ */
 import { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { RateLimiterOptions } from '../../limiter/options.js';
 import type { GatewaySettings } from '../config/settings.js';

@@ -1,4 +1,7 @@
-/** Finding a request descriptor's limit in the descriptor tree, as envoyproxy/ratelimit walks it: per entry, exact `key_value` first, then a wildcard, then the key's default entry. */
+/** Finding a request descriptor's limit in the descriptor tree, as envoyproxy/ratelimit walks it. */
+/**
+ * Per entry, exact `key_value` first, then a wildcard, then the key's default entry.
+ */
 import type { RlsConfig, RlsLimit, RlsNode } from './rls-config.js';
 
 /** One entry of a request descriptor. */

@@ -1,4 +1,7 @@
-/** The rate limit service's metrics on the gateway's registry: decisions per domain, descriptor and outcome (a bounded number of descriptors per domain), and requests per answer. */
+/** The rate limit service's metrics on the gateway's registry. */
+/**
+ * Decisions per domain, descriptor and outcome (a bounded number of descriptors per domain), and requests per answer.
+ */
 import type { Counter, Registry } from 'prom-client';
 import { boundKey } from '../../http/client-keys.js';
 import { MAX_KEY_BYTES } from '../rules/compile-rules.js';

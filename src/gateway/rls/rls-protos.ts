@@ -1,4 +1,7 @@
-/** The rate limit service's gRPC definitions from the shipped .proto files, with protobufjs's generated coders: ShouldRateLimit's messages go to and from the wire without a conversion to plain objects on every call. */
+/** The rate limit service's gRPC definitions from the shipped .proto files, with protobufjs's generated coders. */
+/**
+ * ShouldRateLimit's messages go to and from the wire without a conversion to plain objects on every call.
+ */
 import { existsSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';

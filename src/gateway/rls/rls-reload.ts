@@ -1,4 +1,7 @@
-/** Reloads the rate limit service's YAML (a file, or every file of a directory) on change and on SIGHUP; a broken file is logged and the last good config stays. */
+/** Reloads the rate limit service's YAML (a file, or every file of a directory) on change and on SIGHUP. */
+/**
+ * A broken file is logged and the last good config stays.
+ */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';

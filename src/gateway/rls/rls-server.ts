@@ -1,4 +1,7 @@
-/** The Envoy rate limit service (RLS v3) over gRPC beside a gateway: ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML. */
+/** The Envoy rate limit service (RLS v3) over gRPC beside a gateway. */
+/**
+ * ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML.
+ */
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';

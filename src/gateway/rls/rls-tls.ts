@@ -1,4 +1,8 @@
-/** The rate limit service's listener credentials: plaintext, TLS (a certificate and key), or mutual TLS (clients' certificates checked against a CA), from PEM files read at start. */
+/** The rate limit service's listener credentials. */
+/**
+ * Plaintext, TLS (a certificate and key), or mutual TLS (clients' certificates checked against a CA), from PEM files
+ * read at start.
+ */
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type * as Grpc from '@grpc/grpc-js';

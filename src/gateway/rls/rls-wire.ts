@@ -1,4 +1,8 @@
-/** The rate limit service's wire shapes: a decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with the RateLimit header fields. */
+/** The rate limit service's wire shapes. */
+/**
+ * A decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with
+ * the RateLimit header fields.
+ */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
 import { MAX_ENTRIES, maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
 import type { RlsProtos } from './rls-protos.js';

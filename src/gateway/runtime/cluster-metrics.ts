@@ -1,4 +1,7 @@
-/** Under `--workers`: a worker's /metrics asks the primary for every worker's metrics (prom-client's AggregatorRegistry runs only in the primary). */
+/** Under `--workers`: a worker's /metrics asks the primary for every worker's metrics. */
+/**
+ * prom-client's AggregatorRegistry runs only in the primary.
+ */
 import { answerCalls, IpcCaller, primaryPort, type IpcPort } from './ipc.js';
 
 /** Marks these calls apart from prom-client's and the cluster store's messages on the same channel. */

@@ -1,4 +1,7 @@
-/** Under `--workers`: tagged request/answer calls over a node:cluster IPC channel, in either direction, apart from prom-client's and the cluster store's messages on it. */
+/** Under `--workers`: tagged request/answer calls over a node:cluster IPC channel, in either direction. */
+/**
+ * They are kept apart from prom-client's and the cluster store's messages on that channel.
+ */
 import type { Worker } from 'node:cluster';
 
 /** One end of an IPC channel: the worker's `process`, or a `Worker` in the primary. */

@@ -1,4 +1,7 @@
-/** The gateway's Prometheus metrics (prom-client, on a registry of its own): decisions by rule and outcome, store latency and synchronous store answers, upstream latency, reloads. */
+/** The gateway's Prometheus metrics (prom-client, on a registry of its own). */
+/**
+ * Decisions by rule and outcome, store latency and synchronous store answers, upstream latency, reloads.
+ */
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { PromClient } from './optional-deps.js';
 

@@ -1,4 +1,7 @@
-/** Lazy loading of the gateway's optional packages, so `import 'floodgate'` never loads them and a missing one fails with the package to install. */
+/** Lazy loading of the gateway's optional packages. */
+/**
+ * So `import 'floodgate'` never loads them, and a missing one fails with the package to install.
+ */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { GATEWAY_BUNDLE, GATEWAY_PACKAGES, type GatewayPackageName } from './package-check.js';
 import type { OtelMeter, OtelTracer } from '../../telemetry/otel-types.js';

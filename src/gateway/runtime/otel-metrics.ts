@@ -1,4 +1,8 @@
-/** The gateway's OpenTelemetry side (telemetry.otel): its Prometheus numbers recorded again through @opentelemetry/api's global providers, and the tracer of its store-call spans. */
+/** The gateway's OpenTelemetry side (telemetry.otel). */
+/**
+ * Its Prometheus numbers recorded again through @opentelemetry/api's global providers, and the tracer of its
+ * store-call spans.
+ */
 import { ATTR, METRIC } from '../../telemetry/names.js';
 import type { OtelAttributes, OtelMeter, OtelObservable, OtelObservableResult, OtelTracer } from '../../telemetry/otel-types.js';
 import { STORE_BUCKETS, UPSTREAM_BUCKETS, type GatewayMetrics, type LatencyTap } from './metrics.js';

@@ -1,4 +1,7 @@
-/** Where this copy of floodgate is installed: its own source file, package root, version, and the node_modules folders its imports search. */
+/** Where this copy of floodgate is installed. */
+/**
+ * Its own source file, package root, version, and the node_modules folders its imports search.
+ */
 import { readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -1,4 +1,9 @@
-/** The gateway's packages (undici, prom-client, pino, yaml, ioredis, @opentelemetry/api when telemetry is on, and @grpc/grpc-js and protobufjs for the RLS server): all that a command line needs checked at once, so one message lists every missing or outdated one and the one command that installs them. */
+/** The gateway's packages, all that a command line needs checked at once. */
+/**
+ * Undici, prom-client, pino, yaml, ioredis, @opentelemetry/api when telemetry is on, and @grpc/grpc-js and protobufjs
+ * for the RLS server, checked at once so one message lists every missing or outdated one and the one command that
+ * installs them.
+ */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';

@@ -1,4 +1,7 @@
-/** One computation shared by concurrent callers and reused briefly: scrapes and probes that fan out (to workers, to the upstream) run at most once at a time. */
+/** One computation shared by concurrent callers and reused briefly. */
+/**
+ * Scrapes and probes that fan out (to workers, to the upstream) run at most once at a time.
+ */
 
 /**
  * Wraps an expensive async computation (an aggregation over every worker, a

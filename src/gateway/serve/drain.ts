@@ -1,4 +1,8 @@
-/** The proxy listener's graceful drain: stop accepting, answer every request that reaches a socket with `Connection: close`, and close idle connections only when their keep-alive time runs out. */
+/** The proxy listener's graceful drain. */
+/**
+ * Stop accepting, answer every request that reaches a socket with `Connection: close`, and close idle connections only
+ * when their keep-alive time runs out.
+ */
 import type { Server } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 

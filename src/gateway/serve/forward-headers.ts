@@ -1,4 +1,7 @@
-/** Which request headers reach the upstream: the standard hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written. */
+/** Which request headers reach the upstream. */
+/**
+ * The standard hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written.
+ */
 import type { IncomingMessage } from 'node:http';
 import type { TrustProxy } from '../../http/client-keys.js';
 import { AddressMatcher, parseIp } from '../../http/ip-address.js';

@@ -1,4 +1,8 @@
-/** The gateway's listeners: the proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection cap, a pipelining bound, one body read at a time per connection), and listen/close helpers. */
+/** The gateway's listeners. */
+/**
+ * The proxy server and the admin server with their client-side limits (header timeout checked promptly, a connection
+ * cap, a pipelining bound, one body read at a time per connection), and listen/close helpers.
+ */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';

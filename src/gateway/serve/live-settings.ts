@@ -1,4 +1,7 @@
-/** What a config reload can change in a running gateway, and what waits for a restart (listeners, the store, workers). */
+/** What a config reload can change in a running gateway, and what waits for a restart. */
+/**
+ * What waits for a restart: listeners, the store, workers.
+ */
 import { sameAddress } from './listeners.js';
 import type { GatewaySettings } from '../config/settings.js';
 

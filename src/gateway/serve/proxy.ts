@@ -1,4 +1,7 @@
-/** The reverse proxy: an undici keep-alive pool to the upstream, small request bodies buffered and large ones streamed, 502/504 on upstream failure, allowed upgrades tunnelled. */
+/** The reverse proxy: an undici keep-alive pool to the upstream. */
+/**
+ * Small request bodies buffered and large ones streamed, 502/504 on upstream failure, allowed upgrades tunnelled.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';

@@ -1,4 +1,8 @@
-/** Request bodies on their way upstream: small ones read whole from the client first (within the process's budget), larger ones streamed under a minimum rate. */
+/** Request bodies on their way upstream. */
+/**
+ * Small ones read whole from the client first (within the process's budget), larger ones streamed under a minimum
+ * rate.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { RequestBufferBudget } from './request-buffer-budget.js';

@@ -1,4 +1,7 @@
-/** The process's budget of request-body bytes held in memory (`proxy.requestBufferTotal`): buffering a body takes from it, its answer's end gives back. */
+/** The process's budget of request-body bytes held in memory (`proxy.requestBufferTotal`). */
+/**
+ * Buffering a body takes from it, its answer's end gives back.
+ */
 import type { GatewayMetrics } from '../runtime/metrics.js';
 
 /**

@@ -1,4 +1,8 @@
-/** The proxy listener's request path: the request target checked, the gateway's own endpoints (decision, /_floodgate/), then the rules, then the upstream or the rules' own answer. */
+/** The proxy listener's request path. */
+/**
+ * The request target checked, the gateway's own endpoints (decision, /_floodgate/), then the rules, then the upstream
+ * or the rules' own answer.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { abortOnClose } from '../../http/client-gone.js';
 import { viewOf, writeResponse } from '../../http/respond.js';

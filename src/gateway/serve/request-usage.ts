@@ -1,4 +1,8 @@
-/** `cost.requestUsage`: a buffered JSON request that asks for a stream is made to ask for its usage too (`stream_options.include_usage`), so an OpenAI-style upstream reports what the stream cost. */
+/** `cost.requestUsage`: a streamed JSON request is made to ask for its usage too. */
+/**
+ * A buffered JSON request that asks for a stream is made to ask for its usage too (`stream_options.include_usage`), so
+ * an OpenAI-style upstream reports what the stream cost.
+ */
 import type { IncomingMessage } from 'node:http';
 import type { OutgoingBody } from './request-body.js';
 

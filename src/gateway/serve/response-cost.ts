@@ -1,4 +1,8 @@
-/** Watching a forwarded request's charges: the response's head and body are shown to each charged rule's reader on their way to the client (or drained after it left), and each rule commits what was read when the upstream exchange ends. */
+/** Watching a forwarded request's charges. */
+/**
+ * The response's head and body are shown to each charged rule's reader on their way to the client (or drained after it
+ * left), and each rule commits what was read when the upstream exchange ends.
+ */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Charge } from '../rules/rule-cost.js';
 

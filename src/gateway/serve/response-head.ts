@@ -1,4 +1,8 @@
-/** What the proxy writes around an upstream's answer: the response head it passes on (hop-by-hop fields out, RateLimit fields in), and the minimal raw responses of upgrade requests. */
+/** What the proxy writes around an upstream's answer. */
+/**
+ * The response head it passes on (hop-by-hop fields out, RateLimit fields in), and the minimal raw responses of
+ * upgrade requests.
+ */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { combinedValue, type HeaderPair } from '../../http/headers.js';

@@ -1,4 +1,7 @@
-/** Cuts a response whose client reads it too slowly (`proxy.minResponseRate`) or too long (`proxy.responseTimeout`): one timer per proxy looks at every connection with a response in flight once a second. */
+/** Cuts a response whose client reads it too slowly (`proxy.minResponseRate`) or too long (`proxy.responseTimeout`). */
+/**
+ * One timer per proxy looks at every connection with a response in flight once a second.
+ */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { GatewayLogger } from '../runtime/log.js';

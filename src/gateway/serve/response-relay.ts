@@ -1,4 +1,8 @@
-/** The body of a forwarded answer that something waits on (a concurrency slot, a cost read from it): passed to the client while it is there, then read on (and discarded), within bounds, once it leaves, so the slot ends with the upstream's work and the usage is still learned. */
+/** The body of a forwarded answer that something waits on (a concurrency slot, a cost read from it). */
+/**
+ * Passed to the client while it is there, then read on (and discarded), within bounds, once it leaves, so the slot
+ * ends with the upstream's work and the usage is still learned.
+ */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import type { CostWatch } from './response-cost.js';

@@ -1,4 +1,8 @@
-/** Upgrade tunnels: which upgrade requests may become one (a well-formed WebSocket handshake by default), and the byte pipe after the upstream's 101. */
+/** Upgrade tunnels. */
+/**
+ * Which upgrade requests may become one (a well-formed WebSocket handshake by default), and the byte pipe after the
+ * upstream's 101.
+ */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';

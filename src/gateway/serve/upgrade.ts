@@ -1,4 +1,8 @@
-/** The gateway's answer to an HTTP upgrade (WebSocket): the request target and the handshake checked before any decision, then the rules, then a tunnel to the upstream that holds its rules' slots until it closes. */
+/** The gateway's answer to an HTTP upgrade (WebSocket). */
+/**
+ * The request target and the handshake checked before any decision, then the rules, then a tunnel to the upstream that
+ * holds its rules' slots until it closes.
+ */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { abortOnClose } from '../../http/client-gone.js';

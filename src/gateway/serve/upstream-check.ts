@@ -1,4 +1,7 @@
-/** The opt-in readiness check of the upstream (`readiness.upstream`): a TCP connect, shared by concurrent probes and reused for a second. */
+/** The opt-in readiness check of the upstream (`readiness.upstream`). */
+/**
+ * A TCP connect, shared by concurrent probes and reused for a second.
+ */
 import { connect } from 'node:net';
 import type { GatewaySettings } from '../config/settings.js';
 import { SharedResult } from '../runtime/shared-result.js';

@@ -1,4 +1,8 @@
-/** The wait for an upstream connection: at most `proxy.connections` requests in flight, the rest wait in order, and one waiting longer than `proxy.queueTimeout` is answered 503 instead. */
+/** The wait for an upstream connection. */
+/**
+ * At most `proxy.connections` requests in flight, the rest wait in order, and one waiting longer than
+ * `proxy.queueTimeout` is answered 503 instead.
+ */
 
 interface Waiter {
   start: () => void;
