@@ -1,4 +1,7 @@
-/** Calendar windows of the fixed-window algorithm: the `window` option that names a period, its nominal length and label, and the period ends a store opens windows at. */
+/** Calendar windows of the fixed-window algorithm. */
+/**
+ * The `window` option that names a period, its nominal length and label, and the period ends a store opens windows at.
+ */
 import { checkPeriod, periodBounds, type CalendarPeriod, type CalendarUnit } from './calendar.js';
 import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';

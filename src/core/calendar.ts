@@ -1,4 +1,7 @@
-/** Calendar periods in a time zone (a day, a week, a month): the instants they start and end, DST and month lengths included, for windows that follow the calendar. */
+/** Calendar periods in a time zone (a day, a week, a month). */
+/**
+ * The instants they start and end, DST and month lengths included, for windows that follow the calendar.
+ */
 import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 

@@ -1,4 +1,7 @@
-/** The concurrency-slot vocabulary stores speak: what an acquisition answers, owner ids, and the checks every store applies to a slot call. */
+/** The concurrency-slot vocabulary stores speak. */
+/**
+ * What an acquisition answers, owner ids, and the checks every store applies to a slot call.
+ */
 import { randomBytes } from 'node:crypto';
 import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError } from './errors.js';

@@ -1,4 +1,7 @@
-/** Argument and option checks shared by the limiter and the stores: strict, with messages that say how to fix the call. */
+/** Argument and option checks shared by the limiter and the stores. */
+/**
+ * Strict, with messages that say how to fix the call.
+ */
 import { describeValue } from './duration.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from './errors.js';
 

@@ -1,4 +1,7 @@
-/** Client identity for the HTTP adapters: the client address behind trusted proxies, IPv6 prefix grouping, API-key headers and hashing of over-long keys. */
+/** Client identity for the HTTP adapters. */
+/**
+ * The client address behind trusted proxies, IPv6 prefix grouping, API-key headers and hashing of over-long keys.
+ */
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { describeValue } from '../core/duration.js';

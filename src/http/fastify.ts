@@ -1,4 +1,7 @@
-/** Fastify 4 and 5 adapter (`floodgate/fastify`): a plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`. */
+/** Fastify 4 and 5 adapter (`floodgate/fastify`). */
+/**
+ * A plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`.
+ */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

@@ -1,4 +1,8 @@
-/** Rate-limit response header builders: IETF RateLimit / RateLimit-Policy (current draft), the draft-6 and draft-7 forms, legacy X-RateLimit-*, and Retry-After. */
+/** Rate-limit response header builders. */
+/**
+ * IETF RateLimit / RateLimit-Policy (current draft), the draft-6 and draft-7 forms, legacy X-RateLimit-*, and
+ * Retry-After.
+ */
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 

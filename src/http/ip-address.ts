@@ -1,4 +1,7 @@
-/** IP addresses for the HTTP adapters: parsing and canonical forms, CIDR ranges and the named ranges, and matching addresses against a list. */
+/** IP addresses for the HTTP adapters. */
+/**
+ * Parsing and canonical forms, CIDR ranges and the named ranges, and matching addresses against a list.
+ */
 import { isIPv4, isIPv6 } from 'node:net';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

@@ -1,4 +1,7 @@
-/** HttpLimiter options: checked up front (every error coded, nothing coerced) and resolved into the settings the request path reads. */
+/** HttpLimiter options, checked up front and resolved into the settings the request path reads. */
+/**
+ * Checked up front: every error coded, nothing coerced.
+ */
 import { describeValue, parseDuration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';

@@ -1,4 +1,7 @@
-/** Refusal responses: the problem types, the bodies (problem details, text or the caller's function) rendered once per distinct shape, and frozen shared outcomes. */
+/** Refusal responses: problem types, bodies rendered once per shape, and frozen shared outcomes. */
+/**
+ * The bodies are problem details, text or the caller's function, rendered once per distinct shape.
+ */
 import { STATUS_CODES } from 'node:http';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

@@ -1,4 +1,8 @@
-/** The HTTP middleware's work that lasts as long as a response: a concurrency slot held until it ends, units settled at the actual cost when it ends, and units rewarded by the reward rule. */
+/** The HTTP middleware's work that lasts as long as a response. */
+/**
+ * A concurrency slot held until it ends, units settled at the actual cost when it ends, and units rewarded by the
+ * reward rule.
+ */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../core/decision.js';
 import { describeValue } from '../core/duration.js';

@@ -1,4 +1,7 @@
-/** The HTTP middleware's options that act while a response runs: the concurrency limiter whose slot a request holds, and the cost settled when the response ends. */
+/** The HTTP middleware's options that act while a response runs. */
+/**
+ * The concurrency limiter whose slot a request holds, and the cost settled when the response ends.
+ */
 import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

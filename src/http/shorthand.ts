@@ -1,4 +1,8 @@
-/** The `limit` / `window` / `store` shorthand of the HTTP options: the middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per distinct limit. */
+/** The `limit` / `window` / `store` shorthand of the HTTP options. */
+/**
+ * The middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per
+ * distinct limit.
+ */
 import { describeValue, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';

@@ -1,4 +1,7 @@
-/** The likeliest slips in mounting the middleware (the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about), each caught with a message that says what was meant. */
+/** The likeliest slips in mounting the middleware, each caught with a message that says what was meant. */
+/**
+ * The slips: the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about.
+ */
 import type { IncomingHttpHeaders } from 'node:http';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

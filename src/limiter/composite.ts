@@ -1,4 +1,7 @@
-/** consumeAll: one all-or-nothing decision over several (limiter, key, cost) parts, through each limiter's block list, breaker and fallbacks. */
+/** consumeAll: one all-or-nothing decision over several (limiter, key, cost) parts. */
+/**
+ * Each part goes through its limiter's block list, breaker and fallbacks.
+ */
 import type { Decision, DecisionSource } from '../core/decision.js';
 import { describeValue } from '../core/duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';

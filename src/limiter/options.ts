@@ -1,4 +1,8 @@
-/** RateLimiter options: their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters that share a default prefix. */
+/** RateLimiter options: their types and their checks. */
+/**
+ * Their types, the checks of the policy, the in-memory block and circuit breaker options, and the watch for limiters
+ * that share a default prefix.
+ */
 import type { Clock } from '../core/clock.js';
 import { describeValue, parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

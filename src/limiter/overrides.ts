@@ -1,4 +1,8 @@
-/** Per-key policy overrides: a live table of exact keys and `*` patterns, each changing a limiter's limit, window or block for the keys it matches. */
+/** Per-key policy overrides. */
+/**
+ * A live table of exact keys and `*` patterns, each changing a limiter's limit, window or block for the keys it
+ * matches.
+ */
 import { describeValue, parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { Policy } from '../core/policy.js';

@@ -1,4 +1,7 @@
-/** RateLimiter's store, prefix and clock options, checked, with the prefix derived from the policy when none is given. */
+/** RateLimiter's store, prefix and clock options, checked. */
+/**
+ * The prefix is derived from the policy when none is given.
+ */
 import { systemClock, type Clock } from '../core/clock.js';
 import { calendarLabel } from '../core/calendar-window.js';
 import { describeValue } from '../core/duration.js';

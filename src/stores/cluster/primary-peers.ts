@@ -1,4 +1,7 @@
-/** How a ClusterStorePrimary reaches its workers: node:cluster workers, attached threads, ports and forked children, and a PM2 bus. */
+/** How a ClusterStorePrimary reaches its workers. */
+/**
+ * Node:cluster workers, attached threads, ports and forked children, and a PM2 bus.
+ */
 import type { ChildProcess } from 'node:child_process';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import * as clusterModule from 'node:cluster';

@@ -1,4 +1,7 @@
-/** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code, answering node:cluster, worker_threads and PM2 workers, and invalidating the refusals they remember. */
+/** ClusterStorePrimary: the counters of every worker, kept in the primary on the MemoryStore's code. */
+/**
+ * It answers node:cluster, worker_threads and PM2 workers, and invalidates the refusals they remember.
+ */
 import type { ChildProcess } from 'node:child_process';
 import type { Cluster } from 'node:cluster';
 import * as clusterModule from 'node:cluster';

@@ -1,4 +1,8 @@
-/** ClusterStore: the worker side of the cluster store; batches each event-loop turn's operations into one message to the primary, with a handshake, per-call timeouts and known refusals answered without IPC. */
+/** ClusterStore: the worker side of the cluster store. */
+/**
+ * It batches each event-loop turn's operations into one message to the primary, with a handshake, per-call timeouts
+ * and known refusals answered without IPC.
+ */
 import { isMainThread, parentPort, type MessagePort } from 'node:worker_threads';
 import type { Clock } from '../../core/clock.js';
 import { describeValue } from '../../core/duration.js';

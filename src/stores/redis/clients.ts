@@ -1,4 +1,7 @@
-/** Client adapters: ioredis (Redis, Cluster) and node-redis (client, cluster), recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts. */
+/** Client adapters for ioredis (Redis, Cluster) and node-redis (client, cluster). */
+/**
+ * Recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts.
+ */
 import { EventEmitter } from 'node:events';
 import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';

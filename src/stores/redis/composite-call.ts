@@ -1,4 +1,7 @@
-/** The composite script call of RedisStore.consumeAll: its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding. */
+/** The composite script call of RedisStore.consumeAll. */
+/**
+ * Its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding.
+ */
 import { windowArgument } from '../../core/calendar-window.js';
 import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';

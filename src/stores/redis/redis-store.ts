@@ -1,4 +1,7 @@
-/** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster, with the calls of one event-loop turn coalesced per key and pipelined. */
+/** RedisStore: the four algorithms as atomic Lua scripts on Redis or Redis Cluster. */
+/**
+ * The calls of one event-loop turn are coalesced per key and pipelined.
+ */
 import { windowArgument } from '../../core/calendar-window.js';
 import type { Clock } from '../../core/clock.js';
 import { describeValue } from '../../core/duration.js';

@@ -1,4 +1,7 @@
-/** Block broadcast for the local-first store: the message format, and one pub/sub subscription that says when it can be trusted. */
+/** Block broadcast for the local-first store. */
+/**
+ * The message format, and one pub/sub subscription that says when it can be trusted.
+ */
 import { describeValue } from '../../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { redisKeys } from '../key-names.js';

@@ -1,4 +1,8 @@
-/** The local-first lease call: its arguments (sized from a key's waiters and demand), its reply, and how a reply changes the key's entry and answers its waiters. */
+/** The local-first lease call. */
+/**
+ * Its arguments (sized from a key's waiters and demand), its reply, and how a reply changes the key's entry and
+ * answers its waiters.
+ */
 import { windowArgument } from '../../../core/calendar-window.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import type { Outcome, Policy } from '../../../core/policy.js';
