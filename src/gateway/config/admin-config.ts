@@ -1,4 +1,8 @@
-/** The `admin` setting: a listen address alone (metrics and health only), or `{ listen, token | tokenFile, hosts }`, where a token also turns on the admin API and hosts names the Host values answered; and reading `--admin-token-file`. */
+/** The `admin` setting. */
+/**
+ * A listen address alone (metrics and health only), or `{ listen, token | tokenFile, hosts }`, where a token also
+ * turns on the admin API and hosts names the Host values answered; and reading `--admin-token-file`.
+ */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { describeValue } from '../../core/duration.js';

@@ -1,4 +1,8 @@
-/** A rule's `cost` section: the estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a response that reports none is charged. */
+/** A rule's `cost` section. */
+/**
+ * The estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a
+ * response that reports none is charged.
+ */
 import { describeValue } from '../../core/duration.js';
 import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';

@@ -1,4 +1,7 @@
-/** The `grpc` setting (the Envoy rate limit service): `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags. */
+/** The `grpc` setting (the Envoy rate limit service). */
+/**
+ * `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags.
+ */
 import { isAbsolute, resolve } from 'node:path';
 import { describeValue } from '../../core/duration.js';
 import { parseListen } from './values.js';

@@ -1,4 +1,8 @@
-/** A rule's `concurrency` (requests of one key in flight at once) and `wait` (how long a refused request may wait for a unit or a slot) sections. */
+/** A rule's `concurrency` and `wait` sections. */
+/**
+ * `concurrency` is the number of requests of one key in flight at once; `wait` is how long a refused request may wait
+ * for a unit or a slot.
+ */
 import { describeValue } from '../../core/duration.js';
 import type { ConcurrencySettings, PolicySettings, WaitSettings } from './settings.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';

@@ -1,4 +1,7 @@
-/** A rule key's `allowList: { redis: NAME, ... }`: the Redis set of known keys and the bounds of the cache in front of it. */
+/** A rule key's `allowList: { redis: NAME, ... }`. */
+/**
+ * The Redis set of known keys and the bounds of the cache in front of it.
+ */
 import { describeValue } from '../../core/duration.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { DEFAULT_KNOWN_KEYS, type KnownKeysSettings } from './settings.js';

@@ -1,4 +1,8 @@
-/** Plans and per-key overrides in the config: the `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis hash and the admin API share. */
+/** Plans and per-key overrides in the config. */
+/**
+ * The `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis
+ * hash and the admin API share.
+ */
 import { describeValue } from '../../core/duration.js';
 import { ErrorCode, isFloodgateError } from '../../core/errors.js';
 import { checkOverride, overridePolicy, type PolicyOverride } from '../../limiter/overrides.js';

@@ -1,4 +1,7 @@
-/** Parsers for the `paths:` config section and for `pathPattern`, whose guard refuses regular expressions that can backtrack catastrophically. */
+/** Parsers for the `paths:` config section and for `pathPattern`. */
+/**
+ * The `pathPattern` guard refuses regular expressions that can backtrack catastrophically.
+ */
 import { describeValue } from '../../core/duration.js';
 import { InvalidValue } from './values.js';
 import type { PathSettings } from './settings.js';

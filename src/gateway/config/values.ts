@@ -1,4 +1,7 @@
-/** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys); they throw plain messages that the caller places (flag or file:line). */
+/** Parsers for the values the CLI and the config file share (addresses, URLs, limits, keys). */
+/**
+ * They throw plain messages that the caller places (flag or file:line).
+ */
 import { describeValue, parseDuration } from '../../core/duration.js';
 import { CALENDAR_UNITS } from '../../core/calendar.js';
 import { ALGORITHMS, type Algorithm } from '../../core/policy.js';

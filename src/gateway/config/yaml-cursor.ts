@@ -1,4 +1,7 @@
-/** Walking the parsed YAML of a config file: a cursor that places each field's error at its line, and the mapping check. */
+/** Walking the parsed YAML of a config file. */
+/**
+ * A cursor that places each field's error at its line, and the mapping check.
+ */
 import type { Document, LineCounter } from 'yaml';
 import { describeValue } from '../../core/duration.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';

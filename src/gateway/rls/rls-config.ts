@@ -1,4 +1,8 @@
-/** The rate limit service's config: envoyproxy/ratelimit YAML files (one domain each, nested descriptors) read into a descriptor tree per domain, with errors at their line. */
+/** The rate limit service's config. */
+/**
+ * Envoyproxy/ratelimit YAML files (one domain each, nested descriptors) read into a descriptor tree per domain, with
+ * errors at their line.
+ */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describeValue } from '../../core/duration.js';

@@ -1,4 +1,8 @@
-/** The decision endpoint for nginx `auth_request` and other proxies: decides about the request described by X-Original-* headers and answers 204, or 429 (or the status asked for) with the RateLimit fields. */
+/** The decision endpoint for nginx `auth_request` and other proxies. */
+/**
+ * Decides about the request described by X-Original-* headers and answers 204, or 429 (or the status asked for) with
+ * the RateLimit fields.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestView } from '../../http/types.js';
 import { headerValue } from '../../http/client-keys.js';

@@ -1,4 +1,7 @@
-/** The Gateway: the proxy listener (its request path is request-path.ts) and the optional admin listener, config changes applied live, and the graceful drain. */
+/** The Gateway: the proxy listener and the optional admin listener, live config changes, the graceful drain. */
+/**
+ * The proxy listener's request path is request-path.ts; config changes are applied live.
+ */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { MemoryStore } from '../../stores/memory.js';
