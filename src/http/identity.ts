@@ -1,7 +1,6 @@
-/** Client identity. */
+/** Client identity: who a request comes from (its address, as text and as a limiter key). */
 /**
- * Who a request comes from (its address, as text and as a limiter key grouped by IPv6 subnet), memoised per socket or
- * framework address.
+ * The limiter key groups IPv6 addresses by subnet; the identity is memoised per socket or framework address.
  */
 import { ipKey } from './client-keys.js';
 import { formatIp, type IpAddress } from './ip-address.js';

@@ -1,6 +1,6 @@
-/** Per-policy keys. */
+/** Per-policy keys: the key each of a route's policies counts a request under. */
 /**
- * The key each of a route's policies counts a request under, when some policy has its own `key` option.
+ * Used when some policy has its own `key` option.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { boundKey, headerValue } from './client-keys.js';

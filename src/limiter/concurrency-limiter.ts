@@ -1,7 +1,6 @@
-/** ConcurrencyLimiter. */
+/** ConcurrencyLimiter: at most N holders of a key at once, across processes. */
 /**
- * At most N holders of a key at once, across processes, through the store's concurrency slots (acquire, heartbeat
- * renewals, owner-checked release).
+ * It works through the store's concurrency slots: acquire, heartbeat renewals, owner-checked release.
  */
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';

@@ -1,6 +1,6 @@
-/** instrumentLimiter. */
+/** instrumentLimiter: OpenTelemetry metrics of a RateLimiter's decisions and circuit breaker. */
 /**
- * OpenTelemetry metrics of a RateLimiter's decisions and circuit breaker, through the user's meter.
+ * Recorded through the user's meter.
  */
 import type { Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';

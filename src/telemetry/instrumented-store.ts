@@ -1,6 +1,6 @@
-/** InstrumentedStore. */
+/** InstrumentedStore: a Store wrapper that records OpenTelemetry spans and metrics around store calls. */
 /**
- * A Store wrapper that records OpenTelemetry spans and metrics around store calls, with the user's tracer and meter.
+ * It uses the user's tracer and meter.
  */
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';

@@ -1,7 +1,6 @@
-/** OldestEntries. */
+/** OldestEntries: a Map's oldest entry in amortised O(1). */
 /**
- * A Map's oldest entry in amortised O(1), for tables that drop or reclaim their oldest key on every insert past a
- * bound.
+ * For tables that drop or reclaim their oldest key on every insert past a bound.
  */
 
 /**

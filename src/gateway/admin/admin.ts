@@ -1,8 +1,9 @@
-/** The admin endpoints. */
+/** The admin endpoints (/metrics, /healthz, /readyz) and the admin listener. */
 /**
- * /metrics (Prometheus text), /healthz (the process runs), /readyz (not draining, the store tried and, where it
- * counts, connected and not failing, and with readiness.upstream the upstream accepting connections); and the admin
- * listener, which tries the admin API first and closes a connection whose body is still coming after its answer.
+ * /metrics is Prometheus text; /healthz answers while the process runs; /readyz answers ready when not draining, the
+ * store tried and, where it counts, connected and not failing, and with readiness.upstream the upstream accepting
+ * connections. The admin listener tries the admin API first and closes a connection whose body is still coming after
+ * its answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';

@@ -1,7 +1,6 @@
-/** Upgrade tunnels. */
+/** Upgrade tunnels: which upgrade requests may become one, and the byte pipe after the upstream's 101. */
 /**
- * Which upgrade requests may become one (a well-formed WebSocket handshake by default), and the byte pipe after the
- * upstream's 101.
+ * By default a well-formed WebSocket handshake may become a tunnel.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';

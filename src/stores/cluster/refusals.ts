@@ -1,7 +1,6 @@
-/** KnownRefusals. */
+/** KnownRefusals: the worker-side memory of keys the primary said are refused until a given time. */
 /**
- * The worker-side memory of keys the primary said are refused until a given time, so their consumes are refused
- * without IPC.
+ * Their consumes are refused without IPC.
  */
 import type { Clock } from '../../core/clock.js';
 import { OldestEntries } from '../../util/oldest-entries.js';

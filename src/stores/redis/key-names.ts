@@ -1,6 +1,6 @@
-/** Redis key layout. */
+/** Redis key layout: every key of one limiter key shares one hash tag. */
 /**
- * Every key of one limiter key shares one hash tag, so one slot, so one script can touch them all.
+ * So all keys of one limiter key are in one slot, and one script can touch them all.
  */
 import { clusterHashTag } from './key-slot.js';
 

@@ -1,6 +1,6 @@
-/** TurnPipeline. */
+/** TurnPipeline: the script calls of one event-loop turn sent as one Redis pipeline. */
 /**
- * The script calls of one event-loop turn sent as one Redis pipeline, each answered once, all timed out together.
+ * Each call is answered once, and all are timed out together.
  */
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { RedisAdapter, ScriptCall } from './client-adapter.js';

@@ -1,7 +1,6 @@
-/** LocalFirstStore. */
+/** LocalFirstStore: Redis-backed fixed-window limits decided in process memory from leased quota. */
 /**
- * Redis-backed fixed-window limits decided in process memory from leased slices of each key's quota, with blocks
- * broadcast over pub/sub.
+ * The limits are decided from leased slices of each key's quota, with blocks broadcast over pub/sub.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
