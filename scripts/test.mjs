@@ -1,11 +1,11 @@
 // `npm test`: makes sure redis-server, nginx, chromium and the deploy validators are installed (installing them when it may), builds, then runs every test/**/*.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureTestPrograms } from './test-prereqs.mjs';
-import { unitTestFiles } from './unit-tests.mjs';
+import { testFiles, unitTestFiles } from './unit-tests.mjs';
 import { findTools, installTools } from './validate-deploy.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -22,18 +22,8 @@ if (!unit && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
 
 execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: root, stdio: 'inherit' });
 
-function collect(dir) {
-  const out = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) out.push(...collect(path));
-    else if (name.endsWith('.test.ts')) out.push(path);
-  }
-  return out;
-}
-
 const only = process.argv.slice(2).filter((arg) => arg !== '--unit');
-const files = only.length > 0 ? only : unit ? unitTestFiles(join(root, 'test')) : collect(join(root, 'test')).sort();
+const files = only.length > 0 ? only : unit ? unitTestFiles(join(root, 'test')) : testFiles(join(root, 'test')).sort();
 // A second copy of the report goes to a file, so that a failure's diagnostics can be repeated at the end,
 // where a CI log excerpt (its tail) shows them.
 const reportDir = mkdtempSync(join(tmpdir(), 'floodgate-test-report-'));

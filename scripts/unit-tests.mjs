@@ -1,4 +1,4 @@
-// The test files `npm run test:unit` runs: those that start no program besides node (no redis-server, nginx, chromium or deploy validator).
+// Test files: all of test/ for npm test, and for npm run test:unit those that start no program besides node.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
@@ -8,11 +8,12 @@ const FULL_ONLY = ['accuracy', 'bench', 'deploy', 'gateway', 'packaging'];
 const NEEDS_PROGRAM = /redis-server|redis-cli|\bnginx\b|chromium|validate-deploy|kubeconform|hadolint/;
 const SPECIFIER = /\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]/g;
 
-function collect(dir) {
+/** Every *.test.ts file under dir. */
+export function testFiles(dir) {
   const out = [];
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) out.push(...collect(path));
+    if (statSync(path).isDirectory()) out.push(...testFiles(path));
     else if (name.endsWith('.test.ts')) out.push(path);
   }
   return out;
@@ -33,7 +34,7 @@ function needsProgram(file, testRoot, seen = new Set()) {
 
 /** The unit tests under testRoot, sorted. */
 export function unitTestFiles(testRoot) {
-  return collect(testRoot)
+  return testFiles(testRoot)
     .filter((file) => !FULL_ONLY.some((dir) => file.startsWith(join(testRoot, dir) + '/')))
     .filter((file) => !needsProgram(file, testRoot))
     .sort();

@@ -8,7 +8,7 @@ import { ErrorCode } from '../../src/core/errors.js';
 import { ConfigError } from '../../src/gateway/config/config-error.js';
 import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
-import { get, type Reply } from '../http/support/http.js';
+import { get, leaveAfter, type Reply } from '../http/support/http.js';
 import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
 import { serveCli, sleep, startGateway, stopCli, writeTemp } from './support/harness.js';
 
@@ -108,19 +108,6 @@ const rule = (extra: string, policies = '["1000/1m"]'): string =>
 
 const keyed = (key: string, timeoutMs = 10_000) => ({ headers: { 'x-api-key': key }, timeoutMs });
 
-/** A request whose client goes away after `ms`; resolves when it has. */
-function leaveAfter(url: string, key: string, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const req = httpRequest(url, { headers: { 'x-api-key': key }, agent: false });
-    req.on('error', () => resolve());
-    req.end();
-    setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, ms);
-  });
-}
-
 /** The `ratelimit` field's remaining units. */
 const remaining = (reply: Reply): number => Number(/r=(\d+)/.exec(String(reply.headers.ratelimit))?.[1]);
 
@@ -189,7 +176,7 @@ describe('gateway concurrency: memory store, one process', () => {
 
   it('F4: a client that disconnects mid-response keeps its slot until the upstream has answered (its work goes on), then frees it', async () => {
     reset(up);
-    await Promise.all([0, 1, 2].map(() => leaveAfter(`${gw.url}/hold?ms=800`, 'c', 100)));
+    await Promise.all([0, 1, 2].map(() => leaveAfter(`${gw.url}/hold?ms=800`, 100, { 'x-api-key': 'c' })));
     await sleep(20);
     const during = await get(`${gw.url}/hold`, keyed('c'));
     assert.equal(during.status, 429, 'the upstream still runs the three jobs whose clients left');
@@ -383,7 +370,7 @@ describe('gateway wait: bounded, FIFO, abandoned by a client that leaves', () =>
     const holder = get(`${gw.url}/hold?ms=350`, keyed('x'));
     await sleep(30);
     // Fill the line (3), then the three leave after 50 ms.
-    await Promise.all([0, 1, 2].map(() => leaveAfter(`${gw.url}/hold`, 'x', 50)));
+    await Promise.all([0, 1, 2].map(() => leaveAfter(`${gw.url}/hold`, 50, { 'x-api-key': 'x' })));
     await sleep(10);
     // Their places are free again: this one waits instead of being refused at once, and gets the slot when the holder ends.
     const next = await get(`${gw.url}/hold`, keyed('x'));

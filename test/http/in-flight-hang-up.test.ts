@@ -12,7 +12,7 @@ import { rateLimit as expressLimit } from '../../src/http/express.js';
 import { rateLimit as fastifyLimit } from '../../src/http/fastify.js';
 import { rateLimit as koaLimit } from '../../src/http/koa.js';
 import { rateLimit as nodeLimit } from '../../src/http/node.js';
-import { close, listen } from './support/http.js';
+import { close, leaveAfter, listen } from './support/http.js';
 
 const JOB_MS = 600;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -78,19 +78,6 @@ async function app(name: string, jobs: Jobs): Promise<{ url: string; stop: () =>
   return { url: await listen(server), stop: () => close(server) };
 }
 
-/** A request whose client hangs up after `ms`. */
-function hangUp(url: string, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const req = request(`${url}/job`, { agent: false });
-    req.on('error', () => resolve());
-    req.end();
-    setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, ms);
-  });
-}
-
 describe('F4: the middleware’s concurrency counts the app’s work, not client connections', () => {
   const rows: Array<Record<string, string | number>> = [];
   after(() => {
@@ -103,7 +90,7 @@ describe('F4: the middleware’s concurrency counts the app’s work, not client
       const { url, stop } = await app(name, jobs);
       try {
         for (let i = 0; i < 10; i++) {
-          await Promise.all([hangUp(url, 150), hangUp(url, 150)]);
+          await Promise.all([leaveAfter(`${url}/job`, 150), leaveAfter(`${url}/job`, 150)]);
         }
         await sleep(JOB_MS + 100);
         rows.push({ framework: name, 'jobs started': jobs.started, 'most at once': jobs.most, limit: 2 });

@@ -7,6 +7,19 @@ import type { Operation, Outcome } from '../../../src/core/policy.js';
 import type { Store } from '../../../src/stores/store.js';
 import { parseDictionary, parseInteger, parseList, type Item } from './sf.js';
 
+/** Sends a request (with `headers`) whose client hangs up after `ms`; resolves when it has. */
+export function leaveAfter(url: string, ms: number, headers: Record<string, string> = {}): Promise<void> {
+  return new Promise((resolve) => {
+    const req = httpRequest(url, { headers, agent: false });
+    req.on('error', () => resolve());
+    req.end();
+    setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, ms);
+  });
+}
+
 /** A response as the tests see it. */
 export interface Reply {
   status: number;
