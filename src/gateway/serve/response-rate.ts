@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { GatewayLogger } from '../runtime/log.js';
 import type { GatewayMetrics } from '../runtime/metrics.js';
+import { throttled } from '../../util/throttle.js';
 
 /** Why a response was cut. */
 export type ResponseCut = 'slow_response' | 'response_timeout';
@@ -71,7 +72,15 @@ export class ResponseRateWatch {
   /** Answers pipelined behind another, not yet given their connection: watched from the look that finds it. */
   private readonly queued = new Set<ServerResponse>();
   private timer: NodeJS.Timeout | undefined;
-  private lastLog = 0;
+  /** A flood of slow readers must not log at its own rate: one line a second, with how many were held back. */
+  private readonly logCut = throttled<ResponseCut>(1000, (reason, held) =>
+    this.log.info(
+      { reason, minResponseRate: this.minRate, responseTimeoutMs: this.timeoutMs, suppressed: held },
+      reason === 'slow_response'
+        ? 'client read its response too slowly; connection cut'
+        : 'client still reading its response at proxy.responseTimeout; connection cut',
+    ),
+  );
 
   /**
    * @param minRate - `proxy.minResponseRate`, bytes per second; 0 for no floor
@@ -177,16 +186,7 @@ export class ResponseRateWatch {
     // Answers pipelined behind it never had the socket; destroying it ends them too (listeners.ts).
     relay.socket.destroy();
     this.metrics.clientCut(reason);
-    // A flood of slow readers must not log at its own rate.
-    const now = Date.now();
-    if (now - this.lastLog < 1000) return;
-    this.lastLog = now;
-    this.log.info(
-      { reason, minResponseRate: this.minRate, responseTimeoutMs: this.timeoutMs },
-      reason === 'slow_response'
-        ? 'client read its response too slowly; connection cut'
-        : 'client still reading its response at proxy.responseTimeout; connection cut',
-    );
+    this.logCut(reason);
   }
 }
 
