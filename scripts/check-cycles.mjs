@@ -82,15 +82,18 @@ export const GATEWAY_FLOORS = ['runtime', 'config', 'rules', 'store', 'admin', '
 
 /**
  * The library's floors, bottom to top: the vocabulary (core), small data structures (util), the pure algorithms, the in-process
- * guards, the stores, waiting, the limiters, telemetry around them, the HTTP middleware, and the gateway on top. Files at src/'s
- * root (the entry points) sit above them all.
+ * guards, the stores, waiting, the limiters, telemetry around them, the HTTP middleware, then the files at src/'s root (the
+ * public entry points, `.` here), and the gateway on top: it is the library's client and reaches it through those entry points.
  */
-export const LIBRARY_FLOORS = ['core', 'util', 'algorithms', 'guards', 'stores', 'waiting', 'limiter', 'telemetry', 'http', 'gateway'];
+export const LIBRARY_FLOORS = ['core', 'util', 'algorithms', 'guards', 'stores', 'waiting', 'limiter', 'telemetry', 'http', '.', 'gateway'];
 
-/** A file's floor under base: its first folder's index in floors, above them all for a file at base's root, undefined for a folder not listed. */
+/**
+ * A file's floor under base: its first folder's index in floors; for a file at base's root, the index of `.` in floors, or above them
+ * all when `.` is not listed; undefined for a folder not listed.
+ */
 function floorOf(file, base, floors) {
   const parts = relative(base, file).split(/[\\/]/);
-  if (parts.length === 1) return floors.length;
+  if (parts.length === 1) return floors.includes('.') ? floors.indexOf('.') : floors.length;
   const floor = floors.indexOf(parts[0]);
   return floor === -1 ? undefined : floor;
 }

@@ -16,7 +16,7 @@ export type { ConcurrencyLimiterOptions, Slot } from './limiter/concurrency-limi
 export type { SlotAcquisition, SlotStore } from './core/slots.js';
 export { consumeAll, consumeAllNow, MAX_PARTS } from './limiter/composite.js';
 export { Reservation } from './limiter/reservation.js';
-export { PolicyOverrides } from './limiter/overrides.js';
+export { PolicyOverrides, checkOverride, overridePolicy } from './limiter/overrides.js';
 export type { PolicyOverride, OverrideLookup, OverrideMatch } from './limiter/overrides.js';
 export type { ReserveOptions, Settlement, SettlementStatus } from './limiter/reservation.js';
 export type { LimitPart, CompositeDecision } from './limiter/composite.js';
@@ -26,6 +26,7 @@ export { WarningCode } from './core/warnings.js';
 export type { WarningCodeValue } from './core/warnings.js';
 export { CALENDAR_UNITS, periodBounds } from './core/calendar.js';
 export type { CalendarPeriod, CalendarUnit, PeriodBounds } from './core/calendar.js';
+export { calendarLabel, longestPeriodMs, parseCalendarWindow } from './core/calendar-window.js';
 export type { CalendarWindow, CalendarSpec } from './core/calendar-window.js';
 export { parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
@@ -45,6 +46,7 @@ export { InstrumentedStore } from './telemetry/instrumented-store.js';
 export type { InstrumentOptions } from './telemetry/instrumented-store.js';
 export { instrumentLimiter } from './telemetry/instrument-limiter.js';
 export type { LimiterInstrumentOptions } from './telemetry/instrument-limiter.js';
+export { ATTR, METRIC, SPAN } from './telemetry/names.js';
 export type {
   OtelMeter,
   OtelTracer,
@@ -52,6 +54,7 @@ export type {
   OtelCounter,
   OtelHistogram,
   OtelObservable,
+  OtelObservableResult,
   OtelAttributes,
   OtelInstrumentOptions,
 } from './telemetry/otel-types.js';

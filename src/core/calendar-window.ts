@@ -3,7 +3,7 @@
  * The `window` option that names a period, its nominal length and label, and the period ends a store opens windows at.
  */
 import { checkPeriod, periodBounds, type CalendarPeriod, type CalendarUnit } from './calendar.js';
-import { describeValue } from './duration.js';
+import { describeValue } from './describe-value.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 import { assertKnownOptions } from './validate.js';
 

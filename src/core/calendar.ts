@@ -2,7 +2,7 @@
 /**
  * The instants they start and end, DST and month lengths included, for windows that follow the calendar.
  */
-import { describeValue } from './duration.js';
+import { describeValue } from './describe-value.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 
 /** The calendar units a period can be. */

@@ -1,4 +1,5 @@
 /** Parses durations given as milliseconds or strings such as "500ms", "1s", "5m", "1h", "1d". */
+import { describeValue } from './describe-value.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from './errors.js';
 
 /** A duration: a whole number of milliseconds, or a string like `"500ms"`, `"1.5s"`, `"5m"`, `"1h"`, `"1d"`. */
@@ -39,16 +40,4 @@ export function parseDuration(value: unknown, name = 'duration', code: ErrorCode
     );
   }
   return ms;
-}
-
-/** A short, safe description of any value for error messages. */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  // 1n printed as "1" would read as a valid number.
-  if (typeof value === 'bigint') return `${value}n (a bigint)`;
-  if (value === null) return 'null';
-  if (value === undefined) return 'undefined';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

@@ -3,7 +3,7 @@
  * What an acquisition answers, owner ids, and the checks every store applies to a slot call.
  */
 import { randomBytes } from 'node:crypto';
-import { describeValue } from './duration.js';
+import { describeValue } from './describe-value.js';
 import { ErrorCode, FloodgateError } from './errors.js';
 
 /**

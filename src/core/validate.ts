@@ -2,7 +2,7 @@
 /**
  * Strict, with messages that say how to fix the call.
  */
-import { describeValue } from './duration.js';
+import { describeValue } from './describe-value.js';
 import { ErrorCode, FloodgateError, type ErrorCodeValue } from './errors.js';
 
 /**

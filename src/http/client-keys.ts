@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { AddressMatcher, formatIp, mask, parseIp, type IpAddress } from './ip-address.js';
 

@@ -3,7 +3,7 @@
  * A plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { assertKnownOptions } from '../core/validate.js';
 import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';

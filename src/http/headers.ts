@@ -3,7 +3,7 @@
  * IETF RateLimit / RateLimit-Policy (current draft), the draft-6 and draft-7 forms, legacy X-RateLimit-*, and
  * Retry-After.
  */
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /**

@@ -22,6 +22,7 @@ export type {
   LimiterEntry,
   NamedLimiter,
   RefusalInfo,
+  RateLimitInfo,
   RefusalReason,
   RequestView,
 } from './types.js';
@@ -42,3 +43,4 @@ export type { IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.j
 export { AddressMatcher, NAMED_RANGES, cidrContains, formatIp, normalizeIp, parseCidr, parseIp } from './ip-address.js';
 export type { Cidr, IpAddress } from './ip-address.js';
 export { setHeaders, viewOf, writeResponse } from './respond.js';
+export { abortOnClose } from './client-gone.js';

@@ -3,7 +3,7 @@
  * Parsing and canonical forms, CIDR ranges and the named ranges, and matching addresses against a list.
  */
 import { isIPv4, isIPv6 } from 'node:net';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 
 /** A parsed IP address. IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) are always returned as IPv4. */

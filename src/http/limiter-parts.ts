@@ -1,6 +1,6 @@
 /** Small pure pieces of the HTTP decision path: promise helpers, a key function's answer checked, a policy's report. */
 import type { Decision } from '../core/decision.js';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { HeaderPair, PolicyReport } from './headers.js';
 import type { NamedPolicy } from './settings.js';

@@ -2,7 +2,8 @@
 /**
  * Checked up front: every error coded, nothing coerced.
  */
-import { describeValue, parseDuration } from '../core/duration.js';
+import { parseDuration } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import { throttled } from '../util/throttle.js';

@@ -3,7 +3,7 @@
  * The bodies are problem details, text or the caller's function, rendered once per distinct shape.
  */
 import { STATUS_CODES } from 'node:http';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { Decision } from '../core/decision.js';
 import type { BodyOption, HttpOutcome, RefusalInfo } from './types.js';

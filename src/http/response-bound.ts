@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Decision } from '../core/decision.js';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError, isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { holdReservation, type Reservation } from '../limiter/reservation.js';

@@ -3,7 +3,7 @@
  * The concurrency limiter whose slot a request holds, and the cost settled when the response ends.
  */
 import { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { optionalFunction } from '../core/validate.js';
 import type { ResponseSettings, RewardRule } from './settings.js';

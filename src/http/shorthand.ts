@@ -3,7 +3,8 @@
  * The middleware builds its RateLimiter itself, and a `limit` that is a function of the request gets one limiter per
  * distinct limit.
  */
-import { describeValue, type Duration } from '../core/duration.js';
+import { type Duration } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import type { Store } from '../stores/store.js';

@@ -3,7 +3,7 @@
  * The slips: the factory mounted itself, a RateLimiter passed as the options, a proxy the limiter is not told about.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
 import { assertKnownOptions } from '../core/validate.js';

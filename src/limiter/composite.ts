@@ -3,7 +3,7 @@
  * Each part goes through its limiter's block list, breaker and fallbacks.
  */
 import type { Decision, DecisionSource } from '../core/decision.js';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
 import { RateLimiter } from './rate-limiter.js';
 import { refused } from './fallback.js';

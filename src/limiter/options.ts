@@ -4,7 +4,8 @@
  * that share a default prefix.
  */
 import type { Clock } from '../core/clock.js';
-import { describeValue, parseDuration, type Duration } from '../core/duration.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { warnOnce, WarningCode } from '../core/warnings.js';
 import { CircuitBreaker } from '../guards/breaker.js';

@@ -3,7 +3,8 @@
  * A live table of exact keys and `*` patterns, each changing a limiter's limit, window or block for the keys it
  * matches.
  */
-import { describeValue, parseDuration, type Duration } from '../core/duration.js';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { Policy } from '../core/policy.js';
 import { assertKnownOptions } from '../core/validate.js';

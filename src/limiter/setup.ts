@@ -4,7 +4,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { calendarLabel } from '../core/calendar-window.js';
-import { describeValue } from '../core/duration.js';
+import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { noteDefaultPrefix, type RateLimiterOptions } from './options.js';
 import type { Policy } from '../core/policy.js';

@@ -5,9 +5,8 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isStoreFailure } from '../../core/errors.js';
-import type { LimitedKeys } from './limited-keys.js';
-import { LIMITED_MINUTES } from './limited-keys.js';
+import { isStoreFailure } from '../../index.js';
+import { type LimitedKeys, LIMITED_MINUTES } from './limited-keys.js';
 import { ruleView } from './admin-rules.js';
 import { allow, ApiError, badField, decode, sendJson } from './admin-http.js';
 import { keyAction, namedTarget, ruleLevelTargets, type KeyRule } from './admin-keys.js';

@@ -4,10 +4,8 @@
  * policies a key means the same client in (409 when it does not).
  */
 import type { IncomingMessage } from 'node:http';
-import { parseDuration } from '../../core/duration.js';
-import { isFloodgateError } from '../../core/errors.js';
-import { boundKey } from '../../http/client-keys.js';
-import type { RateLimiter } from '../../limiter/rate-limiter.js';
+import { parseDuration, isFloodgateError, type RateLimiter } from '../../index.js';
+import { boundKey } from '../../http/index.js';
 import { keyLabel, policyName } from '../config/policy-names.js';
 import type { PolicySettings, RuleSettings } from '../config/settings.js';
 import type { RuleOverrides } from '../rules/rule-overrides.js';

@@ -2,7 +2,7 @@
 /**
  * Plain values only (no allow-list contents, no regular-expression objects).
  */
-import type { KeyInspection } from '../../limiter/admin.js';
+import type { KeyInspection } from '../../index.js';
 import type { KeySettings, PolicySettings, RuleSettings } from '../config/settings.js';
 import { policyName } from '../config/policy-names.js';
 

@@ -7,7 +7,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
-import { writeResponse } from '../../http/respond.js';
+import { writeResponse } from '../../http/index.js';
 import type { AdminApi } from './admin-api.js';
 import { adminHostAllowed } from './admin-hosts.js';
 import type { Dashboard } from './dashboard.js';

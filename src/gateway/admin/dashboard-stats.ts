@@ -4,7 +4,7 @@
  * most-limited keys, and each policy's breaker and fallback.
  */
 import type { Registry } from 'prom-client';
-import type { RateLimiter } from '../../limiter/rate-limiter.js';
+import type { RateLimiter } from '../../index.js';
 import type { FailurePolicy } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
 import { policyName } from './admin-rules.js';

@@ -7,8 +7,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { GatewayStore } from '../rules/key-tables.js';
-import type { AdminApiSource } from './admin-api.js';
-import { bearerMatches } from './admin-api.js';
+import { type AdminApiSource, bearerMatches } from './admin-api.js';
 import { DASHBOARD_SCRIPT, DASHBOARD_STYLE, dashboardHtml } from './dashboard-page.js';
 import { dashboardStats, type DashboardSource } from './dashboard-stats.js';
 

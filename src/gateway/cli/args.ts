@@ -3,13 +3,15 @@
  * Flags → settings (alone or over a config file), with typed errors for bad flags.
  */
 import { parseArgs } from 'node:util';
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { ErrorCode, FloodgateError } from '../../index.js';
 import type { SettingsOverrides } from '../config/config-file.js';
 import { ADMIN_API_WORKERS, readAdminTokenFile } from '../config/admin-config.js';
 import { GRPC_WORKERS } from '../config/grpc-config.js';
 import { resolve } from 'node:path';
-import { parseDecisionPath, parseFailurePolicy, parseLogLevel } from '../config/values.js';
 import {
+  parseDecisionPath,
+  parseFailurePolicy,
+  parseLogLevel,
   InvalidValue,
   leaseConflict,
   makePolicy,

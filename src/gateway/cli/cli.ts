@@ -5,7 +5,7 @@
 import * as clusterModule from 'node:cluster';
 import type { Cluster } from 'node:cluster';
 import { readFile } from 'node:fs/promises';
-import { ErrorCode, isFloodgateError } from '../../core/errors.js';
+import { ErrorCode, isFloodgateError } from '../../index.js';
 import { parseCommandLine } from './args.js';
 import { parseConfigText, type SettingsOverrides } from '../config/config-file.js';
 import { ConfigError } from '../config/config-error.js';

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { InvalidValue, parseListen } from './values.js';
 import type { ListenAddress } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -1,5 +1,5 @@
 /** ConfigError: a config file problem placed at its file, line, column and field. */
-import { FloodgateError, type ErrorCodeValue } from '../../core/errors.js';
+import { FloodgateError, type ErrorCodeValue } from '../../index.js';
 
 /** A config file problem, placed in the file. `code` is INVALID_CONFIG, CONFIG_SYNTAX or CONFIG_UNREADABLE. */
 export class ConfigError extends FloodgateError {

@@ -1,7 +1,7 @@
 /** The gateway config file: YAML loading and strict validation, with errors that name the file, line and field. */
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { ErrorCode } from '../../core/errors.js';
+import { ErrorCode } from '../../index.js';
 import {
   leaseConflict,
   parseBoolean,

@@ -3,7 +3,7 @@
  * The estimate reserved before forwarding, the response header or JSON field holding the actual cost, and what a
  * response that reports none is charged.
  */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

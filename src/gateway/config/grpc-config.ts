@@ -3,7 +3,7 @@
  * `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags.
  */
 import { isAbsolute, resolve } from 'node:path';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { parseListen } from './values.js';
 import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -3,7 +3,7 @@
  * `concurrency` is the number of requests of one key in flight at once; `wait` is how long a refused request may wait
  * for a unit or a slot.
  */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import type { ConcurrencySettings, PolicySettings, WaitSettings } from './settings.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { isObject, mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -2,7 +2,7 @@
 /**
  * The Redis set of known keys and the bounds of the cache in front of it.
  */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { DEFAULT_KNOWN_KEYS, type KnownKeysSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';

@@ -3,10 +3,8 @@
  * The `plans` section, a rule's `overrides`, and the one reading of an override value that the config file, the Redis
  * hash and the admin API share.
  */
-import { describeValue } from '../../core/duration.js';
-import { ErrorCode, isFloodgateError } from '../../core/errors.js';
-import { checkOverride, overridePolicy, type PolicyOverride } from '../../limiter/overrides.js';
-import type { Policy } from '../../core/policy.js';
+import { describeValue } from '../../core/describe-value.js';
+import { ErrorCode, isFloodgateError, checkOverride, overridePolicy, type PolicyOverride, type Policy } from '../../index.js';
 import type { OverrideSettings, PlanSettings, PolicySettings, ResolvedOverride } from './settings.js';
 import { InvalidValue, parseLimitSpec } from './values.js';
 import { Cursor, isObject, mapping, type Path } from './yaml-cursor.js';

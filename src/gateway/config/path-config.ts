@@ -2,7 +2,7 @@
 /**
  * The `pathPattern` guard refuses regular expressions that can backtrack catastrophically.
  */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { InvalidValue } from './values.js';
 import type { PathSettings } from './settings.js';
 

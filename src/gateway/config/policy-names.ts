@@ -2,7 +2,7 @@
 /**
  * In the RateLimit headers, in a refusal's `violated-policies`, and in the admin API.
  */
-import { formatWindow } from '../../http/options.js';
+import { formatWindow } from '../../http/index.js';
 import type { KeySettings, PolicySettings } from './settings.js';
 
 /**

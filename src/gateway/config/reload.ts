@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { isFloodgateError } from '../../core/errors.js';
+import { isFloodgateError } from '../../index.js';
 import { parseConfigText, type SettingsOverrides } from './config-file.js';
 import { ReloadLoop, type ReloadTrigger } from './reload-loop.js';
 import type { GatewayLogger } from '../runtime/log.js';

@@ -1,10 +1,8 @@
 /** The config file's rules: match, key and policies of each rule, checked and placed in the file. */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CALENDAR_UNITS, type CalendarUnit } from '../../core/calendar.js';
-import { longestPeriodMs, parseCalendarWindow, type CalendarSpec } from '../../core/calendar-window.js';
-import { describeValue } from '../../core/duration.js';
-import type { Algorithm } from '../../core/policy.js';
+import { CALENDAR_UNITS, type CalendarUnit, longestPeriodMs, parseCalendarWindow, type CalendarSpec, type Algorithm } from '../../index.js';
+import { describeValue } from '../../core/describe-value.js';
 import { costSettings } from './cost-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
 import { knownKeysSettings } from './known-keys-config.js';

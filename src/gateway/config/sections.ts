@@ -1,5 +1,5 @@
 /** The config file's store, proxy, paths and readiness sections: each field checked and placed, defaults filled in. */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { PATH_FIELDS, PATH_MODES, parseMode } from './path-config.js';
 import {
   InvalidValue,

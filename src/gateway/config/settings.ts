@@ -1,9 +1,6 @@
 /** The gateway's validated settings (from flags and the config file) and their defaults. */
-import type { Algorithm } from '../../core/policy.js';
-import type { CalendarSpec } from '../../core/calendar-window.js';
-import type { HeaderMode } from '../../http/headers.js';
-import type { TrustProxy } from '../../http/client-keys.js';
-import type { PolicyOverride } from '../../limiter/overrides.js';
+import type { Algorithm, CalendarSpec, PolicyOverride } from '../../index.js';
+import type { HeaderMode, TrustProxy } from '../../http/index.js';
 import type { ProxySettings } from './proxy-settings.js';
 import type { LogLevel } from '../runtime/log.js';
 

@@ -2,7 +2,7 @@
 /**
  * Any peer is then believed.
  */
-import type { TrustProxy } from '../../http/client-keys.js';
+import type { TrustProxy } from '../../http/index.js';
 import type { ListenAddress } from './settings.js';
 
 /** True for addresses only this host can connect from. */

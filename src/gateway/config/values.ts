@@ -2,12 +2,9 @@
 /**
  * They throw plain messages that the caller places (flag or file:line).
  */
-import { describeValue, parseDuration } from '../../core/duration.js';
-import { CALENDAR_UNITS } from '../../core/calendar.js';
-import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
-import { parseHeaderModes, type HeaderMode } from '../../http/headers.js';
-import type { TrustProxy } from '../../http/client-keys.js';
-import { AddressMatcher } from '../../http/ip-address.js';
+import { parseDuration, CALENDAR_UNITS, ALGORITHMS, type Algorithm } from '../../index.js';
+import { describeValue } from '../../core/describe-value.js';
+import { parseHeaderModes, type HeaderMode, type TrustProxy, AddressMatcher } from '../../http/index.js';
 import { MAX_LEASE_MS } from '../../stores/cluster/index.js';
 import {
   FAILURE_POLICIES,

@@ -3,8 +3,8 @@
  * A cursor that places each field's error at its line, and the mapping check.
  */
 import type { Document, LineCounter } from 'yaml';
-import { describeValue } from '../../core/duration.js';
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { describeValue } from '../../core/describe-value.js';
+import { ErrorCode, FloodgateError } from '../../index.js';
 import { InvalidValue } from './values.js';
 import { ConfigError } from './config-error.js';
 import { loadYaml } from '../runtime/optional-deps.js';

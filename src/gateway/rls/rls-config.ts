@@ -5,9 +5,8 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describeValue } from '../../core/duration.js';
-import { ErrorCode } from '../../core/errors.js';
-import { ALGORITHMS, type Algorithm } from '../../core/policy.js';
+import { describeValue } from '../../core/describe-value.js';
+import { ErrorCode, ALGORITHMS, type Algorithm } from '../../index.js';
 import { ConfigError } from '../config/config-error.js';
 import { mapping, readYaml, type Cursor, type Path } from '../config/yaml-cursor.js';
 

@@ -3,12 +3,9 @@
  * Each descriptor's limit (matched, replaced, unlimited, shadow), the enforced ones decided all-or-nothing with
  * consumeAll, and a status per descriptor.
  */
-import { consumeAll, type LimitPart } from '../../limiter/composite.js';
-import type { Decision } from '../../core/decision.js';
-import { isStoreFailure } from '../../core/errors.js';
-import { boundKey } from '../../http/client-keys.js';
+import { consumeAll, type LimitPart, type Decision, isStoreFailure, type RateLimiter } from '../../index.js';
+import { boundKey } from '../../http/index.js';
 import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
-import type { RateLimiter } from '../../limiter/rate-limiter.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsUnit } from './rls-config.js';
 import type { RlsLimiters } from './rls-limiters.js';
 import { descriptorName, matchDescriptor, type DescriptorEntry } from './rls-match.js';

@@ -3,8 +3,7 @@
  * One RateLimiter per configured limit (and per limit Envoy sends in a descriptor), on a table per domain, with the
  * gateway's failure policy, kept across reloads while their numbers stay.
  */
-import { RateLimiter } from '../../limiter/rate-limiter.js';
-import type { RateLimiterOptions } from '../../limiter/options.js';
+import { RateLimiter, type RateLimiterOptions } from '../../index.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { RuleContext } from '../rules/rule-set.js';
 import type { GatewayStore } from '../rules/key-tables.js';

@@ -3,7 +3,7 @@
  * Decisions per domain, descriptor and outcome (a bounded number of descriptors per domain), and requests per answer.
  */
 import type { Counter, Registry } from 'prom-client';
-import { boundKey } from '../../http/client-keys.js';
+import { boundKey } from '../../http/index.js';
 import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import type { PromClient } from '../runtime/optional-deps.js';
 import type { RlsOutcome, RlsStatus } from './rls-decide.js';

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
-import { ErrorCode, isFloodgateError } from '../../core/errors.js';
+import { ErrorCode, isFloodgateError } from '../../index.js';
 import { ReloadLoop, type ReloadTrigger } from '../config/reload-loop.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import type { GatewayMetrics } from '../runtime/metrics.js';

@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../../core/errors.js';
+import { ErrorCode, FloodgateError, isStoreFailure } from '../../index.js';
 import { floodgateRoot } from '../runtime/own-package.js';
 import { throttled } from '../../util/throttle.js';
 import type { GrpcSettings } from '../config/settings.js';

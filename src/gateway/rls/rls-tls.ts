@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type * as Grpc from '@grpc/grpc-js';
-import { ErrorCode } from '../../core/errors.js';
+import { ErrorCode } from '../../index.js';
 import { ConfigError } from '../config/config-error.js';
 import type { GrpcTlsSettings } from '../config/settings.js';
 import type { GrpcJs } from './grpc-deps.js';

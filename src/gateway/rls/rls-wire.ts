@@ -3,7 +3,7 @@
  * A decoded RateLimitRequest read into an RlsRequestIn, and an RlsAnswer written as a RateLimitResponse message with
  * the RateLimit header fields.
  */
-import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/headers.js';
+import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/index.js';
 import { MAX_ENTRIES, maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
 import type { RlsProtos } from './rls-protos.js';
 import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';

@@ -3,19 +3,29 @@
  * Each rule's match, key source and HttpLimiter over its policies, on the gateway's stores.
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../../core/errors.js';
-import { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpRateLimitOptions, KeySource, NamedLimiter, RefusalInfo } from '../../http/types.js';
-import { headerValue } from '../../http/client-keys.js';
-import { RateLimiter } from '../../limiter/rate-limiter.js';
-import type { RateLimiterOptions, WaitOptions } from '../../limiter/options.js';
-import { ConcurrencyLimiter } from '../../limiter/concurrency-limiter.js';
+import {
+  ErrorCode,
+  FloodgateError,
+  isStoreFailure,
+  RateLimiter,
+  type RateLimiterOptions,
+  type WaitOptions,
+  ConcurrencyLimiter,
+  type PolicyOverrides,
+} from '../../index.js';
+import {
+  HttpLimiter,
+  type HttpRateLimitOptions,
+  type KeySource,
+  type NamedLimiter,
+  type RefusalInfo,
+  headerValue,
+} from '../../http/index.js';
 import { throttled } from '../../util/throttle.js';
 import { keyCheck, knownKeyCheck } from './key-check.js';
 import { KnownKeys } from './known-keys.js';
 import { RuleCost } from './rule-cost.js';
 import { RuleOverrides } from './rule-overrides.js';
-import type { PolicyOverrides } from '../../limiter/overrides.js';
 import { warnOnce } from '../../core/warnings.js';
 import { loggableKey } from '../runtime/log.js';
 import type { DecisionCell } from '../runtime/metrics.js';

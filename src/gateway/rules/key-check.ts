@@ -4,7 +4,7 @@
  * and the allow list kept in Redis.
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import type { RequestView } from '../../http/types.js';
+import type { RequestView } from '../../http/index.js';
 import type { KeySettings, PolicySettings } from '../config/settings.js';
 import type { KnownKeyAnswer, KnownKeys } from './known-keys.js';
 

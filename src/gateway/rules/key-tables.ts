@@ -3,20 +3,22 @@
  * The store is memory, cluster under --workers, Redis, or Redis local-first. On Redis also the client and change feed
  * of allow lists kept in Redis sets.
  */
-import type { AdminPubSub } from './change-channels.js';
+import type { AdminPubSub, ChangeSubscriber } from './change-channels.js';
 import { performance } from 'node:perf_hooks';
-import { systemClock } from '../../core/clock.js';
-import type { Operation, Outcome } from '../../core/policy.js';
-import { MemoryStore } from '../../stores/memory.js';
-import type { Store } from '../../stores/store.js';
-import type { SlotAcquisition } from '../../core/slots.js';
+import {
+  systemClock,
+  type Operation,
+  type Outcome,
+  MemoryStore,
+  type Store,
+  type SlotAcquisition,
+  InstrumentedStore,
+  type OtelTracer,
+} from '../../index.js';
 import { loadIoredis } from '../runtime/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../runtime/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
-import { InstrumentedStore } from '../../telemetry/instrumented-store.js';
-import type { OtelTracer } from '../../telemetry/otel-types.js';
-import type { ChangeSubscriber } from './change-channels.js';
 import { KnownKeyChanges } from './known-key-changes.js';
 import { OverrideSync, type RefusedEntry } from './override-sync.js';
 

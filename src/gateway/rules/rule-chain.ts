@@ -3,7 +3,7 @@
  * Each counts in turn, the first refusal answers (later rules are not charged, earlier rules' slots are freed), and an
  * admitted request carries every rule's RateLimit fields.
  */
-import type { HeaderPair } from '../../http/headers.js';
+import type { HeaderPair } from '../../http/index.js';
 import type { Verdict } from './verdict.js';
 import type { Charge } from './rule-cost.js';
 import type { Hold } from './rule-slots.js';

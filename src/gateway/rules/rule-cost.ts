@@ -4,8 +4,7 @@
  * ends (`cost.missing` when it should have reported and did not).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { HttpLimiter } from '../../http/http-limiter.js';
-import type { RateLimitInfo } from '../../http/types.js';
+import type { HttpLimiter, RateLimitInfo } from '../../http/index.js';
 import { WarningCode } from '../../core/warnings.js';
 import type { CostSettings, UsageSource } from '../config/settings.js';
 import { UsageReader, type UsageWarn } from './response-usage.js';

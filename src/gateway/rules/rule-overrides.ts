@@ -3,7 +3,7 @@
  * The config file's entries, with the live ones (from the Redis hash or the admin API) on top, kept in one
  * PolicyOverrides table per policy of the rule.
  */
-import { PolicyOverrides } from '../../limiter/overrides.js';
+import { PolicyOverrides } from '../../index.js';
 import { resolveOverride } from '../config/override-config.js';
 import type { PlanSettings, ResolvedOverride, RuleSettings } from '../config/settings.js';
 

@@ -4,11 +4,8 @@
  * report without refusing.
  */
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpOutcome, RequestView } from '../../http/types.js';
-import type { HeaderPair } from '../../http/headers.js';
-import { RateLimiter } from '../../limiter/rate-limiter.js';
-import type { Store } from '../../stores/store.js';
+import { HttpLimiter, type HttpOutcome, type RequestView, type HeaderPair } from '../../http/index.js';
+import { RateLimiter, type Store } from '../../index.js';
 import type { KeyCheck, KnownKeyCheck } from './key-check.js';
 import type { KnownKeys, KnownKeysClient } from './known-keys.js';
 import type { KnownKeyChanges } from './known-key-changes.js';

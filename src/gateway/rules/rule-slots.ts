@@ -5,8 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { HttpLimiter } from '../../http/http-limiter.js';
-import type { RateLimitInfo } from '../../http/types.js';
+import type { HttpLimiter, RateLimitInfo } from '../../http/index.js';
 
 /** What an admitted request holds in a rule until its response ends: a concurrency slot, perhaps a reservation too. */
 export interface Hold {

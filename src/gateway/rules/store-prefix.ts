@@ -2,7 +2,7 @@
 /**
  * One prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike.
  */
-import { calendarLabel } from '../../core/calendar-window.js';
+import { calendarLabel } from '../../index.js';
 import type { PolicySettings } from '../config/settings.js';
 
 /**

@@ -3,14 +3,12 @@
  * Forward it, or answer with a prepared refusal, built once per refusal shape.
  */
 import type { IncomingMessage } from 'node:http';
-import type { HttpLimiter } from '../../http/http-limiter.js';
-import type { HttpOutcome } from '../../http/types.js';
-import type { HeaderPair } from '../../http/headers.js';
+import type { HttpLimiter, HttpOutcome, HeaderPair } from '../../http/index.js';
 import type { KeyRefusal } from './key-check.js';
 import type { Charge, RuleCost } from './rule-cost.js';
 import type { DecisionCell, DecisionOutcome } from '../runtime/metrics.js';
 import { SlotHold, type Hold } from './rule-slots.js';
-import { ErrorCode, isFloodgateError } from '../../core/errors.js';
+import { ErrorCode, isFloodgateError } from '../../index.js';
 
 /** The outcomes a rule counts. */
 export type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;

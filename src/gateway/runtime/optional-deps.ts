@@ -2,9 +2,8 @@
 /**
  * So `import 'floodgate'` never loads them, and a missing one fails with the package to install.
  */
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { ErrorCode, FloodgateError, type OtelMeter, type OtelTracer } from '../../index.js';
 import { GATEWAY_BUNDLE, GATEWAY_PACKAGES, type GatewayPackageName } from './package-check.js';
-import type { OtelMeter, OtelTracer } from '../../telemetry/otel-types.js';
 
 /** The undici module. */
 export type Undici = typeof import('undici');

@@ -3,8 +3,15 @@
  * Its Prometheus numbers recorded again through @opentelemetry/api's global providers, and the tracer of its
  * store-call spans.
  */
-import { ATTR, METRIC } from '../../telemetry/names.js';
-import type { OtelAttributes, OtelMeter, OtelObservable, OtelObservableResult, OtelTracer } from '../../telemetry/otel-types.js';
+import {
+  ATTR,
+  METRIC,
+  type OtelAttributes,
+  type OtelMeter,
+  type OtelObservable,
+  type OtelObservableResult,
+  type OtelTracer,
+} from '../../index.js';
 import { STORE_BUCKETS, UPSTREAM_BUCKETS, type GatewayMetrics, type LatencyTap } from './metrics.js';
 import type { OtelApi } from './optional-deps.js';
 

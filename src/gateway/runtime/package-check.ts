@@ -6,7 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { ErrorCode, FloodgateError } from '../../index.js';
 import { nodeModulesChain, readPackageJson } from './own-package.js';
 
 /** A package the gateway loads, what for, and the oldest major it works with. */

@@ -1,6 +1,6 @@
 /** Sending a request's verdict: the rules' own prepared answer, or the upstream's through the proxy. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeResponse } from '../../http/respond.js';
+import { writeResponse } from '../../http/index.js';
 import type { Verdict } from '../rules/verdict.js';
 import type { UpstreamProxy } from './proxy.js';
 

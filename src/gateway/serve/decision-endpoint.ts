@@ -4,15 +4,12 @@
  * the RateLimit fields.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestView } from '../../http/types.js';
-import { headerValue } from '../../http/client-keys.js';
-import { setHeaders, writeResponse } from '../../http/respond.js';
+import { type RequestView, headerValue, setHeaders, writeResponse, abortOnClose } from '../../http/index.js';
 import { requestTarget } from '../rules/path-match.js';
 import type { PathSettings } from '../config/settings.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import { whenDecided } from '../rules/verdict.js';
 import { abandonAll } from '../rules/rule-slots.js';
-import { abortOnClose } from '../../http/client-gone.js';
 
 /**
  * Answers one decision request. The original request is read from

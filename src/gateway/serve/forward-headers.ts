@@ -3,8 +3,7 @@
  * The standard hop-by-hop ones dropped, identity headers of untrusted peers stripped, X-Forwarded-* written.
  */
 import type { IncomingMessage } from 'node:http';
-import type { TrustProxy } from '../../http/client-keys.js';
-import { AddressMatcher, parseIp } from '../../http/ip-address.js';
+import { type TrustProxy, AddressMatcher, parseIp } from '../../http/index.js';
 
 /** Headers that describe one connection, not the message (RFC 9110 §7.6.1); never forwarded in either direction. */
 export const HOP_BY_HOP = new Set([

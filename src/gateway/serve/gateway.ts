@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { MemoryStore } from '../../stores/memory.js';
+import { MemoryStore } from '../../index.js';
 import { adminListener, registryMetrics, type AdminSource } from '../admin/admin.js';
 import { AdminApi, type AdminApiSource } from '../admin/admin-api.js';
 import { LimitedKeys } from '../admin/limited-keys.js';

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { ErrorCode, FloodgateError } from '../../index.js';
 import type { ListenAddress, ProxySettings } from '../config/settings.js';
 import { hasBody } from './request-body.js';
 

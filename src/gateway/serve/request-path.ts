@@ -4,8 +4,7 @@
  * or the rules' own answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { abortOnClose } from '../../http/client-gone.js';
-import { viewOf, writeResponse } from '../../http/respond.js';
+import { abortOnClose, viewOf, writeResponse } from '../../http/index.js';
 import { INTERNAL_PREFIX, type GatewaySettings } from '../config/settings.js';
 import { acceptTarget } from '../rules/path-match.js';
 import type { RuleSet } from '../rules/rule-set.js';

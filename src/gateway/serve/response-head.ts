@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { combinedValue, type HeaderPair } from '../../http/headers.js';
+import { combinedValue, type HeaderPair } from '../../http/index.js';
 import { connectionTokens, HOP_BY_HOP } from './forward-headers.js';
 
 /**

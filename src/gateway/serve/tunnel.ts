@@ -5,7 +5,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import type { HeaderPair } from '../../http/headers.js';
+import type { HeaderPair } from '../../http/index.js';
 import { HOP_BY_HOP } from './forward-headers.js';
 
 /** Why an upgrade request is refused before any decision: the status to answer and a line of explanation. */

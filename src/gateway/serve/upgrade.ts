@@ -5,8 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { abortOnClose } from '../../http/client-gone.js';
-import { viewOf } from '../../http/respond.js';
+import { abortOnClose, viewOf } from '../../http/index.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { acceptTarget } from '../rules/path-match.js';
 import type { RuleSet } from '../rules/rule-set.js';

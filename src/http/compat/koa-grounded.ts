@@ -1,5 +1,5 @@
 /** koa-grounded compatibility: `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
 import { RateLimiter } from '../../limiter/rate-limiter.js';
 import type { RateLimiterOptions } from '../../limiter/options.js';

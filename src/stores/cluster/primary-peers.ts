@@ -6,7 +6,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Cluster, Worker as ClusterWorker } from 'node:cluster';
 import * as clusterModule from 'node:cluster';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { PM2_MESSAGE_TYPE, openWorkerEnvelope, toWorker, type PrimaryMessage, type WorkerMessage } from './protocol.js';
 import type { Pm2Api, Pm2Bus, Pm2Packet, Peer } from './primary-types.js';

@@ -8,7 +8,7 @@ import * as clusterModule from 'node:cluster';
 import { randomBytes } from 'node:crypto';
 import type { MessagePort, Worker as ThreadWorker } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.js';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { assertKnownOptions } from '../../core/validate.js';
 import { MemoryStore, memoryOptions } from '../memory.js';

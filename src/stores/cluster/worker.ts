@@ -5,7 +5,7 @@
  */
 import { isMainThread, parentPort, type MessagePort } from 'node:worker_threads';
 import type { Clock } from '../../core/clock.js';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { Operation, Outcome } from '../../core/policy.js';
 import { assertKnownOptions, MAX_TIMER_MS } from '../../core/validate.js';

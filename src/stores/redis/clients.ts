@@ -3,7 +3,7 @@
  * Recognised by duck typing so neither library is ever imported; valkey-glide's is in client-glide.ts.
  */
 import { EventEmitter } from 'node:events';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { assertKnownOptions } from '../../core/validate.js';
 import type { RedisAdapter, ReplyHandler, ScriptCall } from './client-adapter.js';

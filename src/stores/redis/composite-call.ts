@@ -3,7 +3,7 @@
  * Its KEYS and ARGV, the Cluster same-slot check, and the reply's decoding.
  */
 import { windowArgument } from '../../core/calendar-window.js';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys } from './key-names.js';

@@ -4,7 +4,7 @@
  */
 import { windowArgument } from '../../core/calendar-window.js';
 import type { Clock } from '../../core/clock.js';
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
 import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';

@@ -1,5 +1,5 @@
 /** The concurrency-slot script calls of RedisStore: their KEYS and ARGV, and the decoding of their replies. */
-import { describeValue } from '../../core/duration.js';
+import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import type { SlotAcquisition } from '../../core/slots.js';
 import type { ScriptCall } from './client-adapter.js';

@@ -2,7 +2,7 @@
 /**
  * The message format, and one pub/sub subscription that says when it can be trusted.
  */
-import { describeValue } from '../../../core/duration.js';
+import { describeValue } from '../../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';

@@ -12,7 +12,7 @@ import { redisKeys } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
 import { admitted, blocked, msUntil, type Entry, type Waiter } from './lease.js';
-import { describeValue } from '../../../core/duration.js';
+import { describeValue } from '../../../core/describe-value.js';
 /** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
 export const NEED_ARG = 6;
 export const WANT_ARG = 7;

@@ -1,6 +1,6 @@
 /** LocalFirstStore options: their types and checks, and the subscriber connection the store listens on. */
 import type { Clock } from '../../../core/clock.js';
-import { describeValue } from '../../../core/duration.js';
+import { describeValue } from '../../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import { MAX_TIMER_MS, wholeNumber } from '../../../core/validate.js';
 import { adaptStoreClient } from '../clients.js';
