@@ -84,9 +84,9 @@ async function setUp(env: BenchEnv, kind: LimiterKind): Promise<Setup> {
 
   // From the run's copy of dist/, the package as users get it (see importDist).
   const { limiter, close: closeStore } = await floodgateOnRedis(client, POINTS, DURATION_S);
-  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/express.js')>(
-    'esm/http/express.js',
-    'the Express middleware (src/http/express)',
+  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/adapters/express.js')>(
+    'esm/http/adapters/express.js',
+    'the Express middleware (src/http/adapters/express)',
   );
   const middleware = rateLimit({
     limiter,

@@ -75,9 +75,9 @@ async function addLimiter(app: FastifyInstance, env: BenchEnv, kind: LimiterKind
 
   // From the run's copy of dist/, the package as users get it (see importDist).
   const { limiter, close: closeStore } = await floodgateOnRedis(client, POINTS, DURATION_S);
-  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/fastify.js')>(
-    'esm/http/fastify.js',
-    'the Fastify plugin (src/http/fastify)',
+  const { rateLimit } = await importDist<typeof import('../../dist/esm/http/adapters/fastify.js')>(
+    'esm/http/adapters/fastify.js',
+    'the Fastify plugin (src/http/adapters/fastify)',
   );
   await app.register(
     rateLimit,

@@ -8,7 +8,7 @@ import express from 'express';
 import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
-import { rateLimit } from '../../src/http/express.js';
+import { rateLimit } from '../../src/http/adapters/express.js';
 import { after, before, describe, test } from 'node:test';
 import type { Gateway } from '../../src/gateway/serve/gateway.js';
 import type { RuleSet } from '../../src/gateway/rules/rule-set.js';

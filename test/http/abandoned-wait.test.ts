@@ -7,10 +7,10 @@ import express from 'express';
 import fastify from 'fastify';
 import Koa from 'koa';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit as expressLimit } from '../../src/http/express.js';
-import { rateLimit as fastifyLimit } from '../../src/http/fastify.js';
-import { rateLimit as koaLimit } from '../../src/http/koa.js';
-import { rateLimit as nodeLimit } from '../../src/http/node.js';
+import { rateLimit as expressLimit } from '../../src/http/adapters/express.js';
+import { rateLimit as fastifyLimit } from '../../src/http/adapters/fastify.js';
+import { rateLimit as koaLimit } from '../../src/http/adapters/koa.js';
+import { rateLimit as nodeLimit } from '../../src/http/adapters/node.js';
 import { close, get, listen } from './support/http.js';
 
 /** What each adapter's app reports: handler runs and errors that reached the app. */

@@ -9,18 +9,18 @@ import express from 'express';
 import { close, listen, statuses } from './support/http.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const built = existsSync(`${root}dist/cjs/index.js`) && existsSync(`${root}dist/esm/http/express.js`);
+const built = existsSync(`${root}dist/cjs/index.js`) && existsSync(`${root}dist/esm/http/adapters/express.js`);
 
 type Core = typeof import('../../src/index.js');
-type ExpressAdapter = typeof import('../../src/http/express.js');
+type ExpressAdapter = typeof import('../../src/http/adapters/express.js');
 
 async function load(): Promise<{ cjs: Core; esm: Core; cjsExpress: ExpressAdapter; esmExpress: ExpressAdapter }> {
   const require = createRequire(import.meta.url);
   return {
     cjs: require(`${root}dist/cjs/index.js`) as Core,
-    cjsExpress: require(`${root}dist/cjs/http/express.js`) as ExpressAdapter,
+    cjsExpress: require(`${root}dist/cjs/http/adapters/express.js`) as ExpressAdapter,
     esm: (await import(pathToFileURL(`${root}dist/esm/index.js`).href)) as Core,
-    esmExpress: (await import(pathToFileURL(`${root}dist/esm/http/express.js`).href)) as ExpressAdapter,
+    esmExpress: (await import(pathToFileURL(`${root}dist/esm/http/adapters/express.js`).href)) as ExpressAdapter,
   };
 }
 

@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import { describe, it } from 'node:test';
 import { ManualClock } from '../../src/core/clock.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit } from '../../src/http/node.js';
+import { rateLimit } from '../../src/http/adapters/node.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { close, get, listen, readIetf } from './support/http.js';
 

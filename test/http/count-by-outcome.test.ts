@@ -7,7 +7,7 @@ import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import type { Operation, Outcome } from '../../src/core/policy.js';
 import type { Store } from '../../src/stores/store.js';
-import { rateLimit, type NodeRateLimitOptions } from '../../src/http/node.js';
+import { rateLimit, type NodeRateLimitOptions } from '../../src/http/adapters/node.js';
 import { close, get, listen } from './support/http.js';
 
 /** A node:http server limited by `options` whose handler answers after `delayMs` (so a client can leave first). */

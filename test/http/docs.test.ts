@@ -8,7 +8,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { get, readIetf, statuses } from './support/http.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const built = existsSync(`${root}dist/esm/http/express.js`);
+const built = existsSync(`${root}dist/esm/http/adapters/express.js`);
 
 /** The runnable examples of a page: ```js blocks whose first line is `// <name>.mjs …`. */
 function examples(page: string): Map<string, string> {

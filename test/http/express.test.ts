@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
 import express5 from 'express';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type ExpressRateLimitOptions } from '../../src/http/express.js';
+import { rateLimit, type ExpressRateLimitOptions } from '../../src/http/adapters/express.js';
 import { close, get, listen, readIetf, statuses } from './support/http.js';
 import { adapterSuite, answerStatus, seenRateLimit, type Harness, type ServerSpec } from './support/suite.js';
 

@@ -7,8 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import { ErrorCode } from '../../src/core/errors.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { forgetWarnings } from '../../src/core/warnings.js';
-import { rateLimit } from '../../src/http/fastify.js';
-import { routesBefore } from '../../src/http/fastify-checks.js';
+import { rateLimit } from '../../src/http/adapters/fastify.js';
+import { routesBefore } from '../../src/http/adapters/fastify-checks.js';
 import { statuses } from './support/http.js';
 import { captureWarnings } from './support/warnings.js';
 

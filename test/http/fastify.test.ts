@@ -5,7 +5,7 @@ import fastify5, { type FastifyReply, type FastifyRequest } from 'fastify';
 import fastify4 from 'fastify4';
 import { ErrorCode } from '../../src/core/errors.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type FastifyRateLimitOptions } from '../../src/http/fastify.js';
+import { rateLimit, type FastifyRateLimitOptions } from '../../src/http/adapters/fastify.js';
 import { get, readIetf, statuses } from './support/http.js';
 import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
 

@@ -8,10 +8,10 @@ import Fastify from 'fastify';
 import Koa from 'koa';
 import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit as expressLimit } from '../../src/http/express.js';
-import { rateLimit as fastifyLimit } from '../../src/http/fastify.js';
-import { rateLimit as koaLimit } from '../../src/http/koa.js';
-import { rateLimit as nodeLimit } from '../../src/http/node.js';
+import { rateLimit as expressLimit } from '../../src/http/adapters/express.js';
+import { rateLimit as fastifyLimit } from '../../src/http/adapters/fastify.js';
+import { rateLimit as koaLimit } from '../../src/http/adapters/koa.js';
+import { rateLimit as nodeLimit } from '../../src/http/adapters/node.js';
 import { close, leaveAfter, listen } from './support/http.js';
 
 const JOB_MS = 600;

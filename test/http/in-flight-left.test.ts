@@ -5,7 +5,7 @@ import { it } from 'node:test';
 import { ConcurrencyLimiter } from '../../src/limiter/concurrency-limiter.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
-import { rateLimit } from '../../src/http/node.js';
+import { rateLimit } from '../../src/http/adapters/node.js';
 import { close, get, listen } from './support/http.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

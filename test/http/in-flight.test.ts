@@ -10,8 +10,8 @@ import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import type { Store } from '../../src/stores/store.js';
-import { rateLimit as expressLimit } from '../../src/http/express.js';
-import { rateLimit, type NodeRateLimitOptions } from '../../src/http/node.js';
+import { rateLimit as expressLimit } from '../../src/http/adapters/express.js';
+import { rateLimit, type NodeRateLimitOptions } from '../../src/http/adapters/node.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { close, get, listen, readIetf } from './support/http.js';
 

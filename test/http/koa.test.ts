@@ -9,7 +9,7 @@ import Koa3 from 'koa3';
 import { ErrorCode } from '../../src/core/errors.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
-import { grounded, rateLimit, type KoaRateLimitOptions } from '../../src/http/koa.js';
+import { grounded, rateLimit, type KoaRateLimitOptions } from '../../src/http/adapters/koa.js';
 import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
 import { close, get, listen, readIetf, statuses } from './support/http.js';
 import type { RateLimitInfo } from '../../src/http/types.js';

@@ -4,7 +4,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/core/errors.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type NodeRateLimit, type NodeRateLimitOptions } from '../../src/http/node.js';
+import { rateLimit, type NodeRateLimit, type NodeRateLimitOptions } from '../../src/http/adapters/node.js';
 import { close, get, listen } from './support/http.js';
 import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
 

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Cluster } from 'ioredis';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit } from '../../src/http/node.js';
+import { rateLimit } from '../../src/http/adapters/node.js';
 import type { ClientInfo } from '../../src/http/types.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-server.js';

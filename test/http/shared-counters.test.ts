@@ -11,7 +11,7 @@ import { MemoryStore } from '../../src/stores/memory.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import type { Store } from '../../src/stores/store.js';
 import { forgetWarnings } from '../../src/core/warnings.js';
-import { rateLimit } from '../../src/http/express.js';
+import { rateLimit } from '../../src/http/adapters/express.js';
 import { redisFixture } from '../support/redis-clients.js';
 import { close, listen, statuses } from './support/http.js';
 import { captureWarnings } from './support/warnings.js';

@@ -11,10 +11,10 @@ import { ErrorCode } from '../../src/core/errors.js';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { forgetWarnings } from '../../src/core/warnings.js';
-import { rateLimit as expressRateLimit } from '../../src/http/express.js';
-import { rateLimit as fastifyRateLimit } from '../../src/http/fastify.js';
-import { rateLimit as koaRateLimit } from '../../src/http/koa.js';
-import { rateLimit as nodeRateLimit } from '../../src/http/node.js';
+import { rateLimit as expressRateLimit } from '../../src/http/adapters/express.js';
+import { rateLimit as fastifyRateLimit } from '../../src/http/adapters/fastify.js';
+import { rateLimit as koaRateLimit } from '../../src/http/adapters/koa.js';
+import { rateLimit as nodeRateLimit } from '../../src/http/adapters/node.js';
 import { close, get, listen, statuses } from './support/http.js';
 import { captureWarnings } from './support/warnings.js';
 

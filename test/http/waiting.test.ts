@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { test } from 'node:test';
 import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit } from '../../src/http/node.js';
+import { rateLimit } from '../../src/http/adapters/node.js';
 import { close, get, listen } from './support/http.js';
 
 async function serve(limiter: RateLimiter): Promise<{ url: string; stop: () => Promise<void> }> {

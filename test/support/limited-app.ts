@@ -2,7 +2,7 @@
 import { createServer, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { ConcurrencyLimiter, RateLimiter } from '../../src/index.js';
-import { rateLimit } from '../../src/http/node.js';
+import { rateLimit } from '../../src/http/adapters/node.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 
 const [redisUrl, upstreamPort, limit] = process.argv.slice(2);

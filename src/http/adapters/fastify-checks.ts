@@ -2,7 +2,7 @@
 /**
  * A supported Fastify version, and routes added before it (which it cannot limit).
  */
-import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
 
 /** The Fastify majors the plugin supports. */
 export const FASTIFY_MAJORS: readonly number[] = [4, 5];

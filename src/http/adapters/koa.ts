@@ -2,10 +2,10 @@
 /**
  * `rateLimit(options)` returns a Koa middleware; `grounded(options)` takes koa-grounded's option names.
  */
-import { HttpLimiter } from './http-limiter.js';
-import type { HttpRateLimitOptions } from './types.js';
+import { HttpLimiter } from '../http-limiter.js';
+import type { HttpRateLimitOptions } from '../types.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from './koa-middleware.js';
-import { factoryMisused, isRequestLike } from './slips.js';
+import { factoryMisused, isRequestLike } from '../slips.js';
 
 const OWNER = 'floodgate/koa rateLimit';
 

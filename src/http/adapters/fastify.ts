@@ -3,17 +3,17 @@
  * A plugin that adds a rate-limit hook to every route, with per-route options in `config.rateLimit`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { describeValue } from '../core/describe-value.js';
-import { ErrorCode, FloodgateError } from '../core/errors.js';
-import { assertKnownOptions } from '../core/validate.js';
-import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from './types.js';
-import { HttpLimiter } from './http-limiter.js';
-import { combinedValue, type HeaderPair } from './headers.js';
-import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
-import { endAbandoned } from './handler-done.js';
-import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from './slips.js';
+import { describeValue } from '../../core/describe-value.js';
+import { ErrorCode, FloodgateError } from '../../core/errors.js';
+import { assertKnownOptions } from '../../core/validate.js';
+import { HTTP_OPTION_NAMES, type HttpOutcome, type HttpRateLimitOptions, type RateLimitInfo } from '../types.js';
+import { HttpLimiter } from '../http-limiter.js';
+import { combinedValue, type HeaderPair } from '../headers.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
+import { endAbandoned } from '../handler-done.js';
+import { assertNotLimiter, factoryMisused, isRequestLike, VALIDATE_NAMES, type ValidateOptions } from '../slips.js';
 import { checkFastifyVersion, routesBefore } from './fastify-checks.js';
-import { warnOnce, WarningCode } from '../core/warnings.js';
+import { warnOnce, WarningCode } from '../../core/warnings.js';
 
 /** Options a route may set in `config: { rateLimit: { … } }`; they override the plugin's. `false` turns limiting off for the route. */
 export type FastifyRouteRateLimit = Partial<HttpRateLimitOptions<FastifyRequest>> | false;

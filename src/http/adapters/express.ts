@@ -1,11 +1,11 @@
 /** Express 4 and 5 adapter (`floodgate/express`): `rateLimit(options)` returns a middleware `(req, res, next)`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpLimiter } from './http-limiter.js';
-import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from './types.js';
-import { setHeaders, viewOf, writeResponse } from './respond.js';
-import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
-import { endAbandoned } from './handler-done.js';
-import { factoryMisused, isRequestLike } from './slips.js';
+import { HttpLimiter } from '../http-limiter.js';
+import type { HttpOutcome, HttpRateLimitOptions, RateLimitInfo } from '../types.js';
+import { setHeaders, viewOf, writeResponse } from '../respond.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
+import { endAbandoned } from '../handler-done.js';
+import { factoryMisused, isRequestLike } from '../slips.js';
 
 const OWNER = 'floodgate/express rateLimit';
 

@@ -1,13 +1,13 @@
 /** koa-grounded compatibility: `grounded(options)` maps koa-grounded's option names onto a floodgate Koa middleware. */
-import { describeValue } from '../../core/describe-value.js';
-import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
-import { RateLimiter } from '../../limiter/rate-limiter.js';
-import type { RateLimiterOptions } from '../../limiter/options.js';
-import type { Operation, Outcome } from '../../core/policy.js';
-import { isStore, type Store } from '../../stores/store.js';
-import { assertKnownOptions } from '../../core/validate.js';
-import { HTTP_OPTION_NAMES, type DecisionInfo, type HttpRateLimitOptions } from '../types.js';
-import { HttpLimiter } from '../http-limiter.js';
+import { describeValue } from '../../../core/describe-value.js';
+import { ErrorCode, FloodgateError, toStoreError } from '../../../core/errors.js';
+import { RateLimiter } from '../../../limiter/rate-limiter.js';
+import type { RateLimiterOptions } from '../../../limiter/options.js';
+import type { Operation, Outcome } from '../../../core/policy.js';
+import { isStore, type Store } from '../../../stores/store.js';
+import { assertKnownOptions } from '../../../core/validate.js';
+import { HTTP_OPTION_NAMES, type DecisionInfo, type HttpRateLimitOptions } from '../../types.js';
+import { HttpLimiter } from '../../http-limiter.js';
 import { koaMiddleware, type KoaContextLike, type KoaMiddleware } from '../koa-middleware.js';
 
 /**
@@ -231,7 +231,7 @@ class DeferredRedisStore implements Store {
   private async connect(dbStr: string): Promise<Store> {
     // Specifiers in variables: the core must not depend on ioredis, nor on the Redis store at type-check time.
     const ioredisModule = 'ioredis';
-    const storeModule = '../../stores/redis/index.js';
+    const storeModule = '../../../stores/redis/index.js';
     let client: RedisClientLike;
     try {
       const mod = (await import(ioredisModule)) as { default?: unknown; Redis?: unknown };

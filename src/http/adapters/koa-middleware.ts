@@ -1,9 +1,9 @@
 /** The Koa middleware around the shared HTTP path, used by `rateLimit` and `grounded` in floodgate/koa. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { HttpLimiter } from './http-limiter.js';
-import { combinedValue, type HeaderPair } from './headers.js';
-import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
-import { endAbandoned } from './handler-done.js';
+import type { HttpLimiter } from '../http-limiter.js';
+import { combinedValue, type HeaderPair } from '../headers.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
+import { endAbandoned } from '../handler-done.js';
 
 /**
  * The parts of a Koa context the adapter uses. Typed structurally rather

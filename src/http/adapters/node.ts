@@ -3,12 +3,12 @@
  * `rateLimit(options)` gives `(req, res) => Promise<boolean>`; true means carry on, false means the response was sent.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpLimiter } from './http-limiter.js';
-import type { HttpRateLimitOptions, RateLimitInfo } from './types.js';
-import { setHeaders, viewOf, writeResponse } from './respond.js';
-import { abandoned, abortOnClose, goneBeforeAdmission } from './client-gone.js';
-import { endAbandoned } from './handler-done.js';
-import { factoryMisused, isRequestLike } from './slips.js';
+import { HttpLimiter } from '../http-limiter.js';
+import type { HttpRateLimitOptions, RateLimitInfo } from '../types.js';
+import { setHeaders, viewOf, writeResponse } from '../respond.js';
+import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
+import { endAbandoned } from '../handler-done.js';
+import { factoryMisused, isRequestLike } from '../slips.js';
 
 const OWNER = 'floodgate/node rateLimit';
 const INTERNAL_ERROR = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
