@@ -17,7 +17,7 @@ export interface FixedWindowState {
  * their own clock, so the period holding `now` is the one the Lua scripts
  * pick from the ends their caller sends (the first end after Redis's now).
  */
-export function windowEnd(policy: Policy, now: number): number {
+function windowEnd(policy: Policy, now: number): number {
   return policy.calendar ? periodEnd(policy.calendar, now) : now + policy.windowMs;
 }
 

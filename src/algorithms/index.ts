@@ -6,7 +6,7 @@ import { slidingWindow } from './sliding-window.js';
 import { tokenBucket } from './token-bucket.js';
 import type { AlgorithmImpl } from './types.js';
 
-export type { AlgorithmImpl, View } from './types.js';
+export type { AlgorithmImpl } from './types.js';
 
 /** The implementation of each algorithm by name. */
 export const ALGORITHM_IMPLS: Readonly<Record<Algorithm, AlgorithmImpl<unknown>>> = {

@@ -119,7 +119,7 @@ export function periodEnd(spec: CalendarSpec, at: number): number {
 }
 
 /** The ends of the period that holds `at` and of the one after it. */
-export function periodEnds(spec: CalendarSpec, at: number): [number, number] {
+function periodEnds(spec: CalendarSpec, at: number): [number, number] {
   const p = periodAt(spec, at);
   p.next ??= periodBounds(spec, p.end).end;
   return [p.end, p.next];

@@ -120,7 +120,7 @@ export function optionalBoolean(value: unknown, name: string): boolean | undefin
 }
 
 /** `"a", "b" or "c"`: the wording of a list of allowed values. */
-export function choiceList(choices: readonly unknown[]): string {
+function choiceList(choices: readonly unknown[]): string {
   const quoted = choices.map((c) => (typeof c === 'string' ? JSON.stringify(c) : String(c)));
   return quoted.length <= 1 ? (quoted[0] ?? 'nothing') : `${quoted.slice(0, -1).join(', ')} or ${quoted[quoted.length - 1]}`;
 }

@@ -6,7 +6,7 @@
 import type { ServerResponse } from 'node:http';
 
 /** Most ms a response whose client left is waited on for its handler to end it, when the caller gives no bound. */
-export const DEFAULT_HANDLER_WAIT_MS = 30_000;
+const DEFAULT_HANDLER_WAIT_MS = 30_000;
 
 /**
  * Calls `done` once, when the work behind `res` is over: when it finishes,

@@ -110,7 +110,7 @@ function titleFor(type: string, fallback: string): string {
 }
 
 /** Freezes a shared outcome and its header list, so no adapter can change what other requests will be sent. */
-export function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
+function freezeOutcome(outcome: HttpOutcome): HttpOutcome {
   if (outcome.action === 'respond') Object.freeze(outcome.headers);
   return Object.freeze(outcome);
 }

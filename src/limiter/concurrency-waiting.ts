@@ -20,7 +20,7 @@ import { abortedError } from './waiting.js';
 export const SLOT_POLL_MS = 25;
 
 /** The longest interval between two asks of one waiting caller (ms). */
-export const SLOT_POLL_MAX_MS = 400;
+const SLOT_POLL_MAX_MS = 400;
 
 /**
  * The waiting of a ConcurrencyLimiter: a refused `acquire` joins its key's

@@ -132,7 +132,7 @@ export const OPTION_NAMES = [
 /** The values of {@link StoreFailureMode}. */
 export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];
 /** limit × window must stay below this so every algorithm's integer arithmetic is exact. */
-export const MAX_PRODUCT = 2 ** 50;
+const MAX_PRODUCT = 2 ** 50;
 
 /**
  * The policy `options` describe (algorithm, limit, window and block, in
@@ -290,7 +290,7 @@ export interface WaitConfig {
 }
 
 /** Most waiters per key unless `wait.maxQueue` says otherwise. */
-export const DEFAULT_MAX_QUEUE = 1000;
+const DEFAULT_MAX_QUEUE = 1000;
 
 /** Checks the `wait` option; undefined when it is off. */
 export function parseWait(option: unknown): WaitConfig | undefined {

@@ -33,7 +33,7 @@ export interface LeaseState extends Demand {
  * counted it is still open, even with the two clocks read a fraction of a
  * millisecond apart.
  */
-export const SPEND_MARGIN_MS = 1;
+const SPEND_MARGIN_MS = 1;
 
 /**
  * The time (holder's clock) after which a lease must not be spent, for a call

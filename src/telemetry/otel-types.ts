@@ -4,7 +4,7 @@
  */
 
 /** An attribute value (the scalar subset of OTel's AttributeValue). */
-export type OtelAttributeValue = string | number | boolean;
+type OtelAttributeValue = string | number | boolean;
 
 /** Attributes of a measurement or a span. */
 export type OtelAttributes = Record<string, OtelAttributeValue | undefined>;
@@ -63,7 +63,7 @@ export interface OtelMeter {
 }
 
 /** A span's status: `code` is OTel's SpanStatusCode (0 unset, 1 ok, 2 error). */
-export interface OtelSpanStatus {
+interface OtelSpanStatus {
   /** The SpanStatusCode. */
   code: number;
   /** Why, for an error. */

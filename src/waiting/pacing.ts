@@ -8,7 +8,7 @@ import type { Store } from '../stores/store.js';
 import type { Scheduler } from './wait-queue.js';
 
 /** The suffix of the prefix under which a limiter keeps its pacing keys. */
-export const PACE_SUFFIX = '~pace';
+const PACE_SUFFIX = '~pace';
 
 /**
  * Hands out one slot per admitted unit of a key, window/limit apart.

@@ -13,7 +13,7 @@ import { keyAction, namedTarget, ruleLevelTargets, type KeyRule } from './admin-
 import { plansView, routeOverrides, type OverrideAdmin } from './admin-overrides.js';
 
 /** Where the admin API's paths start; room is left beside `rules` and `limited` for more resources. */
-export const ADMIN_API_PREFIX = '/admin/';
+const ADMIN_API_PREFIX = '/admin/';
 
 /** One loaded rule: its settings, the limiters of its policies (in the same order) and its overrides. */
 export type AdminRule = KeyRule;

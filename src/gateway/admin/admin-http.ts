@@ -38,7 +38,7 @@ export function allow(req: IncomingMessage, method: 'GET' | 'POST' | 'PUT' | 'DE
  * never comes out of encodeURIComponent (it writes `%3D`), so no segment
  * encoded the usual way starts with it.
  */
-export const BASE64_SEGMENT = '=';
+const BASE64_SEGMENT = '=';
 
 /** The segment that names `text` in an admin path: encodeURIComponent, or {@link BASE64_SEGMENT} form for `.` and `..`. */
 export function encodeSegment(text: string): string {

@@ -14,7 +14,7 @@ import { msOrForever, policyState } from './admin-rules.js';
 import { allow, ApiError, badField, readJson } from './admin-http.js';
 
 /** The stable code of the 409 a rule-level key action gets when its policies count under different keys. */
-export const POLICY_AMBIGUOUS = 'FLOODGATE_ADMIN_POLICY_AMBIGUOUS';
+const POLICY_AMBIGUOUS = 'FLOODGATE_ADMIN_POLICY_AMBIGUOUS';
 
 /** One loaded rule: its settings and the limiters of its policies, in the same order. */
 export interface KeyRule {

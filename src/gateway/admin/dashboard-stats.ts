@@ -11,9 +11,9 @@ import { policyName } from './admin-rules.js';
 import type { LimitedKey } from './limited-keys.js';
 
 /** Minutes of refusals the dashboard's most-limited list covers. */
-export const DASHBOARD_LIMITED_MINUTES = 5;
+const DASHBOARD_LIMITED_MINUTES = 5;
 /** Keys per rule in the dashboard's most-limited list. */
-export const DASHBOARD_LIMITED_TOP = 10;
+const DASHBOARD_LIMITED_TOP = 10;
 
 /** What the stats read from the running gateway. */
 export interface DashboardSource {
@@ -26,7 +26,7 @@ export interface DashboardSource {
 }
 
 /** One `floodgate_decisions_total` series. */
-export interface DecisionCount {
+interface DecisionCount {
   /** The rule (`(none)` for requests no rule matched). */
   readonly rule: string;
   /** The outcome label. */
@@ -36,7 +36,7 @@ export interface DecisionCount {
 }
 
 /** One `floodgate_store_duration_seconds` series, cumulative since start; the page turns two of them into an interval's latency. */
-export interface LatencySeries {
+interface LatencySeries {
   /** The store label. */
   readonly store: string;
   /** `ok` or `error`. */
@@ -50,7 +50,7 @@ export interface LatencySeries {
 }
 
 /** Where one policy's limiter stands with its store. */
-export interface PolicyHealth {
+interface PolicyHealth {
   /** The policy's name, as the admin API reports it. */
   readonly policy: string;
   /** `off` (no breaker), `closed`, `open` (calls kept from the store), or `probing` (one call let through to test it). */

@@ -12,9 +12,9 @@ import { DASHBOARD_SCRIPT, DASHBOARD_STYLE, dashboardHtml } from './dashboard-pa
 import { dashboardStats, type DashboardSource } from './dashboard-stats.js';
 
 /** Where the page is served. */
-export const DASHBOARD_PATH = '/admin/dashboard';
+const DASHBOARD_PATH = '/admin/dashboard';
 /** Where the page reads its numbers. */
-export const STATS_PATH = '/admin/stats';
+const STATS_PATH = '/admin/stats';
 
 const hash = (text: string): string => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 

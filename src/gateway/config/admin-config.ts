@@ -11,7 +11,7 @@ import type { ListenAddress } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
 /** Shortest admin token accepted: a guessable token would hand anyone on the admin network every key's unblock. */
-export const MIN_ADMIN_TOKEN_LENGTH = 16;
+const MIN_ADMIN_TOKEN_LENGTH = 16;
 
 const ADMIN_FIELDS = ['listen', 'token', 'tokenFile', 'hosts'] as const;
 const EXAMPLE = 'e.g. admin: { listen: 127.0.0.1:9090, tokenFile: /run/secrets/floodgate-admin }';
@@ -31,7 +31,7 @@ export interface AdminSection {
  * each maybe starting with `*.` for the names under it; returned lower case.
  * @throws InvalidValue naming the entry that is not one
  */
-export function parseAdminHosts(value: unknown): string[] {
+function parseAdminHosts(value: unknown): string[] {
   if (!Array.isArray(value) || value.length === 0)
     throw new InvalidValue(
       `must be a list of host names, e.g. hosts: [floodgate-admin.internal, "*.svc.cluster.local"]; got ${describeValue(value)}.`,
@@ -50,7 +50,7 @@ export function parseAdminHosts(value: unknown): string[] {
  * `Authorization` header), printable.
  * @throws InvalidValue naming what is wrong
  */
-export function checkAdminToken(token: unknown, where: string): string {
+function checkAdminToken(token: unknown, where: string): string {
   if (typeof token !== 'string') throw new InvalidValue(`must be a string; got ${describeValue(token)}.`);
   if (token.length < MIN_ADMIN_TOKEN_LENGTH)
     throw new InvalidValue(

@@ -17,7 +17,7 @@ const MIN_TTL_MS = 1000;
 /** Longest ttl: a crashed gateway's slots come back within it. */
 const MAX_TTL_MS = 3_600_000;
 /** Longest wait: each waiting request is an open client connection the gateway keeps. */
-export const MAX_WAIT_MS = 60_000;
+const MAX_WAIT_MS = 60_000;
 /** Most requests of one key waiting in one gateway process unless the rule says otherwise. */
 const DEFAULT_MAX_QUEUE = 100;
 /** Most waiting requests a rule may allow per key and process. */

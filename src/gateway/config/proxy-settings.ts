@@ -60,7 +60,7 @@ export interface ProxySettings {
  * that only a proxy in front may set; removed from an untrusted peer's
  * request by default (see {@link ProxySettings.stripHeaders}).
  */
-export const DEFAULT_STRIP_HEADERS: readonly string[] = [
+const DEFAULT_STRIP_HEADERS: readonly string[] = [
   'forwarded',
   'x-real-ip',
   'x-client-ip',

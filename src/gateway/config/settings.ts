@@ -4,7 +4,7 @@ import type { HeaderMode, TrustProxy } from '../../http/index.js';
 import type { ProxySettings } from './proxy-settings.js';
 import type { LogLevel } from '../runtime/log.js';
 
-export { DEFAULT_PROXY, DEFAULT_STRIP_HEADERS, type ProxySettings } from './proxy-settings.js';
+export { DEFAULT_PROXY, type ProxySettings } from './proxy-settings.js';
 // The levels belong to the logger below the config; the settings name them for the flags and the config file.
 export { LOG_LEVELS, type LogLevel } from '../runtime/log.js';
 

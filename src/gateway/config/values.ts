@@ -33,7 +33,7 @@ export class InvalidValue extends Error {
 }
 
 /** Runs `parse`, turning any error it throws into an {@link InvalidValue} with the same message. */
-export function asInvalid<T>(parse: () => T): T {
+function asInvalid<T>(parse: () => T): T {
   try {
     return parse();
   } catch (error) {

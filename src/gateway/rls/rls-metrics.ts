@@ -16,9 +16,9 @@ export type RlsAnswerKind = 'ok' | 'over_limit' | 'invalid_request' | 'store_err
  * request's own values; past this many, further ones are counted under
  * {@link OTHER_DESCRIPTORS}, so a flood of values adds no series.
  */
-export const MAX_DESCRIPTOR_SERIES = 1_000;
+const MAX_DESCRIPTOR_SERIES = 1_000;
 /** The `descriptor` label of descriptors past {@link MAX_DESCRIPTOR_SERIES} in their domain. */
-export const OTHER_DESCRIPTORS = '(other)';
+const OTHER_DESCRIPTORS = '(other)';
 
 /** Counters of the rate limit service. */
 export class RlsMetrics {

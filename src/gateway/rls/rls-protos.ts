@@ -8,10 +8,10 @@ import type * as Grpc from '@grpc/grpc-js';
 import type { Protobuf } from './grpc-deps.js';
 
 /** The .proto files the service speaks, relative to the proto directory. */
-export const PROTO_FILES = ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'] as const;
+const PROTO_FILES = ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'] as const;
 
 /** A decoded message: its fields by their .proto names (the coders keep the case as written). */
-export type DecodedMessage = Record<string, unknown>;
+type DecodedMessage = Record<string, unknown>;
 
 /** What the server needs of the .proto files. */
 export interface RlsProtos {

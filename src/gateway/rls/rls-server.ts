@@ -28,7 +28,7 @@ import { serverCredentials } from './rls-tls.js';
  * hundred bytes; the most a valid request holds (64 descriptors of 32
  * entries) is far more than any route makes.
  */
-export const MAX_MESSAGE_BYTES = 256 * 1024;
+const MAX_MESSAGE_BYTES = 256 * 1024;
 /** Least time between two logged internal errors; the ones in between are counted in the next line. */
 const ERROR_LOG_EVERY_MS = 10_000;
 
@@ -47,10 +47,10 @@ export interface PreparedRls {
 }
 
 /** The service name of RLS v3, as health checks name it. */
-export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 
 /** The `proto/` directory shipped with floodgate (beside its package.json, from src/ and from dist/ alike). */
-export function protoDir(): string {
+function protoDir(): string {
   const root = floodgateRoot();
   if (root === undefined)
     throw new FloodgateError(ErrorCode.MISSING_DEPENDENCY, "floodgate's package.json was not found, so neither were its .proto files.");

@@ -36,7 +36,7 @@ export class ForwardedHeaderWatch {
 }
 
 /** The warning's text: what happens, and the setting that fixes it for this peer. */
-export function forwardedHeaderMessage(header: string, rule: string, peer: string | undefined): string {
+function forwardedHeaderMessage(header: string, rule: string, peer: string | undefined): string {
   const address = plainAddress(peer) ?? '<the proxy address>';
   return (
     `requests carry ${header} but trustProxy is not set, so rule ${JSON.stringify(rule)} counts every client behind the proxy ` +

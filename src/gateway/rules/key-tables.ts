@@ -70,7 +70,7 @@ export interface GatewayStore {
 }
 
 /** Longest that readiness waits for a first connection attempt to end (as long as ioredis's own connect timeout). */
-export const FIRST_CONNECT_GRACE_MS = 10_000;
+const FIRST_CONNECT_GRACE_MS = 10_000;
 
 /** Called with each failed store call; the gateway logs them, at most one line per 10 s. */
 export type StoreFailureReporter = (error: unknown) => void;
@@ -298,7 +298,7 @@ function memoryTables(settings: StoreSettings): GatewayStore {
 }
 
 /** The URL without a password, for logs and the dashboard: in `user:pass@`, or in the query, where ioredis reads `?password=` too. */
-export function redactUrl(url: string): string {
+function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password !== '') u.password = '***';

@@ -22,7 +22,7 @@ export type RefusedEntry = (hash: string, rule: string, pattern: string, why: st
  * A hash value as stored: JSON (`"pro"`, `{"per-minute":"600/1m"}`), or
  * plain text for what `redis-cli HSET HASH KEY pro` writes.
  */
-export function parseStoredValue(text: string): unknown {
+function parseStoredValue(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {

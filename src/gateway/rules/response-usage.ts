@@ -16,7 +16,7 @@ export const MAX_JSON_BYTES = 1024 * 1024;
  * {@link MAX_JSON_BYTES} on every connection cannot hold
  * `proxy.maxConnections` MiB between them.
  */
-export const MAX_JSON_BYTES_KEPT = 64 * 1024 * 1024;
+const MAX_JSON_BYTES_KEPT = 64 * 1024 * 1024;
 /** Bytes the readers of this process keep now (see {@link MAX_JSON_BYTES_KEPT}). */
 let keptNow = 0;
 

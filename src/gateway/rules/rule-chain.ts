@@ -74,7 +74,7 @@ const NO_HOLDS: readonly Hold[] = Object.freeze([]);
  * every policy; a single-policy field (draft-6/7, legacy `X-RateLimit-*`)
  * keeps the earlier rule's value, as one response cannot carry two.
  */
-export function mergeFields(earlier: readonly HeaderPair[], later: readonly HeaderPair[]): readonly HeaderPair[] {
+function mergeFields(earlier: readonly HeaderPair[], later: readonly HeaderPair[]): readonly HeaderPair[] {
   if (earlier.length === 0) return later;
   if (later.length === 0) return earlier;
   const out: HeaderPair[] = [...earlier];

@@ -8,7 +8,7 @@ import { resolveOverride } from '../config/override-config.js';
 import type { PlanSettings, ResolvedOverride, RuleSettings } from '../config/settings.js';
 
 /** Where an entry in force came from. */
-export type OverrideSource = 'config' | 'redis' | 'admin';
+type OverrideSource = 'config' | 'redis' | 'admin';
 
 /** One entry in force, as the admin API lists it. */
 export interface OverrideEntry {

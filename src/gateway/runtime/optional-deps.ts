@@ -55,13 +55,13 @@ function load<T>(name: GatewayPackageName, importer: () => Promise<unknown>): Pr
 // Each import is spelled out so bundlers and the CommonJS build see a plain specifier.
 
 /** Loads undici. */
-export const loadUndici = (): Promise<Undici> => load('undici', () => import('undici'));
+const loadUndici = (): Promise<Undici> => load('undici', () => import('undici'));
 /** Loads prom-client. */
-export const loadPromClient = (): Promise<PromClient> => load('prom-client', () => import('prom-client'));
+const loadPromClient = (): Promise<PromClient> => load('prom-client', () => import('prom-client'));
 /** Loads yaml. */
 export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 /** Loads pino. */
-export const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
+const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
 /** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
  * The raw call sites are read, so a source map cannot turn the path into
  * one of an unshipped `src/` file.
  */
-export function ownFile(): string {
+function ownFile(): string {
   const original = Error.prepareStackTrace;
   let name: string | undefined;
   try {

@@ -15,7 +15,7 @@ import { hasBody } from './request-body.js';
  * Node's default (30 s) lets a 10 s header timeout fire up to 40 s late; a
  * quarter of the timeout, at most a second, keeps the cut close to it.
  */
-export function checkingIntervalMs(p: ProxySettings): number {
+function checkingIntervalMs(p: ProxySettings): number {
   return Math.max(10, Math.min(1000, Math.floor(p.clientHeadersTimeoutMs / 4)));
 }
 

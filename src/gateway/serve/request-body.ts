@@ -11,7 +11,7 @@ import type { RequestBufferBudget } from './request-buffer-budget.js';
 export type OutgoingBody = null | Buffer | Readable;
 
 /** A streamed body must average the minimum rate only after this long: a TCP slow start or a client that pauses to think should not be cut. */
-export const BODY_RATE_GRACE_MS = 5_000;
+const BODY_RATE_GRACE_MS = 5_000;
 
 /** True when the request announces a body. */
 export function hasBody(req: IncomingMessage): boolean {

@@ -20,7 +20,7 @@ export function askingUsage(req: IncomingMessage, body: OutgoingBody, asks: bool
  * request decides whether an OpenAI-style stream reports its usage, and
  * one that does not is charged `cost.missing`.
  */
-export function withUsageAsked(req: IncomingMessage, body: Buffer): Buffer {
+function withUsageAsked(req: IncomingMessage, body: Buffer): Buffer {
   if (!String(req.headers['content-type'] ?? '').includes('json')) return body;
   let parsed: unknown;
   try {

@@ -15,7 +15,7 @@ export type ResponseCut = 'slow_response' | 'response_timeout';
  * Grace before a client that is behind must read at the minimum rate: a TCP
  * slow start, or a client that stops to parse a chunk, is not cut.
  */
-export const RESPONSE_RATE_GRACE_MS = 5_000;
+const RESPONSE_RATE_GRACE_MS = 5_000;
 
 /** How often the connections are looked at; the limits are kept to within this. */
 const TICK_MS = 1_000;

@@ -52,7 +52,7 @@ export function storeFailureLog(log: GatewayLogger): (error: unknown) => void {
  * `key#` and the first 12 hex digits of its SHA-256, as keys are
  * everywhere in the log; `GET /admin/rules/RULE/overrides` lists it in clear.
  */
-export function overrideRefusalLog(log: GatewayLogger): (hash: string, rule: string, pattern: string, why: string) => void {
+function overrideRefusalLog(log: GatewayLogger): (hash: string, rule: string, pattern: string, why: string) => void {
   const warn = throttled<{ hash: string; rule: string; pattern: string; why: string }>(10_000, (e, held) =>
     log.warn({ hash: e.hash, rule: e.rule, pattern: `key#${keyId(e.pattern)}`, suppressed: held }, `override entry refused: ${e.why}`),
   );

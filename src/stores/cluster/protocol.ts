@@ -19,7 +19,7 @@ export const PROTOCOL_VERSION = 1;
  * `pm2.sendDataToProcessId` delivers (`{ id, topic, data }`), so a worker
  * reads replies the same way whoever its primary is.
  */
-export const TOPIC = 'floodgate';
+const TOPIC = 'floodgate';
 
 /**
  * `type` of the worker → primary envelope. PM2's daemon forwards
@@ -39,7 +39,7 @@ export const PM2_MESSAGE_TYPE = 'process:msg';
 export type PolicyTuple = Array<number | string>;
 
 /** Worker → primary: asks whether a primary is there. Idempotent, so it may be resent until answered. */
-export interface HelloMessage {
+interface HelloMessage {
   readonly floodgate: number;
   readonly t: 'hello';
 }
@@ -112,7 +112,7 @@ export const COMPOSITE_CODE = 65;
 export const MAX_LEASE_MS = 60_000;
 
 /** Primary → worker: the answer to a hello. `id` names this primary instance. */
-export interface ReadyMessage {
+interface ReadyMessage {
   readonly floodgate: number;
   readonly t: 'ready';
   readonly id: string;
@@ -170,7 +170,7 @@ export interface InvalidateMessage {
  * Its shape never changes between versions, so a worker reads it whatever
  * version the primary speaks (that is how a version mismatch is reported).
  */
-export interface ErrorMessage {
+interface ErrorMessage {
   readonly floodgate: number;
   readonly t: 'error';
   readonly id?: number;

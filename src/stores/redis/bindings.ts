@@ -8,7 +8,7 @@ import { sameFamily, type Policy } from '../../core/policy.js';
 import { describePolicy } from '../cluster/protocol.js';
 
 /** Keys whose policy is remembered; past this the least recently used is forgotten (and no longer checked). */
-export const MAX_BINDINGS = 10_000;
+const MAX_BINDINGS = 10_000;
 /** Distinct conflicts warned about, so a persistent misconfiguration does not flood the log. */
 const WARNED_CONFLICTS = 100;
 

@@ -61,7 +61,7 @@ export function isGlideCluster(value: object): boolean {
 }
 
 /** True for the error glide reports when Redis lacks a script: it wraps Redis's NOSCRIPT as "...NoScriptError...". */
-export function isGlideNoScript(error: unknown): boolean {
+function isGlideNoScript(error: unknown): boolean {
   return error instanceof Error && (error.message.startsWith('NOSCRIPT') || error.message.includes('NoScriptError'));
 }
 

@@ -32,7 +32,7 @@ interface NodeRedisClusterLike {
 }
 
 /** True for the error Redis answers EVALSHA with when its script cache lacks the script. */
-export function isNoScript(error: unknown): boolean {
+function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
@@ -269,7 +269,7 @@ function isOldNodeRedis(c: Record<string, unknown>): boolean {
  * @param owner - the store the client was given to, as the message names it
  * @throws FloodgateError INVALID_CLIENT for anything else, naming the version found and the one needed when it is an older client
  */
-export function adaptClient(client: unknown, owner = 'RedisStore'): RedisAdapter {
+function adaptClient(client: unknown, owner = 'RedisStore'): RedisAdapter {
   if (typeof client === 'object' && client !== null) {
     const c = client as Record<string, unknown>;
     const glide = adaptGlide(c, owner);

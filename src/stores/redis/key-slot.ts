@@ -4,7 +4,7 @@
  */
 
 /** Slots in a Redis Cluster. */
-export const CLUSTER_SLOTS = 16384;
+const CLUSTER_SLOTS = 16384;
 
 // CRC16/XMODEM (polynomial 0x1021, initial value 0), the variant the Redis Cluster specification names.
 const TABLE = new Uint16Array(256);

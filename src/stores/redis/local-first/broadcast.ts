@@ -41,7 +41,7 @@ export interface Message {
  * `kind\nsender\nms\nkey`, as lease-fixed-window.lua also writes it. The key
  * goes last so it may hold any character, newlines included.
  */
-export function encodeMessage(message: Message): string {
+function encodeMessage(message: Message): string {
   return `${WIRE_KIND[message.kind]}\n${message.sender}\n${Math.trunc(message.ms)}\n${message.key}`;
 }
 

@@ -14,10 +14,10 @@ import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
 import { admitted, blocked, msUntil, type Entry, type Waiter } from './lease.js';
 import { describeValue } from '../../../core/describe-value.js';
 /** Where need and want (ARGV[7], ARGV[8] of lease-fixed-window.lua) sit in a lease call's args. */
-export const NEED_ARG = 6;
-export const WANT_ARG = 7;
+const NEED_ARG = 6;
+const WANT_ARG = 7;
 /** Where the share cap (ARGV[9]) sits. */
-export const SHARE_ARG = 8;
+const SHARE_ARG = 8;
 /** Integers in a lease reply: granted, remaining, window ms left, block ms left, window end. */
 const LEASE_WIDTH = 5;
 
