@@ -10,6 +10,7 @@ import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Pol
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';
 import type { Store } from '../store.js';
 import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
+import { consumeAcrossSlots, slotGroups } from './cross-slot.js';
 import { adaptStoreClient } from './clients.js';
 import { isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './client-adapter.js';
 import { PolicyBindings } from './bindings.js';
@@ -42,9 +43,20 @@ export interface RedisStoreOptions {
    * only garbage collection, at least one minute.
    */
   clock?: Clock;
+  /**
+   * On Redis Cluster, what `consumeAll` does with keys in different slots
+   * (one script can only touch one slot). `'reject'` (default): reject with
+   * CROSS_SLOT before anything is sent, so every composite that runs is
+   * atomic. `'split'`: decide each slot's parts atomically, all slots at
+   * once, and reward what admitting slots spent when one refuses: never
+   * over a limit, but another request may be refused on those units for
+   * about one round trip. Ignored on a single node.
+   */
+  crossSlot?: 'reject' | 'split';
 }
 
-const OPTION_NAMES = ['client', 'timeoutMs', 'clock'] as const;
+const OPTION_NAMES = ['client', 'timeoutMs', 'clock', 'crossSlot'] as const;
+const CROSS_SLOT_MODES = ['reject', 'split'] as const;
 /** Operations per script call: a bigger batch would hold Redis's single thread for too long. */
 const MAX_OPS_PER_CALL = 500;
 /** Integers per outcome in a script reply: allowed, remaining, resetMs, retryAfterMs, emptyMs. */
@@ -105,6 +117,8 @@ export class RedisStore implements Store {
   readonly timeoutMs: number;
   private readonly adapter: RedisAdapter;
   private readonly clock: Clock | undefined;
+  /** What consumeAll does with keys in different Cluster slots; see {@link RedisStoreOptions.crossSlot}. */
+  readonly crossSlot: 'reject' | 'split';
   /** The batch still open for more operations, per store key. */
   private readonly openBatches = new Map<string, Batch>();
   private readonly pipeline: TurnPipeline<PipelineCall>;
@@ -134,6 +148,10 @@ export class RedisStore implements Store {
       invalid(ErrorCode.INVALID_OPTIONS, 'RedisStore clock', 'a function returning ms', o.clock);
     }
     this.clock = o.clock;
+    if (o.crossSlot !== undefined && !CROSS_SLOT_MODES.includes(o.crossSlot)) {
+      invalid(ErrorCode.INVALID_OPTIONS, 'RedisStore crossSlot', `one of ${CROSS_SLOT_MODES.join(', ')}`, o.crossSlot);
+    }
+    this.crossSlot = o.crossSlot ?? 'reject';
   }
 
   /** @inheritDoc */
@@ -196,15 +214,21 @@ export class RedisStore implements Store {
    * and block. Goes out with the turn's other calls, after those already
    * queued on the same keys. Fails as {@link apply} does; on Redis Cluster,
    * keys in different slots reject with CROSS_SLOT before anything is sent
-   * (give the keys a common `{tag}`).
+   * (give the keys a common `{tag}`), or with `crossSlot: 'split'` are
+   * decided one slot at a time (see {@link consumeAcrossSlots}).
    */
   consumeAll(operations: readonly Operation[]): Promise<Outcome[]> {
     if (this.closed) return Promise.reject(closedError());
     const unsupported = unsupportedOperation(operations);
     if (unsupported !== undefined) return Promise.reject(unsupported);
     if (isClusterKind(this.clientKind)) {
-      const crossSlot = crossSlotError(operations);
-      if (crossSlot !== undefined) return Promise.reject(crossSlot);
+      if (this.crossSlot === 'split') {
+        const groups = slotGroups(operations);
+        if (groups.length > 1) return consumeAcrossSlots(this, operations, groups);
+      } else {
+        const crossSlot = crossSlotError(operations);
+        if (crossSlot !== undefined) return Promise.reject(crossSlot);
+      }
     }
     let t: number;
     try {
