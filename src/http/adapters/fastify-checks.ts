@@ -5,7 +5,7 @@
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 
 /** The Fastify majors the plugin supports. */
-export const FASTIFY_MAJORS: readonly number[] = [4, 5];
+const FASTIFY_MAJORS: readonly number[] = [4, 5];
 
 /**
  * Throws MISSING_DEPENDENCY unless `version` (the instance's
