@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { Cluster } from 'ioredis';
 import { ErrorCode, FloodgateError } from '../../src/index.js';
 import type { Operation, Policy } from '../../src/index.js';
-import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
+import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { keySlot } from '../../src/stores/redis/key-slot.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-server.js';
 
@@ -110,6 +110,40 @@ describe('RedisStore crossSlot on Redis Cluster', () => {
     const refused = await store.consumeAll([consume(`${tag}:u1`, 2), consume(tag, 1)]);
     assert.equal(refused[1]!.allowed, false);
     assert.equal(refused[0]!.remaining, 1, 'u1 keeps its unit: nothing spent');
+  });
+
+  test('LocalFirstStore with crossSlot: split decides composites over two slots, never past either limit', async () => {
+    const store = new LocalFirstStore({ client: io, crossSlot: 'split', timeoutMs: 5000 });
+    try {
+      const [a, b] = twoSlots('local-first');
+      let admitted = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (let i = 0; i < 25; i++) {
+            const outcomes = await store.consumeAll([consume(a, 40), consume(b, 30)]);
+            if (outcomes.every((o) => o.allowed)) admitted++;
+          }
+        }),
+      );
+      console.log(`local-first: 8 clients × 25 composites over 2 slots (limits 40 and 30): admitted ${admitted}`);
+      assert.ok(admitted <= 30, `never over the smaller limit: ${admitted}`);
+      assert.ok(admitted >= 25, `leases and give-backs strand at most a few units: ${admitted}`);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test('LocalFirstStore without crossSlot still refuses a composite over two slots with CROSS_SLOT', async () => {
+    const store = new LocalFirstStore({ client: io, timeoutMs: 5000 });
+    try {
+      const [a, b] = twoSlots('local-first-reject');
+      await assert.rejects(
+        store.consumeAll([consume(a, 5), consume(b, 5)]),
+        (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.CROSS_SLOT,
+      );
+    } finally {
+      await store.close();
+    }
   });
 
   test('a bad crossSlot is a typed error, not a silent default', () => {

@@ -120,8 +120,11 @@ export async function consumeAllLeased(host: LocalFirstHost, operations: readonl
   return outcomes;
 }
 
-/** On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must not work or fail by what happens to be leased. */
+/**
+ * On Redis Cluster, CROSS_SLOT for keys in different slots, whether or not the leases could cover them: the same call must
+ * not work or fail by what happens to be leased. With `crossSlot: 'split'` none: the inner store splits what memory cannot decide.
+ */
 function crossSlot(host: LocalFirstHost, operations: readonly Operation[]): FloodgateError | undefined {
-  const kind = host.inner.clientKind;
-  return isClusterKind(kind) ? crossSlotError(operations) : undefined;
+  const inner = host.inner;
+  return isClusterKind(inner.clientKind) && inner.crossSlot === 'reject' ? crossSlotError(operations) : undefined;
 }

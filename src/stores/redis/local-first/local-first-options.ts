@@ -52,6 +52,8 @@ export interface LocalFirstStoreOptions {
    * quota stranded in idle processes stays small. Default 0.25.
    */
   maxShare?: number;
+  /** As RedisStore's `crossSlot`: on Redis Cluster, `'split'` decides a composite over several slots one slot at a time. Default `'reject'`. */
+  crossSlot?: 'reject' | 'split';
 }
 
 /** Counters of a {@link LocalFirstStore}, for tests, metrics and the benchmark. */
@@ -74,7 +76,7 @@ export interface LocalFirstStats {
   live: boolean;
 }
 
-const OPTION_NAMES = ['client', 'subscriber', 'timeoutMs', 'maxKeys', 'channel', 'clock', 'leaseMs', 'maxShare'] as const;
+const OPTION_NAMES = ['client', 'subscriber', 'timeoutMs', 'maxKeys', 'channel', 'clock', 'leaseMs', 'maxShare', 'crossSlot'] as const;
 
 /** A LocalFirstStore's options, checked, with defaults filled in. */
 export interface ResolvedLocalFirstOptions {
@@ -96,6 +98,8 @@ export interface ResolvedLocalFirstOptions {
   readonly channel: string;
   /** The injected clock, if any. */
   readonly clock: Clock | undefined;
+  /** RedisStore's crossSlot, as given (the inner store checks it). */
+  readonly crossSlot: 'reject' | 'split' | undefined;
   /** The pub/sub connection: the one given, or a duplicate of `client`. */
   readonly subscriber: object;
   /** Whether the store made `subscriber` (and so closes it). */
@@ -193,6 +197,7 @@ export function resolveLocalFirstOptions(options: LocalFirstStoreOptions): Resol
     shareMilli,
     channel,
     clock,
+    crossSlot: o.crossSlot,
     subscriber,
     ownedSubscriber: owned,
   };

@@ -98,7 +98,12 @@ export class LocalFirstStore implements Store {
       timeoutMessage: `${this.name} store: Redis did not answer within ${o.timeoutMs} ms; raise timeoutMs if Redis is slow but healthy.`,
     });
     this.entries = new BoundedMap(o.maxKeys, (key, entry) => this.giveBack(key, entry));
-    this.inner = new RedisStore({ client: o.client, timeoutMs: this.timeoutMs, ...(o.clock ? { clock: o.clock } : {}) });
+    this.inner = new RedisStore({
+      client: o.client,
+      timeoutMs: this.timeoutMs,
+      ...(o.clock ? { clock: o.clock } : {}),
+      ...(o.crossSlot ? { crossSlot: o.crossSlot } : {}),
+    });
     this.hearing = new Hearing({
       id: this.id,
       entries: this.entries,
