@@ -6,14 +6,14 @@ import Router from '@koa/router';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
 import Koa3 from 'koa3';
-import { ErrorCode } from '../../src/core/errors.js';
-import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { MemoryStore } from '../../src/stores/memory.js';
-import { grounded, rateLimit, type KoaRateLimitOptions } from '../../src/http/adapters/koa.js';
-import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
-import { close, get, listen, readIetf, statuses } from './support/http.js';
-import type { RateLimitInfo } from '../../src/http/types.js';
-import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
+import { ErrorCode } from '../../../src/core/errors.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
+import { MemoryStore } from '../../../src/stores/memory.js';
+import { grounded, rateLimit, type KoaRateLimitOptions } from '../../../src/http/adapters/koa.js';
+import { freePort, startRedis, type RedisServer } from '../../support/redis-server.js';
+import { close, get, listen, readIetf, statuses } from '../support/http.js';
+import type { RateLimitInfo } from '../../../src/http/types.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from '../support/suite.js';
 
 /** The shared adapter suite on a real server of one Koa major version (both take the same middleware). */
 function harness(name: string, KoaApp: typeof Koa): Harness {

@@ -4,10 +4,10 @@ import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
 import express5 from 'express';
-import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type ExpressRateLimitOptions } from '../../src/http/adapters/express.js';
-import { close, get, listen, readIetf, statuses } from './support/http.js';
-import { adapterSuite, answerStatus, seenRateLimit, type Harness, type ServerSpec } from './support/suite.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
+import { rateLimit, type ExpressRateLimitOptions } from '../../../src/http/adapters/express.js';
+import { close, get, listen, readIetf, statuses } from '../support/http.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness, type ServerSpec } from '../support/suite.js';
 
 // express4 is an npm alias of express@4 without its own types; it has the same call shape for what is used here.
 const express4 = createRequire(import.meta.url)('express4') as typeof express5;

@@ -4,13 +4,13 @@ import { beforeEach, describe, it } from 'node:test';
 import fastify5 from 'fastify';
 import fastify4 from 'fastify4';
 import type { FastifyInstance } from 'fastify';
-import { ErrorCode } from '../../src/core/errors.js';
-import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { forgetWarnings } from '../../src/core/warnings.js';
-import { rateLimit } from '../../src/http/adapters/fastify.js';
-import { routesBefore } from '../../src/http/adapters/fastify-checks.js';
-import { statuses } from './support/http.js';
-import { captureWarnings } from './support/warnings.js';
+import { ErrorCode } from '../../../src/core/errors.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
+import { forgetWarnings } from '../../../src/core/warnings.js';
+import { rateLimit } from '../../../src/http/adapters/fastify.js';
+import { routesBefore } from '../../../src/http/adapters/fastify-checks.js';
+import { statuses } from '../support/http.js';
+import { captureWarnings } from '../support/warnings.js';
 
 const afterRoutes = (routes: string, count: string): string =>
   `floodgate/fastify rateLimit was registered after ${count} (${routes}), which it does not limit (Fastify tells a plugin only of routes added after it): register floodgate before your routes (await app.register(rateLimit, …)); for a route meant to stay unlimited, give it config: { rateLimit: false } instead, or set validate: { routesBeforePlugin: false }.`;

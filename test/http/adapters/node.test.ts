@@ -2,11 +2,11 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { describe, it } from 'node:test';
-import { ErrorCode } from '../../src/core/errors.js';
-import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type NodeRateLimit, type NodeRateLimitOptions } from '../../src/http/adapters/node.js';
-import { close, get, listen } from './support/http.js';
-import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
+import { ErrorCode } from '../../../src/core/errors.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
+import { rateLimit, type NodeRateLimit, type NodeRateLimitOptions } from '../../../src/http/adapters/node.js';
+import { close, get, listen } from '../support/http.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from '../support/suite.js';
 
 const harness: Harness = {
   name: 'node:http',

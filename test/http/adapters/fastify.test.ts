@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fastify5, { type FastifyReply, type FastifyRequest } from 'fastify';
 import fastify4 from 'fastify4';
-import { ErrorCode } from '../../src/core/errors.js';
-import { RateLimiter } from '../../src/limiter/rate-limiter.js';
-import { rateLimit, type FastifyRateLimitOptions } from '../../src/http/adapters/fastify.js';
-import { get, readIetf, statuses } from './support/http.js';
-import { adapterSuite, answerStatus, seenRateLimit, type Harness } from './support/suite.js';
+import { ErrorCode } from '../../../src/core/errors.js';
+import { RateLimiter } from '../../../src/limiter/rate-limiter.js';
+import { rateLimit, type FastifyRateLimitOptions } from '../../../src/http/adapters/fastify.js';
+import { get, readIetf, statuses } from '../support/http.js';
+import { adapterSuite, answerStatus, seenRateLimit, type Harness } from '../support/suite.js';
 
 type Factory = (options?: Record<string, unknown>) => ReturnType<typeof fastify5>;
 // The plugin is typed against the installed (v5) Fastify; v4 instances accept it at run time.
