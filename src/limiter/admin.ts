@@ -34,7 +34,7 @@ const BLOCK_UNTIL_NOW = 0;
 /** Applies one operation on the limiter's store alone: an operator's call must reach the shared state, never a fallback. */
 async function onStore(limiter: LimiterCore, kind: OperationKind, key: string, amount: number): Promise<Outcome> {
   try {
-    return await limiter.store.apply({ kind, key: `${limiter.prefix}:${key}`, amount, policy: limiter.policyFor(key) });
+    return await limiter.store.apply({ kind, key: limiter.storeKey(key), amount, policy: limiter.policyFor(key) });
   } catch (error) {
     throw toStoreError(error, limiter.store.name);
   }

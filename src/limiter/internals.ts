@@ -30,6 +30,8 @@ export interface LimiterCore {
   readonly store: Store;
   /** The key namespace in the store. */
   readonly prefix: string;
+  /** Where a key's counter lives in the store (RateLimiter.storeKey). */
+  storeKey(key: string): string;
   /** The policy that decides `key` (the limiter's, or the key's override). */
   policyFor(key: string): Policy;
   /** RateLimiter.consume. */

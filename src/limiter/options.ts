@@ -81,6 +81,15 @@ export interface RateLimiterOptions {
    * e.g. `"fg:fixed-window:100:1000:0"`.
    */
   prefix?: string;
+  /**
+   * On Redis Cluster, keeps one key's counters of every limiter with the same
+   * `hashTag` in one slot: the store key becomes `PREFIX:{HASHTAG:KEY}` (a
+   * Redis hash tag), so a composite over such limiters for one key
+   * (`consumeAll`, or an HTTP route's policies) is one atomic script. Keys of
+   * different clients still spread over the slots. Needs a prefix without
+   * `{` or `}`. Default: none, the store key is `PREFIX:KEY`.
+   */
+  hashTag?: string;
   /** Refuse keys known to be over the limit from process memory. `true` for the defaults. */
   inMemoryBlock?: boolean | InMemoryBlockOptions;
   /** A RateLimiter (usually on a MemoryStore) that decides while the store fails. */
@@ -120,6 +129,7 @@ export const OPTION_NAMES = [
   'store',
   'blockDuration',
   'prefix',
+  'hashTag',
   'inMemoryBlock',
   'insurance',
   'onStoreFailure',

@@ -9,7 +9,7 @@ import { isStoreFailure, toStoreError, type FloodgateError } from '../core/error
 import { CircuitBreaker } from '../guards/breaker.js';
 import { MemoryBlockGuard } from '../guards/memory-block.js';
 import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
-import { clockOption, prefixOption, storeOption } from './setup.js';
+import { clockOption, hashTagOption, prefixOption, storeKeyOf, storeOption } from './setup.js';
 import type { Store } from '../stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from '../core/validate.js';
 import { LapseProbes, type Probe } from '../guards/lapse-probe.js';
@@ -59,6 +59,8 @@ export class RateLimiter implements LimiterCore {
   readonly store: Store;
   /** The key namespace in the store. */
   readonly prefix: string;
+  /** The `hashTag` option: one key's counters of limiters sharing it stay in one Redis Cluster slot. */
+  readonly hashTag: string | undefined;
   private readonly clock: Clock;
   private readonly memoryBlock: MemoryBlockGuard | undefined;
   /** Store calls in flight for keys whose in-memory block just ended (see LapseProbes). */
@@ -77,6 +79,7 @@ export class RateLimiter implements LimiterCore {
     this.policy = parsePolicy(o);
     this.store = storeOption(o);
     this.prefix = prefixOption(o, this.policy, this.store, this);
+    this.hashTag = hashTagOption(o, this.prefix);
     scopePolicy(this.policy, this.prefix);
     this.clock = clockOption(o);
     this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
@@ -140,6 +143,11 @@ export class RateLimiter implements LimiterCore {
     return this.waiting === undefined ? this.consumeNowOnce(key, cost) : this.waiting.consumeNow(key, cost);
   }
 
+  /** Where `key`'s counter lives in the store: `PREFIX:KEY`, or `PREFIX:{HASHTAG:KEY}` with a hash tag. */
+  storeKey(key: string): string {
+    return storeKeyOf(this.prefix, this.hashTag, key);
+  }
+
   /**
    * The policy that decides `key`: its entry in the `overrides` option when
    * one matches, else {@link policy}.
@@ -162,7 +170,7 @@ export class RateLimiter implements LimiterCore {
     if (store.applyNow === undefined) return undefined;
     let outcome: Outcome | undefined;
     try {
-      outcome = store.applyNow({ kind: 'consume', key: `${this.prefix}:${key}`, amount: cost, policy });
+      outcome = store.applyNow({ kind: 'consume', key: this.storeKey(key), amount: cost, policy });
     } catch (error) {
       const failure = toStoreError(error, store.name);
       // A misconfiguration throws as consume would reject; a store that breaks its no-outage promise
@@ -333,7 +341,7 @@ export class RateLimiter implements LimiterCore {
     let outcome: Outcome;
     const policy = this.policyFor(key);
     try {
-      outcome = await this.store.apply({ kind, key: `${this.prefix}:${key}`, amount, policy });
+      outcome = await this.store.apply({ kind, key: this.storeKey(key), amount, policy });
     } catch (error) {
       const failure = toStoreError(error, this.store.name);
       // A misconfiguration the store reports (e.g. two policies under one
@@ -360,7 +368,7 @@ export class RateLimiter implements LimiterCore {
       this.probes.forget(key);
     }
     const policy = this.policyFor(key);
-    const outcome = this.store.settleNow?.({ kind, key: `${this.prefix}:${key}`, amount, policy });
+    const outcome = this.store.settleNow?.({ kind, key: this.storeKey(key), amount, policy });
     let settled: Promise<Decision>;
     if (outcome === undefined) {
       settled = this.ask(kind, key, amount, undefined, false);

@@ -2,6 +2,7 @@
 /**
  * The prefix is derived from the policy when none is given.
  */
+import { hashTag as redisHashTag } from '../stores/redis/key-names.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { calendarLabel } from '../core/calendar-window.js';
 import { describeValue } from '../core/describe-value.js';
@@ -52,4 +53,31 @@ export function clockOption(o: RateLimiterOptions): Clock {
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `clock must be a function returning ms; got ${describeValue(o.clock)}.`);
   }
   return o.clock ?? systemClock;
+}
+
+/**
+ * The `hashTag` option, checked against the prefix it follows.
+ * @throws FloodgateError INVALID_OPTIONS for an empty or non-string tag, or a prefix holding `{` or `}` (Redis would take its
+ *   tag from the prefix, and one key's counters would no longer share a slot)
+ */
+export function hashTagOption(o: RateLimiterOptions, prefix: string): string | undefined {
+  if (o.hashTag === undefined) return undefined;
+  if (typeof o.hashTag !== 'string' || o.hashTag.length === 0) {
+    throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `hashTag must be a non-empty string; got ${describeValue(o.hashTag)}.`);
+  }
+  if (/[{}]/.test(prefix)) {
+    throw new FloodgateError(
+      ErrorCode.INVALID_OPTIONS,
+      `hashTag needs a prefix without { or }, but the prefix is ${JSON.stringify(prefix)}: Redis would hash by the prefix's braces instead.`,
+    );
+  }
+  return o.hashTag;
+}
+
+/**
+ * The store key of `key`: `PREFIX:KEY`, or with a hash tag `PREFIX:{TAG}` where TAG is `HASHTAG:KEY` as a Redis hash tag
+ * (encoded when the key holds `{` or `}`, so a client's key cannot end the tag early and pick another's slot).
+ */
+export function storeKeyOf(prefix: string, hashTag: string | undefined, key: string): string {
+  return hashTag === undefined ? `${prefix}:${key}` : `${prefix}:{${redisHashTag(`${hashTag}:${key}`)}}`;
 }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Cluster } from 'ioredis';
-import { ErrorCode, FloodgateError } from '../../src/index.js';
+import { consumeAll, ErrorCode, FloodgateError, MemoryStore, RateLimiter } from '../../src/index.js';
 import type { Operation, Policy } from '../../src/index.js';
 import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { keySlot } from '../../src/stores/redis/key-slot.js';
@@ -144,6 +144,42 @@ describe('RedisStore crossSlot on Redis Cluster', () => {
     } finally {
       await store.close();
     }
+  });
+
+  test("limiters with one hashTag keep one key's counters in one slot: a composite over them is one atomic script (crossSlot: reject)", async () => {
+    const store = new RedisStore({ client: io, timeoutMs: 5000 });
+    const run = `${process.pid}-${Date.now()}`;
+    const perMinute = new RateLimiter({ store, limit: 3, window: 60_000, prefix: `m${run}`, hashTag: 'rule-a' });
+    const perHour = new RateLimiter({ store, limit: 5, window: 3_600_000, prefix: `h${run}`, hashTag: 'rule-a' });
+    const keys = ['alice', 'bob', 'x}y', '{carol}', ''];
+    for (const key of keys.filter((k) => k !== '')) {
+      assert.equal(slotOf(perMinute.storeKey(key)), slotOf(perHour.storeKey(key)), `one slot for ${JSON.stringify(key)}`);
+      const d = await consumeAll([
+        { limiter: perMinute, key },
+        { limiter: perHour, key },
+      ]);
+      assert.equal(d.allowed, true);
+    }
+    // A key that holds braces cannot end the tag early and share another key's slot by choice: its tag is encoded.
+    assert.match(perMinute.storeKey('x}y'), /:\{~[A-Za-z0-9_-]+\}$/);
+    const slots = new Set(Array.from({ length: 64 }, (_, i) => slotOf(perMinute.storeKey(`client-${i}`))));
+    assert.ok(slots.size > 40, `different clients spread over slots: ${slots.size} of 64`);
+    const untagged = new RateLimiter({ store, limit: 3, window: 60_000, prefix: `u${run}` });
+    const untagged2 = new RateLimiter({ store, limit: 5, window: 3_600_000, prefix: `v${run}` });
+    let sameSlot = 0;
+    for (let i = 0; i < 16; i++) if (slotOf(untagged.storeKey(`k${i}`)) === slotOf(untagged2.storeKey(`k${i}`))) sameSlot++;
+    assert.ok(sameSlot < 4, "without hashTag one key's counters of two limiters land in different slots");
+  });
+
+  test('hashTag with a prefix holding braces is a typed error naming the prefix', () => {
+    assert.throws(
+      () => new RateLimiter({ store: new MemoryStore(), limit: 1, window: 1000, prefix: 'a{b}', hashTag: 'r' }),
+      (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.INVALID_OPTIONS && /a\{b\}/.test(e.message),
+    );
+    assert.throws(
+      () => new RateLimiter({ store: new MemoryStore(), limit: 1, window: 1000, hashTag: '' }),
+      (e: unknown) => e instanceof FloodgateError && e.code === ErrorCode.INVALID_OPTIONS,
+    );
   });
 
   test('a bad crossSlot is a typed error, not a silent default', () => {
