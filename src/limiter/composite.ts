@@ -125,7 +125,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
         `consumeAll part ${i}: its limiter uses another store than part 0's; one atomic step needs every part's counters in one store.`,
       );
     }
-    const storeKey = `${limiter.prefix}:${key}`;
+    const storeKey = limiter.storeKey(key);
     for (let j = 0; j < i; j++) {
       if (operations[j]!.key === storeKey) {
         throw new FloodgateError(
