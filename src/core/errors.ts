@@ -60,6 +60,8 @@ export const ErrorCode = {
   INVALID_ARGUMENT: 'FLOODGATE_INVALID_ARGUMENT',
   /** An optional package the gateway needs (undici, prom-client, yaml, pino, ioredis) is not installed. Cause and fix: docs/errors.md#floodgate_missing_dependency. */
   MISSING_DEPENDENCY: 'FLOODGATE_MISSING_DEPENDENCY',
+  /** At start, the gateway's Redis Cluster seed nodes or Sentinel set-up did not answer within `connectTimeout`, or the sentinels know no master of that name, or a node refused the credentials. Cause and fix: docs/errors.md#floodgate_store_unreachable. */
+  STORE_UNREACHABLE: 'FLOODGATE_STORE_UNREACHABLE',
   /** The gateway cannot listen on its address (port in use, address not on this host, no permission). Cause and fix: docs/errors.md#floodgate_listen_failed. */
   LISTEN_FAILED: 'FLOODGATE_LISTEN_FAILED',
 } as const;

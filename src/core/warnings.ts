@@ -42,6 +42,10 @@ export const WarningCode = {
   COST_RESPONSE_TOO_LARGE: 'FLOODGATE_COST_RESPONSE_TOO_LARGE',
   /** A gateway rule's upstream answered a request successfully without reporting its cost where the rule looks: the estimate was charged. */
   COST_USAGE_MISSING: 'FLOODGATE_COST_USAGE_MISSING',
+  /** A gateway's Redis node list (`store.cluster.nodes`, `store.sentinel.sentinels`, `--redis-cluster`) holds a `redis://` URL: its host and port were used. Cause and fix: docs/errors.md#floodgate_redis_url_as_node. */
+  REDIS_URL_AS_NODE: 'FLOODGATE_REDIS_URL_AS_NODE',
+  /** A gateway's Redis Cluster or Sentinel set-up lists one node: a start while it is down cannot find the others. Cause and fix: docs/errors.md#floodgate_one_seed_node. */
+  ONE_SEED_NODE: 'FLOODGATE_ONE_SEED_NODE',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -1,6 +1,6 @@
-// Starts real redis-server processes (single nodes and a Redis Cluster) on free ports for tests and benchmarks, and stops them.
+// Starts real redis-server processes (single nodes, a Redis Cluster, a Sentinel set-up) on free ports for tests, and stops them.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,9 +43,27 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** A Redis Cluster of masters without replicas, every node reporting cluster_state:ok. */
+/** A Redis Cluster, every node reporting cluster_state:ok. */
 export interface RedisCluster {
+  /** The masters (at start), then the replicas. */
   nodes: { host: string; port: number }[];
+  /** Every node's process, in the order of `nodes`: kill one to fail it over. */
+  servers: RedisServer[];
+  stop(): Promise<void>;
+}
+
+/** A Sentinel set-up: one master, its replicas and the sentinels that watch it, all agreeing on the master. */
+export interface RedisSentinel {
+  /** The master's name the sentinels know. */
+  name: string;
+  /** The master at start. */
+  master: RedisServer;
+  /** Its replicas. */
+  replicas: RedisServer[];
+  /** The sentinels' addresses. */
+  sentinels: { host: string; port: number }[];
+  /** `NAME@HOST:PORT,HOST:PORT,…` as `--redis-sentinel` takes it. */
+  spec: string;
   stop(): Promise<void>;
 }
 
@@ -234,31 +252,45 @@ export async function startRedis(options: { port?: number; args?: string[]; cpus
 
 /**
  * Starts a Redis Cluster of `masters` nodes (default 3, the minimum
- * `redis-cli --cluster create` accepts) without replicas, and waits until
- * every node reports cluster_state:ok and knows every other node.
+ * `redis-cli --cluster create` accepts) with `replicas` replicas per master
+ * (default 0), and waits until every node reports cluster_state:ok and knows
+ * every other node. `nodeTimeoutMs` is cluster-node-timeout (5 s), how long
+ * a master may be away before its replica takes over.
  */
-export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisCluster> {
+export async function startRedisCluster(
+  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {},
+): Promise<RedisCluster> {
   const masters = options.masters ?? 3;
+  const replicas = options.replicas ?? 0;
   if (!Number.isInteger(masters) || masters < 3) {
     throw new Error(`a Redis Cluster needs at least 3 masters (redis-cli --cluster create refuses fewer); got ${masters}`);
   }
+  if (!Number.isInteger(replicas) || replicas < 0) throw new Error(`replicas must be a whole number ≥ 0; got ${replicas}`);
+  const total = masters * (1 + replicas);
   const servers: RedisServer[] = [];
   const stop = async () => {
     await Promise.all(servers.map((s) => s.stop()));
   };
   try {
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < total; i++) {
       const port = await freePort();
       servers.push(
         await startRedis({
           port,
-          args: ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000'],
+          args: [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            `nodes-${port}.conf`,
+            '--cluster-node-timeout',
+            String(options.nodeTimeoutMs ?? 5000),
+          ],
         }),
       );
     }
     const create = spawnSync(
       'redis-cli',
-      ['--cluster', 'create', ...servers.map((s) => `${s.host}:${s.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      ['--cluster', 'create', ...servers.map((s) => `${s.host}:${s.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
       { encoding: 'utf8', timeout: 30_000 },
     );
     if (create.error || create.status !== 0) {
@@ -269,7 +301,7 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
         `cluster node ${s.port} to report cluster_state:ok`,
         async () => {
           const info = await rawCommand(s.port, ['CLUSTER', 'INFO']);
-          return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${masters}`);
+          return info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${total}`);
         },
         30_000,
       );
@@ -278,5 +310,136 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
     await stop();
     throw error;
   }
-  return { nodes: servers.map((s) => ({ host: s.host, port: s.port })), stop };
+  // redis-cli makes the first `masters` nodes masters and gives the rest to them as replicas.
+  return { nodes: servers.map((s) => ({ host: s.host, port: s.port })), servers, stop };
+}
+
+/**
+ * Starts a Sentinel set-up in temp dirs, on free ports: a master, `replicas`
+ * replicas of it (default 1) and `sentinels` sentinels (default 3, quorum a
+ * majority) run as `redis-server sentinel.conf --sentinel`; resolves once
+ * every replica is linked and every sentinel names the master and knows the
+ * others. `downAfterMs` is how long the master may be away before the
+ * sentinels fail over (default 1 s).
+ */
+export async function startRedisSentinel(
+  options: { replicas?: number; sentinels?: number; name?: string; downAfterMs?: number } = {},
+): Promise<RedisSentinel> {
+  const name = options.name ?? 'floodgate-master';
+  const count = options.sentinels ?? 3;
+  const quorum = Math.floor(count / 2) + 1;
+  const started: Array<{ stop(): Promise<void> }> = [];
+  const stop = async () => {
+    await Promise.all(started.map((s) => s.stop()));
+  };
+  try {
+    const master = await startRedis();
+    started.push(master);
+    const replicas: RedisServer[] = [];
+    for (let i = 0; i < (options.replicas ?? 1); i++) {
+      const replica = await startRedis({ args: ['--replicaof', HOST, String(master.port)] });
+      started.push(replica);
+      replicas.push(replica);
+    }
+    await waitFor(`${replicas.length} replica(s) linked to the master`, async () => {
+      const info = await rawCommand(master.port, ['INFO', 'replication']);
+      return (info.match(/^slave\d+:.*state=online/gm) ?? []).length === replicas.length;
+    });
+    const sentinels: { host: string; port: number }[] = [];
+    for (let i = 0; i < count; i++) {
+      const sentinel = await startSentinelProcess(name, master.port, quorum, options.downAfterMs ?? 1000);
+      started.push(sentinel);
+      sentinels.push({ host: HOST, port: sentinel.port });
+    }
+    for (const s of sentinels) {
+      await waitFor(
+        `sentinel ${s.port} to know the master, its replicas and the other sentinels`,
+        async () => {
+          const addr = await rawCommand(s.port, ['SENTINEL', 'get-master-addr-by-name', name]);
+          if (!addr.startsWith('*2')) return false;
+          const known = await rawCommand(s.port, ['SENTINEL', 'master', name]);
+          return known.startsWith('*');
+        },
+        30_000,
+      );
+      await waitFor(
+        `sentinel ${s.port} to see ${count - 1} other sentinel(s)`,
+        async () => (await otherSentinels(s.port, name)) >= count - 1,
+        30_000,
+      );
+    }
+    const spec = `${name}@${sentinels.map((s) => `${s.host}:${s.port}`).join(',')}`;
+    return { name, master, replicas, sentinels, spec, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** How many other sentinels `port` knows for master `name` (SENTINEL SENTINELS answers an array of them). */
+async function otherSentinels(port: number, name: string): Promise<number> {
+  const reply = await rawCommand(port, ['SENTINEL', 'sentinels', name]);
+  const count = /^\*(\d+)/.exec(reply);
+  return count === null ? 0 : Number(count[1]);
+}
+
+/** One sentinel process watching the master on `masterPort`. */
+async function startSentinelProcess(
+  name: string,
+  masterPort: number,
+  quorum: number,
+  downAfterMs: number,
+): Promise<{ port: number; stop(): Promise<void> }> {
+  assertInstalled();
+  installExitHook();
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), `floodgate-sentinel-${port}-`));
+  dirs.add(dir);
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(
+    conf,
+    [
+      `port ${port}`,
+      `bind ${HOST}`,
+      'protected-mode no',
+      `dir ${dir}`,
+      `sentinel monitor ${name} ${HOST} ${masterPort} ${quorum}`,
+      `sentinel down-after-milliseconds ${name} ${downAfterMs}`,
+      `sentinel failover-timeout ${name} ${Math.max(downAfterMs * 3, 3000)}`,
+      `sentinel parallel-syncs ${name} 1`,
+      '',
+    ].join('\n'),
+  );
+  const proc = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(proc);
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString('utf8')).slice(-4000);
+  };
+  proc.stdout!.on('data', keep);
+  proc.stderr!.on('data', keep);
+  let exited = false;
+  proc.once('exit', () => {
+    exited = true;
+    live.delete(proc);
+  });
+  const stop = async (): Promise<void> => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill('SIGKILL');
+      await gone;
+    }
+    rmSync(dir, { recursive: true, force: true });
+    dirs.delete(dir);
+  };
+  try {
+    await waitFor(`sentinel on port ${port} to answer PING`, async () => {
+      if (exited) throw new Error('exited');
+      return (await rawCommand(port, ['PING'], 200)) === '+PONG';
+    });
+  } catch (error) {
+    await stop();
+    throw new Error(`sentinel on port ${port} did not start: ${(error as Error).message}\n${output}`, { cause: error });
+  }
+  return { port, stop };
 }

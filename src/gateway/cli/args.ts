@@ -5,8 +5,9 @@
 import { parseArgs } from 'node:util';
 import { ErrorCode, FloodgateError } from '../../index.js';
 import type { SettingsOverrides } from '../config/config-file.js';
-import { ADMIN_API_WORKERS, readAdminTokenFile } from '../config/admin-config.js';
+import { readAdminTokenFile } from '../config/admin-config.js';
 import { GRPC_WORKERS } from '../config/grpc-config.js';
+import { parseRedisNodes, parseSentinelSpec, readPemFile, readSecretEnv, readSecretFile } from '../config/redis-config.js';
 import { resolve } from 'node:path';
 import {
   parseDecisionPath,
@@ -34,6 +35,7 @@ import {
   DEFAULT_PROXY,
   DEFAULT_READINESS,
   DEFAULT_STORE,
+  DEFAULT_REDIS_CONNECT_TIMEOUT_MS,
   type GatewaySettings,
   type GrpcSettings,
   type GrpcTlsSettings,
@@ -61,6 +63,14 @@ const OPTIONS = {
   'block-duration': { type: 'string' },
   shadow: { type: 'boolean' },
   redis: { type: 'string' },
+  'redis-cluster': { type: 'string' },
+  'redis-sentinel': { type: 'string' },
+  'redis-user': { type: 'string' },
+  'redis-password-file': { type: 'string' },
+  'redis-password-env': { type: 'string' },
+  'redis-ca': { type: 'string' },
+  'redis-cert': { type: 'string' },
+  'redis-key': { type: 'string' },
   'local-first': { type: 'boolean' },
   lease: { type: 'string' },
   'on-store-failure': { type: 'string' },
@@ -123,6 +133,71 @@ function grpcOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<Gr
   return Object.keys(grpc).length === 0 ? undefined : grpc;
 }
 
+/** The flags that name the Redis store: one at most. */
+const REDIS_FLAGS = ['redis', 'redis-cluster', 'redis-sentinel'] as const;
+/** The flags that say how to reach it. */
+const REDIS_CONNECTION_FLAGS = ['redis-user', 'redis-password-file', 'redis-password-env', 'redis-ca', 'redis-cert', 'redis-key'] as const;
+
+/**
+ * The store fields of the Redis flags: `--redis URL`, `--redis-cluster HOST:PORT,…` or
+ * `--redis-sentinel NAME@HOST:PORT,…`, with `--redis-user`, `--redis-password-file`/`-env` and `--redis-ca`/`-cert`/`-key`.
+ * They replace the config file's whole store connection (its url, cluster or sentinel and their credentials).
+ */
+function redisOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<StoreSettings> {
+  const named = REDIS_FLAGS.filter((name) => v[name] !== undefined);
+  const extras = REDIS_CONNECTION_FLAGS.filter((name) => v[name] !== undefined);
+  if (named.length === 0) {
+    if (extras.length > 0)
+      throw bad(`--${extras[0]} needs the Redis store: --redis URL, --redis-cluster HOST:PORT,… or --redis-sentinel NAME@HOST:PORT,….`);
+    return {};
+  }
+  if (named.length > 1) throw bad(`--${named[0]} and --${named[1]} both name the Redis store; give one.`);
+  const which = named[0]!;
+  const text = (name: (typeof REDIS_CONNECTION_FLAGS)[number]): string | undefined => v[name] as string | undefined;
+  if (which === 'redis' && extras.length === 0)
+    return { kind: 'redis', url: flag('redis', () => parseRedisUrl(v.redis)), connection: undefined };
+  const here = process.cwd();
+  const pem = (name: 'redis-ca' | 'redis-cert' | 'redis-key'): string | undefined =>
+    text(name) === undefined ? undefined : flag(name, () => readPemFile(text(name), here));
+  const tls = { ca: pem('redis-ca'), cert: pem('redis-cert'), key: pem('redis-key') };
+  if ((tls.cert === undefined) !== (tls.key === undefined))
+    throw bad(
+      `--${tls.cert === undefined ? 'redis-key needs --redis-cert' : 'redis-cert needs --redis-key'} FILE (PEM): a client certificate is a pair.`,
+    );
+  if (text('redis-password-file') !== undefined && text('redis-password-env') !== undefined)
+    throw bad('--redis-password-file and --redis-password-env both give the password; keep one.');
+  const password =
+    text('redis-password-file') !== undefined
+      ? flag('redis-password-file', () => readSecretFile(text('redis-password-file')!, here, 'Redis password'))
+      : text('redis-password-env') !== undefined
+        ? flag('redis-password-env', () => readSecretEnv(text('redis-password-env'), 'Redis password'))
+        : undefined;
+  const user = text('redis-user');
+  if (user !== undefined && !/^[\x21-\x7e]{1,256}$/.test(user))
+    throw bad(`--redis-user must be the ACL user name; got ${JSON.stringify(user)}.`);
+  const common = {
+    username: user,
+    password,
+    sentinelUsername: undefined,
+    sentinelPassword: undefined,
+    tls: tls.ca === undefined && tls.cert === undefined ? undefined : tls,
+    connectTimeoutMs: DEFAULT_REDIS_CONNECT_TIMEOUT_MS,
+    field: `--${which}`,
+  };
+  if (which === 'redis') {
+    const url = flag('redis', () => parseRedisUrl(v.redis));
+    if (password !== undefined && /^rediss?:\/\/[^@/]*:[^@/]*@/.test(url))
+      throw bad('--redis holds a password in its URL and --redis-password-* gives one too; keep one.');
+    return { kind: 'redis', url, connection: { topology: 'single', nodes: [], masterName: undefined, ...common } };
+  }
+  if (which === 'redis-cluster') {
+    const nodes = flag('redis-cluster', () => parseRedisNodes(v['redis-cluster'], 'cluster', '--redis-cluster'));
+    return { kind: 'redis', url: undefined, connection: { topology: 'cluster', nodes, masterName: undefined, ...common } };
+  }
+  const { name, nodes } = flag('redis-sentinel', () => parseSentinelSpec(String(v['redis-sentinel']), '--redis-sentinel'));
+  return { kind: 'redis', url: undefined, connection: { topology: 'sentinel', nodes, masterName: name, ...common } };
+}
+
 /**
  * Parses `argv` (without node and the script).
  * @throws FloodgateError INVALID_ARGUMENT for an unknown command or flag, a missing or malformed value, or conflicting flags
@@ -172,7 +247,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     o.watch = false;
   }
   const store: { -readonly [K in keyof StoreSettings]?: StoreSettings[K] } = {};
-  if (v.redis !== undefined) Object.assign(store, { kind: 'redis', url: flag('redis', () => parseRedisUrl(v.redis)) });
+  Object.assign(store, redisOverrides(v));
   if (v['local-first'] === true) store.localFirst = true;
   if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
   if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
@@ -223,8 +298,8 @@ export function parseCommandLine(argv: readonly string[]): Command {
   });
   const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
   const storeSettings: StoreSettings = { ...DEFAULT_STORE, ...store };
-  if (storeSettings.localFirst && storeSettings.kind !== 'redis') throw bad('--local-first needs --redis URL.');
-  if (o.adminToken !== undefined && (o.workers ?? 0) > 0) throw bad(`--admin-token-file: ${ADMIN_API_WORKERS}`);
+  if (storeSettings.localFirst && storeSettings.kind !== 'redis')
+    throw bad('--local-first needs --redis URL (or --redis-cluster, --redis-sentinel).');
   const leaseProblem = leaseConflict(storeSettings, o.workers ?? 0);
   if (leaseProblem !== undefined) throw bad(`--lease ${leaseProblem}`);
   const settings: GatewaySettings = {

@@ -20,7 +20,7 @@ import { mapping, readYaml, type Cursor, type Obj } from './yaml-cursor.js';
 import { pathSettings, readinessSettings, storeSettings, proxySettings } from './sections.js';
 import { ruleList } from './rule-sections.js';
 import { planSettings } from './override-config.js';
-import { ADMIN_API_WORKERS, adminSection } from './admin-config.js';
+import { adminSection } from './admin-config.js';
 import { telemetrySettings } from './telemetry-config.js';
 import { grpcSection, GRPC_WORKERS } from './grpc-config.js';
 
@@ -119,9 +119,12 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const drainTimeoutMs = o.drainTimeoutMs ?? get('drainTimeout', (v) => parseMs(v), 30_000);
   const logLevel = o.logLevel ?? get('logLevel', parseLogLevel, 'info');
   const watch = o.watch ?? get('watch', parseBoolean, true);
-  const store = { ...storeSettings(c, top.store), ...o.storeOverrides };
-  if (store.kind === 'redis' && store.url === undefined)
-    c.fail(['store', 'url'], 'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379.');
+  const store = { ...storeSettings(c, top.store, dirname(file)), ...o.storeOverrides };
+  if (store.kind === 'redis' && store.url === undefined && store.connection === undefined)
+    c.fail(
+      ['store', 'url'],
+      'is required when store.type is redis, e.g. url: redis://127.0.0.1:6379 (or cluster: { nodes: [...] }, or sentinel: { name, sentinels: [...] }).',
+    );
   if (store.localFirst && store.kind !== 'redis')
     c.fail(['store', 'localFirst'], 'needs the Redis store (store.type: redis or --redis URL); local-first spends a Redis quota locally.');
   if (adminToken !== undefined && admin === undefined)
@@ -129,7 +132,6 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
       ['admin'],
       'has a token but no listen address: the admin API runs only on the admin listener (e.g. admin: { listen: 127.0.0.1:9090, tokenFile: ./admin-token }).',
     );
-  if (adminToken !== undefined && workers > 0) c.fail(['admin'], ADMIN_API_WORKERS);
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);

@@ -23,8 +23,20 @@ import {
   type StoreSettings,
 } from './settings.js';
 import { Cursor, mapping } from './yaml-cursor.js';
+import { REDIS_STORE_FIELDS, redisConnection } from './redis-config.js';
 
-const STORE_FIELDS = ['type', 'url', 'localFirst', 'lease', 'timeout', 'onFailure', 'prefix', 'maxKeys', 'overflowCells'] as const;
+const STORE_FIELDS = [
+  'type',
+  'url',
+  'localFirst',
+  'lease',
+  'timeout',
+  'onFailure',
+  'prefix',
+  'maxKeys',
+  'overflowCells',
+  ...REDIS_STORE_FIELDS,
+] as const;
 const PROXY_FIELDS = [
   'connectTimeout',
   'headersTimeout',
@@ -72,8 +84,11 @@ export function readinessSettings(c: Cursor, value: unknown): ReadinessSettings 
   };
 }
 
-/** The `store` section, with its defaults. */
-export function storeSettings(c: Cursor, value: unknown): StoreSettings {
+/**
+ * The `store` section, with its defaults.
+ * @param dir - where its relative files (passwordFile, tls) are looked for: the config file's directory
+ */
+export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): StoreSettings {
   if (value === undefined) return DEFAULT_STORE;
   const s = mapping(c, ['store'], value, STORE_FIELDS);
   const at = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
@@ -84,13 +99,16 @@ export function storeSettings(c: Cursor, value: unknown): StoreSettings {
       if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describeValue(v)}.`);
       return v;
     },
-    s.url === undefined ? 'memory' : 'redis',
+    // A server to reach says Redis: `type: redis` may be left out.
+    s.url === undefined && s.cluster === undefined && s.sentinel === undefined ? 'memory' : 'redis',
   ) as StoreSettings['kind'];
   const url = at('url', parseRedisUrl, undefined);
   if (url !== undefined && kind === 'memory') c.fail(['store', 'url'], 'is only used with type: redis; remove it or set type: redis.');
+  const connection = redisConnection(c, s, dir);
   return {
     kind,
     url,
+    ...(connection === undefined ? {} : { connection }),
     localFirst: at('localFirst', parseBoolean, false),
     leaseMs: at('lease', parseLeaseMs, 0),
     timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),

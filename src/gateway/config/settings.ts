@@ -185,8 +185,14 @@ export type FailurePolicy = 'insurance' | 'fail-open' | 'fail-closed' | 'reject'
 export interface StoreSettings {
   /** `memory` (embedded; the cluster store under `--workers`), or `redis`. */
   readonly kind: 'memory' | 'redis';
-  /** Redis URL when `kind` is `redis`. */
+  /** Redis URL when `kind` is `redis` on one server; undefined on a Cluster or through Sentinel (see {@link connection}). */
   readonly url: string | undefined;
+  /**
+   * How Redis is reached besides one plain URL: a Cluster's seed nodes, a
+   * Sentinel set-up, or one server's ACL user, password and TLS files.
+   * Undefined for the memory store and for a URL alone.
+   */
+  readonly connection?: RedisConnection | undefined;
   /** Spend quota locally and settle with Redis in the background (LocalFirstStore). */
   readonly localFirst: boolean;
   /** Under `--workers` on the memory store: ms of demand the cluster store leases to each worker (ClusterStore `leaseMs`); 0 for none. */
@@ -205,6 +211,57 @@ export interface StoreSettings {
   /** Cells of each policy's overflow sketch. */
   readonly overflowCells: number;
 }
+
+/** How the gateway reaches Redis: one server (`url`), a Redis Cluster, or a master found through Sentinel. */
+export type RedisTopology = 'single' | 'cluster' | 'sentinel';
+
+/** A Redis host and port (a Cluster seed node or a sentinel). */
+export interface RedisNode {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** PEM contents of the store's TLS files (read when the settings are), for every topology. */
+export interface RedisTlsSettings {
+  /** CA certificates the servers' certificates must be signed by; undefined: the system's CAs. */
+  readonly ca: string | undefined;
+  /** The client's certificate (mutual TLS); with `key`. */
+  readonly cert: string | undefined;
+  /** The client's private key; with `cert`. */
+  readonly key: string | undefined;
+}
+
+/**
+ * The store's Redis connection beyond a URL (the `store` section's
+ * `cluster`, `sentinel`, `username`, `passwordFile`/`passwordEnv`, `tls`,
+ * or the `--redis-*` flags). The secrets are held here and nowhere else:
+ * the start-up log and the dashboard show descriptions without them.
+ */
+export interface RedisConnection {
+  /** Which kind of set-up. */
+  readonly topology: RedisTopology;
+  /** A Cluster's seed nodes, or the sentinels; empty for one server (its address is in the URL). */
+  readonly nodes: readonly RedisNode[];
+  /** The master's name the sentinels know (`sentinel.name`); undefined unless `topology` is `sentinel`. */
+  readonly masterName: string | undefined;
+  /** ACL user of the Redis servers (`username`); undefined for the default user. */
+  readonly username: string | undefined;
+  /** Password of the Redis servers, read from `passwordFile` or `passwordEnv`; never logged. */
+  readonly password: string | undefined;
+  /** ACL user of the sentinels (`sentinel.username`). */
+  readonly sentinelUsername: string | undefined;
+  /** Password of the sentinels (`sentinel.passwordFile` or `sentinel.passwordEnv`); never logged. */
+  readonly sentinelPassword: string | undefined;
+  /** TLS to the servers (and to the sentinels); undefined: plain TCP unless the URL is `rediss://`. */
+  readonly tls: RedisTlsSettings | undefined;
+  /** How long start waits for a Cluster's seed nodes or the sentinels and their master to answer, ms (`connectTimeout`). */
+  readonly connectTimeoutMs: number;
+  /** Where the set-up was written, for errors at start: `store` (the config file's section) or the flag, e.g. `--redis-cluster`. */
+  readonly field: string;
+}
+
+/** Default {@link RedisConnection.connectTimeoutMs}: ioredis's own connect timeout. */
+export const DEFAULT_REDIS_CONNECT_TIMEOUT_MS = 10_000;
 
 /** What `/readyz` checks besides the drain. */
 export interface ReadinessSettings {

@@ -21,6 +21,7 @@ import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
 import { KnownKeyChanges } from './known-key-changes.js';
 import { OverrideSync, type RefusedEntry } from './override-sync.js';
+import { openRedisClient } from './redis-client.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -171,7 +172,7 @@ class TimedStore implements Store {
  * @param report - told of every failed store call (see {@link StoreFailureReporter})
  * @param refusedOverride - told of each entry of a rules' override hash that a rule refuses
  * @param tracer - with telemetry.otel: spans around each call to the cluster or Redis store (the embedded memory store answers in the process)
- * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis
+ * @throws FloodgateError MISSING_DEPENDENCY without ioredis for Redis; STORE_UNREACHABLE when a Redis Cluster or Sentinel set-up does not answer
  */
 export async function openStore(
   settings: StoreSettings,
@@ -200,22 +201,21 @@ export async function openStore(
     return memoryTables(settings);
   }
 
-  const { Redis } = await loadIoredis();
-  // The store already fails calls at once while ioredis reconnects; short reconnect steps let it notice a restarted Redis within a second.
-  const client = new Redis(settings.url!, { maxRetriesPerRequest: 1, retryStrategy: (n) => Math.min(50 * n, 1000) });
+  // A Cluster or Sentinel set-up is checked here, before the gateway listens: this throws STORE_UNREACHABLE when it does not answer.
+  const { client, description: reached } = await openRedisClient(await loadIoredis(), settings);
   // Connection errors are retried by ioredis and show as store failures; an unhandled 'error' event would crash the process.
   client.on('error', () => {});
-  let connecting = true;
-  const settled = (): void => {
+  let connecting = client.status !== 'ready';
+  const attemptEnded = (): void => {
     connecting = false;
     clearTimeout(grace);
   };
   // A server that accepts but never answers (stopped, or a black hole past a proxy) ends no attempt by itself.
-  const grace = setTimeout(settled, FIRST_CONNECT_GRACE_MS).unref();
-  for (const event of ['ready', 'error', 'close'] as const) client.once(event, settled);
+  const grace = setTimeout(attemptEnded, FIRST_CONNECT_GRACE_MS).unref();
+  for (const event of ['ready', 'error', 'close'] as const) client.once(event, attemptEnded);
   const { RedisStore, LocalFirstStore } = await import('../../stores/redis/index.js');
   let store: Store;
-  let description = `redis ${redactUrl(settings.url!)}`;
+  let description = reached;
   if (settings.localFirst) {
     store = new LocalFirstStore({ client, timeoutMs: settings.timeoutMs });
     description += ' (local-first)';
@@ -295,16 +295,4 @@ function memoryTables(settings: StoreSettings): GatewayStore {
       await Promise.all(all().map((t) => t.close()));
     },
   };
-}
-
-/** The URL without a password, for logs and the dashboard: in `user:pass@`, or in the query, where ioredis reads `?password=` too. */
-function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    for (const name of [...u.searchParams.keys()]) if (/pass|secret|token/i.test(name)) u.searchParams.set(name, '***');
-    return u.toString();
-  } catch {
-    return '(unparseable URL)';
-  }
 }

@@ -1,0 +1,258 @@
+// The gateway on a real 3-master Redis Cluster: three `floodgate serve --redis-cluster` processes share one key's limit exactly
+// (and never pass it with local-first), overrides from a Redis hash and an allow list in a Redis set follow their change channels,
+// the rate limit service (--grpc) counts there, and a password given by file shows nowhere in the logs, the dashboard or the admin API.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Cluster, Redis } from 'ioredis';
+import { get } from '../../http/support/http.js';
+import type { Gateway } from '../../../src/gateway/serve/gateway.js';
+import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
+import { adminBlock, adminJson } from '../support/admin.js';
+import {
+  gatewayFixture,
+  runCli,
+  serveCli,
+  sleep,
+  startUpstream,
+  stopCli,
+  untilReady,
+  writeTemp,
+  type CliProcess,
+  type Upstream,
+} from '../support/harness.js';
+import { rlsClient, type Descriptor } from '../support/rls-client.js';
+
+let cluster: RedisCluster;
+let io: Cluster;
+const fixture = gatewayFixture({
+  start: async () => {
+    cluster = await startRedisCluster();
+    io = new Cluster(cluster.nodes);
+    io.on('error', () => {});
+    await new Promise<void>((resolve) => io.once('ready', resolve));
+  },
+  stop: async () => {
+    io.disconnect();
+    await cluster.stop();
+  },
+});
+const seeds = (): string => cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',');
+const TOKEN = 'test-admin-token-cluster-0123456789';
+
+/** Sends `n` requests with one API key, round-robin over `urls`; how many were admitted (200) and the other statuses seen. */
+async function roundRobin(urls: string[], n: number, key: string): Promise<{ admitted: number; others: Set<number> }> {
+  let admitted = 0;
+  const others = new Set<number>();
+  for (let i = 0; i < n; i++) {
+    const status = (await get(`${urls[i % urls.length]}/x`, { headers: { 'x-api-key': key } })).status;
+    if (status === 200) admitted++;
+    else others.add(status);
+  }
+  return { admitted, others };
+}
+
+describe('floodgate serve on a Redis Cluster', () => {
+  let upstream: Upstream;
+  before(async () => {
+    await fixture.ready();
+    upstream = await startUpstream();
+  });
+  after(() => upstream.close());
+
+  it('three processes on a 3-master Cluster admit exactly 100 of 150 requests of one key (100 per hour), round-robin', async () => {
+    const args = ['--upstream', upstream.url, '--redis-cluster', seeds(), '--limit', '100/1h', '--key', 'header:x-api-key'];
+    const gateways = await Promise.all([serveCli(args), serveCli(args), serveCli(args)]);
+    try {
+      assert.match(
+        String(gateways[0]!.logs.find((l) => l.msg === 'floodgate gateway listening')?.store),
+        /^redis-cluster 127\.0\.0\.1:\d+,/,
+      );
+      for (const key of ['tenant-a', 'tenant-b']) {
+        const { admitted, others } = await roundRobin(
+          gateways.map((g) => g.url),
+          150,
+          key,
+        );
+        assert.equal(admitted, 100, `${key}: exactly the limit admitted`);
+        assert.deepEqual([...others], [429]);
+      }
+    } finally {
+      await Promise.all(gateways.map((g) => stopCli(g)));
+    }
+  });
+
+  it('with --local-first, three processes never admit more than the limit of one key', async (t) => {
+    const args = [
+      '--upstream',
+      upstream.url,
+      '--redis-cluster',
+      seeds(),
+      '--local-first',
+      '--limit',
+      '100/1h',
+      '--key',
+      'header:x-api-key',
+    ];
+    const gateways = await Promise.all([serveCli(args), serveCli(args), serveCli(args)]);
+    try {
+      const { admitted, others } = await roundRobin(
+        gateways.map((g) => g.url),
+        150,
+        'lf-key',
+      );
+      t.diagnostic(`local-first admitted ${admitted} of the limit of 100`);
+      assert.ok(admitted <= 100, `never above the limit: ${admitted}`);
+      assert.ok(admitted >= 50, `most of the limit is spent: ${admitted}`);
+      assert.deepEqual([...others], [429]);
+    } finally {
+      await Promise.all(gateways.map((g) => stopCli(g)));
+    }
+  });
+});
+
+describe('what rides on Redis, on a Cluster', () => {
+  async function gateway(rule: string, extra = ''): Promise<Gateway> {
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\n${adminBlock(TOKEN)}store: { cluster: { nodes: [${seeds()}] }, timeout: 500ms${extra} }\n` +
+        `plans:\n  pro: { per-minute: 6/1m }\n  trial: { per-minute: 1/1m }\nrules:\n${rule}`,
+    );
+    await untilReady(`${g.adminUrl}/readyz`, 100);
+    return g;
+  }
+  const admitted = async (g: Gateway, key: string): Promise<number> => {
+    let n = 0;
+    while ((await get(`${g.url}/x`, { headers: { 'x-api-key': key } })).status === 200) n++;
+    return n;
+  };
+  const admin = (g: Gateway, method: string, path: string, body?: unknown) =>
+    adminJson(g.adminUrl!, TOKEN, method, path, body === undefined ? undefined : JSON.stringify(body));
+
+  it('overrides from a Redis hash apply at start, live on HSET + PUBLISH, and through the admin API on another gateway', async () => {
+    await io.hset('fg:overrides:c', 'tenant-1', 'pro');
+    const rule =
+      '  - name: api\n    key: "header:x-api-key"\n    policies: [{ name: per-minute, limit: 3, window: 1m }]\n    overrides: { redis: "fg:overrides:c" }\n';
+    const [a, b] = [await gateway(rule), await gateway(rule)];
+    assert.equal(await admitted(a, 'tenant-1'), 6);
+    assert.equal(await admitted(b, 'tenant-other'), 3);
+    await io.hset('fg:overrides:c', 'tenant-2', 'trial');
+    await io.publish('fg:overrides:c:changed', 'tenant-2');
+    for (let i = 0; i < 200 && (await admin(b, 'GET', '/admin/rules/api/keys/tenant-2')).json.override === undefined; i++) await sleep(10);
+    assert.equal(await admitted(b, 'tenant-2'), 1);
+    // A PUT on one gateway writes the hash and announces it: the other applies it without a restart.
+    assert.equal((await admin(a, 'PUT', '/admin/rules/api/overrides/vip-*', { value: 'pro' })).status, 200);
+    assert.equal(await io.hget('fg:overrides:c', 'vip-*'), '"pro"');
+    for (let i = 0; i < 200 && (await admin(b, 'GET', '/admin/rules/api/keys/vip-1')).json.override === undefined; i++) await sleep(10);
+    assert.equal(await admitted(b, 'vip-1'), 6);
+  });
+
+  it('an allow list in a Redis set admits its keys, refuses others, and hears SADD + PUBLISH at once', async () => {
+    await io.sadd('fg:known', 'known-1');
+    const g = await gateway(
+      '  - name: api\n    key: { header: x-api-key, allowList: { redis: "fg:known", knownFor: 1h, unknownFor: 1h } }\n    policies: ["1000/1m"]\n',
+      ', onFailure: fail-closed',
+    );
+    const status = async (key: string) => (await get(`${g.url}/x`, { headers: { 'x-api-key': key } })).status;
+    assert.equal(await status('known-1'), 200);
+    assert.equal(await status('late-1'), 401, 'not in the set (and the refusal is cached for an hour)');
+    await io.sadd('fg:known', 'late-1');
+    await io.publish('fg:known:changed', 'late-1');
+    let got = 0;
+    for (let i = 0; i < 200 && (got = await status('late-1')) !== 200; i++) await sleep(10);
+    assert.equal(got, 200, 'the PUBLISH was heard on the Cluster: the cached refusal dropped');
+  });
+
+  it('an admin reset on one gateway is heard by another (admin broadcast over Cluster pub/sub)', async () => {
+    const rule = '  - name: api\n    key: "header:x-api-key"\n    policies: ["2/1h"]\n';
+    const [a, b] = [await gateway(rule), await gateway(rule)];
+    assert.equal(await admitted(a, 'reset-me'), 2);
+    // b learns the key is over its limit and keeps it blocked in memory, which only the broadcast can lift.
+    assert.equal(await admitted(b, 'reset-me'), 0);
+    assert.equal((await admin(a, 'POST', '/admin/rules/api/keys/reset-me/reset')).status, 200);
+    let n = 0;
+    for (let i = 0; i < 200 && (n = await admitted(b, 'reset-me')) === 0; i++) await sleep(10);
+    assert.ok(n >= 1, 'the other gateway admits the key again after the reset');
+  });
+
+  it('the rate limit service (--grpc --redis-cluster) counts one limit across two processes', async () => {
+    const file = writeTemp(
+      'ratelimit.yaml',
+      'domain: api\ndescriptors:\n  - key: user\n    rate_limit: { unit: day, requests_per_unit: 5 }\n',
+    );
+    const serve = async (): Promise<{ cli: CliProcess; address: string }> => {
+      const cli = runCli(['serve', '--grpc', '127.0.0.1:0', '--rls-config', file, '--redis-cluster', seeds()]);
+      const line = await cli.waitForLog((l) => l.msg === 'floodgate rls listening', 60_000);
+      return { cli, address: String(line.grpc) };
+    };
+    const [a, b] = await Promise.all([serve(), serve()]);
+    const clients = [rlsClient(a.address), rlsClient(b.address)];
+    const user: Descriptor = { entries: [{ key: 'user', value: 'shared' }] };
+    try {
+      const codes: string[] = [];
+      for (let i = 0; i < 7; i++) codes.push((await clients[i % 2]!.should('api', [user])).overall_code);
+      assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+    } finally {
+      for (const c of clients) c.close();
+      await Promise.all([stopCli(a.cli), stopCli(b.cli)]);
+    }
+  });
+});
+
+describe('secrets on a Cluster', () => {
+  const SECRET = 'cluster-pass-5f1e0c2a9b';
+  after(async () => {
+    // The other files' fixtures do not share this Cluster; put it back as found for any test after this one.
+    for (const n of cluster.nodes) {
+      const node = new Redis({ host: n.host, port: n.port, password: SECRET, lazyConnect: true });
+      await node.connect();
+      await node.config('SET', 'requirepass', '');
+      node.disconnect();
+    }
+  });
+
+  it('a password from --redis-password-file is used, and never appears in stdout, stderr, /admin/stats or the admin API', async () => {
+    await fixture.ready();
+    for (const n of cluster.nodes) {
+      const node = new Redis({ host: n.host, port: n.port, lazyConnect: true });
+      await node.connect();
+      await node.config('SET', 'masterauth', SECRET);
+      await node.config('SET', 'requirepass', SECRET);
+      node.disconnect();
+    }
+    const passwordFile = writeTemp('redis-password', `${SECRET}\n`);
+    const tokenFile = writeTemp('admin-token', TOKEN);
+    const g = await serveCli([
+      '--upstream',
+      fixture.upstream.url,
+      '--redis-cluster',
+      seeds(),
+      '--redis-password-file',
+      passwordFile,
+      '--limit',
+      '3/1h',
+      '--admin',
+      '127.0.0.1:0',
+      '--admin-token-file',
+      tokenFile,
+      '--log-level',
+      'debug',
+    ]);
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await get(`${g.url}/x`)).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429], 'counted on the Cluster with the password');
+      const listening = g.logs.find((l) => l.msg === 'floodgate gateway listening')!;
+      assert.match(String(listening.store), /password \*\*\*/);
+      const adminUrl = String(listening.admin);
+      const answers = await Promise.all(
+        ['/admin/stats', '/admin/rules', '/admin/limited'].map(async (path) =>
+          JSON.stringify((await adminJson(adminUrl, TOKEN, 'GET', path)).json),
+        ),
+      );
+      assert.match(answers[0]!, /redis-cluster/);
+      const seen = [JSON.stringify(g.logs), g.text.join('\n'), g.stderr(), ...answers, (await get(`${adminUrl}/metrics`)).body];
+      for (const text of seen) assert.ok(!text.includes(SECRET), `the password leaked: ${text.slice(0, 300)}`);
+    } finally {
+      await stopCli(g);
+    }
+  });
+});
