@@ -62,8 +62,11 @@ export function parseRedisNode(value: unknown, topology: 'cluster' | 'sentinel',
       : colon < 0 || text.indexOf(':') !== colon
         ? [text, undefined]
         : [text.slice(0, colon), text.slice(colon + 1)];
-  if (host === '' || /[\s,/@]/.test(host))
-    throw new InvalidValue(`entries must be HOST:PORT such as "10.0.0.5:${DEFAULT_PORT[topology]}"; got ${describeValue(value)}.`);
+  // An IPv6 address without brackets cannot be told from its port.
+  if (host === '' || /[\s,/@]/.test(host) || (v6 === null && host.includes(':')))
+    throw new InvalidValue(
+      `entries must be HOST:PORT such as "10.0.0.5:${DEFAULT_PORT[topology]}" (an IPv6 address in brackets: "[::1]:${DEFAULT_PORT[topology]}"); got ${describeValue(value)}.`,
+    );
   if (port === undefined) return { host, port: DEFAULT_PORT[topology] };
   const n = /^\d+$/.test(port) ? Number(port) : NaN;
   if (!(n >= 1 && n <= 65535)) throw new InvalidValue(`entries need a port from 1 to 65535; got ${describeValue(value)}.`);
