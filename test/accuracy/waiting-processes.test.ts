@@ -13,8 +13,6 @@ const WINDOW_MS = 500;
 const TIMEOUT_MS = 1500;
 const IN_FLIGHT = 10;
 const RUN_MS = 5000;
-/** A store round trip and timer lateness on a loaded 2-core machine. */
-const SLACK_MS = 50;
 
 let server: RedisServer;
 before(async () => {
@@ -64,17 +62,26 @@ test(`${PROCESSES} processes waiting on one key: each fixed window admits exactl
   const admissions = all.flatMap((r) => r.admissions);
   const windows = perWindow(admissions);
   const maxWaited = Math.max(...all.map((r) => r.maxWaitedMs));
+  const unexplained = Math.max(...all.map((r) => r.maxUnexplainedMs));
+  const explained = Math.max(...all.map((r) => r.maxExplainedMs));
   const perProcess = all.map((r) => r.admissions.length);
   console.log(
     `${PROCESSES} processes, limit ${LIMIT} per ${WINDOW_MS} ms: ${windows.length} windows admitted ${windows.map((w) => w.count).join(', ')}; ` +
-      `per process ${perProcess.join(', ')}; refused ${all.reduce((n, r) => n + r.refused, 0)}; longest wait ${maxWaited} ms (timeout ${TIMEOUT_MS})`,
+      `per process ${perProcess.join(', ')}; refused ${all.reduce((n, r) => n + r.refused, 0)}; longest wait ${maxWaited} ms (timeout ${TIMEOUT_MS}); ` +
+      `past the timeout at most ${unexplained} ms beyond the ${explained} ms the event loop and the store took`,
   );
   assert.ok(windows.length >= RUN_MS / WINDOW_MS - 1, `${windows.length} windows`);
   // Demand stays above the limit throughout, so every window is full, the last one (cut by the stop) at most.
   for (const w of windows.slice(0, -1)) assert.equal(w.count, LIMIT, `a window ending at ${w.end} admitted ${w.count}`);
   assert.ok(windows[windows.length - 1]!.count <= LIMIT);
-  // No retry is scheduled past a deadline; the last attempt, started in time, may end one store round trip (and any event-loop lag) later.
-  assert.ok(maxWaited <= TIMEOUT_MS + SLACK_MS, `a call waited ${maxWaited} ms`);
+  // No retry is scheduled past a deadline: a call is answered by a timer at its deadline, or, behind a
+  // store call then in flight, when that call comes back. How late a loaded machine runs this process's
+  // timers, and how long its store calls take, are measured in the child (see waiting-hammer.ts), not
+  // guessed: a wait may run past the timeout by those, and by no more (1 ms: clock readings in whole ms).
+  assert.ok(
+    unexplained <= 1,
+    `a call waited ${unexplained} ms past its timeout beyond the ${explained} ms measured (longest wait ${maxWaited} ms)`,
+  );
   // Every process got a share: the store decides across processes, each process's line is FIFO.
   for (const n of perProcess) assert.ok(n > 0);
 });
