@@ -141,7 +141,7 @@ function offsetAt(timeZone: string, at: number): number {
  */
 function startOfDay(timeZone: string, date: WallDate): number {
   const midnight = Date.UTC(date.year, date.month - 1, date.day);
-  // Two passes settle the offset (it can differ between the first guess and the answer across a change).
+  // Two passes fix the offset (it can differ between the first guess and the answer across a change).
   let t = midnight - offsetAt(timeZone, midnight);
   t = midnight - offsetAt(timeZone, t);
   // A gap at midnight puts the guess on another date; midnight twice (clocks set back over it) may give the

@@ -12,7 +12,7 @@ export interface Probe {
   joinable: boolean;
   /** The turn's consumes. */
   calls: Promise<Decision>[];
-  /** Set when the turn ends; settles (never rejects) once every call of it is decided, or after PROBE_WAIT_MS, and the probe is removed. */
+  /** Set when the turn ends; resolves (never rejects) once every call of it is decided, or after PROBE_WAIT_MS, and the probe is removed. */
   answered: Promise<void> | undefined;
   /** The store failure one of the turn's calls met, if any. */
   failure: FloodgateError | undefined;
@@ -61,8 +61,8 @@ export class LapseProbes {
       probe.joinable = false;
       let timer: NodeJS.Timeout | undefined;
       probe.answered = new Promise<void>((resolve) => {
-        // A store call that never settles must not hold the key's consumes for good. Not unref'd: a
-        // consume is waiting on it, and cleared as soon as the calls settle.
+        // A store call that never ends must not hold the key's consumes for good. Not unref'd: a
+        // consume is waiting on it, and cleared as soon as the calls end.
         timer = setTimeout(resolve, PROBE_WAIT_MS);
         void Promise.allSettled(probe.calls).then(() => resolve());
       }).then(() => {

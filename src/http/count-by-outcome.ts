@@ -62,11 +62,11 @@ export function rewardWhenDone<Raw>(
   report: (error: unknown) => void,
 ): void {
   let done = false;
-  const settle = (): void => {
+  const onEnd = (): void => {
     if (done) return;
     done = true;
-    res.off('finish', settle);
-    res.off('close', settle);
+    res.off('finish', onEnd);
+    res.off('close', onEnd);
     let rewards: boolean;
     try {
       rewards = rule(raw, res.writableFinished ? res.statusCode : undefined);
@@ -76,6 +76,6 @@ export function rewardWhenDone<Raw>(
     }
     if (rewards) counted.policies.forEach((policy, i) => reward(policy, keyAt(counted.key, counted.keys, i), counted.cost));
   };
-  res.once('finish', settle);
-  res.once('close', settle);
+  res.once('finish', onEnd);
+  res.once('close', onEnd);
 }

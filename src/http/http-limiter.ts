@@ -6,7 +6,7 @@ import type { Decision } from '../core/decision.js';
 import { isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, continueWith, isThenable, settle, toReport } from './limiter-parts.js';
+import { checkedKey, continueWith, isThenable, resultOf, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
 import { rewardAdmitting, rewardLate, rewardLateComposite } from './rewards.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
@@ -238,15 +238,15 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     const calls = policies.map((p, i) =>
       p.limiter.consume(keyAt(key, keys, i), cost, this.waitOptions(ctx, p.limiter[LIMITER_INTERNALS]().waits)),
     );
-    const settled =
+    const results =
       calls.length === 1
-        ? [await settle(this.guard.wrap(calls[0]!))]
+        ? [await resultOf(this.guard.wrap(calls[0]!))]
         : await Promise.allSettled(calls.map((call) => this.guard.wrap(call)));
     const decisions: Array<Decision | undefined> = [];
     const storeErrors: unknown[] = [];
     let badCall: unknown;
     let refused = false;
-    for (const result of settled) {
+    for (const result of results) {
       if (result.status === 'fulfilled') {
         decisions.push(result.value);
         if (!result.value.allowed) refused = true;
@@ -266,7 +266,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     // Not admitted after all: the admitting policies are rewarded what they took.
     if (badCall !== undefined || refused || (storeErrors.length > 0 && !this.settings.passOnStoreError)) {
       const reward = this.rewarder(raw);
-      rewardLate(ctx, calls, settled, (error) => this.guard.timedOut(error), reward);
+      rewardLate(ctx, calls, results, (error) => this.guard.timedOut(error), reward);
       if (decisions.some((d) => d !== undefined && d.allowed && d.source !== 'fail-open')) await rewardAdmitting(ctx, decisions, reward);
     }
     if (badCall !== undefined) return { action: 'error', error: badCall };

@@ -20,7 +20,7 @@ export function checkedKey(value: unknown): string {
 }
 
 /** Promise.allSettled for one promise, without the array and combinator. */
-export function settle<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
+export function resultOf<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
   return promise.then(
     (value) => ({ status: 'fulfilled', value }),
     (reason: unknown) => ({ status: 'rejected', reason }),

@@ -37,12 +37,12 @@ export async function rewardAdmitting(counted: Counted, decisions: Array<Decisio
 export function rewardLate(
   counted: Counted,
   calls: ReadonlyArray<Promise<Decision>>,
-  settled: ReadonlyArray<PromiseSettledResult<Decision>>,
+  results: ReadonlyArray<PromiseSettledResult<Decision>>,
   timedOut: (error: unknown) => boolean,
   reward: Rewarder,
 ): void {
   const { policies, key, keys, cost } = counted;
-  settled.forEach((result, i) => {
+  results.forEach((result, i) => {
     if (result.status !== 'rejected' || !timedOut(result.reason)) return;
     calls[i]!.then(
       (late) => (!late.allowed || late.source === 'fail-open' ? undefined : reward(policies[i]!, keyAt(key, keys, i), cost)),

@@ -162,7 +162,7 @@ function decideNow(plan: Plan): CompositeDecision | undefined {
     if (!isStoreFailure(failure)) throw failure;
     return undefined;
   }
-  return outcomes === undefined ? undefined : settle(plan, outcomes, 'store');
+  return outcomes === undefined ? undefined : decideFrom(plan, outcomes, 'store');
 }
 
 /**
@@ -228,11 +228,11 @@ async function ask(plan: Plan): Promise<CompositeDecision> {
     return fallback(plan, failure);
   }
   for (const side of internals) side.breaker?.success();
-  return settle(plan, outcomes, 'store');
+  return decideFrom(plan, outcomes, 'store');
 }
 
 /** Each part's limiter learns from its outcome; the decisions are combined. */
-function settle(plan: Plan, outcomes: Outcome[], source: DecisionSource): CompositeDecision {
+function decideFrom(plan: Plan, outcomes: Outcome[], source: DecisionSource): CompositeDecision {
   const { internals, keys, operations } = plan;
   const parts: Decision[] = new Array(outcomes.length);
   let allowed = true;

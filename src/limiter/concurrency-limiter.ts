@@ -185,7 +185,7 @@ export class ConcurrencyLimiter {
       source: 'store' as const,
     };
     return answer.admitted
-      ? new HeldSlot(this.store, this.ttlMs, this.heartbeat, (call) => this.settle(call), storeKey, owner, decided)
+      ? new HeldSlot(this.store, this.ttlMs, this.heartbeat, (call) => this.withFailureMode(call), storeKey, owner, decided)
       : unheld(decided);
   }
 
@@ -194,7 +194,7 @@ export class ConcurrencyLimiter {
    * the store failed and the failure mode is not `reject` (the slot then
    * comes back at its expiry, as a crashed holder's would).
    */
-  private async settle(call: () => Promise<boolean>): Promise<boolean> {
+  private async withFailureMode(call: () => Promise<boolean>): Promise<boolean> {
     try {
       return await call();
     } catch (error) {
@@ -230,7 +230,7 @@ class HeldSlot implements Slot {
     private readonly ttlMs: number,
     heartbeat: boolean,
     /** Runs a store call under the limiter's failure mode. */
-    private readonly settle: (call: () => Promise<boolean>) => Promise<boolean>,
+    private readonly withFailureMode: (call: () => Promise<boolean>) => Promise<boolean>,
     private readonly key: string,
     private readonly owner: string,
     decided: Decided,
@@ -249,13 +249,13 @@ class HeldSlot implements Slot {
   release(): Promise<boolean> {
     if (this.released !== undefined) return this.released.then(() => false);
     this.stop();
-    this.released = this.settle(() => this.store.releaseSlot!(this.key, this.owner));
+    this.released = this.withFailureMode(() => this.store.releaseSlot!(this.key, this.owner));
     return this.released;
   }
 
   renew(): Promise<boolean> {
     if (this.released !== undefined) return Promise.resolve(false);
-    return this.settle(() => this.store.renewSlot!(this.key, this.owner, this.ttlMs)).then((renewed) => {
+    return this.withFailureMode(() => this.store.renewSlot!(this.key, this.owner, this.ttlMs)).then((renewed) => {
       // Expired (and perhaps taken by another caller): nothing left to keep alive.
       if (!renewed) this.stop();
       return renewed;

@@ -196,11 +196,11 @@ export class WaitQueue<T> {
       this.lines.set(key, line);
     }
     const waiters = line.waiters;
-    return new Promise<WaitResult<T>>((settled, failed) => {
+    return new Promise<WaitResult<T>>((answered, failed) => {
       // However the wait ends, the caller's signal is let go, so a long-lived signal does not collect listeners.
       const resolve = (result: WaitResult<T>): void => {
         waiter.unlisten?.();
-        settled(result);
+        answered(result);
       };
       const reject = (error: unknown): void => {
         waiter.unlisten?.();
@@ -252,7 +252,7 @@ export class WaitQueue<T> {
     this.lines.clear();
   }
 
-  /** Runs the head's attempt, then settles it or schedules its retry. */
+  /** Runs the head's attempt, then answers it or schedules its retry. */
   private pump(key: string, line: Line<T>): void {
     const head = line.waiters[0];
     if (head === undefined || this.closed) {
@@ -264,7 +264,7 @@ export class WaitQueue<T> {
     // start an attempt that would answer past the deadline.
     if (now + line.answerMs > head.deadline && line.last !== undefined) {
       const retryInMs = Math.max(line.answerMs, this.minRetryMs);
-      this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
+      this.answerHead(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
       return;
     }
     line.busy = true;
@@ -362,10 +362,10 @@ export class WaitQueue<T> {
       if (head.late !== undefined && now > head.deadline && line.last !== undefined) {
         head.late(result.value);
         const retryInMs = Math.max(line.answerMs, this.minRetryMs);
-        this.settle(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
+        this.answerHead(key, line, { status: 'timeout', value: line.last, waitedMs: now - head.since, retryInMs });
         return;
       }
-      this.settle(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
+      this.answerHead(key, line, { status: 'admitted', value: result.value, waitedMs: now - head.since });
       return;
     }
     line.last = result.value;
@@ -375,7 +375,7 @@ export class WaitQueue<T> {
     const retryAt = now + delay;
     if (!(retryAt + line.answerMs <= head.deadline)) {
       const retryInMs = Math.max(result.retryInMs, delay);
-      this.settle(key, line, { status: 'timeout', value: result.value, waitedMs: now - head.since, retryInMs }, retryAt);
+      this.answerHead(key, line, { status: 'timeout', value: result.value, waitedMs: now - head.since, retryInMs }, retryAt);
       return;
     }
     this.dropHopeless(line, 1, retryAt, now);
@@ -392,7 +392,7 @@ export class WaitQueue<T> {
    * the head timed out, waiters behind it whose deadline falls before
    * `retryAt` go too: in FIFO order none of them is admitted before it.
    */
-  private settle(key: string, line: Line<T>, result: WaitResult<T>, retryAt?: number): void {
+  private answerHead(key: string, line: Line<T>, result: WaitResult<T>, retryAt?: number): void {
     const head = line.waiters.shift()!;
     head.resolve(result);
     if (retryAt !== undefined) this.dropHopeless(line, 0, retryAt, this.clock());

@@ -36,7 +36,7 @@ Options of serve (flags win over the config file's values):
                             e.g. --limit 100/1m --shadow
   --redis URL             count in Redis (shared by every instance) instead of in memory
                             e.g. --redis redis://10.0.0.5:6379
-  --local-first           with --redis: spend quota locally and settle with Redis in batches
+  --local-first           with --redis: spend quota locally and sync with Redis in batches
                             e.g. --redis redis://127.0.0.1:6379 --local-first
   --on-store-failure P    while Redis is away: insurance (default; per-instance memory
                           limits), fail-open, fail-closed, or reject (answer 503)

@@ -109,8 +109,8 @@ export class ChangeChannels {
   private subscribe(name: string): void {
     const sub = this.subscriber;
     if (sub === undefined) return;
-    const settled = (): void => this.hooks.subscribed?.(name);
-    void sub.subscribe(changeChannel(name)).then(settled, settled);
+    const report = (): void => this.hooks.subscribed?.(name);
+    void sub.subscribe(changeChannel(name)).then(report, report);
     if (this.keyspace) void sub.psubscribe(`__keyspace@*__:${globEscape(name)}`).catch(() => {});
   }
 }

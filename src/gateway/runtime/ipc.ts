@@ -52,10 +52,10 @@ function ignoreSendError(): void {}
 
 /**
  * Answers calls tagged `tag` that arrive on `port` with what `handler`
- * returns (or its rejection's message). The value must survive the IPC
- * channel's JSON serialisation: use null rather than undefined.
+ * returns for the call's value (or its rejection's message). The value must
+ * survive the IPC channel's JSON serialisation: use null rather than undefined.
  */
-export function answerCalls(tag: string, port: IpcPort, handler: () => unknown): void {
+export function answerCalls(tag: string, port: IpcPort, handler: (value: unknown) => unknown): void {
   port.onMessage((message) => {
     const call = envelope(message, tag);
     if (call === undefined || call.kind !== 'call') return;
@@ -63,7 +63,7 @@ export function answerCalls(tag: string, port: IpcPort, handler: () => unknown):
       // The other end may have exited meanwhile; the callback keeps a failed send from becoming an 'error' event.
       if (port.connected()) port.send({ [tag]: { kind: 'answer', id: call.id, ...answer } }, ignoreSendError);
     };
-    new Promise((resolve) => resolve(handler())).then(
+    new Promise((resolve) => resolve(handler(call.value))).then(
       (value) => reply({ value }),
       (error: unknown) => reply({ error: error instanceof Error ? error.message : String(error) }),
     );
@@ -96,10 +96,10 @@ export class IpcCaller {
   ) {}
 
   /**
-   * The other end's answer.
+   * The other end's answer to `value` (none: undefined; it crosses the channel as JSON).
    * @throws Error when the channel is closed, the other end does not answer in time, or its handler failed
    */
-  call(): Promise<unknown> {
+  call(value?: unknown): Promise<unknown> {
     if (!this.port.connected()) return Promise.reject(new Error(`the IPC channel to ${this.peer} is closed`));
     this.listen();
     const id = this.nextId;
@@ -112,17 +112,17 @@ export class IpcCaller {
       // Not holding the process open: a call in flight must not delay a shutdown.
       timer.unref();
       this.waiting.set(id, { resolve, reject, timer });
-      this.port.send({ [this.tag]: { kind: 'call', id } satisfies Envelope }, (error) => {
+      this.port.send({ [this.tag]: { kind: 'call', id, ...(value === undefined ? {} : { value }) } satisfies Envelope }, (error) => {
         if (!error) return;
         // E.g. EPIPE from a worker killed a moment ago, before its 'exit' event: say who could not be reached.
-        this.settle(id)?.reject(new Error(`could not send to ${this.peer}: ${error.message}`));
+        this.takeWaiting(id)?.reject(new Error(`could not send to ${this.peer}: ${error.message}`));
       });
     });
   }
 
   /** Rejects every call still waiting: the other end is gone, so none of them will be answered. */
   close(reason: string): void {
-    for (const id of [...this.waiting.keys()]) this.settle(id)?.reject(new Error(`${this.peer} ${reason}`));
+    for (const id of [...this.waiting.keys()]) this.takeWaiting(id)?.reject(new Error(`${this.peer} ${reason}`));
   }
 
   private listen(): void {
@@ -131,15 +131,15 @@ export class IpcCaller {
     this.port.onMessage((message) => {
       const answer = envelope(message, this.tag);
       if (answer === undefined || answer.kind !== 'answer') return;
-      const call = this.settle(answer.id);
+      const call = this.takeWaiting(answer.id);
       if (call === undefined) return;
       if (answer.error === undefined) call.resolve(answer.value);
       else call.reject(new Error(`${this.peer} failed to answer: ${answer.error}`));
     });
   }
 
-  /** Removes call `id` from the waiting ones and stops its timer; undefined when it already settled. */
-  private settle(id: number): { resolve: (value: unknown) => void; reject: (error: Error) => void } | undefined {
+  /** Removes call `id` from the waiting ones and stops its timer; undefined when it was already answered. */
+  private takeWaiting(id: number): { resolve: (value: unknown) => void; reject: (error: Error) => void } | undefined {
     const call = this.waiting.get(id);
     if (call === undefined) return undefined;
     this.waiting.delete(id);

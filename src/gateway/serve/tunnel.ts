@@ -83,7 +83,7 @@ export function openTunnel(
   timeoutMs: number,
   failed: (error: unknown, timeout: boolean) => void,
 ): void {
-  let settled = false;
+  let finished = false;
   const outgoing = (upstream.protocol === 'https:' ? httpsRequest : httpRequest)({
     protocol: upstream.protocol,
     hostname: upstream.hostname.replace(/^\[|\]$/g, ''),
@@ -93,29 +93,29 @@ export function openTunnel(
     headers: { ...request.headers, connection: 'Upgrade', upgrade: request.protocol },
     agent: false,
   });
-  const settle = (): void => {
-    settled = true;
+  const finish = (): void => {
+    finished = true;
     clearTimeout(timer);
     socket.off('close', clientLeft);
   };
   const fail = (error: unknown, timeout: boolean): void => {
-    if (settled) return;
-    settle();
+    if (finished) return;
+    finish();
     outgoing.destroy();
     failed(error, timeout);
   };
   const timer = setTimeout(() => fail(new Error(`no upgrade answer within ${timeoutMs} ms`), true), timeoutMs);
   const clientLeft = (): void => {
-    if (settled) return;
-    settle();
+    if (finished) return;
+    finish();
     outgoing.destroy();
   };
   socket.once('close', clientLeft);
   socket.on('error', () => socket.destroy());
   outgoing.on('error', (error) => fail(error, false));
   outgoing.on('response', (res) => {
-    if (settled) return void res.destroy();
-    settle();
+    if (finished) return void res.destroy();
+    finish();
     socket.write(
       `HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}\r\nConnection: close\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
     );
@@ -123,11 +123,11 @@ export function openTunnel(
     res.pipe(socket);
   });
   outgoing.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
-    if (settled || socket.destroyed || !socket.writable) {
+    if (finished || socket.destroyed || !socket.writable) {
       upstreamSocket.destroy();
       return;
     }
-    settle();
+    finish();
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
     );

@@ -34,7 +34,7 @@ export class Client {
   private queue: Pending[] = [];
   private readonly inflight = new Map<number, Batch>();
   private nextId = 1;
-  /** Calls not settled yet (queued or in flight). */
+  /** Calls not answered yet (queued or in flight). */
   private active = 0;
   private primaryId: string | undefined;
   private flushScheduled = false;
@@ -106,7 +106,7 @@ export class Client {
   /**
    * Sends a composite: its parts travel consecutively in one message, each
    * fixed-window part as a lease call when `leaseMs` > 0, and the promise
-   * settles with every part's outcome, or with the first failure of any part.
+   * resolves with every part's outcome, or with the first failure of any part.
    */
   applyAll(
     operations: readonly Operation[],
@@ -138,14 +138,14 @@ export class Client {
     );
   }
 
-  private enqueue(fields: Omit<Pending, 'held' | 'deadline' | 'settled' | 'composite'> & { composite?: number }): void {
+  private enqueue(fields: Omit<Pending, 'held' | 'deadline' | 'answered' | 'composite'> & { composite?: number }): void {
     const { operation } = fields;
     const call: Pending = {
       ...fields,
       composite: fields.composite,
       held: false,
       deadline: performance.now() + fields.timeoutMs,
-      settled: false,
+      answered: false,
     };
     // From now on this process's own calls must not be refused from what
     // the primary said before this operation (see KnownRefusals.hold).
@@ -224,7 +224,7 @@ export class Client {
         this.flush();
         return;
       case 'result':
-        this.settleBatch(message);
+        this.answerBatch(message);
         return;
       case 'inv':
         this.memory.invalidate(message);
@@ -243,7 +243,7 @@ export class Client {
     }
   };
 
-  private settleBatch(message: ResultMessage): void {
+  private answerBatch(message: ResultMessage): void {
     const batch = this.inflight.get(message.id);
     if (batch === undefined) return; // timed out already
     this.inflight.delete(message.id);
@@ -257,19 +257,19 @@ export class Client {
       this.release(call);
       const failure = errors?.get(index);
       if (failure) {
-        this.settle(call, undefined, new FloodgateError(toCode(failure[0]), failure[1]));
+        this.answer(call, undefined, new FloodgateError(toCode(failure[0]), failure[1]));
       } else if (r.length < (index + 1) * 5) {
-        this.settle(call, undefined, new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the primary sent a short answer.'));
+        this.answer(call, undefined, new FloodgateError(ErrorCode.STORE_ERROR, 'cluster store failed: the primary sent a short answer.'));
       } else {
         const outcome = readOutcome(r, index);
         while (hints !== undefined && nextHint < hints.length && (hints[nextHint] as number) < index) nextHint++;
         if (hints !== undefined && hints[nextHint] === index && call.remembers) this.memory.learn(call, outcome, batch.sentAt);
         const lease = call.lease?.entry;
-        this.settle(
+        this.answer(
           call,
           lease === undefined
             ? outcome
-            : this.memory.leases.settle(
+            : this.memory.leases.absorbReply(
                 call.operation.key,
                 lease,
                 call.operation.amount,
@@ -294,12 +294,12 @@ export class Client {
     if (batch === undefined) return;
     this.inflight.delete(id);
     if (batch.timer) clearTimeout(batch.timer);
-    for (const call of batch.calls) this.settle(call, undefined, error);
+    for (const call of batch.calls) this.answer(call, undefined, error);
   }
 
-  private settle(call: Pending, outcome: Outcome | undefined, error?: FloodgateError): void {
-    if (call.settled) return;
-    call.settled = true;
+  private answer(call: Pending, outcome: Outcome | undefined, error?: FloodgateError): void {
+    if (call.answered) return;
+    call.answered = true;
     this.release(call);
     if (call.lease !== undefined) this.memory.leases.finished(call.lease.entry);
     if (error) call.reject(error);
@@ -342,7 +342,7 @@ export class Client {
       () => {
         this.queueTimer = undefined;
         this.expire(this.queue);
-        this.queue = this.queue.filter((call) => !call.settled);
+        this.queue = this.queue.filter((call) => !call.answered);
         this.armQueueTimer();
       },
       Math.max(0, Math.ceil(deadline - performance.now())),
@@ -360,9 +360,9 @@ export class Client {
     const now = performance.now() + 1;
     let next = Infinity;
     for (const call of calls) {
-      if (call.settled) continue;
+      if (call.answered) continue;
       if (call.deadline <= now) {
-        this.settle(call, undefined, timedOut(call.timeoutMs));
+        this.answer(call, undefined, timedOut(call.timeoutMs));
       } else if (call.deadline < next) {
         next = call.deadline;
       }
@@ -379,7 +379,7 @@ export class Client {
     this.stopListening ??= this.channel.listen(this.onMessage, this.onChannelClose);
   }
 
-  /** Stops listening a little after the last call settles (see IDLE_LINGER_MS). */
+  /** Stops listening a little after the last call is answered (see IDLE_LINGER_MS). */
   private idle(delayMs = IDLE_LINGER_MS): void {
     if (this.idleTimer || this.stopListening === undefined) return;
     this.idleTimer = setTimeout(() => {
@@ -412,7 +412,7 @@ export class Client {
     const queued = this.queue;
     this.queue = [];
     this.clearQueueTimer();
-    for (const call of queued) this.settle(call, undefined, error);
+    for (const call of queued) this.answer(call, undefined, error);
   }
 
   /** Fails every pending call, queued or in flight. */

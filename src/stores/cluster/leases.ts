@@ -158,7 +158,7 @@ export class Leases {
    * dropped) and returns the outcome the caller gets: `remaining` counts the
    * units held here too.
    */
-  settle(key: string, lease: Lease, need: number, outcome: Outcome, grant: Grant | undefined, sentAt: number, now: number): Outcome {
+  absorbReply(key: string, lease: Lease, need: number, outcome: Outcome, grant: Grant | undefined, sentAt: number, now: number): Outcome {
     if (this.entries.get(key) !== lease) return outcome;
     if (grant === undefined || !outcome.allowed) {
       if (need === 0) lease.lastGrant = 0; // a refused top-up: none again until the next grant

@@ -30,7 +30,8 @@ export interface Pending {
   readonly timeoutMs: number;
   readonly resolve: (outcome: Outcome) => void;
   readonly reject: (error: FloodgateError) => void;
-  settled: boolean;
+  /** True once resolved or rejected: a call is answered once (a late reply after a timeout is dropped). */
+  answered: boolean;
 }
 
 /** The calls sent in one message. */
@@ -42,7 +43,7 @@ export interface Batch {
 }
 
 /**
- * The settle callbacks of the `n` parts of one composite: `resolve` gets
+ * The answer callbacks of the `n` parts of one composite: `resolve` gets
  * every part's outcome, in order, once all are in; `reject` the first
  * failure of any part (the others are then ignored).
  */

@@ -94,7 +94,7 @@ const perClient = new WeakMap<object, { sent: Set<string>; tails: Map<string, Pr
  * glide does not keep the order of requests in flight together (its core
  * runs each as a task of its own), while the store's calls on one key must
  * apply in the order they were made. So a call waits for the calls before it
- * on any of its keys to settle; calls on other keys go out at once, in the
+ * on any of its keys to end; calls on other keys go out at once, in the
  * same tick, which glide writes together. A busy key thus has one call in
  * flight at a time, each carrying every operation of its turn.
  *
@@ -105,7 +105,7 @@ const perClient = new WeakMap<object, { sent: Set<string>; tails: Map<string, Pr
 class GlideAdapter implements RedisAdapter {
   /** SHAs of the scripts sent by text through this client. */
   private readonly sent: Set<string>;
-  /** Per Redis key, the settling of the last call made on it through this client, while it is not settled. */
+  /** Per Redis key, the end of the last call made on it through this client, while that call is pending. */
   private readonly tails: Map<string, Promise<void>>;
 
   constructor(
@@ -132,10 +132,10 @@ class GlideAdapter implements RedisAdapter {
       const byText = first.has(sha);
       const before = this.after(c.keys);
       const reply = before === undefined ? this.call(c, byText) : before.then(() => this.call(c, byText));
-      const settled = reply.then(noop, noop);
-      for (const key of c.keys) this.tails.set(key, settled);
-      void settled.then(() => {
-        for (const key of c.keys) if (this.tails.get(key) === settled) this.tails.delete(key);
+      const ended = reply.then(noop, noop);
+      for (const key of c.keys) this.tails.set(key, ended);
+      void ended.then(() => {
+        for (const key of c.keys) if (this.tails.get(key) === ended) this.tails.delete(key);
       });
       reply.then(
         (value) => onReply(i, undefined, value),
@@ -145,7 +145,7 @@ class GlideAdapter implements RedisAdapter {
     for (const sha of first) this.sent.add(sha);
   }
 
-  /** When the calls already made on `keys` have settled, or undefined when none is pending. */
+  /** When the calls already made on `keys` have ended, or undefined when none is pending. */
   private after(keys: readonly string[]): Promise<unknown> | undefined {
     const pending: Promise<void>[] = [];
     for (const key of keys) {

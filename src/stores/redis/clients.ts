@@ -81,7 +81,7 @@ class IoredisAdapter implements RedisAdapter {
       const pipeline = this.client.pipeline();
       for (const c of calls) pipeline.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args);
       pipeline.exec().then(
-        (results) => this.settle(calls, results, onReply),
+        (results) => this.reportReplies(calls, results, onReply),
         (error: unknown) => failAll(calls, error, onReply),
       );
     } catch (error) {
@@ -97,7 +97,7 @@ class IoredisAdapter implements RedisAdapter {
   }
 
   /** Reports pipeline replies; the calls that met NOSCRIPT did nothing, so they go again by EVAL. */
-  private settle(calls: readonly ScriptCall[], results: [Error | null, unknown][] | null, onReply: ReplyHandler): void {
+  private reportReplies(calls: readonly ScriptCall[], results: [Error | null, unknown][] | null, onReply: ReplyHandler): void {
     const retry: number[] = [];
     for (let i = 0; i < calls.length; i++) {
       const result = results?.[i];

@@ -38,11 +38,11 @@ export async function consumeAcrossSlots(
   operations: readonly Operation[],
   groups: readonly (readonly number[])[],
 ): Promise<Outcome[]> {
-  const settled = await Promise.allSettled(groups.map((group) => store.consumeAll(group.map((i) => operations[i]!))));
+  const results = await Promise.allSettled(groups.map((group) => store.consumeAll(group.map((i) => operations[i]!))));
   const outcomes: Outcome[] = new Array(operations.length);
   let refused = false;
   let failure: unknown;
-  settled.forEach((result, g) => {
+  results.forEach((result, g) => {
     if (result.status === 'rejected') {
       failure ??= result.reason;
       return;
@@ -53,7 +53,7 @@ export async function consumeAcrossSlots(
   if (!refused && failure === undefined) return outcomes;
   // Give back what admitting groups spent: a refusal, or a failure elsewhere, means this request is not admitted as a whole.
   const rewards: Promise<void>[] = [];
-  settled.forEach((result, g) => {
+  results.forEach((result, g) => {
     if (result.status !== 'fulfilled' || result.value.some((o) => !o.allowed)) return;
     for (const i of groups[g]!) {
       const o = operations[i]!;

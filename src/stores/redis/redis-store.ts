@@ -190,10 +190,10 @@ export class RedisStore implements Store {
     }
     const conflict = this.bindings.check(operation.key, policy, t);
     if (conflict !== undefined) return Promise.reject(conflict);
-    return new Promise<Outcome>((settled, reject) => {
+    return new Promise<Outcome>((answered, reject) => {
       const resolve = (outcome: Outcome): void => {
         this.bindings.bind(operation.key, policy, t, outcome.resetMs);
-        settled(outcome);
+        answered(outcome);
       };
       let batch = this.openBatches.get(operation.key);
       if (batch === undefined || !samePolicy(batch.policy, policy) || batch.waiters.length >= MAX_OPS_PER_CALL) {

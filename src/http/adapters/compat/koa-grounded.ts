@@ -63,7 +63,7 @@ export const GROUNDED_OPTION_NAMES = [
 export type GroundedMiddleware<Ctx extends KoaContextLike = KoaContextLike> = KoaMiddleware<Ctx> & {
   /** The underlying limiter (for `peek`, `reset`, …). */
   readonly limiter: RateLimiter;
-  /** Settles when the store is ready; rejects if `dbStr` could not be used (requests then follow `onStoreError`). */
+  /** Resolves when the store is ready; rejects if `dbStr` could not be used (requests then follow `onStoreError`). */
   readonly ready: Promise<void>;
   /** Closes the Redis client this middleware opened for `dbStr`. Idempotent. */
   close(): Promise<void>;

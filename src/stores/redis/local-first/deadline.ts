@@ -7,7 +7,7 @@ import type { Outcome } from '../../../core/policy.js';
 import type { Entry, Waiter } from './lease.js';
 
 /**
- * A consume waiting on `entry`'s lease call, settled at the latest
+ * A consume waiting on `entry`'s lease call, answered at the latest
  * `timeoutMs` after it started waiting: whatever Redis does (answers late,
  * answers with grants that keep lapsing, never answers), it then leaves the
  * queue and rejects with STORE_TIMEOUT, so a caller that turned its own

@@ -139,7 +139,7 @@ export function absorbReply(
  * cover and refuses those Redis could not. Returns the block to set (ms) when
  * the reply drained the window under a block duration, else 0.
  */
-export function settleWaiters(e: Entry, t: number, parsed: LeaseReply, need: number): number {
+export function answerWaiters(e: Entry, t: number, parsed: LeaseReply, need: number): number {
   // A reply past the lease's deadline still admits the consumes its call counted: Redis took their
   // units inside the window when it ran the script, before this reply, as a per-request consume
   // would. Only the surplus lapses, and consumes that queued after the call was sent ask again.

@@ -6,7 +6,7 @@ import { FloodgateError, toStoreError } from '../../../core/errors.js';
 import type { Operation, Outcome } from '../../../core/policy.js';
 import type { TurnPipeline, PipelineCall } from '../turn-pipeline.js';
 import { blocked, closedError, msUntil, rejectAll, type Entry } from './lease.js';
-import { absorbReply, leaseScriptCall, parseLease, settleWaiters, sizeLease, type LeaseSizing } from './lease-call.js';
+import { absorbReply, leaseScriptCall, parseLease, answerWaiters, sizeLease, type LeaseSizing } from './lease-call.js';
 import type { LocalFirstStats } from './local-first-options.js';
 
 /** What {@link Leasing} works through of its store. */
@@ -134,7 +134,7 @@ export class Leasing {
       for (const w of waiters) w.resolve(outcome);
       return;
     }
-    const blockMs = settleWaiters(e, t, parsed, need);
+    const blockMs = answerWaiters(e, t, parsed, need);
     if (blockMs > 0 && e.policy !== undefined) {
       // Best effort, as returns are: a failed block leaves the refusal standing, and the next consume asks Redis.
       host.control({ kind: 'block', key, amount: blockMs, policy: e.policy }).catch(() => {});
