@@ -7,7 +7,7 @@ const PROGRAMS = [
   { name: 'redis-server', paths: [], apt: 'redis-server', brew: 'redis' },
   // Makes the test Redis Clusters (redis-cli --cluster create).
   { name: 'redis-cli', paths: [], apt: 'redis-tools', brew: 'redis' },
-  // nginx lives in /usr/sbin, which a non-root PATH often lacks; test/gateway/nginx.test.ts looks there too.
+  // nginx lives in /usr/sbin, which a non-root PATH often lacks; test/gateway/serve/nginx.test.ts looks there too.
   { name: 'nginx', paths: ['/usr/sbin/nginx', '/usr/local/sbin/nginx'], apt: 'nginx', brew: 'nginx' },
   // The dashboard's browser test drives it headless; `chromium -v` would start a browser, so it is asked --version.
   {

@@ -1,0 +1,118 @@
+// The rate limit service on Redis: two `floodgate serve --grpc` processes share one limit, and with Redis down each failure policy answers as the HTTP gateway's would, with health NOT_SERVING until Redis is back where the store counts for readiness (reject).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startRedis, type RedisServer } from '../../support/redis-server.js';
+import { runCli, sleep, stopCli, writeTemp, type CliProcess } from '../support/harness.js';
+import { rlsClient, type Descriptor } from '../support/rls-client.js';
+import { startRls, type RlsFixture } from '../support/rls-harness.js';
+
+const CONFIG = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: { unit: day, requests_per_unit: 5 }
+  - key: internal
+    rate_limit: { unlimited: true }
+`;
+
+const user = (value: string): Descriptor => ({ entries: [{ key: 'user', value }] });
+
+let redis: RedisServer;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.stop();
+});
+
+async function serveRls(file: string, extra: string[] = []): Promise<{ cli: CliProcess; address: string }> {
+  const cli = runCli(['serve', '--grpc', '127.0.0.1:0', '--rls-config', file, '--redis', redis.url, ...extra]);
+  const line = await cli.waitForLog((l) => l.msg === 'floodgate rls listening');
+  return { cli, address: String(line.grpc) };
+}
+
+test('two floodgate processes on one Redis share each limit exactly', async () => {
+  const file = writeTemp('ratelimit.yaml', CONFIG);
+  const [a, b] = await Promise.all([serveRls(file), serveRls(file)]);
+  const ca = rlsClient(a.address);
+  const cb = rlsClient(b.address);
+  try {
+    const codes: string[] = [];
+    const remaining: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const r = await (i % 2 === 0 ? ca : cb).should('api', [user('shared')]);
+      codes.push(r.overall_code);
+      remaining.push(r.statuses[0]!.limit_remaining);
+    }
+    assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+    assert.deepEqual(remaining, [4, 3, 2, 1, 0, 0, 0]);
+    assert.equal(await ca.health(), 'SERVING');
+  } finally {
+    ca.close();
+    cb.close();
+    await Promise.all([stopCli(a.cli), stopCli(b.cli)]);
+  }
+});
+
+test('--local-first: the service answers from a lease of the shared Redis quota', async () => {
+  const file = writeTemp('ratelimit.yaml', CONFIG);
+  const a = await serveRls(file, ['--local-first']);
+  const c = rlsClient(a.address);
+  try {
+    const codes: string[] = [];
+    for (let i = 0; i < 6; i++) codes.push((await c.should('api', [user('local-first')])).overall_code);
+    assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
+  } finally {
+    c.close();
+    await stopCli(a.cli);
+  }
+});
+
+test('Redis down: reject → UNAVAILABLE, fail-open → OK, fail-closed → OVER_LIMIT, insurance → counted per process; unlimited needs no store; health follows Redis under reject', async () => {
+  const gatewayYaml = (policy: string): string =>
+    `rules: []\nstore: { type: redis, url: "${redis.url}", onFailure: ${policy}, timeout: 200ms, prefix: "fg:${policy}" }\n`;
+  const policies = ['reject', 'fail-open', 'fail-closed', 'insurance'] as const;
+  const fixtures: RlsFixture[] = [];
+  for (const policy of policies) fixtures.push(await startRls(CONFIG, gatewayYaml(policy)));
+  const [reject, open, closed, insurance] = fixtures as [RlsFixture, RlsFixture, RlsFixture, RlsFixture];
+  try {
+    for (const f of fixtures) {
+      assert.equal((await f.client.should('api', [user('down')])).overall_code, 'OK');
+      assert.equal(await f.client.health(), 'SERVING');
+    }
+    await redis.kill();
+    await assert.rejects(reject.client.should('api', [user('down')]), (e: { code?: number }) => e.code === 14);
+    assert.equal((await open.client.should('api', [user('down')])).overall_code, 'OK');
+    assert.equal((await closed.client.should('api', [user('down')])).overall_code, 'OVER_LIMIT');
+    // The insurance limiter counts in this process from zero: the full limit, then over.
+    const codes: string[] = [];
+    for (let i = 0; i < 6; i++) codes.push((await insurance.client.should('api', [user('down')])).overall_code);
+    assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
+    // An unlimited descriptor never reaches the store.
+    const internal = await reject.client.should('api', [{ entries: [{ key: 'internal', value: 'x' }] }]);
+    assert.equal(internal.overall_code, 'OK');
+    // Health follows the gateway's readiness: the store counts under reject only (docs/gateway.md, readiness.store); where
+    // the fallback answers, the service stays in. (Insurance is left out here: its six failed calls opened its limiters'
+    // breakers, which the health check reads apart from readiness.)
+    assert.equal(await waitForHealth(reject, 'NOT_SERVING'), 'NOT_SERVING');
+    for (const f of [open, closed]) assert.equal(await f.client.health(), 'SERVING');
+    const m = await reject.metrics();
+    assert.ok((m.get('floodgate_rls_requests_total{code="store_error"}') ?? 0) >= 1);
+    await redis.restart();
+    for (const f of fixtures) assert.equal(await waitForHealth(f, 'SERVING'), 'SERVING');
+    assert.equal((await reject.client.should('api', [user('down')])).overall_code, 'OK');
+  } finally {
+    for (const f of fixtures) await f.stop();
+  }
+});
+
+/** Polls health until it says `want` (Redis's client notices a dead or revived server within its reconnect delay). */
+async function waitForHealth(f: RlsFixture, want: string): Promise<string> {
+  let status = '';
+  for (let i = 0; i < 100; i++) {
+    status = await f.client.health();
+    if (status === want) return status;
+    await sleep(100);
+  }
+  return status;
+}
