@@ -2,11 +2,11 @@
 import assert from 'node:assert/strict';
 import { Agent, request, type IncomingHttpHeaders } from 'node:http';
 import { describe, it } from 'node:test';
-import { parseCommandLine } from '../../src/gateway/cli/args.js';
-import { parseConfigText } from '../../src/gateway/config/config-file.js';
-import { LimitedKeys, LIMITED_MINUTES, LIMITED_TABLE_SIZE } from '../../src/gateway/admin/limited-keys.js';
-import { adminBlock } from './support/admin.js';
-import { gatewayFixture, serveCli, stopCli, writeTemp } from './support/harness.js';
+import { parseCommandLine } from '../../../src/gateway/cli/args.js';
+import { parseConfigText } from '../../../src/gateway/config/config-file.js';
+import { LimitedKeys, LIMITED_MINUTES, LIMITED_TABLE_SIZE } from '../../../src/gateway/admin/limited-keys.js';
+import { adminBlock } from '../support/admin.js';
+import { gatewayFixture, serveCli, stopCli, writeTemp } from '../support/harness.js';
 
 const fixture = gatewayFixture();
 const TOKEN = 'test-admin-token-0123456789abcdef';
