@@ -8,12 +8,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isStoreFailure } from '../../index.js';
 import { type LimitedKeys, LIMITED_MINUTES } from './limited-keys.js';
 import { ruleView } from './admin-rules.js';
-import { allow, ApiError, badField, decode, sendJson } from './admin-http.js';
+import { allow, ApiError, badField, decode, readJson, sendJson, type AdminRequest } from './admin-http.js';
 import { keyAction, namedTarget, ruleLevelTargets, type KeyRule } from './admin-keys.js';
 import { plansView, routeOverrides, type OverrideAdmin } from './admin-overrides.js';
 
 /** Where the admin API's paths start; room is left beside `rules` and `limited` for more resources. */
 const ADMIN_API_PREFIX = '/admin/';
+
+/** Keys per rule `/admin/limited` lists when `top` is not given. */
+export const LIMITED_TOP_DEFAULT = 20;
+/** Most keys per rule `/admin/limited?top=` asks for. */
+export const LIMITED_TOP_MAX = 100;
 
 /** One loaded rule: its settings, the limiters of its policies (in the same order) and its overrides. */
 export type AdminRule = KeyRule;
@@ -40,19 +45,40 @@ export function bearerMatches(header: string | undefined, token: string): boolea
   return timingSafeEqual(given, wanted) && m !== null;
 }
 
+/** One answer of the admin API: its status, its JSON body and any headers of its own (`Allow`, `WWW-Authenticate`). */
+export interface AdminAnswer {
+  readonly status: number;
+  readonly body: unknown;
+  readonly headers?: Record<string, string> | undefined;
+}
+
 /**
- * The admin API. {@link handle} answers every path under `/admin/`: 404
- * when no token is configured, 401 without the right bearer token.
+ * Answers a request that passed the token check: this process's
+ * {@link AdminRoutes}, or under `--workers` the primary asking every worker.
+ * Never rejects: a failure is an answer (503, 500).
+ */
+export type AdminAnswerer = (req: IncomingMessage, path: string, query: URLSearchParams) => Promise<AdminAnswer>;
+
+/**
+ * The admin API's HTTP side. {@link handle} answers every path under
+ * `/admin/`: 404 when no token is configured, 401 without the right bearer
+ * token, else what the answerer says.
  */
 export class AdminApi {
   /**
    * @param token - the bearer token; undefined leaves the API off
-   * @param source - the running gateway
+   * @param answer - answers the requests that pass the token check
    */
   constructor(
     private readonly token: string | undefined,
-    private readonly source: AdminApiSource,
+    private readonly answer: AdminAnswerer,
   ) {}
+
+  /** The API over this process's rules (see {@link AdminRoutes}). */
+  static local(token: string | undefined, source: AdminApiSource): AdminApi {
+    const routes = new AdminRoutes(source);
+    return new AdminApi(token, (req, path, query) => routes.answer({ method: req.method, json: () => readJson(req) }, path, query));
+  }
 
   /** Answers `req` when its path is under `/admin/` (true), or leaves it to the caller (false). */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
@@ -79,18 +105,32 @@ export class AdminApi {
       return true;
     }
     const query = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
-    this.route(req, path, query).then(
-      ([status, body]) => sendJson(res, status, body),
-      (error: unknown) => {
-        if (error instanceof ApiError) sendJson(res, error.status, error.body, error.headers);
-        else if (isStoreFailure(error)) sendJson(res, 503, { error: `the store failed: ${(error as Error).message}` });
-        else sendJson(res, 500, { error: `internal error: ${(error as Error).message}` });
-      },
-    );
+    void this.answer(req, path, query).then(({ status, body, headers }) => sendJson(res, status, body, headers));
     return true;
   }
+}
 
-  private async route(req: IncomingMessage, path: string, query: URLSearchParams): Promise<[number, unknown]> {
+/**
+ * The admin API's endpoints over one process's rules: what a request asks,
+ * answered from `source`.
+ */
+export class AdminRoutes {
+  /** @param source - the running gateway */
+  constructor(private readonly source: AdminApiSource) {}
+
+  /** The answer to `req` at `path` (under `/admin/`) with `query`; a failure becomes its answer (4xx, 503 for the store, 500). */
+  async answer(req: AdminRequest, path: string, query: URLSearchParams): Promise<AdminAnswer> {
+    try {
+      const [status, body] = await this.route(req, path, query);
+      return { status, body };
+    } catch (error) {
+      if (error instanceof ApiError) return { status: error.status, body: error.body, headers: error.headers };
+      if (isStoreFailure(error)) return { status: 503, body: { error: `the store failed: ${(error as Error).message}` } };
+      return { status: 500, body: { error: `internal error: ${(error as Error).message}` } };
+    }
+  }
+
+  private async route(req: AdminRequest, path: string, query: URLSearchParams): Promise<[number, unknown]> {
     // Split before decoding, so a key holding an escaped "/" stays one segment.
     const parts = path.slice(ADMIN_API_PREFIX.length).split('/');
     if (parts.length === 1 && parts[0] === 'rules') {
@@ -155,7 +195,7 @@ export class AdminApi {
 
   private limited(query: URLSearchParams): unknown {
     const minutes = wholeParam(query, 'minutes', 5, LIMITED_MINUTES);
-    const top = wholeParam(query, 'top', 20, 100);
+    const top = wholeParam(query, 'top', LIMITED_TOP_DEFAULT, LIMITED_TOP_MAX);
     const only = query.get('rule');
     const rules = this.source.rules().filter((r) => only === null || r.settings.name === only);
     if (only !== null && rules.length === 0) throw new ApiError(404, { error: `no rule named ${JSON.stringify(only)}.`, field: 'rule' });

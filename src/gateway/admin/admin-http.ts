@@ -21,8 +21,19 @@ export class ApiError extends Error {
 /** A 400 answer naming the field that is wrong. */
 export const badField = (field: string, error: string): ApiError => new ApiError(400, { error, field });
 
+/**
+ * A request as the admin API's handlers read it: its method, and its body as
+ * JSON when they need it. In one process it is the HTTP request; under
+ * `--workers` the primary reads the body and each worker gets it over IPC.
+ */
+export interface AdminRequest {
+  readonly method: string | undefined;
+  /** The body as JSON (an empty body reads as `{}`); rejects with 413 past the size limit, 400 when it is not JSON. */
+  json(): Promise<unknown>;
+}
+
 /** Throws 405 unless `req` uses `method` (GET also admits HEAD). */
-export function allow(req: IncomingMessage, method: 'GET' | 'POST' | 'PUT' | 'DELETE'): void {
+export function allow(req: Pick<AdminRequest, 'method'>, method: 'GET' | 'POST' | 'PUT' | 'DELETE'): void {
   if (req.method === method || (method === 'GET' && req.method === 'HEAD')) return;
   throw new ApiError(
     405,
@@ -72,30 +83,46 @@ export function decode(segment: string, field: string): string {
   }
 }
 
-/** The request body as JSON (an empty body reads as `{}`); 413 past the size limit, 400 when it is not JSON. */
-export function readJson(req: IncomingMessage): Promise<unknown> {
+/** The 413 of a body over {@link MAX_BODY} bytes. */
+export const bodyTooLarge = (): ApiError => new ApiError(413, { error: `the body is over ${MAX_BODY} bytes.`, field: 'body' });
+
+/** A body's text as JSON (an empty body reads as `{}`); 400 when it is not JSON. */
+export function parseJsonBody(text: string): unknown {
+  try {
+    return text.trim() === '' ? {} : JSON.parse(text);
+  } catch {
+    throw badField('body', 'the body is not valid JSON; send e.g. {"duration":"10m"}.');
+  }
+}
+
+/**
+ * The request body's text, or undefined as soon as it is over {@link MAX_BODY}
+ * bytes (the rest is not read: the admin listener closes a connection with a
+ * body after its answer).
+ */
+export function readBodyText(req: IncomingMessage): Promise<string | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY) {
-        // Not destroyed: that would lose the 413. The admin listener closes a connection with a body after its answer.
-        reject(new ApiError(413, { error: `the body is over ${MAX_BODY} bytes.`, field: 'body' }));
+        resolve(undefined);
         return;
       }
       chunks.push(chunk);
     });
     req.on('error', reject);
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        resolve(text.trim() === '' ? {} : JSON.parse(text));
-      } catch {
-        reject(badField('body', 'the body is not valid JSON; send e.g. {"duration":"10m"}.'));
-      }
-    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
   });
+}
+
+/** The request body as JSON (an empty body reads as `{}`); 413 past the size limit, 400 when it is not JSON. */
+export async function readJson(req: IncomingMessage): Promise<unknown> {
+  const text = await readBodyText(req);
+  // Not destroyed past the limit: that would lose the 413. The admin listener closes a connection with a body after its answer.
+  if (text === undefined) throw bodyTooLarge();
+  return parseJsonBody(text);
 }
 
 /** Writes `body` as JSON with `status`, uncached. */

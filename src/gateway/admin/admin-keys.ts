@@ -3,7 +3,6 @@
  * Inspect, reset, block and unblock one key, under the one policy a path names or, for a rule-level path, under the
  * policies a key means the same client in (409 when it does not).
  */
-import type { IncomingMessage } from 'node:http';
 import { parseDuration, isFloodgateError, type RateLimiter } from '../../index.js';
 import { boundKey } from '../../http/index.js';
 import { keyLabel, policyName } from '../config/policy-names.js';
@@ -11,7 +10,7 @@ import type { PolicySettings, RuleSettings } from '../config/settings.js';
 import type { RuleOverrides } from '../rules/rule-overrides.js';
 import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import { msOrForever, policyState } from './admin-rules.js';
-import { allow, ApiError, badField, readJson } from './admin-http.js';
+import { allow, ApiError, badField, type AdminRequest } from './admin-http.js';
 
 /** The stable code of the 409 a rule-level key action gets when its policies count under different keys. */
 const POLICY_AMBIGUOUS = 'FLOODGATE_ADMIN_POLICY_AMBIGUOUS';
@@ -84,7 +83,7 @@ export function namedTarget(rule: RuleSettings, name: string): Targets {
  * A GET of a rule-level path shows every policy, each with the key it counts.
  */
 export async function keyAction(
-  req: IncomingMessage,
+  req: AdminRequest,
   rule: KeyRule,
   given: string,
   action: string | undefined,
@@ -111,7 +110,7 @@ export async function keyAction(
       changed?.(rule.settings.name, key);
       return [200, await inspect(rule, key, () => on)];
     case 'block': {
-      const duration = blockDuration(await readJson(req));
+      const duration = blockDuration(await req.json());
       await Promise.all(limiters.map((l) => l.block(key, duration === 'forever' ? 'forever' : `${duration}ms`)));
       return [200, { ...(await inspect(rule, key, () => on)), blockedForMs: msOrForever(duration === 'forever' ? Infinity : duration) }];
     }

@@ -2,11 +2,10 @@
 /**
  * List the plans, list a rule's overrides, set and remove one, shared through the rule's Redis hash when it has one.
  */
-import type { IncomingMessage } from 'node:http';
 import { InvalidValue } from '../config/values.js';
 import type { PlanSettings } from '../config/settings.js';
 import type { OverrideEntry, RuleOverrides } from '../rules/rule-overrides.js';
-import { allow, ApiError, badField, decode, readJson } from './admin-http.js';
+import { allow, ApiError, badField, decode, type AdminRequest } from './admin-http.js';
 
 /** Longest pattern the admin API sets: a key the gateway hashes past 128 bytes never matches a longer one. */
 const MAX_PATTERN = 512;
@@ -38,7 +37,7 @@ export function plansView(plans: PlanSettings): Record<string, unknown> {
  * until its next reload.
  */
 export async function routeOverrides(
-  req: IncomingMessage,
+  req: AdminRequest,
   rule: OverrideRule,
   segment: string | undefined,
   admin: OverrideAdmin,
@@ -70,7 +69,7 @@ export async function routeOverrides(
   }
   if (req.method === 'GET' || req.method === 'HEAD') return [200, entryOf(overrides, rule.name, pattern, shared)];
   allow(req, 'PUT');
-  const value = valueOf(await readJson(req));
+  const value = valueOf(await req.json());
   try {
     overrides.check(value);
   } catch (error) {

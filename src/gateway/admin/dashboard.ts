@@ -9,7 +9,7 @@ import type { Registry } from 'prom-client';
 import type { GatewayStore } from '../rules/key-tables.js';
 import { type AdminApiSource, bearerMatches } from './admin-api.js';
 import { DASHBOARD_SCRIPT, DASHBOARD_STYLE, dashboardHtml } from './dashboard-page.js';
-import { dashboardStats, type DashboardSource } from './dashboard-stats.js';
+import { dashboardStats, type DashboardStats } from './dashboard-stats.js';
 
 /** Where the page is served. */
 const DASHBOARD_PATH = '/admin/dashboard';
@@ -39,11 +39,11 @@ const PAGE = dashboardHtml();
 export class Dashboard {
   /**
    * @param token - the admin token the stats need (the admin API's)
-   * @param source - the running gateway
+   * @param stats - reads the numbers: this process's, or under `--workers` every worker's, summed by the primary
    */
   constructor(
     private readonly token: string,
-    private readonly source: DashboardSource,
+    private readonly stats: () => Promise<DashboardStats>,
   ) {}
 
   /** Answers `req` when its path is the page or the stats (true), or leaves it to the caller (false). */
@@ -70,7 +70,7 @@ export class Dashboard {
       });
       return true;
     }
-    dashboardStats(this.source).then(
+    this.stats().then(
       (stats) => send(res, 200, 'application/json', `${JSON.stringify(stats)}\n`),
       (error: unknown) => sendJson(res, 500, `internal error: ${(error as Error).message}`),
     );
@@ -89,7 +89,16 @@ export function dashboardFor(
   store: Pick<GatewayStore, 'description' | 'ready'>,
 ): Dashboard | undefined {
   if (token === undefined) return undefined;
-  return new Dashboard(token, { registry, admin, store: () => ({ description: store.description, connected: store.ready() }) });
+  return new Dashboard(token, statsOf(registry, admin, store));
+}
+
+/** Reads the dashboard's numbers of this process: its registry, its rules and limited keys, its store. */
+export function statsOf(
+  registry: Registry,
+  admin: AdminApiSource,
+  store: Pick<GatewayStore, 'description' | 'ready'>,
+): () => Promise<DashboardStats> {
+  return () => dashboardStats({ registry, admin, store: () => ({ description: store.description, connected: store.ready() }) });
 }
 
 function sendJson(res: ServerResponse, status: number, error: string, headers: Record<string, string> = {}): void {

@@ -12,12 +12,13 @@ import { ConfigError } from '../config/config-error.js';
 import { answerReadiness } from '../workers/cluster-ready.js';
 import { loadGatewayDeps } from '../runtime/optional-deps.js';
 import { HELP } from './help.js';
-import { createLogger } from '../runtime/log.js';
+import { createLogger, type GatewayLogger } from '../runtime/log.js';
 import { ConfigReloader } from '../config/reload.js';
 import { Gateway } from '../serve/gateway.js';
 import { RlsServer } from '../rls/rls-server.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { runPrimary } from '../workers/workers.js';
+import { answerAdminCalls, takeSiblingsAdminState } from '../workers/worker-admin.js';
 import { floodgateVersion } from '../runtime/own-package.js';
 import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from '../runtime/package-check.js';
 import { ruleWarnings, warnAboutRules } from '../rules/rule-warnings.js';
@@ -137,6 +138,22 @@ async function readSettings(file: string, overrides: SettingsOverrides): Promise
   return { settings, text };
 }
 
+/**
+ * In a `--workers` worker with the admin API on, before it listens: answers the primary's admin calls, and takes the
+ * overrides the operator set on the workers already serving (a worker started in place of one that died).
+ */
+async function joinAdminApi(gateway: Gateway, log: GatewayLogger): Promise<void> {
+  const admin = gateway.workerAdmin;
+  if (admin === undefined) return;
+  answerAdminCalls(admin);
+  try {
+    const taken = await takeSiblingsAdminState(admin);
+    if (taken > 0) log.info({ overrides: taken }, "took the admin API's overrides of the workers already serving");
+  } catch (error) {
+    log.warn({ error: (error as Error).message }, "could not take the admin API's overrides of the other workers; starting without them");
+  }
+}
+
 /** Runs the gateway until SIGTERM/SIGINT; under `--workers`, the primary supervises workers instead. */
 async function serve(settings: GatewaySettings, overrides: SettingsOverrides, configText: string | undefined): Promise<void> {
   const deps = await loadGatewayDeps();
@@ -155,7 +172,10 @@ async function serve(settings: GatewaySettings, overrides: SettingsOverrides, co
   process.on('SIGHUP', holdSighup);
   // Read before the gateway listens: a bad rate limit config or certificate ends the start before any "listening" line.
   const prepared = settings.grpc === undefined ? undefined : await RlsServer.prepare(settings.grpc);
-  const gateway = await Gateway.start(settings, deps, log, { clustered });
+  const gateway = await Gateway.start(settings, deps, log, {
+    clustered,
+    ...(clustered ? { beforeListen: (g: Gateway) => joinAdminApi(g, log) } : {}),
+  });
   let rls: RlsServer | undefined;
   if (prepared !== undefined) {
     try {

@@ -95,7 +95,3 @@ export function adminSection(c: Cursor, value: unknown, dir: string): AdminSecti
   }
   return { listen, hosts, token: undefined };
 }
-
-/** The config error of an admin API under `--workers`: the primary holds no rules to act on. */
-export const ADMIN_API_WORKERS =
-  'the admin API (an admin token) does not run with --workers yet: the admin listener is in the primary, and the rules, their limiters and in-memory blocks are in each worker. Run without --workers (one process per core behind a load balancer, on Redis), or remove the token to keep /metrics, /healthz and /readyz.';

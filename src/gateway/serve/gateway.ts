@@ -10,7 +10,8 @@ import { AdminApi, type AdminApiSource } from '../admin/admin-api.js';
 import { LimitedKeys } from '../admin/limited-keys.js';
 import type { AdminBroadcast } from '../admin/admin-broadcast.js';
 import { adminSource } from '../admin/admin-source.js';
-import { dashboardFor } from '../admin/dashboard.js';
+import { dashboardFor, statsOf } from '../admin/dashboard.js';
+import type { DashboardStats } from '../admin/dashboard-stats.js';
 import { askPrimaryForMetrics } from '../runtime/cluster-metrics.js';
 import { ConnectionDrain } from './drain.js';
 import type { PinoModule, PromClient, Undici } from '../runtime/optional-deps.js';
@@ -46,6 +47,16 @@ export interface GatewayDeps {
 export interface GatewayStartOptions {
   /** True in a `--workers` worker: counters go to the primary's cluster store, and the admin listener is the primary's. */
   readonly clustered?: boolean;
+  /** Runs after the rules are compiled and before the listeners listen (a `--workers` worker takes its siblings' admin state). */
+  readonly beforeListen?: (gateway: Gateway) => Promise<void>;
+}
+
+/** Under `--workers` with the admin API on: what a worker answers the primary's admin API with (see workers/worker-admin.ts). */
+export interface WorkerAdmin {
+  /** The rules, limiters, limited keys and overrides of this worker. */
+  readonly source: AdminApiSource;
+  /** This worker's dashboard numbers; the primary sums them as it sums metrics. */
+  stats(): Promise<DashboardStats>;
 }
 
 /**
@@ -59,6 +70,8 @@ export class Gateway implements AdminSource {
   readonly adminServer: Server | undefined;
   /** Metrics of this process. */
   readonly metrics: GatewayMetrics;
+  /** In a `--workers` worker with the admin API on: what the primary's admin API asks of it; undefined otherwise. */
+  readonly workerAdmin: WorkerAdmin | undefined;
   private settings: GatewaySettings;
   private rules: RuleSet;
   private proxy: UpstreamProxy | undefined;
@@ -101,7 +114,7 @@ export class Gateway implements AdminSource {
       onFull: 'overflow',
       overflowCells: settings.store.overflowCells,
     });
-    this.limited = settings.adminToken === undefined || clustered ? undefined : new LimitedKeys();
+    this.limited = settings.adminToken === undefined ? undefined : new LimitedKeys();
     const limited = this.limited;
     this.ruleContext = {
       ...(limited === undefined ? {} : { onLimited: (rule: string, policy: string, key: string) => limited.note(rule, policy, key) }),
@@ -143,15 +156,17 @@ export class Gateway implements AdminSource {
       ),
     );
     this.connections = new ConnectionDrain(this.server);
-    const admin = settings.admin === undefined || clustered ? undefined : this.openAdmin();
+    // Under --workers the admin listener is the primary's; a worker with the API on answers the primary's calls instead.
+    const admin = settings.admin === undefined || (clustered && settings.adminToken === undefined) ? undefined : this.openAdmin();
+    this.workerAdmin = admin === undefined || !clustered ? undefined : { source: admin, stats: statsOf(metrics.registry, admin, store) };
     this.adminServer =
-      admin === undefined
+      admin === undefined || clustered
         ? undefined
         : createAdminServer(
             settings.proxy,
             adminListener(
               this,
-              new AdminApi(settings.adminToken, admin),
+              AdminApi.local(settings.adminToken, admin),
               dashboardFor(settings.adminToken, metrics.registry, admin, store),
               settings.adminHosts,
             ),
@@ -182,6 +197,7 @@ export class Gateway implements AdminSource {
     // A stopped gateway's numbers leave the global meter with it.
     if (stopOtel !== undefined) gateway.server.once('close', stopOtel);
     try {
+      await options.beforeListen?.(gateway);
       await listen(gateway.server, settings.listen, '--listen, or listen in the config file');
       if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!, '--admin, or admin in the config file');
     } catch (error) {

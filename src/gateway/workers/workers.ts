@@ -8,6 +8,9 @@ import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
 import type { Server } from 'node:http';
 import { adminListener } from '../admin/admin.js';
+import { AdminApi } from '../admin/admin-api.js';
+import { Dashboard } from '../admin/dashboard.js';
+import { AdminFanout } from './admin-fanout.js';
 import { createAdminServer } from '../serve/listeners.js';
 import { answerMetricsRequests } from '../runtime/cluster-metrics.js';
 import { WorkerReadiness } from './cluster-ready.js';
@@ -22,6 +25,11 @@ const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).def
 
 /** A worker that dies sooner than this after starting is not restarted again at once, so a crash loop does not spin. */
 const RESTART_DELAY_MS = 1000;
+
+/** How long a worker has to answer one admin call: a key action makes two store calls, each within the store's timeout. */
+function adminCallTimeoutMs(settings: GatewaySettings): number {
+  return 1_000 + 2 * settings.store.timeoutMs;
+}
 
 /**
  * Runs the primary of a `--workers` gateway until SIGTERM/SIGINT. Workers
@@ -48,12 +56,20 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   const aggregate = new SharedResult(() => aggregator.clusterMetrics(), 1000);
   const renderAggregate = (): Promise<string> => aggregate.get();
   const readiness = new WorkerReadiness(settings.workers);
+  // The admin API asks the workers, which hold the rules; a worker has its store's timeout for each call, and some.
+  const fanout = settings.adminToken === undefined ? undefined : new AdminFanout(adminCallTimeoutMs(settings));
   const fork = (): void => {
-    answerMetricsRequests(workerPort(cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' })), renderAggregate);
+    const worker = cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' });
+    answerMetricsRequests(workerPort(worker), renderAggregate);
+    fanout?.forked(worker);
   };
-  cluster.on('listening', (worker) => readiness.listeningOn(worker));
+  cluster.on('listening', (worker) => {
+    readiness.listeningOn(worker);
+    fanout?.listeningOn(worker);
+  });
   cluster.on('exit', (worker, code, signal) => {
     readiness.exited(worker);
+    fanout?.exited(worker, code, signal);
     if (stopping) return;
     log.error({ worker: worker.id, code, signal }, 'worker exited; starting another');
     setTimeout(() => {
@@ -68,8 +84,10 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
       renderMetrics: async () => ({ contentType: aggregator.contentType, body: await renderAggregate() }),
       notReady: () => (stopping ? 'draining' : readiness.notReady()),
     };
-    // The same handler and limits as a single process's admin listener: no API here, but a slow or endless client is cut alike.
-    admin = createAdminServer(settings.proxy, adminListener(source, undefined, undefined, settings.adminHosts));
+    // The same handler and limits as a single process's admin listener; the admin API and the dashboard ask the workers.
+    const api = fanout === undefined ? undefined : new AdminApi(settings.adminToken, fanout.answer);
+    const dashboard = fanout === undefined ? undefined : new Dashboard(settings.adminToken!, fanout.stats);
+    admin = createAdminServer(settings.proxy, adminListener(source, api, dashboard, settings.adminHosts));
     await new Promise<void>((resolve, reject) => {
       admin!.once('error', reject);
       admin!.listen(settings.admin!.port, settings.admin!.host, () => resolve());

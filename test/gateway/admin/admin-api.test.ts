@@ -320,29 +320,24 @@ describe('gateway: admin API settings', () => {
     await assert.rejects(parse('admin:\n  listen: 127.0.0.1:9\n  tokenFile: /nonexistent/token\n'), /cannot read the admin token file/);
   });
 
-  it('regression: the admin API with --workers is a clear config error, not an API that answers for no worker', async () => {
-    await assert.rejects(
-      parse(`workers: 2\nadmin:\n  listen: 127.0.0.1:9\n  token: ${TOKEN}\n`),
-      /the admin API \(an admin token\) does not run with --workers yet/,
-    );
+  it('an admin token with --workers is accepted (the primary serves the admin API by asking the workers), in the config file and with --admin-token-file', async () => {
+    assert.equal((await parse(`workers: 2\nadmin:\n  listen: 127.0.0.1:9\n  token: ${TOKEN}\n`)).adminToken, TOKEN);
     const file = writeTemp('admin-token', TOKEN);
-    assert.throws(
-      () =>
-        parseCommandLine([
-          'serve',
-          '--upstream',
-          'http://127.0.0.1:1',
-          '--limit',
-          '1/1s',
-          '--admin',
-          '127.0.0.1:9',
-          '--admin-token-file',
-          file,
-          '--workers',
-          '2',
-        ]),
-      /--admin-token-file: the admin API \(an admin token\) does not run with --workers yet/,
-    );
+    const workers = parseCommandLine([
+      'serve',
+      '--upstream',
+      'http://127.0.0.1:1',
+      '--limit',
+      '1/1s',
+      '--admin',
+      '127.0.0.1:9',
+      '--admin-token-file',
+      file,
+      '--workers',
+      '2',
+    ]);
+    assert.equal(workers.kind === 'serve' && workers.settings?.workers, 2);
+    assert.equal(workers.kind === 'serve' && workers.settings?.adminToken, TOKEN);
     const ok = parseCommandLine([
       'serve',
       '--upstream',
