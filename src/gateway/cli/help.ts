@@ -36,13 +36,29 @@ Options of serve (flags win over the config file's values):
                             e.g. --limit 100/1m --shadow
   --redis URL             count in Redis (shared by every instance) instead of in memory
                             e.g. --redis redis://10.0.0.5:6379
-  --local-first           with --redis: spend quota locally and sync with Redis in batches
+  --redis-cluster NODES   count in a Redis Cluster: two or three of its nodes (HOST:PORT,…);
+                          the others are discovered
+                            e.g. --redis-cluster 10.0.0.5:6379,10.0.0.6:6379,10.0.0.7:6379
+  --redis-sentinel SPEC   count in the master that Redis Sentinel names, followed through
+                          failovers: MASTER@HOST:PORT,… (the sentinels)
+                            e.g. --redis-sentinel mymaster@10.0.0.5:26379,10.0.0.6:26379
+  --redis-user NAME       with a Redis flag: the ACL user
+                            e.g. --redis-user floodgate
+  --redis-password-file F with a Redis flag: the password, read from file F (never logged)
+                            e.g. --redis-password-file /run/secrets/redis-password
+  --redis-password-env V  with a Redis flag: the password, read from environment variable V
+                            e.g. --redis-password-env REDIS_PASSWORD
+  --redis-ca FILE         with a Redis flag: TLS, servers' certificates signed by the CA in FILE
+                          (PEM); --redis-cert and --redis-key add a client certificate
+                            e.g. --redis-cluster … --redis-ca /etc/ssl/redis-ca.pem
+  --local-first           with a Redis flag: spend quota locally and sync with Redis in batches
                             e.g. --redis redis://127.0.0.1:6379 --local-first
   --on-store-failure P    while Redis is away: insurance (default; per-instance memory
                           limits), fail-open, fail-closed, or reject (answer 503)
                             e.g. --on-store-failure fail-open
   --workers N             run N worker processes on this host; without --redis they share
-                          counts through the cluster store in the primary
+                          counts through the cluster store in the primary, whose --admin
+                          listener answers (metrics, admin API, dashboard) for all of them
                             e.g. --workers 4
   --lease DURATION        with --workers and no --redis: each worker spends quota the primary
                           leases it (about DURATION of its demand) without a call per request;
@@ -72,7 +88,8 @@ Options of serve (flags win over the config file's values):
                           proxy listener then forwards /_floodgate/metrics etc. like any path
                             e.g. --admin 127.0.0.1:9090
   --admin-token-file F    with --admin: turn on the admin API (/admin/..., JSON: inspect, reset,
-                          block and unblock keys, most-limited keys) behind the bearer token in F
+                          block and unblock keys, most-limited keys) behind the bearer token in F;
+                          with --workers the primary asks every worker and answers as one process
                             e.g. --admin 127.0.0.1:9090 --admin-token-file /run/secrets/fg-admin
   --otel                  also record metrics and store spans through OpenTelemetry's global
                           providers (needs @opentelemetry/api and an SDK the operator registers,

@@ -7,6 +7,7 @@ import { ErrorCode } from '../../../src/core/errors.js';
 import { WarningCode, forgetWarnings } from '../../../src/core/warnings.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import { parseCommandLine } from '../../../src/gateway/cli/args.js';
+import { HELP } from '../../../src/gateway/cli/help.js';
 import { freePort, startRedis, startRedisSentinel, type RedisServer, type RedisSentinel } from '../../support/redis-server.js';
 import { rejectsConfig } from '../support/config-errors.js';
 import { runCli, writeTemp } from '../support/harness.js';
@@ -229,5 +230,24 @@ describe('Redis set-ups that do not answer stop the gateway at start, before it 
     ]);
     assert.equal(await bad.exited, 2);
     assert.match(bad.stderr(), /store\.tls\.ca: cannot read ".*missing-ca\.pem".*\[FLOODGATE_INVALID_CONFIG\]/);
+  });
+});
+
+describe('floodgate --help', () => {
+  it('explains every Redis flag, each with an example', () => {
+    for (const option of [
+      '--redis-cluster',
+      '--redis-sentinel',
+      '--redis-user',
+      '--redis-password-file',
+      '--redis-password-env',
+      '--redis-ca',
+    ]) {
+      const at = HELP.indexOf(`  ${option} `);
+      assert.ok(at >= 0, `${option} is explained`);
+      const next = HELP.indexOf('\n  --', at + 1);
+      assert.match(HELP.slice(at, next < 0 ? undefined : next), /e\.g\. /, `${option} has an example`);
+    }
+    assert.match(HELP, /--redis-cert and --redis-key/);
   });
 });
