@@ -118,6 +118,11 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
       (v) => {
         if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
           throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describeValue(v)}.`);
+        // On a Redis Cluster, braces in a key choose its slot: the prefix's would put every counter on one master.
+        if (/[{}]/.test(v))
+          throw new InvalidValue(
+            `must not hold { or } (on a Redis Cluster they would pick one slot for every key); got ${describeValue(v)}.`,
+          );
         return v;
       },
       DEFAULT_STORE.prefix,

@@ -217,6 +217,9 @@ function limiterFor(
     window: c ? { calendar: c.unit, timeZone: c.timeZone, ...(c.unit === 'week' ? { weekStart: c.weekStart } : {}) } : `${p.windowMs}ms`,
     algorithm: p.algorithm,
     prefix,
+    // On a Cluster one key's counters of a rule's policies share a slot, so policies that count by one key stay atomic,
+    // while keys of different clients, and of different rules, spread over the masters.
+    ...(settings.store.connection?.topology === 'cluster' ? { hashTag: rule.name } : {}),
     ...(p.blockMs > 0 ? { blockDuration: p.blockMs } : {}),
     // The prefix stays the policy's: an overridden key keeps its counter, under the numbers of its entry.
     ...(overrides === undefined ? {} : { overrides }),

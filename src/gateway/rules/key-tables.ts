@@ -216,11 +216,14 @@ export async function openStore(
   const { RedisStore, LocalFirstStore } = await import('../../stores/redis/index.js');
   let store: Store;
   let description = reached;
+  // On a Cluster a rule's policies that count by different keys (api key, ip, global) sit in different slots: each slot's
+  // parts are decided atomically and a refusal gives back what the others spent (docs/scaling.md). Ignored on one server.
+  const crossSlot = 'split';
   if (settings.localFirst) {
-    store = new LocalFirstStore({ client, timeoutMs: settings.timeoutMs });
+    store = new LocalFirstStore({ client, timeoutMs: settings.timeoutMs, crossSlot });
     description += ' (local-first)';
   } else {
-    store = new RedisStore({ client, timeoutMs: settings.timeoutMs });
+    store = new RedisStore({ client, timeoutMs: settings.timeoutMs, crossSlot });
   }
   const timed = new TimedStore(traced(store), metrics, report);
   const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);

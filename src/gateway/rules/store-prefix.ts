@@ -14,17 +14,21 @@ import type { PolicySettings } from '../config/settings.js';
  */
 const UNNAMED = 'p';
 
+const ESCAPED: Readonly<Record<string, string>> = { '%': '%25', ':': '%3A', '{': '%7B', '}': '%7D' };
+
 /**
- * A name or label as one segment of a store key: `%` and `:` percent-encoded,
- * and the name `p` written `%70`. The encoding is injective and leaves a
- * segment without `:`, so a prefix always has the same number of segments
- * and two policies' prefixes differ at a segment, never by where a segment
- * ends. Names without `%` or `:`, other than `p`, are unchanged, and so are
- * their counters.
+ * A name or label as one segment of a store key: `%`, `:`, `{` and `}`
+ * percent-encoded, and the name `p` written `%70`. The encoding is injective
+ * and leaves a segment without `:`, so a prefix always has the same number of
+ * segments and two policies' prefixes differ at a segment, never by where a
+ * segment ends; and without braces, so on a Redis Cluster no policy name can
+ * become the hash tag that places its keys (the rule's `hashTag` does). Names
+ * without those characters, other than `p`, are unchanged, and so are their
+ * counters.
  */
 export function prefixSegment(text: string): string {
   if (text === UNNAMED) return '%70';
-  return text.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'));
+  return text.replace(/[%:{}]/g, (c) => ESCAPED[c]!);
 }
 
 /**

@@ -42,6 +42,21 @@ describe('F12: store prefixes are injective', () => {
     assert.equal(policyPrefix('fg', 'api', policy('per-minute')), 'fg:api:per-minute:fixed-window:3:60000:0', 'and so do most named ones');
     assert.equal(prefixSegment('p'), '%70');
   });
+
+  it('a policy named with braces cannot become the Redis Cluster hash tag of its keys: { and } are escaped, names stay distinct', () => {
+    const policy = (name: string): PolicySettings =>
+      ({ name, limit: 3, windowMs: 60_000, algorithm: 'fixed-window', blockMs: 0 }) as PolicySettings;
+    const names = ['{a}', '%7Ba%7D', 'a', '{', '}', '%7B'];
+    const prefixes = names.map((n) => policyPrefix('fg', 'api', policy(n)));
+    assert.equal(new Set(prefixes).size, names.length, prefixes.join('\n'));
+    for (const p of prefixes) assert.doesNotMatch(p, /[{}]/, p);
+    assert.equal(prefixSegment('{a}'), '%7Ba%7D');
+  });
+
+  it('a store prefix with braces is refused, naming the field: on a Redis Cluster it would put every counter in one slot', async () => {
+    const yaml = 'upstream: http://127.0.0.1:1\nstore: { prefix: "fg{x}" }\nrules:\n  - name: api\n    policies: ["3/1h"]\n';
+    await assert.rejects(parseConfigText(yaml, 'f.yaml', {}), /store\.prefix.*must not hold \{ or \}/s);
+  });
 });
 
 describe('F12: floodgate check refuses what serve refuses', () => {
