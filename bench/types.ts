@@ -35,6 +35,8 @@ export interface Variant {
   readonly env?: Readonly<Record<string, string>>;
   /** True when the variant talks to Redis; the harness then starts one redis-server for the whole run. */
   readonly redis?: boolean;
+  /** True when the variant counts on a Redis Cluster; the harness then starts one 3-master cluster for the whole run. */
+  readonly redisCluster?: boolean;
 }
 
 /**

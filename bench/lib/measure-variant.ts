@@ -6,6 +6,7 @@ import { hasOha, runOha, type OpenLoopResult } from './oha.js';
 import type { CpuPlan } from './processes.js';
 import { runFixedRate, type RateResult } from './rate.js';
 import type { BenchRedis } from './redis.js';
+import type { BenchRedisCluster } from './redis-cluster.js';
 import { indent, startServer, type RunningServer } from './server.js';
 import { runWrk, type WrkOptions, type WrkResult } from './wrk.js';
 import type { Scenario, Variant } from '../types.js';
@@ -46,11 +47,19 @@ export async function measureVariant(
   variant: Variant,
   { options, plan, dist, root }: Context,
   redis: BenchRedis | undefined,
+  cluster?: BenchRedisCluster,
 ): Promise<Measured> {
   // Every variant starts from an empty Redis so none inherits another's keys.
   await redis?.reset();
+  await cluster?.reset();
   log(`[${scenario.name}] ${variant.name}: starting server`);
-  const server = await startServer(variant, { cwd: root, cpus: plan.server, dist, redisUrl: variant.redis ? redis?.url : undefined });
+  const server = await startServer(variant, {
+    cwd: root,
+    cpus: plan.server,
+    dist,
+    redisUrl: variant.redis ? redis?.url : undefined,
+    clusterNodes: variant.redisCluster ? cluster?.nodes : undefined,
+  });
   try {
     const load = {
       url: `http://127.0.0.1:${server.port}${scenario.path ?? '/'}`,

@@ -6,6 +6,7 @@ import { log } from './log.js';
 import { measureVariant, type Context, type MeasureSettings, type Measured } from './measure-variant.js';
 import { hasOha } from './oha.js';
 import { BenchRedis } from './redis.js';
+import { BenchRedisCluster } from './redis-cluster.js';
 import type { Row, RunInfo } from './report.js';
 import { toRow } from './result-row.js';
 import { combineRounds, roundOrder } from './rounds.js';
@@ -59,6 +60,11 @@ export async function runScenario(scenario: Scenario, context: RunContext): Prom
     log(`[${scenario.name}] starting redis-server`);
     redis = await BenchRedis.start(plan.redis);
   }
+  let cluster: BenchRedisCluster | undefined;
+  if (variants.some((v) => v.redisCluster)) {
+    log(`[${scenario.name}] starting a 3-master Redis Cluster`);
+    cluster = await BenchRedisCluster.start(plan.redis);
+  }
   try {
     // perRound[r][i]: variant i's row in round r; each round's ratios are against that round's baseline.
     const perRound: Row[][] = [];
@@ -67,7 +73,7 @@ export async function runScenario(scenario: Scenario, context: RunContext): Prom
       const measured = new Map<Variant, Measured | Error>();
       for (const variant of roundOrder(variants, round)) {
         try {
-          measured.set(variant, await measureVariant(scenario, variant, context, redis));
+          measured.set(variant, await measureVariant(scenario, variant, context, redis, cluster));
         } catch (error) {
           // One broken variant should not cost the others' numbers; it is reported in its row.
           const failure = error instanceof Error ? error : new Error(String(error));
@@ -100,5 +106,6 @@ export async function runScenario(scenario: Scenario, context: RunContext): Prom
     return { rows, info };
   } finally {
     await redis?.stop();
+    await cluster?.stop();
   }
 }

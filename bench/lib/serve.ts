@@ -11,6 +11,8 @@ export interface BenchEnv {
   readonly variant: string;
   /** URL of the run's Redis, when the harness started one. */
   readonly redisUrl: string | undefined;
+  /** `host:port,…` of the run's Redis Cluster, when the harness started one. */
+  readonly redisCluster: string | undefined;
 }
 
 /** Reads the harness's environment; throws when started without it (e.g. by hand without FLOODGATE_BENCH_PORT). */
@@ -23,6 +25,7 @@ export function benchEnv(): BenchEnv {
     port,
     variant: process.env.FLOODGATE_BENCH_VARIANT ?? '',
     redisUrl: process.env.FLOODGATE_BENCH_REDIS_URL || undefined,
+    redisCluster: process.env.FLOODGATE_BENCH_REDIS_CLUSTER || undefined,
   };
 }
 

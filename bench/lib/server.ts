@@ -28,6 +28,8 @@ export interface StartServerOptions {
   readonly dist: string;
   /** Redis URL for variants that need it. */
   readonly redisUrl: string | undefined;
+  /** `host:port,…` of the run's Redis Cluster for variants that need it. */
+  readonly clusterNodes?: string | undefined;
   /** How long to wait for "ready". Default 20 s (tsx compiles on first start; ioredis connects). */
   readonly readyTimeoutMs?: number;
 }
@@ -57,6 +59,8 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   };
   if (options.redisUrl !== undefined) env.FLOODGATE_BENCH_REDIS_URL = options.redisUrl;
   else delete env.FLOODGATE_BENCH_REDIS_URL;
+  if (options.clusterNodes !== undefined) env.FLOODGATE_BENCH_REDIS_CLUSTER = options.clusterNodes;
+  else delete env.FLOODGATE_BENCH_REDIS_CLUSTER;
 
   const [command, args] = pinned(options.cpus, process.execPath, ['--import', 'tsx', variant.server, ...(variant.args ?? [])]);
   const child = spawnTracked(command, args, { env, cwd: options.cwd });

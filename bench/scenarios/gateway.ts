@@ -5,8 +5,8 @@ import { defineScenario, type Variant } from '../types.js';
 const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 
 /** One variant of bench/servers/gateway.ts, selected by GATEWAY_MODE. */
-function variant(name: string, description: string, mode: string, redis = false): Variant {
-  return { name, description, server, env: { GATEWAY_MODE: mode }, redis };
+function variant(name: string, description: string, mode: string, redis = false, redisCluster = false): Variant {
+  return { name, description, server, env: { GATEWAY_MODE: mode }, redis, redisCluster };
 }
 
 /**
@@ -43,6 +43,13 @@ end
     variant('bare-proxy', 'the gateway with no rules: proxy only, every request forwarded', 'bare'),
     variant('gateway-memory', 'floodgate serve: 3/5s per X-API-KEY on the embedded memory store', 'memory'),
     variant('gateway-redis', 'floodgate serve --redis: RedisStore (ioredis) + in-memory block', 'redis', true),
+    variant(
+      'gateway-redis-cluster',
+      'floodgate serve --redis-cluster: RedisStore on a 3-master Redis Cluster (ioredis Cluster) + in-memory block; target ≤ 1.2 × gateway-redis server µs/req',
+      'redis-cluster',
+      false,
+      true,
+    ),
     variant('gateway-redis-local-first', 'floodgate serve --redis --local-first: LocalFirstStore (ioredis)', 'local-first', true),
     variant(
       'multi-incr-proxy',

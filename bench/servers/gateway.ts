@@ -11,7 +11,17 @@ import { connected, limited, oneOf } from '../lib/endpoint.js';
 import { gatewayReady, startUpstream } from '../lib/upstream.js';
 
 type Gw = typeof import('../../dist/esm/gateway/index.js');
-const MODES = ['bare', 'memory', 'redis', 'local-first', 'multi-incr', 'memory-high', 'redis-high', 'memory-workers'] as const;
+const MODES = [
+  'bare',
+  'memory',
+  'redis',
+  'redis-cluster',
+  'local-first',
+  'multi-incr',
+  'memory-high',
+  'redis-high',
+  'memory-workers',
+] as const;
 type Mode = (typeof MODES)[number];
 
 /** The policy: 3 requests per 5 s window per API key. */
@@ -44,6 +54,7 @@ runServer(async () => {
     `listen: 127.0.0.1:${env.port}`,
     'drainTimeout: 1s',
     redis ? `store: { type: redis, url: "${requireRedisUrl(env)}"${mode === 'local-first' ? ', localFirst: true' : ''} }` : '',
+    mode === 'redis-cluster' ? `store: { cluster: { nodes: [${requireClusterNodes(env)}] } }` : '',
     mode === 'bare' ? 'rules: []' : apiRule(limit),
   ].join('\n');
   const settings = await gw.parseConfigText(yaml, 'gateway.yaml', { watch: false });
@@ -52,6 +63,12 @@ runServer(async () => {
   for (let i = 0; i < 100 && gateway.notReady() !== undefined; i += 1) await new Promise((r) => setTimeout(r, 20));
   gatewayReady(gateway);
 });
+
+/** The run's Redis Cluster nodes, or a message that says why they are missing. */
+function requireClusterNodes(env: ReturnType<typeof benchEnv>): string {
+  if (!env.redisCluster) throw new Error(`variant ${env.variant} needs a Redis Cluster; mark the variant with redisCluster: true.`);
+  return env.redisCluster;
+}
 
 /**
  * The one rule of every limiting variant, as YAML: `limit` requests per 5 s
