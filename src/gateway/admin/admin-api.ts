@@ -105,7 +105,10 @@ export class AdminApi {
       return true;
     }
     const query = new URLSearchParams(q < 0 ? '' : raw.slice(q + 1));
-    void this.answer(req, path, query).then(({ status, body, headers }) => sendJson(res, status, body, headers));
+    this.answer(req, path, query).then(
+      ({ status, body, headers }) => sendJson(res, status, body, headers),
+      (error: unknown) => sendJson(res, 500, { error: `internal error: ${(error as Error).message}` }),
+    );
     return true;
   }
 }

@@ -114,6 +114,8 @@ export function readBodyText(req: IncomingMessage): Promise<string | undefined> 
     });
     req.on('error', reject);
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    // A connection cut mid-body (the client gave up, or the listener's timeout cut it) ends no promise otherwise.
+    req.on('close', () => reject(new Error('the connection closed before the body ended')));
   });
 }
 

@@ -102,7 +102,7 @@ export class AdminFanout {
       body: body ?? null,
       lead,
     });
-    const ids = [...this.workers.keys()].sort((a, b) => a - b);
+    const ids = this.ids();
     if (ids.length === 0) return this.noAnswer([]);
     if (kind === 'override-write') {
       const [lead] = await this.ask([ids[0]!], call(true));
@@ -116,26 +116,32 @@ export class AdminFanout {
     const answered = replies.filter((r) => r.value !== undefined);
     if (answered.length === 0) return this.noAnswer(replies as MissingWorker[]);
     const first = answered[0]!.value as AdminAnswer;
-    const bodies = answered.map((r) => (r.value as AdminAnswer).body);
+    // Only answers of the same success are put together; a worker whose store failed (503) adds nothing to a 200.
+    const bodies = answered
+      .map((r) => r.value as AdminAnswer)
+      .filter((a) => a.status === 200)
+      .map((a) => a.body);
     let merged = first;
     if (first.status === 200 && top !== undefined) merged = { ...first, body: mergeLimited(bodies, top) };
     if (first.status === 200 && kind === 'key') merged = { ...first, body: mergeKeyState(first.body, bodies.slice(1)) };
     return this.withMissing(merged, replies);
   };
 
-  /** The dashboard's numbers over every worker that answers; throws when none does. */
-  readonly stats = async (): Promise<DashboardStats> => {
+  /** The dashboard's numbers over every worker that answers, naming those that did not; throws when none does. */
+  readonly stats = async (): Promise<DashboardStats & { readonly missingWorkers?: readonly MissingWorker[] }> => {
     const at = Date.now();
-    const replies = await this.ask(
-      [...this.workers.keys()].sort((a, b) => a - b),
-      { op: 'stats' },
-    );
+    const replies = await this.ask(this.ids(), { op: 'stats' });
     const answered = replies.filter((r) => r.value !== undefined).map((r) => r.value as DashboardStats);
     const missing = this.missing(replies);
     if (answered.length === 0) throw new Error(`no worker answered: ${missing.map((m) => m.error).join('; ') || 'none is listening'}`);
     const stats = mergeStats(answered, at);
-    return missing.length === 0 ? stats : ({ ...stats, missingWorkers: missing } as DashboardStats);
+    return missing.length === 0 ? stats : { ...stats, missingWorkers: missing };
   };
+
+  /** The listening workers' ids, lowest first. */
+  private ids(): number[] {
+    return [...this.workers.keys()].sort((a, b) => a - b);
+  }
 
   /** Asks each of `ids` (all at once); each reply is its answer, or why there is none. */
   private ask(ids: readonly number[], call: AdminCall | ((id: number) => AdminCall)): Promise<Reply[]> {
@@ -179,10 +185,7 @@ export class AdminFanout {
 
   /** The admin state of the serving worker with the lowest id that answers; null when none does. */
   private async stateOfSiblings(): Promise<AdminState | null> {
-    const replies = await this.ask(
-      [...this.workers.keys()].sort((a, b) => a - b),
-      { op: 'state' },
-    );
+    const replies = await this.ask(this.ids(), { op: 'state' });
     return (replies.find((r) => r.value !== undefined)?.value as AdminState | undefined) ?? null;
   }
 }

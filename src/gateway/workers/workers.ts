@@ -1,8 +1,8 @@
 /** `--workers N`: the primary process that forks N gateway workers and serves them. */
 /**
  * The primary process forks N gateway workers, holds the cluster store's counters when there is no Redis, serves
- * aggregated metrics (one aggregation at a time, reused for a second) and every worker's readiness on --admin, and
- * passes SIGHUP/SIGTERM on.
+ * aggregated metrics (one aggregation at a time, reused for a second), every worker's readiness and, with a token, the
+ * admin API and dashboard (asking every worker: admin-fanout.ts) on --admin, and passes SIGHUP/SIGTERM on.
  */
 import * as clusterModule from 'node:cluster';
 import type { Cluster, Worker } from 'node:cluster';
