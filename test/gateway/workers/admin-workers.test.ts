@@ -157,6 +157,23 @@ describe('gateway --workers 2: the admin API and dashboard from the primary', { 
     }
   });
 
+  it('with --lease: a reset revokes the quota leased to every worker, so the next requests pass in both; a block refuses in both', async () => {
+    const g = await start(config(await freePort()), ['--workers', '2', '--lease', '200ms']);
+    try {
+      assert.deepEqual(await send(g, 'l1', 5), [200, 200, 200, 429, 429]);
+      const seen = await api(g, 'GET', '/admin/rules/api/keys/l1');
+      // Leased units count as spent: the limit is reached, so none is left whoever holds them.
+      assert.equal(seen.json.policies[0].remaining, 0);
+      assert.equal((await api(g, 'POST', '/admin/rules/api/keys/l1/reset')).json.policies[0].remaining, 3);
+      assert.deepEqual(await send(g, 'l1', 4), [200, 200, 200, 429]);
+      assert.equal((await api(g, 'POST', '/admin/rules/api/keys/l1/reset')).status, 200);
+      assert.equal((await api(g, 'POST', '/admin/rules/api/keys/l1/block', '{"duration":"10m"}')).status, 200);
+      assert.deepEqual(await send(g, 'l1', 4), [429, 429, 429, 429]);
+    } finally {
+      assert.equal(await stopCli(g.cli), 0);
+    }
+  });
+
   it('the dashboard page loads from the primary and its stats sum every worker, as /metrics does', async () => {
     const g = await start(config(await freePort()), ['--workers', '2']);
     try {
