@@ -45,30 +45,39 @@ function kindOf(method: string | undefined, path: string): 'limited' | 'key' | '
  * write goes to that worker first, which writes the Redis hash when the rule
  * has one, and then to the others, so a refused value changes nothing.
  *
- * A worker that exits, hangs or is not yet replaced is left out of the answer
- * and named in its `missingWorkers`; the answer waits at most `timeoutMs`.
+ * A worker that exits, hangs, or is starting (at start-up, or in place of
+ * one that exited) is left out of the answer and named in its
+ * `missingWorkers`; the answer waits at most `timeoutMs`.
  */
 export class AdminFanout {
   private readonly workers = new Map<number, { readonly caller: IpcCaller; readonly pid: number | undefined }>();
-  /** Workers that exited and whose replacement does not listen yet, oldest first. */
+  /** Workers that exited and for which no replacement was forked yet, oldest first. */
   private readonly gone: MissingWorker[] = [];
+  /** Workers forked and not yet listening, by id: named as starting, or as the exited worker each replaces. */
+  private readonly starting = new Map<number, MissingWorker>();
 
   /** @param timeoutMs - how long a worker has to answer one call */
   constructor(private readonly timeoutMs: number) {}
 
-  /** Wires `worker` (just forked): answers its call for the admin state of the workers already serving. */
+  /**
+   * Wires `worker` (just forked): answers its call for the admin state of
+   * the workers already serving. Until it listens, answers name it as
+   * starting, or name the exited worker it replaces.
+   */
   forked(worker: Worker): void {
     answerCalls(ADMIN_STATE_TAG, workerPort(worker), () => this.stateOfSiblings());
+    const id = worker.id;
+    this.starting.set(id, this.gone.shift() ?? { worker: id, pid: worker.process.pid, error: `worker ${id} is starting` });
   }
 
-  /** Asks `worker` from its first 'listening' event on; it takes the place of the oldest worker gone. */
+  /** Asks `worker` from its first 'listening' event on. */
   listeningOn(worker: Worker): void {
     if (this.workers.has(worker.id)) return;
     this.workers.set(worker.id, {
       caller: new IpcCaller(ADMIN_TAG, workerPort(worker), this.timeoutMs, `worker ${worker.id}`),
       pid: worker.process.pid,
     });
-    this.gone.shift();
+    this.starting.delete(worker.id);
   }
 
   /** Stops asking `worker`: its calls in flight fail at once, and answers name it until a replacement listens. */
@@ -77,8 +86,13 @@ export class AdminFanout {
     const entry = this.workers.get(worker.id);
     entry?.caller.close(how);
     this.workers.delete(worker.id);
-    if (entry !== undefined)
-      this.gone.push({ worker: worker.id, pid: entry.pid, error: `worker ${worker.id} ${how}; another is starting` });
+    const replaced = this.starting.get(worker.id);
+    this.starting.delete(worker.id);
+    // A worker that died before it listened still stands for the one it replaced, if any.
+    const named = replaced?.worker !== worker.id && replaced !== undefined ? replaced : undefined;
+    this.gone.push(
+      named ?? { worker: worker.id, pid: entry?.pid ?? worker.process.pid, error: `worker ${worker.id} ${how}; another is starting` },
+    );
   }
 
   /** The admin API's answerer (see {@link AdminAnswerer}): reads the body, asks the workers, puts their answers together. */
@@ -157,12 +171,12 @@ export class AdminFanout {
     );
   }
 
-  /** The workers missing from `replies`, and those gone and not yet replaced. */
+  /** The workers missing from `replies`, those gone and not yet replaced, and those starting. */
   private missing(replies: readonly Reply[]): MissingWorker[] {
     const missing = replies
       .filter((r): r is Reply & MissingWorker => r.value === undefined)
       .map(({ worker, pid, error }) => ({ worker, pid, error }));
-    for (const g of this.gone) if (!missing.some((m) => m.worker === g.worker)) missing.push(g);
+    for (const g of [...this.gone, ...this.starting.values()]) if (!missing.some((m) => m.worker === g.worker)) missing.push(g);
     return missing;
   }
 
