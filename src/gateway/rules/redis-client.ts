@@ -103,7 +103,10 @@ function unreachable(c: RedisConnection, part: string, message: string, cause?: 
 
 /** What an error from a server says, credentials refused told apart from a node that is away. */
 function reason(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
+  // A Cluster client reports "Failed to refresh slots cache." and keeps what the nodes said in lastNodeError.
+  const node = (error as { lastNodeError?: unknown } | undefined)?.lastNodeError;
+  const inner = node instanceof Error ? node : error;
+  const text = inner instanceof Error ? inner.message : String(inner);
   if (/WRONGPASS|NOAUTH|invalid username-password|NOPERM/i.test(text))
     return `the credentials were refused (${text.split('\n')[0]}): check username and passwordFile/passwordEnv`;
   return text.split('\n')[0]!;

@@ -7,12 +7,14 @@ import { Cluster, Redis } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
+import { ErrorCode } from '../../../src/core/errors.js';
 import { adminBlock, adminJson } from '../support/admin.js';
 import {
   gatewayFixture,
   runCli,
   serveCli,
   sleep,
+  startGateway,
   startUpstream,
   stopCli,
   untilReady,
@@ -254,5 +256,20 @@ describe('secrets on a Cluster', () => {
     } finally {
       await stopCli(g);
     }
+  });
+
+  it('a wrong password stops the start with FLOODGATE_STORE_UNREACHABLE saying the credentials were refused, without the password', async () => {
+    const wrong = writeTemp('wrong-password', 'not-the-password-7c1d');
+    await assert.rejects(
+      startGateway(
+        `upstream: ${fixture.upstream.url}\nstore: { cluster: { nodes: [${seeds()}] }, passwordFile: ${wrong}, connectTimeout: 1s }\nrules: []\n`,
+      ),
+      (e: unknown) => {
+        assert.equal((e as { code?: string }).code, ErrorCode.STORE_UNREACHABLE);
+        assert.match((e as Error).message, /^store\.cluster\.nodes: .*the credentials were refused/);
+        assert.ok(!(e as Error).message.includes('not-the-password'));
+        return true;
+      },
+    );
   });
 });
