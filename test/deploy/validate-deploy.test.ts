@@ -1,4 +1,4 @@
-// scripts/validate-deploy.mjs: the Kubernetes manifests pass kubeconform (strict, two Kubernetes versions) and the Dockerfile passes hadolint; broken copies of both are rejected; without the tools it fails naming the install command.
+// scripts/validate-deploy.mjs: both Kubernetes kustomizations pass kubeconform (strict, two Kubernetes versions) and the Dockerfile passes hadolint; broken copies of both are rejected; without the tools it fails naming the install command.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,10 +28,10 @@ const dir = (): string => {
   return scratch;
 };
 
-/** A copy of deploy/kubernetes in which `edit` has changed one file. */
-function brokenManifests(name: string, file: string, edit: (text: string) => string): string {
+/** A copy of `source` (deploy/kubernetes unless named) in which `edit` has changed one file. */
+function brokenManifests(name: string, file: string, edit: (text: string) => string, source = 'deploy/kubernetes'): string {
   const copy = join(dir(), name);
-  cpSync(join(root, 'deploy/kubernetes'), copy, { recursive: true });
+  cpSync(join(root, source), copy, { recursive: true });
   const path = join(copy, file);
   const before = readFileSync(path, 'utf8');
   const after = edit(before);
@@ -62,12 +62,19 @@ function requireTools(): void {
   );
 }
 
-test('deploy/kubernetes and the Dockerfile pass kubeconform (strict, Kubernetes 1.29 and 1.37) and hadolint', () => {
+test('deploy/kubernetes, deploy/kubernetes-cluster and the Dockerfile pass kubeconform (strict, Kubernetes 1.29 and 1.37) and hadolint', () => {
   requireTools();
   const run = installed!;
   assert.equal(run.code, 0, run.output);
-  assert.match(run.output, /Kubernetes 1\.29\.0[\s\S]*Valid: \d+, Invalid: 0, Errors: 0, Skipped: 0/);
-  assert.match(run.output, /Kubernetes 1\.37\.0[\s\S]*Valid: \d+, Invalid: 0, Errors: 0, Skipped: 0/);
+  for (const manifests of ['deploy/kubernetes', 'deploy/kubernetes-cluster']) {
+    for (const version of ['1.29.0', '1.37.0']) {
+      // Each directory's own summary line: a directory left out, or one of its resources skipped, fails here.
+      const summary = new RegExp(`kubeconform ${manifests} \\(Kubernetes ${version.replaceAll('.', '\\.')}\\):\n\\s+(Summary: [^\n]*)`);
+      const line = summary.exec(run.output)?.[1];
+      assert.ok(line, `no kubeconform summary for ${manifests} on Kubernetes ${version}:\n${run.output}`);
+      assert.match(line, /^Summary: [1-9]\d* resources found in \d+ files - Valid: \d+, Invalid: 0, Errors: 0, Skipped: 0$/);
+    }
+  }
   assert.match(run.output, /hadolint [^\n]*Dockerfile:\n\s+no findings/);
 });
 
@@ -81,6 +88,21 @@ test('a Deployment with a mistyped field and a string replica count is rejected,
   assert.match(run.output, /deployment\.yaml - Deployment floodgate is invalid/);
   assert.match(run.output, /\/spec\/replicas': got string/);
   assert.match(run.output, /additional properties 'readinesProbe' not allowed/);
+});
+
+test('--manifests checks the one directory named: deploy/kubernetes-cluster with a mistyped HPA field is rejected, naming it', async () => {
+  requireTools();
+  const manifests = brokenManifests(
+    'hpa',
+    'hpa.yaml',
+    (text) => text.replace('averageUtilization: 70', 'averageUtilisation: 70'),
+    'deploy/kubernetes-cluster',
+  );
+  const run = await validate(['--manifests', manifests]);
+  assert.equal(run.code, 1, run.output);
+  assert.match(run.output, /hpa\.yaml - HorizontalPodAutoscaler floodgate is invalid/);
+  assert.match(run.output, /additional properties 'averageUtilisation' not allowed/);
+  assert.doesNotMatch(run.output, /kubeconform deploy\/kubernetes /, 'the default directories are not checked too');
 });
 
 test('a manifest of an unknown kind is an error, not skipped; a file left out of kustomization.yaml is reported', async () => {
