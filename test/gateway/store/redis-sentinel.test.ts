@@ -1,12 +1,15 @@
 // The gateway through Redis Sentinel (1 master, 1 replica, 3 sentinels): `floodgate serve --redis-sentinel` admits exactly one key's
-// limit across two processes, and after the master is killed it counts on the promoted replica, found through the sentinels again.
+// limit across two processes; overrides from a hash and an allow list in a set work there, and after the master is killed the
+// gateway counts on the promoted replica and its subscriber connections hear the changes announced there.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import { startRedisSentinel, type RedisSentinel } from '../../support/redis-server.js';
-import { parseMetrics, serveCli, sleep, startUpstream, stopCli, type Upstream } from '../support/harness.js';
+import { adminJson } from '../support/admin.js';
+import { parseMetrics, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from '../support/harness.js';
 
+const TOKEN = 'test-admin-token-sentinel-0123456789';
 let sentinel: RedisSentinel;
 let upstream: Upstream;
 before(async () => {
@@ -40,30 +43,48 @@ describe('floodgate serve through Redis Sentinel', () => {
     }
   });
 
-  it('after the master is killed, the gateway counts on the promoted replica (store calls succeed again)', async (t) => {
-    const g = await serveCli([
-      '--upstream',
-      upstream.url,
-      '--redis-sentinel',
-      sentinel.spec,
-      '--limit',
-      '1000/1h',
-      '--key',
-      'header:x-api-key',
-    ]);
+  it('overrides from a hash and an allow list in a set work through Sentinel, and still hear their channels after the master is killed', async (t) => {
+    const writer = new Redis({ sentinels: sentinel.sentinels, name: sentinel.name });
+    writer.on('error', () => {});
+    await writer.sadd('fg:known:s', 'k-known');
+    await writer.hset('fg:overrides:s', 'k-known', 'pro');
+    const config = writeTemp(
+      'gw.yaml',
+      `upstream: ${upstream.url}\nadmin: { listen: 127.0.0.1:0, tokenFile: ${writeTemp('admin-token', TOKEN)} }\nstore: { sentinel: { name: ${sentinel.name}, sentinels: [${sentinel.sentinels.map((n) => `${n.host}:${n.port}`).join(', ')}] }, timeout: 300ms }\n` +
+        'plans:\n  pro: { per-hour: 4/1h }\n' +
+        'rules:\n' +
+        '  - { name: open, match: { path: /open }, key: "header:x-api-key", policies: ["100000/1h"], final: true }\n' +
+        '  - name: api\n    key: { header: x-api-key, allowList: { redis: "fg:known:s", knownFor: 1h, unknownFor: 1h } }\n' +
+        '    policies: [{ name: per-hour, limit: 2, window: 1h }]\n    overrides: { redis: "fg:overrides:s" }\n',
+    );
+    const g = await serveCli(['--config', config]);
+    const status = async (path: string, key: string): Promise<number> =>
+      (await get(`${g.url}${path}`, { headers: { 'x-api-key': key } })).status;
+    const admitted = async (key: string): Promise<number> => {
+      let n = 0;
+      while ((await status('/x', key)) === 200) n++;
+      return n;
+    };
+    const until = async (what: string, check: () => Promise<boolean>): Promise<void> => {
+      for (let i = 0; i < 300; i++)
+        if (await check()) return;
+        else await sleep(50);
+      assert.fail(`${what} within 15 s`);
+    };
+    const adminUrl = String(g.logs.find((l) => l.msg === 'floodgate gateway listening')!.admin);
     const storeOk = async (): Promise<number> =>
-      parseMetrics((await get(`${g.url}/_floodgate/metrics`)).body).get(
-        'floodgate_store_duration_seconds_count{store="redis",result="ok"}',
-      ) ?? 0;
+      parseMetrics((await get(`${adminUrl}/metrics`)).body).get('floodgate_store_duration_seconds_count{store="redis",result="ok"}') ?? 0;
     try {
-      assert.equal(await statusOf(g.url, 'failover'), 200);
+      assert.equal(await admitted('k-known'), 4, 'the override from the hash applies');
+      assert.equal(await status('/x', 'k-new'), 401, 'not in the set');
+
       await sentinel.master.kill();
       const killed = Date.now();
-      // Every request is answered meanwhile (by the insurance limiter while no master is known).
       let before = await storeOk();
       let back = false;
       while (Date.now() - killed < 30_000) {
-        assert.equal(await statusOf(g.url, 'failover'), 200);
+        // Every request is answered meanwhile (by the insurance limiter while no master is known).
+        assert.equal(await status('/open', 'probe'), 200);
         const now = await storeOk();
         if (now > before) {
           back = true;
@@ -80,7 +101,21 @@ describe('floodgate serve through Redis Sentinel', () => {
       } finally {
         promoted.disconnect();
       }
+
+      // The subscriber connections found the new master too: changes announced there are heard.
+      await writer.sadd('fg:known:s', 'k-new');
+      await writer.hset('fg:overrides:s', 'k-new', 'pro');
+      await until('the override change heard after the failover', async () => {
+        await writer.publish('fg:overrides:s:changed', 'k-new');
+        return (await adminJson(adminUrl, TOKEN, 'GET', '/admin/rules/api/keys/k-new')).json.override === 'k-new';
+      });
+      await until('the allow-list change heard after the failover', async () => {
+        await writer.publish('fg:known:s:changed', 'k-new');
+        return (await status('/x', 'k-new')) === 200;
+      });
+      assert.equal(await admitted('k-new'), 3, 'the override written after the failover applies (4 per hour, one spent above)');
     } finally {
+      writer.disconnect();
       await stopCli(g);
     }
   });
