@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { cleanEnv, root } from '../packaging/npm.js';
-import { freePort, startRedis, type RedisServer } from '../support/redis-server.js';
+import { freePort, startRedis, startRedisSentinel, type RedisServer } from '../support/redis-server.js';
 
 const manifests = join(root, 'deploy/kubernetes-cluster');
 const floodgate = join(root, 'bin/floodgate.mjs');
@@ -190,10 +190,16 @@ const expand = (arg: string, env: Record<string, string>): string =>
  * The pod laid out in `podDir` as the kubelet would mount it, with `secretValues` as the Secret's data: each volume a
  * directory, the mount paths in the args and the config mapped to them. Returns the args after `serve`, expanded.
  */
-function layOutPod(podDir: string, secretValues: Record<string, string>, configEdit: (text: string) => string): string[] {
+function layOutPod(
+  podDir: string,
+  secretValues: Record<string, string>,
+  configEdit: (text: string) => string,
+  spec: { container: Container; volumes: Volume[] } = { container, volumes: pod.volumes },
+): string[] {
+  const { volumes } = spec;
   const mounts: [string, string][] = [];
-  for (const mount of container.volumeMounts) {
-    const volume = pod.volumes.find((v) => v.name === mount.name);
+  for (const mount of spec.container.volumeMounts) {
+    const volume = volumes.find((v) => v.name === mount.name);
     assert.ok(volume, `volume ${mount.name} is mounted but not declared`);
     const local = join(podDir, mount.name);
     mkdirSync(local, { recursive: true });
@@ -202,7 +208,10 @@ function layOutPod(podDir: string, secretValues: Record<string, string>, configE
       assert.equal(volume.configMap.name, configMap.metadata.name);
       for (const [key, text] of Object.entries(configMap.data)) writeFileSync(join(local, key), text);
     } else if (volume.secret?.secretName === secret.metadata.name) {
-      for (const item of volume.secret.items ?? []) writeFileSync(join(local, item.path), secretValues[item.key]!);
+      for (const item of volume.secret.items ?? []) {
+        assert.ok(item.key in secretValues, `the pod mounts the Secret's ${item.key}, which the test did not fill`);
+        writeFileSync(join(local, item.path), secretValues[item.key]!);
+      }
     } else if (volume.secret) {
       // The admin token's Secret, which the user creates with kubectl.
       writeFileSync(join(local, 'admin-token'), 'a'.repeat(64));
@@ -211,18 +220,19 @@ function layOutPod(podDir: string, secretValues: Record<string, string>, configE
   // One pass, so a local directory under /tmp is not mapped again by the pod's /tmp mount.
   const mountPaths = new RegExp(`(${mounts.map(([from]) => from.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})/`, 'g');
   const local = (text: string): string => text.replace(mountPaths, (_, from: string) => `${mounts.find(([f]) => f === from)![1]}/`);
-  const config = container.args[container.args.indexOf('--config') + 1]!;
+  const config = spec.container.args[spec.container.args.indexOf('--config') + 1]!;
   const file = local(config);
   writeFileSync(file, configEdit(local(readFileSync(file, 'utf8'))));
   const env: Record<string, string> = {};
-  for (const e of container.env ?? []) {
+  for (const e of spec.container.env ?? []) {
     const ref = e.valueFrom?.secretKeyRef;
     if (ref !== undefined) {
       assert.equal(ref.name, secret.metadata.name);
+      assert.ok(ref.key in secretValues, `the pod reads the Secret's ${ref.key}, which the test did not fill`);
       env[e.name] = secretValues[ref.key]!;
     } else if (e.value !== undefined) env[e.name] = e.value;
   }
-  return container.args.map((arg) => local(expand(arg, env)));
+  return spec.container.args.map((arg) => local(expand(arg, env)));
 }
 
 function run(args: string[]): Promise<{ code: number; output: string }> {
@@ -234,18 +244,22 @@ function run(args: string[]): Promise<{ code: number; output: string }> {
 }
 
 /** Starts one pod's gateway; resolves once /readyz answers 200. */
-async function startPod(name: string): Promise<{ proxy: string; admin: string; log: () => string }> {
-  assert.ok(cluster);
+async function startPod(
+  name: string,
+  secretValues: Record<string, string>,
+  spec?: Parameters<typeof layOutPod>[3],
+): Promise<{ proxy: string; admin: string; log: () => string }> {
   const [proxyPort, adminPort] = [await freePort(), await freePort()];
   const port = (upstream.address() as { port: number }).port;
   const args = layOutPod(
     join(dir, name),
-    { nodes: cluster.nodes.slice(0, 2).join(','), password: cluster.password, 'ca.crt': cluster.ca },
+    secretValues,
     (text) =>
       text
         .replace(/^upstream: .*$/m, `upstream: http://127.0.0.1:${port}`)
         .replace(/^listen: .*$/m, `listen: 127.0.0.1:${proxyPort}`)
         .replace(/^ {2}listen: 0\.0\.0\.0:9090$/m, `  listen: 127.0.0.1:${adminPort}`),
+    spec,
   );
   let output = '';
   const child = spawn(process.execPath, [floodgate, 'serve', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -276,9 +290,10 @@ test("the ConfigMap's config with the Deployment's args passes floodgate check",
   assert.match(result.output, /valid; 5 rule\(s\): login, search-capacity, per-address, api, everyone-else/);
 });
 
-test('two pods of the Deployment, the Secret holding a TLS Cluster: both ready, sharing one count in the Cluster', async () => {
+test('two pods of the Deployment, the Secret holding a TLS Cluster: both ready, sharing one count in the Cluster', async (t) => {
   assert.ok(cluster);
-  const pods = [await startPod('pod-a'), await startPod('pod-b')];
+  const values = { nodes: cluster.nodes.slice(0, 2).join(','), password: cluster.password, 'ca.crt': cluster.ca };
+  const pods = [await startPod('pod-a', values), await startPod('pod-b', values)];
   for (const p of pods) {
     // Described without the password, over TLS, from the Secret's nodes.
     assert.match(p.log(), new RegExp(`redis-cluster ${cluster.nodes[0]},${cluster.nodes[1]} \\(password \\*\\*\\*, tls\\)`), p.log());
@@ -293,6 +308,7 @@ test('two pods of the Deployment, the Secret holding a TLS Cluster: both ready, 
     statuses.push(response.status);
   }
   const admitted = statuses.filter((s) => s === 200).length;
+  t.diagnostic(`admitted ${admitted} of 12 POST /login sent to the two pods in turn (limit 5)`);
   assert.ok(admitted >= 1 && admitted <= 5, `admitted ${admitted} of 12 (limit 5 for both pods): ${statuses.join(' ')}`);
   assert.equal(statuses.filter((s) => s === 429).length, 12 - admitted, statuses.join(' '));
   const keys = cluster.plain.flatMap((server) =>
@@ -307,4 +323,53 @@ test('two pods of the Deployment, the Secret holding a TLS Cluster: both ready, 
       .filter(Boolean),
   );
   assert.ok(keys.length > 0, 'the login counter is in the Cluster');
+});
+
+/** The Deployment changed for Sentinel as its comment says: REDIS_SENTINEL for REDIS_NODES, --redis-sentinel, no TLS. */
+function sentinelVariant(): { container: Container; volumes: Volume[] } {
+  const args = [...container.args];
+  args.splice(args.indexOf('--redis-cluster'), 2, '--redis-sentinel', '$(REDIS_SENTINEL)');
+  args.splice(args.indexOf('--redis-ca'), 2);
+  const env = (container.env ?? []).map((e) =>
+    e.name === 'REDIS_NODES' ? { name: 'REDIS_SENTINEL', valueFrom: { secretKeyRef: { name: secret.metadata.name, key: 'sentinel' } } } : e,
+  );
+  const volumes = pod.volumes.map((v) =>
+    v.secret?.secretName === secret.metadata.name
+      ? { ...v, secret: { ...v.secret, items: v.secret.items?.filter((i) => i.key !== 'ca.crt') } }
+      : v,
+  );
+  return { container: { ...container, args, env }, volumes };
+}
+
+test("the Deployment's Sentinel variant, made as its comment says: two pods through 3 sentinels to a master with a password", async (t) => {
+  const text = readFileSync(join(manifests, 'deployment.yaml'), 'utf8');
+  assert.match(text, /REDIS_SENTINEL below in place of REDIS_NODES/);
+  assert.match(text, /--redis-sentinel \$\(REDIS_SENTINEL\) in place of --redis-cluster \$\(REDIS_NODES\)/);
+  assert.match(text, /Without TLS: drop --redis-ca and the Secret's ca\.crt/);
+  const set = await startRedisSentinel();
+  try {
+    const password = `test-${process.pid}-${Date.now().toString(36)}`;
+    const cli = (port: number, ...args: string[]): string => execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
+    for (const s of set.sentinels) assert.match(cli(s.port, 'SENTINEL', 'SET', set.name, 'auth-pass', password), /OK/);
+    for (const server of [...set.replicas, set.master]) {
+      cli(server.port, 'CONFIG', 'SET', 'masterauth', password);
+      cli(server.port, 'CONFIG', 'SET', 'requirepass', password);
+    }
+    const values = { sentinel: set.spec, password };
+    const pods = [await startPod('sentinel-a', values, sentinelVariant()), await startPod('sentinel-b', values, sentinelVariant())];
+    for (const p of pods) assert.match(p.log(), /redis-sentinel [^\n]*\(password \*\*\*\)/, p.log());
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const response = await fetch(`${pods[i % 2]!.proxy}/login`, { method: 'POST' });
+      await response.arrayBuffer();
+      statuses.push(response.status);
+    }
+    const admitted = statuses.filter((s) => s === 200).length;
+    t.diagnostic(`admitted ${admitted} of 12 POST /login sent to the two pods in turn (limit 5)`);
+    assert.ok(admitted >= 1 && admitted <= 5, `admitted ${admitted} of 12 (limit 5 for both pods): ${statuses.join(' ')}`);
+    const keys = cli(set.master.port, '-a', password, '--no-auth-warning', '--scan', '--pattern', '*fg:gw:login:*');
+    assert.ok(keys.trim() !== '', 'the login counter is in the master');
+  } finally {
+    await set.stop();
+  }
 });
