@@ -308,6 +308,17 @@ export async function startRedisCluster(
         30_000,
       );
     }
+    // A replica that has not finished its first sync cannot be promoted: a master killed before then would leave its slots down.
+    for (const s of servers) {
+      await waitFor(
+        `cluster node ${s.port} to be a master or a replica in sync`,
+        async () => {
+          const info = await rawCommand(s.port, ['INFO', 'replication']);
+          return info.includes('role:master') || info.includes('master_link_status:up');
+        },
+        30_000,
+      );
+    }
   } catch (error) {
     await stop();
     throw error;

@@ -43,6 +43,29 @@ describe('floodgate serve through Redis Sentinel', () => {
     }
   });
 
+  it('with --local-first, two processes never admit more than the limit of one key', async (t) => {
+    const args = [
+      '--upstream',
+      upstream.url,
+      '--redis-sentinel',
+      sentinel.spec,
+      '--local-first',
+      '--limit',
+      '40/1h',
+      '--key',
+      'header:x-api-key',
+    ];
+    const gateways = await Promise.all([serveCli(args), serveCli(args)]);
+    try {
+      let admitted = 0;
+      for (let i = 0; i < 60; i++) if ((await statusOf(gateways[i % 2]!.url, 'sentinel-lf')) === 200) admitted++;
+      t.diagnostic(`local-first admitted ${admitted} of the limit of 40`);
+      assert.ok(admitted <= 40 && admitted >= 20, `within the limit, most of it spent: ${admitted}`);
+    } finally {
+      await Promise.all(gateways.map((g) => stopCli(g)));
+    }
+  });
+
   it('overrides from a hash and an allow list in a set work through Sentinel, and still hear their channels after the master is killed', async (t) => {
     const writer = new Redis({ sentinels: sentinel.sentinels, name: sentinel.name });
     writer.on('error', () => {});
