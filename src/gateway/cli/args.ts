@@ -198,6 +198,16 @@ function redisOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<S
   return { kind: 'redis', url: undefined, connection: { topology: 'sentinel', nodes, masterName: name, ...common } };
 }
 
+/** The store's flags (the Redis ones, `--local-first`, `--lease`, `--on-store-failure`); undefined when none is given. */
+function storeOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<StoreSettings> | undefined {
+  const store: { -readonly [K in keyof StoreSettings]?: StoreSettings[K] } = {};
+  Object.assign(store, redisOverrides(v));
+  if (v['local-first'] === true) store.localFirst = true;
+  if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
+  if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
+  return Object.keys(store).length > 0 ? store : undefined;
+}
+
 /**
  * Parses `argv` (without node and the script).
  * @throws FloodgateError INVALID_ARGUMENT for an unknown command or flag, a missing or malformed value, or conflicting flags
@@ -219,9 +229,17 @@ export function parseCommandLine(argv: readonly string[]): Command {
   if (positionals.length > 1) throw bad(`unexpected argument ${JSON.stringify(positionals[1])}; options start with --.`);
   if (command === 'check') {
     if (v.config === undefined) throw bad('check needs --config FILE.');
-    // The rate limit service's file can be named here as for serve: check then reads the one serve would.
+    // The rate limit service's file and the store's flags can be named here as for serve: check then reads what serve would.
     const grpcFlags = grpcOverrides(v);
-    return { kind: 'check', configFile: v.config, overrides: grpcFlags === undefined ? {} : { grpcOverrides: grpcFlags } };
+    const storeFlags = storeOverrides(v);
+    return {
+      kind: 'check',
+      configFile: v.config,
+      overrides: {
+        ...(grpcFlags === undefined ? {} : { grpcOverrides: grpcFlags }),
+        ...(storeFlags === undefined ? {} : { storeOverrides: storeFlags }),
+      },
+    };
   }
 
   const o: SettingsOverrides = {};
@@ -246,12 +264,8 @@ export function parseCommandLine(argv: readonly string[]): Command {
     if (v.config === undefined) throw bad('--no-watch only applies with --config FILE.');
     o.watch = false;
   }
-  const store: { -readonly [K in keyof StoreSettings]?: StoreSettings[K] } = {};
-  Object.assign(store, redisOverrides(v));
-  if (v['local-first'] === true) store.localFirst = true;
-  if (v.lease !== undefined) store.leaseMs = flag('lease', () => parseLeaseMs(v.lease));
-  if (v['on-store-failure'] !== undefined) store.onFailure = flag('on-store-failure', () => parseFailurePolicy(v['on-store-failure']));
-  if (Object.keys(store).length > 0) o.storeOverrides = store;
+  const store = storeOverrides(v);
+  if (store !== undefined) o.storeOverrides = store;
   const grpc: Partial<GrpcSettings> = grpcOverrides(v) ?? {};
   if (Object.keys(grpc).length > 0) o.grpcOverrides = grpc;
 

@@ -212,4 +212,20 @@ describe('config file validation', () => {
     assert.equal(await missing.exited, 2);
     assert.match(missing.stderr(), /FLOODGATE_CONFIG_UNREADABLE/);
   });
+
+  it('`floodgate check` reads the store flags as serve does: a file with localFirst passes with --redis-cluster, not without', async () => {
+    const file = writeTemp(
+      'local-first.yaml',
+      'upstream: http://127.0.0.1:3000\nstore: { localFirst: true }\nrules:\n  - { name: api, key: "header:x-api-key", policies: ["3/5s"] }\n',
+    );
+    const alone = runCli(['check', '--config', file]);
+    assert.equal(await alone.exited, 2, 'localFirst needs the Redis store');
+    assert.match(alone.stderr(), /store\.localFirst/);
+    // check connects to nothing: the nodes need not answer.
+    const withCluster = runCli(['check', '--config', file, '--redis-cluster', '127.0.0.1:1,127.0.0.1:2']);
+    assert.equal(await withCluster.exited, 0, withCluster.stderr());
+    const badPassword = runCli(['check', '--config', file, '--redis-cluster', '127.0.0.1:1', '--redis-password-file', '/nonexistent/pw']);
+    assert.equal(await badPassword.exited, 2);
+    assert.match(badPassword.stderr(), /--redis-password-file/);
+  });
 });
