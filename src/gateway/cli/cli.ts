@@ -99,7 +99,7 @@ async function check(file: string, overrides: SettingsOverrides): Promise<number
 }
 
 /** A store section that names Redis, for when the file cannot be parsed yet (no yaml package): a hint, not a reading. */
-const REDIS_STORE = /^[^#\n]*\btype\s*:\s*["']?redis\b/m;
+const REDIS_STORE = /^[^#\n]*\b(?:type\s*:\s*["']?redis\b|url\s*:\s*["']?rediss?:|cluster\s*:|sentinel\s*:)/m;
 
 /**
  * Reads the config file and checks every package serve needs with it at
