@@ -68,6 +68,7 @@ const OPTIONS = {
   'redis-user': { type: 'string' },
   'redis-password-file': { type: 'string' },
   'redis-password-env': { type: 'string' },
+  'redis-tls': { type: 'boolean' },
   'redis-ca': { type: 'string' },
   'redis-cert': { type: 'string' },
   'redis-key': { type: 'string' },
@@ -136,7 +137,15 @@ function grpcOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<Gr
 /** The flags that name the Redis store: one at most. */
 const REDIS_FLAGS = ['redis', 'redis-cluster', 'redis-sentinel'] as const;
 /** The flags that say how to reach it. */
-const REDIS_CONNECTION_FLAGS = ['redis-user', 'redis-password-file', 'redis-password-env', 'redis-ca', 'redis-cert', 'redis-key'] as const;
+const REDIS_CONNECTION_FLAGS = [
+  'redis-user',
+  'redis-password-file',
+  'redis-password-env',
+  'redis-tls',
+  'redis-ca',
+  'redis-cert',
+  'redis-key',
+] as const;
 
 /**
  * The store fields of the Redis flags: `--redis URL`, `--redis-cluster HOST:PORT,…` or
@@ -153,7 +162,7 @@ function redisOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<S
   }
   if (named.length > 1) throw bad(`--${named[0]} and --${named[1]} both name the Redis store; give one.`);
   const which = named[0]!;
-  const text = (name: (typeof REDIS_CONNECTION_FLAGS)[number]): string | undefined => v[name] as string | undefined;
+  const text = (name: Exclude<(typeof REDIS_CONNECTION_FLAGS)[number], 'redis-tls'>): string | undefined => v[name] as string | undefined;
   if (which === 'redis' && extras.length === 0)
     return { kind: 'redis', url: flag('redis', () => parseRedisUrl(v.redis)), connection: undefined };
   const here = process.cwd();
@@ -180,7 +189,8 @@ function redisOverrides(v: { [K in keyof typeof OPTIONS]?: unknown }): Partial<S
     password,
     sentinelUsername: undefined,
     sentinelPassword: undefined,
-    tls: tls.ca === undefined && tls.cert === undefined ? undefined : tls,
+    // --redis-tls alone: TLS with the system's CAs, as `tls: true` in the file.
+    tls: tls.ca === undefined && tls.cert === undefined && v['redis-tls'] !== true ? undefined : tls,
     connectTimeoutMs: DEFAULT_REDIS_CONNECT_TIMEOUT_MS,
     field: `--${which}`,
   };

@@ -48,6 +48,8 @@ Options of serve (flags win over the config file's values):
                             e.g. --redis-password-file /run/secrets/redis-password
   --redis-password-env V  with a Redis flag: the password, read from environment variable V
                             e.g. --redis-password-env REDIS_PASSWORD
+  --redis-tls             with a Redis flag: TLS, servers' certificates signed by the system's CAs
+                            e.g. --redis-cluster 10.0.0.5:6379,10.0.0.6:6379 --redis-tls
   --redis-ca FILE         with a Redis flag: TLS, servers' certificates signed by the CA in FILE
                           (PEM); --redis-cert and --redis-key add a client certificate
                             e.g. --redis-cluster … --redis-ca /etc/ssl/redis-ca.pem

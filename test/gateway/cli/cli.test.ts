@@ -213,6 +213,24 @@ describe('config file validation', () => {
     assert.match(missing.stderr(), /FLOODGATE_CONFIG_UNREADABLE/);
   });
 
+  it('--redis-tls turns on TLS with the system CAs for a Cluster, as tls: true does in the file', () => {
+    const command = parseCommandLine([
+      'serve',
+      '--upstream',
+      'http://127.0.0.1:3000',
+      '--limit',
+      '5/1m',
+      '--redis-cluster',
+      '127.0.0.1:7000',
+      '--redis-tls',
+    ]);
+    assert.equal(command.kind, 'serve');
+    const connection = command.kind === 'serve' ? command.overrides.storeOverrides?.connection : undefined;
+    assert.equal(connection?.topology, 'cluster');
+    assert.deepEqual(connection?.tls, { ca: undefined, cert: undefined, key: undefined });
+    argError(['serve', '--upstream', 'http://127.0.0.1:3000', '--redis-tls'], /--redis-tls needs the Redis store/);
+  });
+
   it('`floodgate check` reads the store flags as serve does: a file with localFirst passes with --redis-cluster, not without', async () => {
     const file = writeTemp(
       'local-first.yaml',
