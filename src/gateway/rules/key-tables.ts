@@ -73,6 +73,12 @@ export interface GatewayStore {
 /** Longest that readiness waits for a first connection attempt to end (as long as ioredis's own connect timeout). */
 const FIRST_CONNECT_GRACE_MS = 10_000;
 
+/**
+ * How often a gateway on a Redis Cluster reads its override hashes whole: a change published while the Cluster's
+ * subscriber connection moves to another node is not heard (nothing tells of the move), and waits at most this long.
+ */
+const CLUSTER_OVERRIDE_REREAD_MS = 30_000;
+
 /** Called with each failed store call; the gateway logs them, at most one line per 10 s. */
 export type StoreFailureReporter = (error: unknown) => void;
 
@@ -227,7 +233,12 @@ export async function openStore(
   }
   const timed = new TimedStore(traced(store), metrics, report);
   const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
-  const overrideSync = new OverrideSync(client, () => client.duplicate() as unknown as ChangeSubscriber, refusedOverride);
+  const overrideSync = new OverrideSync(
+    client,
+    () => client.duplicate() as unknown as ChangeSubscriber,
+    refusedOverride,
+    settings.connection?.topology === 'cluster' ? CLUSTER_OVERRIDE_REREAD_MS : 0,
+  );
   return {
     store: timed,
     storeFor: () => timed,

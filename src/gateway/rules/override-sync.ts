@@ -39,21 +39,31 @@ export class OverrideSync {
   /** hash → rule name → its overrides. */
   private readonly followers = new Map<string, Map<string, RuleOverrides>>();
   private readonly channels: ChangeChannels;
+  private readonly rereads: ReturnType<typeof setInterval> | undefined;
 
+  /**
+   * @param rereadEveryMs - also read every hash whole this often (0: only on a change heard or a reconnection). On a
+   *   Redis Cluster the subscriber moves to another node when its node goes away, without a reconnection to tell of
+   *   it, and a change published meanwhile is lost: the periodic read bounds how long such a change waits.
+   */
   constructor(
     private readonly client: OverrideClient,
     openSubscriber: () => ChangeSubscriber,
     private readonly refused: RefusedEntry,
+    rereadEveryMs = 0,
   ) {
     this.channels = new ChangeChannels(openSubscriber, {
       heard: (hash, message) => {
         if (message === '') void this.reload(hash);
         else void this.reloadOne(hash, message);
       },
-      reread: () => {
-        for (const hash of this.followers.keys()) void this.reload(hash);
-      },
+      reread: () => this.reloadAll(),
     });
+    this.rereads = rereadEveryMs > 0 ? setInterval(() => this.reloadAll(), rereadEveryMs).unref() : undefined;
+  }
+
+  private reloadAll(): void {
+    for (const hash of this.followers.keys()) void this.reload(hash);
   }
 
   /** Keeps `overrides` (of rule `rule`) in step with its hash, from now on. */
@@ -87,8 +97,9 @@ export class OverrideSync {
     this.apply(hash, pattern, value);
   }
 
-  /** Closes the subscriber connection. */
+  /** Closes the subscriber connection (and stops the periodic reads). */
   close(): void {
+    clearInterval(this.rereads);
     this.channels.close();
   }
 

@@ -8,6 +8,10 @@ import { get } from '../../http/support/http.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
 import { ErrorCode } from '../../../src/core/errors.js';
+import { parseConfigText } from '../../../src/gateway/config/config-file.js';
+import type { ChangeSubscriber } from '../../../src/gateway/rules/change-channels.js';
+import { OverrideSync } from '../../../src/gateway/rules/override-sync.js';
+import { RuleOverrides } from '../../../src/gateway/rules/rule-overrides.js';
 import { adminBlock, adminJson } from '../support/admin.js';
 import {
   gatewayFixture,
@@ -145,6 +149,33 @@ describe('what rides on Redis, on a Cluster', () => {
     assert.equal(await io.hget('fg:overrides:c', 'vip-*'), '"pro"');
     for (let i = 0; i < 200 && (await admin(b, 'GET', '/admin/rules/api/keys/vip-1')).json.override === undefined; i++) await sleep(10);
     assert.equal(await admitted(b, 'vip-1'), 6);
+  });
+
+  it('an override change the Cluster subscriber missed (published while it moved to another node) is applied at the next periodic read', async () => {
+    const settings = await parseConfigText(
+      `store: { cluster: { nodes: [${seeds()}] } }\nplans:\n  pro: { per-minute: 6/1m }\n` +
+        'rules:\n  - name: api\n    key: "header:x-api-key"\n    policies: [{ name: per-minute, limit: 3, window: 1m }]\n    overrides: { redis: "fg:overrides:missed" }\n',
+      'gw.yaml',
+    );
+    const overrides = new RuleOverrides(settings.rules[0]!, settings.plans);
+    const sync = new OverrideSync(
+      io,
+      () => io.duplicate() as unknown as ChangeSubscriber,
+      () => {},
+      200,
+    );
+    try {
+      sync.follow('api', overrides);
+      // Past the subscriber's connection and the whole read it makes then.
+      await sleep(500);
+      // Written with no announcement, as a PUBLISH lost in the gap is: only the periodic read can find it.
+      await io.hset('fg:overrides:missed', 'tenant-9', 'pro');
+      let seen: unknown[] = [];
+      for (let i = 0; i < 100 && (seen = overrides.list().map((e) => e.pattern)).length === 0; i++) await sleep(20);
+      assert.deepEqual(seen, ['tenant-9']);
+    } finally {
+      sync.close();
+    }
   });
 
   it('an allow list in a Redis set admits its keys, refuses others, and hears SADD + PUBLISH at once', async () => {
