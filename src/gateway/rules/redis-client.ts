@@ -60,6 +60,10 @@ export async function openRedisClient(
     maxRetriesPerRequest: 1,
     retryStrategy: retry,
     sentinelRetryStrategy: retry,
+    // Subscribe to the sentinels' +switch-master and reconnect on it. Without it a master that hangs (a partition that
+    // drops packets, a stopped VM) keeps the connection open: the client never asks the sentinels again and every call
+    // goes to the fallback for as long as the old master hangs. Costs one connection per sentinel for each client.
+    failoverDetector: true,
   });
   await untilReady(client, c, `master ${JSON.stringify(c.masterName)} (found through the sentinels ${list(c.nodes)})`);
   return { client, description: `redis-sentinel ${c.masterName}@${list(c.nodes)}${credentialsNote(c)}` };

@@ -47,4 +47,33 @@ describe('failover under load through Redis Sentinel', () => {
     assertGuarantees(run, 10_000);
     for (const f of run.rows) assert.ok(f.fallback > 0, `${f.gateway}: the fallback answered while no master was known`);
   });
+
+  it('a master that hung (SIGSTOP, as behind a partition) kept the gateway on the fallback after the promotion: it follows +switch-master now', async () => {
+    const paused = await startRedisSentinel({ replicas: 1, sentinels: 3, downAfterMs: 1000 });
+    try {
+      const run = await failoverUnderLoad({
+        title: 'Sentinel: master SIGSTOP',
+        upstream: upstream.url,
+        storeArgs: ['--redis-sentinel', paused.spec],
+        prefix: 'stopped',
+        fail: async () => {
+          const replica = paused.replicas[0]!;
+          const moved = new Set([...(await gatewayCounts(paused.master)).keys()]);
+          const lagBytes = await replicaLagBytes(paused.master, replica);
+          const failedAt = Date.now();
+          paused.master.pause();
+          const promoted = whenMaster(replica);
+          const counts = await gatewayCounts(replica);
+          const promotedAt = await promoted;
+          const named = await whenSentinelNames(paused.sentinels[0]!, paused.name, replica);
+          const notes = [`the sentinels named the new master ${named - promotedAt} ms after its promotion`];
+          return { failedAt, promotedAt, moved, replicaCount: counts, lagBytes, notes };
+        },
+      });
+      assertGuarantees(run, 10_000);
+    } finally {
+      paused.master.resume();
+      await paused.stop();
+    }
+  });
 });

@@ -82,7 +82,8 @@ export async function failoverUnderLoad(options: {
     const storeErrors: number[] = [];
     for (const g of gateways) {
       assert.equal(g.child.exitCode, null, `the gateway kept running; stderr: ${g.stderr()}`);
-      assert.doesNotMatch(g.stderr(), /unhandled|uncaught/i);
+      if (g.stderr() !== '') console.log(`gateway stderr:\n${g.stderr()}`);
+      assert.doesNotMatch(g.stderr(), /unhandled|uncaught/i, 'no unhandled rejection or uncaught exception');
       const metrics = parseMetrics((await get(`${(g as CliProcess & { url: string }).url}/_floodgate/metrics`)).body);
       storeErrors.push(metrics.get('floodgate_store_duration_seconds_count{store="redis",result="error"}') ?? 0);
     }
