@@ -86,10 +86,17 @@ export async function gatewayCounts(node: Node, options: { replica?: boolean; cl
 
 /** Sends one command to `node` and resolves with the reply. */
 export async function command(node: Node, ...args: string[]): Promise<unknown> {
+  return (await commands(node, [args]))[0];
+}
+
+/** Sends `list`'s commands to `node` one after another on one connection; resolves with their replies. */
+export async function commands(node: Node, list: readonly (readonly string[])[]): Promise<unknown[]> {
   const r = connect(node);
   await r.connect();
   try {
-    return await r.call(args[0]!, ...args.slice(1));
+    const replies: unknown[] = [];
+    for (const args of list) replies.push(await r.call(args[0]!, ...args.slice(1)));
+    return replies;
   } finally {
     r.disconnect();
   }
