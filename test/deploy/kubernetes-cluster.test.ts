@@ -2,14 +2,14 @@
 // the Deployment passes (the Secret's values replaced by test ones) passes `floodgate check` and serves two pods on a TLS Redis Cluster.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { cleanEnv, root } from '../packaging/npm.js';
 import { freePort, startRedis, startRedisSentinel, type RedisServer } from '../support/redis-server.js';
+import { TestCertificateAuthority } from '../support/test-certificates.js';
 
 const manifests = join(root, 'deploy/kubernetes-cluster');
 const floodgate = join(root, 'bin/floodgate.mjs');
@@ -115,21 +115,15 @@ interface TlsCluster {
   plain: RedisServer[];
 }
 
+let authority: TestCertificateAuthority;
 let dir: string;
 let cluster: TlsCluster | undefined;
 let upstream: Server;
 const children: ChildProcess[] = [];
 
-const openssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-
 async function startTlsCluster(): Promise<TlsCluster> {
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test ca');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=redis');
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl(
-    ...['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2'],
-    ...['-out', 'server.crt', '-extfile', 'server.ext'],
-  );
+  // No extendedKeyUsage: with tls-cluster the nodes also present this certificate as clients on the cluster bus.
+  authority.sign('server', 'subjectAltName=IP:127.0.0.1,DNS:localhost\n', 'redis');
   const plain: RedisServer[] = [];
   const tlsPorts: number[] = [];
   for (let i = 0; i < 3; i++) {
@@ -169,7 +163,8 @@ async function startTlsCluster(): Promise<TlsCluster> {
 }
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'floodgate-k8s-cluster-'));
+  authority = new TestCertificateAuthority('k8s-cluster');
+  dir = authority.dir;
   cluster = await startTlsCluster();
   upstream = createServer((_req, res) => res.end('upstream ok'));
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
@@ -179,7 +174,7 @@ after(async () => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
   await Promise.all((cluster?.plain ?? []).map((server) => server.stop()));
   await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
-  rmSync(dir, { recursive: true, force: true });
+  authority?.close();
 });
 
 /** Kubernetes' `$(VAR)` expansion of a container's args from its env (an undefined name stays as written). */

@@ -1,81 +1,38 @@
 // Regression tests for F13: the rate limit service over TLS and mutual TLS, with certificates made by openssl in a temporary directory and a real @grpc/grpc-js client with and without a client certificate; the settings from the config file and the command line.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { parseCommandLine } from '../../../src/gateway/cli/args.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import { startRls, type RlsFixture } from '../support/rls-harness.js';
+import { CLIENT_EXTENSIONS, SERVER_EXTENSIONS, TestCertificateAuthority } from '../../support/test-certificates.js';
 import { rlsClient } from '../support/rls-client.js';
 import { runCli, writeTemp } from '../support/harness.js';
 
 const CONFIG = 'domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: day, requests_per_unit: 5 }\n';
 
-let dir: string;
+let authority: TestCertificateAuthority;
 /** PEM files: a CA, the server's certificate (for 127.0.0.1 and localhost) and key, a client's signed by the CA, and a stranger's self-signed one. */
 const files = { ca: '', cert: '', key: '', clientCert: '', clientKey: '', strangerCert: '', strangerKey: '' };
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-}
-
-/** A key and a certificate signed by the CA (its SAN in `ext`). */
-function signed(name: string, cn: string, ext: string): void {
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`);
-  writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    `${name}.csr`,
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-out',
-    `${name}.crt`,
-    '-extfile',
-    `${name}.ext`,
-  );
-}
-
 before(() => {
-  dir = mkdtempSync(join(tmpdir(), 'floodgate-rls-tls-'));
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test ca');
-  signed('server', 'localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
-  signed('client', 'envoy', 'extendedKeyUsage=clientAuth\n');
-  openssl(
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'stranger.key',
-    '-out',
-    'stranger.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=stranger',
-  );
+  authority = new TestCertificateAuthority('rls-tls');
+  const server = authority.sign('server', SERVER_EXTENSIONS, 'localhost');
+  const client = authority.sign('client', CLIENT_EXTENSIONS, 'envoy');
+  const stranger = authority.selfSigned('stranger');
   Object.assign(files, {
-    ca: join(dir, 'ca.crt'),
-    cert: join(dir, 'server.crt'),
-    key: join(dir, 'server.key'),
-    clientCert: join(dir, 'client.crt'),
-    clientKey: join(dir, 'client.key'),
-    strangerCert: join(dir, 'stranger.crt'),
-    strangerKey: join(dir, 'stranger.key'),
+    ca: authority.ca,
+    cert: server.cert,
+    key: server.key,
+    clientCert: client.cert,
+    clientKey: client.key,
+    strangerCert: stranger.cert,
+    strangerKey: stranger.key,
   });
 });
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(() => authority.close());
 
 const read = (file: string): Buffer => readFileSync(file);
 const tlsClient = (address: string, cert?: string, key?: string) =>
@@ -135,7 +92,7 @@ test('F13: mutual TLS (clientCa): only a client with a certificate signed by tha
 });
 
 test('F13: grpc.tls in the config file (paths relative to it) and --grpc-cert/--grpc-key/--grpc-client-ca on the command line', async () => {
-  const file = join(dir, 'floodgate.yaml');
+  const file = join(authority.dir, 'floodgate.yaml');
   const text =
     'grpc:\n  listen: 127.0.0.1:9001\n  config: ./r.yaml\n  tls: { cert: ./server.crt, key: ./server.key, clientCa: ./ca.crt }\n';
   const settings = await parseConfigText(text, file, {});

@@ -1,52 +1,26 @@
 // The gateway's store over TLS with an ACL user: a redis-server that accepts only TLS clients with a certificate signed by its CA
 // (certificates made by openssl in a temp dir), reached by `rediss://` with `tls: { ca, cert, key }`, `username` and `passwordEnv`.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import { freePort, startRedis, type RedisServer } from '../../support/redis-server.js';
 import { gatewayFixture, untilReady } from '../support/harness.js';
+import { CLIENT_EXTENSIONS, SERVER_EXTENSIONS, TestCertificateAuthority } from '../../support/test-certificates.js';
 
 const PASSWORD = 'tls-user-pass-93b1e6';
+let authority: TestCertificateAuthority;
 let dir: string;
 let redis: RedisServer;
 let tlsPort: number;
 
-const openssl = (...args: string[]): void => void execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-
-/** A key and a certificate signed by the test CA, with `ext` (SAN, key usage). */
-function signed(name: string, ext: string): void {
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-  writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    `${name}.csr`,
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-out',
-    `${name}.crt`,
-    '-extfile',
-    `${name}.ext`,
-  );
-}
-
 const fixture = gatewayFixture({
   start: async () => {
-    dir = mkdtempSync(join(tmpdir(), 'floodgate-redis-tls-'));
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test ca');
-    signed('server', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
-    signed('client', 'extendedKeyUsage=clientAuth\n');
+    authority = new TestCertificateAuthority('redis-tls');
+    dir = authority.dir;
+    authority.sign('server', SERVER_EXTENSIONS);
+    authority.sign('client', CLIENT_EXTENSIONS);
     tlsPort = await freePort();
     // The plain port stays for the fixture's PING; the gateway is given only the TLS one.
     redis = await startRedis({
@@ -74,7 +48,7 @@ const fixture = gatewayFixture({
   },
   stop: async () => {
     await redis.stop();
-    rmSync(dir, { recursive: true, force: true });
+    authority?.close();
   },
 });
 
