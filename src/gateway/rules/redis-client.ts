@@ -113,7 +113,8 @@ function reason(error: unknown): string {
   const text = inner instanceof Error ? inner.message : String(inner);
   if (/WRONGPASS|NOAUTH|invalid username-password|NOPERM/i.test(text))
     return `the credentials were refused (${text.split('\n')[0]}): check username and passwordFile/passwordEnv`;
-  return text.split('\n')[0]!;
+  // Without its own final period: the messages built on it end with theirs ("Connection is closed.." otherwise).
+  return text.split('\n')[0]!.replace(/\.+$/, '');
 }
 
 /**
