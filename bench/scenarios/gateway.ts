@@ -68,6 +68,13 @@ end
       'memory-high',
     ),
     variant(
+      'gateway-redis-cluster-high',
+      'floodgate serve --redis-cluster, limit 1e9/5s: every request forwarded, one Redis Cluster call each (compare with gateway-redis-high)',
+      'redis-cluster-high',
+      false,
+      true,
+    ),
+    variant(
       'gateway-redis-high',
       'floodgate serve --redis, limit 1e9/5s: every request forwarded, one Redis call each',
       'redis-high',

@@ -16,6 +16,7 @@ const MODES = [
   'memory',
   'redis',
   'redis-cluster',
+  'redis-cluster-high',
   'local-first',
   'multi-incr',
   'memory-high',
@@ -54,7 +55,7 @@ runServer(async () => {
     `listen: 127.0.0.1:${env.port}`,
     'drainTimeout: 1s',
     redis ? `store: { type: redis, url: "${requireRedisUrl(env)}"${mode === 'local-first' ? ', localFirst: true' : ''} }` : '',
-    mode === 'redis-cluster' ? `store: { cluster: { nodes: [${requireClusterNodes(env)}] } }` : '',
+    mode.startsWith('redis-cluster') ? `store: { cluster: { nodes: [${requireClusterNodes(env)}] } }` : '',
     mode === 'bare' ? 'rules: []' : apiRule(limit),
   ].join('\n');
   const settings = await gw.parseConfigText(yaml, 'gateway.yaml', { watch: false });
