@@ -41,7 +41,7 @@ const DEFAULT_PORT: Record<Exclude<RedisTopology, 'single'>, number> = { cluster
  * holds addresses, and the URL's scheme and credentials would say nothing.
  * @param where - the field or flag, for the warning
  */
-export function parseRedisNode(value: unknown, topology: 'cluster' | 'sentinel', where: string): RedisNode {
+function parseRedisNode(value: unknown, topology: 'cluster' | 'sentinel', where: string): RedisNode {
   if (typeof value !== 'string' || value.trim() === '')
     throw new InvalidValue(`entries must be HOST:PORT such as "10.0.0.5:${DEFAULT_PORT[topology]}"; got ${describeValue(value)}.`);
   let text = value.trim();
