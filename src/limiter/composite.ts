@@ -205,8 +205,10 @@ function peekNow(store: Store, operation: Operation, side: LimiterInternals): De
 async function ask(plan: Plan): Promise<CompositeDecision> {
   const { internals, store } = plan;
   const now = internals[0]!.clock();
-  for (const side of internals) {
-    const breaker = side.breaker;
+  // One breaker per part: its limiter's, or that of the part's failure scope (a Redis Cluster node) on a store that has them.
+  const scopeOf = store.failureScope?.bind(store);
+  const breakers = internals.map((side, i) => side.breaker?.forScope(scopeOf?.(plan.operations[i]!.key)));
+  for (const breaker of breakers) {
     if (breaker !== undefined && breaker.isOpen(now)) {
       return fallback(
         plan,
@@ -217,17 +219,17 @@ async function ask(plan: Plan): Promise<CompositeDecision> {
       );
     }
   }
-  for (const side of internals) side.breaker?.allow(now);
+  for (const breaker of breakers) breaker?.allow(now);
   let outcomes: Outcome[];
   try {
     outcomes = await store.consumeAll!(plan.operations);
   } catch (error) {
     const failure = toStoreError(error, store.name);
     if (!isStoreFailure(failure)) throw failure;
-    for (const side of internals) side.breaker?.failure(side.clock());
+    breakers.forEach((breaker, i) => breaker?.failure(internals[i]!.clock()));
     return fallback(plan, failure);
   }
-  for (const side of internals) side.breaker?.success();
+  for (const breaker of breakers) breaker?.success();
   return decideFrom(plan, outcomes, 'store');
 }
 
@@ -261,7 +263,7 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
   const closed = internals.findIndex((side) => side.insurance === undefined && side.failureMode === 'fail-closed');
   if (closed >= 0) {
     const side = internals[closed]!;
-    const wait = side.breaker?.retryInMs(side.clock()) || 1000;
+    const wait = side.breaker?.nextRetryInMs(side.clock()) || 1000;
     const decisions: (Decision | undefined)[] = new Array(n).fill(undefined);
     decisions[closed] = side.decision(
       { allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait, emptyMs: wait },

@@ -36,7 +36,7 @@ export async function fallbackDecision(
     }
     case 'fail-closed':
       // Retry once the breaker would probe again; a second when it is not open.
-      return toDecision(refused(handling.breaker?.retryInMs(handling.clock()) || 1000), policy(), 'fail-closed');
+      return toDecision(refused(handling.breaker?.nextRetryInMs(handling.clock()) || 1000), policy(), 'fail-closed');
     default:
       throw failure;
   }

@@ -24,10 +24,10 @@ export function limiterHealth(handling: FailureHandling): LimiterHealth {
   const now = handling.clock();
   const breaker = handling.breaker;
   const state: BreakerState =
-    breaker === undefined ? 'off' : !breaker.isOpen(now) ? 'closed' : breaker.retryInMs(now) > 0 ? 'open' : 'probing';
+    breaker === undefined ? 'off' : !breaker.anyOpen(now) ? 'closed' : breaker.nextRetryInMs(now) > 0 ? 'open' : 'probing';
   return {
     breaker: state,
-    retryInMs: breaker?.retryInMs(now) ?? 0,
+    retryInMs: breaker?.nextRetryInMs(now) ?? 0,
     fallback: handling.insurance !== undefined ? 'insurance' : handling.failureMode,
   };
 }

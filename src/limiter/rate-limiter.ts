@@ -196,7 +196,7 @@ export class RateLimiter implements LimiterCore {
    * connection is up but which does not answer shows here first.
    */
   circuitOpen(): boolean {
-    return this.breaker?.isOpen(this.clock()) ?? false;
+    return this.breaker?.anyOpen(this.clock()) ?? false;
   }
 
   /** Reports `key`'s state without spending; `allowed` tells whether a cost-1 consume would pass. */
@@ -292,6 +292,14 @@ export class RateLimiter implements LimiterCore {
     this.waiting?.wake(key);
   }
 
+  /** The circuit breaker of `key`'s failure scope (see Store.failureScope): the limiter's own for a store that fails as one. */
+  private breakerFor(key: string): CircuitBreaker | undefined {
+    const breaker = this.breaker;
+    return breaker === undefined || this.store.failureScope === undefined
+      ? breaker
+      : breaker.forScope(this.store.failureScope(this.storeKey(key)));
+  }
+
   /** The circuit breaker's state and what decides while the store fails, as a dashboard shows them. */
   health(): LimiterHealth {
     return limiterHealth(this.failures);
@@ -319,7 +327,7 @@ export class RateLimiter implements LimiterCore {
     if (probe === undefined) return blocks.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
     if (probe.joinable) return this.probes.join(probe, key, amount);
     // With the breaker open the fallback answers at once: nothing to wait for.
-    if (this.breaker?.isOpen(now)) return this.ask('consume', key, amount);
+    if (this.breakerFor(key)?.isOpen(now)) return this.ask('consume', key, amount);
     await probe.answered;
     if (probe.failure !== undefined) return this.fallback('consume', key, amount, probe.failure);
     return this.run('consume', key, amount);
@@ -331,7 +339,7 @@ export class RateLimiter implements LimiterCore {
    * `probe`, for the consumes waiting on it.
    */
   private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe, fallback = true): Promise<Decision> {
-    const breaker = this.breaker;
+    const breaker = this.breakerFor(key);
     if (breaker && !breaker.allow(this.clock())) {
       const open = circuitOpenError(this.store.name, breaker.retryInMs(this.clock()));
       if (!fallback) throw open;

@@ -22,6 +22,12 @@ export interface Store extends SlotStore {
   /** Applies one operation to one key atomically. */
   apply(operation: Operation): Promise<Outcome>;
   /**
+   * The part of the store a call on store key `key` fails with, when the store's parts fail apart (the node of a Redis
+   * Cluster that serves the key's slot): limiters keep one circuit breaker per scope, so one lost node sends only its
+   * keys to the fallback. Undefined, or absent, when the store fails as one.
+   */
+  failureScope?(key: string): string | undefined;
+  /**
    * The same as {@link apply}, answered synchronously when the store can
    * decide without waiting (state in this process: the memory store always,
    * local-first while a lease covers the call), so that a limiter on it

@@ -58,6 +58,7 @@ export class InstrumentedStore implements Store {
   readonly name: string;
   // Declared, not fields: a limiter tests for the methods' presence, so an absent one must stay absent.
   declare applyNow?: (operation: Operation) => Outcome | undefined;
+  declare failureScope?: (key: string) => string | undefined;
   declare settleNow?: (operation: Operation) => Outcome | undefined;
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
@@ -107,6 +108,7 @@ export class InstrumentedStore implements Store {
     };
     if (inner.applyNow !== undefined) this.applyNow = counted((op: Operation) => inner.applyNow!(op));
     if (inner.settleNow !== undefined) this.settleNow = counted((op: Operation) => inner.settleNow!(op));
+    if (inner.failureScope !== undefined) this.failureScope = (key) => inner.failureScope!(key);
     if (inner.consumeAllNow !== undefined) this.consumeAllNow = counted((ops: readonly Operation[]) => inner.consumeAllNow!(ops));
     if (inner.consumeAll !== undefined) {
       this.consumeAll = (ops) =>

@@ -98,6 +98,7 @@ class TimedStore implements Store {
   readonly name: string;
   // Declared, not a field: an own property holding undefined would still be a property, and absent is what says "no applyNow".
   declare applyNow?: (operation: Operation) => Outcome | undefined;
+  declare failureScope?: (key: string) => string | undefined;
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
   declare settleNow?: (operation: Operation) => Outcome | undefined;
@@ -129,6 +130,7 @@ class TimedStore implements Store {
     }
     // A rule with `cost` settles its reservations in the lease the process holds, when it holds one: no store call to time.
     if (inner.settleNow !== undefined) this.settleNow = (operation) => inner.settleNow!(operation);
+    if (inner.failureScope !== undefined) this.failureScope = (key) => inner.failureScope!(key);
     // A rule's several policies are one composite: timed and reported as one store call.
     if (inner.consumeAll !== undefined) this.consumeAll = (operations) => this.timed(() => inner.consumeAll!(operations));
     // A rule's in-flight slots (concurrency) are store calls like any other: timed, and their failures reported.

@@ -15,6 +15,7 @@ import { adaptStoreClient } from './clients.js';
 import { isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './client-adapter.js';
 import { PolicyBindings } from './bindings.js';
 import { redisKeys } from './key-names.js';
+import { keySlot } from './key-slot.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';
 import { TurnPipeline, type PipelineCall } from './turn-pipeline.js';
 import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
@@ -117,6 +118,11 @@ export class RedisStore implements Store {
   readonly timeoutMs: number;
   private readonly adapter: RedisAdapter;
   private readonly clock: Clock | undefined;
+  /**
+   * On an ioredis Cluster: the master (`host:port`) serving a store key's slot, as the client's slot map says now (see
+   * Store.failureScope), so limiters open one breaker per node. Absent for the other clients, which fail as one.
+   */
+  readonly failureScope?: (key: string) => string | undefined;
   /** What consumeAll does with keys in different Cluster slots; see {@link RedisStoreOptions.crossSlot}. */
   readonly crossSlot: 'reject' | 'split';
   /** The batch still open for more operations, per store key. */
@@ -152,6 +158,15 @@ export class RedisStore implements Store {
       invalid(ErrorCode.INVALID_OPTIONS, 'RedisStore crossSlot', `one of ${CROSS_SLOT_MODES.join(', ')}`, o.crossSlot);
     }
     this.crossSlot = o.crossSlot ?? 'reject';
+    if (this.clientKind === 'ioredis-cluster') {
+      // ioredis keeps `slots[slot]` = [master, ...replicas] as "host:port", refreshed after MOVED and failovers.
+      const cluster = o.client as { slots?: unknown };
+      this.failureScope = (key) => {
+        const slots = cluster.slots;
+        const nodes = Array.isArray(slots) ? (slots[keySlot(redisKeys(key).state)] as unknown) : undefined;
+        return Array.isArray(nodes) && typeof nodes[0] === 'string' ? nodes[0] : undefined;
+      };
+    }
   }
 
   /** @inheritDoc */

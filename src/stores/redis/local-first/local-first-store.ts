@@ -64,6 +64,8 @@ export class LocalFirstStore implements Store {
   /** This store's id in broadcast messages. */
   readonly id = randomBytes(6).toString('base64url');
   private readonly inner: RedisStore;
+  /** Its RedisStore's (the Cluster node serving a key's slot, on an ioredis Cluster): calls to Redis fail per node. */
+  readonly failureScope?: (key: string) => string | undefined;
   private readonly clock: Clock | undefined;
   /** Keys held; an evicted one's waiters are still answered (the reply handler holds the entry), its lease given back. */
   private readonly entries: BoundedMap<string, Entry>;
@@ -104,6 +106,8 @@ export class LocalFirstStore implements Store {
       ...(o.clock ? { clock: o.clock } : {}),
       ...(o.crossSlot ? { crossSlot: o.crossSlot } : {}),
     });
+    const scopeOf = this.inner.failureScope;
+    if (scopeOf !== undefined) this.failureScope = scopeOf;
     this.hearing = new Hearing({
       id: this.id,
       entries: this.entries,
