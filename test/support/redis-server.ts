@@ -255,11 +255,13 @@ export async function startRedis(options: { port?: number; args?: string[]; cpus
  * `redis-cli --cluster create` accepts) with `replicas` replicas per master
  * (default 0), and waits until every node reports cluster_state:ok and knows
  * every other node. `nodeTimeoutMs` is cluster-node-timeout (5 s), how long
- * a master may be away before its replica takes over. `cpus` pins every
+ * a master may be away before its replica takes over. `fullCoverage: false`
+ * sets cluster-require-full-coverage no: the other masters keep answering
+ * while one's slots have no master. `cpus` pins every
  * node to those CPUs (taskset), as startRedis does (the benchmark's Redis core).
  */
 export async function startRedisCluster(
-  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number; cpus?: string } = {},
+  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number; cpus?: string; fullCoverage?: boolean } = {},
 ): Promise<RedisCluster> {
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 0;
@@ -285,6 +287,7 @@ export async function startRedisCluster(
             `nodes-${port}.conf`,
             '--cluster-node-timeout',
             String(options.nodeTimeoutMs ?? 5000),
+            ...(options.fullCoverage === false ? ['--cluster-require-full-coverage', 'no'] : []),
           ],
           ...(options.cpus === undefined ? {} : { cpus: options.cpus }),
         }),

@@ -42,6 +42,9 @@ export async function openRedisClient(
         clusterRetryStrategy: retry,
         // A Cluster client sends each call on its own; this writes the calls of one tick to a node together (docs/redis-clients.md).
         enableAutoPipelining: true,
+        // The slot map decides which node's breaker a key's calls count against (RedisStore.failureScope). A master that
+        // hangs sends no MOVED and no error, so only a refresh learns of its replica's promotion: every second, not 5 s.
+        slotsRefreshInterval: 1000,
         // With TLS, the certificates name the hosts: keep them instead of resolving to addresses first (as ElastiCache needs).
         ...(c.tls === undefined ? {} : { dnsLookup: (address: string, done: (e: null, a: string) => void) => done(null, address) }),
       },
