@@ -21,7 +21,7 @@ import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
 import { KnownKeyChanges } from './known-key-changes.js';
 import { OverrideSync, type RefusedEntry } from './override-sync.js';
-import { openRedisClient } from './redis-client.js';
+import { openRedisClient, refreshingOnFailure } from './redis-client.js';
 
 /** The store in use and what the gateway needs around it. */
 export interface GatewayStore {
@@ -233,7 +233,7 @@ export async function openStore(
   } else {
     store = new RedisStore({ client, timeoutMs: settings.timeoutMs, crossSlot });
   }
-  const timed = new TimedStore(traced(store), metrics, report);
+  const timed = new TimedStore(traced(store), metrics, refreshingOnFailure(client, report));
   const knownKeyChanges = new KnownKeyChanges(() => client.duplicate() as unknown as ChangeSubscriber);
   const overrideSync = new OverrideSync(
     client,
