@@ -292,12 +292,10 @@ export class RateLimiter implements LimiterCore {
     this.waiting?.wake(key);
   }
 
-  /** The circuit breaker of `key`'s failure scope (see Store.failureScope): the limiter's own for a store that fails as one. */
-  private breakerFor(key: string): CircuitBreaker | undefined {
+  /** The circuit breaker of store key `storeKey`'s failure scope (see Store.failureScope): the limiter's own for a store that fails as one. */
+  private breakerFor(storeKey: string): CircuitBreaker | undefined {
     const breaker = this.breaker;
-    return breaker === undefined || this.store.failureScope === undefined
-      ? breaker
-      : breaker.forScope(this.store.failureScope(this.storeKey(key)));
+    return breaker === undefined || this.store.failureScope === undefined ? breaker : breaker.forScope(this.store.failureScope(storeKey));
   }
 
   /** The circuit breaker's state and what decides while the store fails, as a dashboard shows them. */
@@ -327,7 +325,7 @@ export class RateLimiter implements LimiterCore {
     if (probe === undefined) return blocks.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
     if (probe.joinable) return this.probes.join(probe, key, amount);
     // With the breaker open the fallback answers at once: nothing to wait for.
-    if (this.breakerFor(key)?.isOpen(now)) return this.ask('consume', key, amount);
+    if (this.breakerFor(this.storeKey(key))?.isOpen(now)) return this.ask('consume', key, amount);
     await probe.answered;
     if (probe.failure !== undefined) return this.fallback('consume', key, amount, probe.failure);
     return this.run('consume', key, amount);
@@ -339,7 +337,9 @@ export class RateLimiter implements LimiterCore {
    * `probe`, for the consumes waiting on it.
    */
   private async ask(kind: OperationKind, key: string, amount: number, probe?: Probe, fallback = true): Promise<Decision> {
-    const breaker = this.breakerFor(key);
+    // Made once: the breaker's failure scope and the store call both name the key's store key.
+    const storeKey = this.storeKey(key);
+    const breaker = this.breakerFor(storeKey);
     if (breaker && !breaker.allow(this.clock())) {
       const open = circuitOpenError(this.store.name, breaker.retryInMs(this.clock()));
       if (!fallback) throw open;
@@ -349,7 +349,7 @@ export class RateLimiter implements LimiterCore {
     let outcome: Outcome;
     const policy = this.policyFor(key);
     try {
-      outcome = await this.store.apply({ kind, key: this.storeKey(key), amount, policy });
+      outcome = await this.store.apply({ kind, key: storeKey, amount, policy });
     } catch (error) {
       const failure = toStoreError(error, this.store.name);
       // A misconfiguration the store reports (e.g. two policies under one
