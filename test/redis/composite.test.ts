@@ -9,6 +9,7 @@ import { ALGORITHMS } from '../../src/core/policy.js';
 import { RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { crc16, keySlot } from '../../src/stores/redis/key-slot.js';
 import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../support/redis-server.js';
+import { connectCluster } from '../support/redis-clients.js';
 
 let server: RedisServer;
 let cluster: RedisCluster;
@@ -19,9 +20,7 @@ let nr: ReturnType<typeof createCluster>;
 before(async () => {
   [server, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
   admin = new Redis({ port: server.port, host: server.host });
-  io = new Cluster(cluster.nodes);
-  io.on('error', () => {});
-  await new Promise<void>((resolve) => io.once('ready', resolve));
+  io = await connectCluster(cluster);
   nr = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
   nr.on('error', () => {});
   await nr.connect();

@@ -7,15 +7,14 @@ import type { Operation, Policy } from '../../src/index.js';
 import { LocalFirstStore, RedisStore, redisKeys } from '../../src/stores/redis/index.js';
 import { keySlot } from '../../src/stores/redis/key-slot.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-server.js';
+import { connectCluster } from '../support/redis-clients.js';
 
 let cluster: RedisCluster;
 let io: Cluster;
 
 before(async () => {
   cluster = await startRedisCluster();
-  io = new Cluster(cluster.nodes);
-  io.on('error', () => {});
-  await new Promise<void>((resolve) => io.once('ready', resolve));
+  io = await connectCluster(cluster);
 });
 after(async () => {
   io?.disconnect();

@@ -2,12 +2,13 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
-import { Cluster, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { createCluster } from 'redis';
 import { ConcurrencyLimiter } from '../../src/index.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { redisKeys } from '../../src/stores/redis/key-names.js';
 import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../support/redis-server.js';
+import { connectCluster } from '../support/redis-clients.js';
 
 let server: RedisServer;
 let cluster: RedisCluster;
@@ -56,9 +57,7 @@ test('without a store clock, a slot expires by Redis TIME: a holder that stops r
 });
 
 test('hash-tagged keys on Redis Cluster (ioredis and node-redis): the slot set keeps the tag, so it lives in the tag slot', async () => {
-  const io = new Cluster(cluster.nodes);
-  io.on('error', () => {});
-  await new Promise<void>((resolve) => io.once('ready', resolve));
+  const io = await connectCluster(cluster);
   const nr = createCluster({ rootNodes: cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` })) });
   nr.on('error', () => {});
   await nr.connect();

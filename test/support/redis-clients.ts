@@ -1,7 +1,7 @@
 // A redis-server for a test file or suite, and the ioredis clients its tests open on it, disconnected before the server stops.
 import { after, before } from 'node:test';
-import { Redis, type RedisOptions } from 'ioredis';
-import { startRedis, type RedisServer } from './redis-server.js';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { startRedis, type RedisCluster, type RedisServer } from './redis-server.js';
 
 /** Opens an ioredis client on the fixture's server; the fixture disconnects it in its `after` hook. */
 export type OpenClient = (options?: RedisOptions) => Redis;
@@ -37,4 +37,12 @@ export function redisFixture(ready: (open: OpenClient, server: RedisServer) => v
     await server?.stop();
   });
   return { cleanup: (fn) => void cleanups.push(fn) };
+}
+
+/** An ioredis Cluster client on `cluster`, ready (its slot map read), with its connection errors swallowed; the caller disconnects it. */
+export async function connectCluster(cluster: RedisCluster): Promise<Cluster> {
+  const io = new Cluster(cluster.nodes);
+  io.on('error', () => {});
+  await new Promise<void>((resolve) => io.once('ready', resolve));
+  return io;
 }

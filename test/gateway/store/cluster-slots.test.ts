@@ -7,6 +7,7 @@ import { Cluster } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import { clusterHashTag, keySlot } from '../../../src/stores/redis/key-slot.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
+import { connectCluster } from '../../support/redis-clients.js';
 import { adminBlock, adminJson } from '../support/admin.js';
 import { gatewayFixture, untilReady } from '../support/harness.js';
 
@@ -15,9 +16,7 @@ let io: Cluster;
 const fixture = gatewayFixture({
   start: async () => {
     cluster = await startRedisCluster();
-    io = new Cluster(cluster.nodes);
-    io.on('error', () => {});
-    await new Promise<void>((resolve) => io.once('ready', resolve));
+    io = await connectCluster(cluster);
   },
   stop: async () => {
     io.disconnect();

@@ -7,6 +7,7 @@ import { Cluster, Redis } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { startRedisCluster, type RedisCluster } from '../../support/redis-server.js';
+import { connectCluster } from '../../support/redis-clients.js';
 import { ErrorCode } from '../../../src/core/errors.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import type { ChangeSubscriber } from '../../../src/gateway/rules/change-channels.js';
@@ -33,9 +34,7 @@ let io: Cluster;
 const fixture = gatewayFixture({
   start: async () => {
     cluster = await startRedisCluster();
-    io = new Cluster(cluster.nodes);
-    io.on('error', () => {});
-    await new Promise<void>((resolve) => io.once('ready', resolve));
+    io = await connectCluster(cluster);
   },
   stop: async () => {
     io.disconnect();
