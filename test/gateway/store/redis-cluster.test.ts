@@ -1,6 +1,7 @@
 // The gateway on a real 3-master Redis Cluster: three `floodgate serve --redis-cluster` processes share one key's limit exactly
-// (and never pass it with local-first), overrides from a Redis hash and an allow list in a Redis set follow their change channels,
-// the rate limit service (--grpc) counts there, and a password given by file shows nowhere in the logs, the dashboard or the admin API.
+// in consecutive 10 s windows (and stay within the local-first bound), overrides from a Redis hash and an allow list in a
+// Redis set follow their change channels, the rate limit service (--grpc) counts there, and a password given by file
+// shows nowhere in the logs, the dashboard or the admin API.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
@@ -44,19 +45,34 @@ const fixture = gatewayFixture({
 const seeds = (): string => cluster.nodes.map((n) => `${n.host}:${n.port}`).join(',');
 const TOKEN = 'test-admin-token-cluster-0123456789';
 
-/** Sends `n` requests with one API key, round-robin over `urls`; how many were admitted (200) and the other statuses seen. */
-async function roundRobin(urls: string[], n: number, key: string): Promise<{ admitted: number; others: Set<number> }> {
+/** One window's tally of one key: admitted (200) and the other statuses seen. */
+interface Tally {
+  admitted: number;
+  others: Set<number>;
+}
+
+/**
+ * Sends `n` requests with one API key, round-robin over `urls`, `gapMs` apart (0: back to back), all inside one
+ * window: the first request opens the key's fixed window, so the caller waits `windowMs` from `opened` before the next.
+ */
+async function roundRobin(urls: string[], n: number, key: string, gapMs = 0): Promise<Tally & { opened: number }> {
   let admitted = 0;
   const others = new Set<number>();
+  const opened = Date.now();
   for (let i = 0; i < n; i++) {
     const status = (await get(`${urls[i % urls.length]}/x`, { headers: { 'x-api-key': key } })).status;
     if (status === 200) admitted++;
     else others.add(status);
+    if (gapMs > 0) await sleep(gapMs);
   }
-  return { admitted, others };
+  return { admitted, others, opened };
 }
 
-describe('floodgate serve on a Redis Cluster', () => {
+const WINDOW_MS = 10_000;
+/** Past a window's end, with room for the gateways' and Redis's clocks (one machine) and a late first request. */
+const untilNextWindow = (opened: number): Promise<void> => sleep(Math.max(0, opened + WINDOW_MS + 300 - Date.now()));
+
+describe('floodgate serve on a Redis Cluster', { concurrency: true }, () => {
   let upstream: Upstream;
   before(async () => {
     await fixture.ready();
@@ -64,29 +80,30 @@ describe('floodgate serve on a Redis Cluster', () => {
   });
   after(() => upstream.close());
 
-  it('three processes on a 3-master Cluster admit exactly 100 of 150 requests of one key (100 per hour), round-robin', async () => {
-    const args = ['--upstream', upstream.url, '--redis-cluster', seeds(), '--limit', '100/1h', '--key', 'header:x-api-key'];
+  it('three processes on a 3-master Cluster admit exactly 100 of 150 requests of one key per 10 s window, round-robin, two windows running', async () => {
+    const args = ['--upstream', upstream.url, '--redis-cluster', seeds(), '--limit', '100/10s', '--key', 'header:x-api-key'];
     const gateways = await Promise.all([serveCli(args), serveCli(args), serveCli(args)]);
+    const urls = gateways.map((g) => g.url);
     try {
       assert.match(
         String(gateways[0]!.logs.find((l) => l.msg === 'floodgate gateway listening')?.store),
         /^redis-cluster 127\.0\.0\.1:\d+,/,
       );
-      for (const key of ['tenant-a', 'tenant-b']) {
-        const { admitted, others } = await roundRobin(
-          gateways.map((g) => g.url),
-          150,
-          key,
-        );
-        assert.equal(admitted, 100, `${key}: exactly the limit admitted`);
-        assert.deepEqual([...others], [429]);
+      for (let window = 1; window <= 2; window++) {
+        // Two keys in the same windows: their counters live on different masters (their slots differ).
+        const [a, b] = await Promise.all(['tenant-a', 'tenant-b'].map((key) => roundRobin(urls, 150, key)));
+        for (const [key, tally] of [['tenant-a', a!], ['tenant-b', b!]] as const) {
+          assert.equal(tally.admitted, 100, `${key}, window ${window}: exactly the limit admitted`);
+          assert.deepEqual([...tally.others], [429]);
+        }
+        if (window === 1) await untilNextWindow(Math.min(a!.opened, b!.opened));
       }
     } finally {
       await Promise.all(gateways.map((g) => stopCli(g)));
     }
   });
 
-  it('with --local-first, three processes never admit more than the limit of one key', async (t) => {
+  it('with --local-first, three processes stay within the limit and the under-admission bound of one key per 10 s window, two windows running', async (t) => {
     const args = [
       '--upstream',
       upstream.url,
@@ -94,21 +111,28 @@ describe('floodgate serve on a Redis Cluster', () => {
       seeds(),
       '--local-first',
       '--limit',
-      '100/1h',
+      '100/10s',
       '--key',
       'header:x-api-key',
     ];
     const gateways = await Promise.all([serveCli(args), serveCli(args), serveCli(args)]);
+    const urls = gateways.map((g) => g.url);
+    // docs/local-first.md, "The under-admission bound": per window, under-admission ≤ Σ over gateways of 1.5 × G_p, with
+    // G_p ≤ p's demand rate × max(leaseMs, 4 × RTT) + cost. Requests 30 ms apart round-robin give each gateway one request
+    // per ≥ 90 ms (11 per s); leaseMs is 100 ms and a local round trip well under 25 ms, so G_p ≤ 11 × 0.1 + 1 = 2.1 and
+    // the bound is 3 × 1.5 × 2.1 ≈ 10 units: at least 90 of the 100 are admitted.
+    const GAP_MS = 30;
+    const bound = Math.ceil(3 * 1.5 * ((1000 / (3 * GAP_MS)) * 0.1 + 1));
     try {
-      const { admitted, others } = await roundRobin(
-        gateways.map((g) => g.url),
-        150,
-        'lf-key',
-      );
-      t.diagnostic(`local-first admitted ${admitted} of the limit of 100`);
-      assert.ok(admitted <= 100, `never above the limit: ${admitted}`);
-      assert.ok(admitted >= 50, `most of the limit is spent: ${admitted}`);
-      assert.deepEqual([...others], [429]);
+      for (let window = 1; window <= 2; window++) {
+        const tally = await roundRobin(urls, 150, 'lf-key', GAP_MS);
+        t.diagnostic(`local-first, window ${window}: admitted ${tally.admitted} of the limit of 100 (bound: ≥ ${100 - bound})`);
+        assert.ok(Date.now() - tally.opened < WINDOW_MS, 'all 150 requests were sent inside one window');
+        assert.ok(tally.admitted <= 100, `never above the limit: ${tally.admitted}`);
+        assert.ok(tally.admitted >= 100 - bound, `under-admission within the stated bound of ${bound}: ${tally.admitted}`);
+        assert.deepEqual([...tally.others], [429]);
+        if (window === 1) await untilNextWindow(tally.opened);
+      }
     } finally {
       await Promise.all(gateways.map((g) => stopCli(g)));
     }
