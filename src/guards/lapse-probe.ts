@@ -42,6 +42,11 @@ export class LapseProbes {
     this.byKey.delete(key);
   }
 
+  /** Drops every probe: every in-memory block was dropped (a reset or unblock may have been missed). */
+  forgetAll(): void {
+    this.byKey.clear();
+  }
+
   /**
    * The first consume of a key within a second of its in-memory block's end.
    * A key that was blocked is hot: until the store answers, every later

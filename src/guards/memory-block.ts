@@ -53,6 +53,11 @@ export class MemoryBlockGuard {
     this.list.delete(key);
   }
 
+  /** Drops every block: the store may have changed any key in ways this process did not hear (a missed reset or unblock). */
+  forgetAll(): void {
+    this.list.clear();
+  }
+
   /** True when a {@link check} found `key`'s block over less than a second before `now`; forgets that either way. */
   takeLapsed(key: string, now: number): boolean {
     return this.list.takeLapsed(key, now);

@@ -292,6 +292,18 @@ export class RateLimiter implements LimiterCore {
     this.waiting?.wake(key);
   }
 
+  /**
+   * {@link forgetMemoryBlock} for every key: for when this process may have
+   * missed another's reset or unblock (its announcement was lost), so no
+   * block it holds can be trusted. Each blocked key's next consume asks the
+   * store once, which blocks it again if it still is; waiting calls retry at
+   * the times already set.
+   */
+  forgetMemoryBlocks(): void {
+    this.memoryBlock?.forgetAll();
+    this.probes.forgetAll();
+  }
+
   /** The circuit breaker of store key `storeKey`'s failure scope (see Store.failureScope): the limiter's own for a store that fails as one. */
   private breakerFor(storeKey: string): CircuitBreaker | undefined {
     const breaker = this.breaker;

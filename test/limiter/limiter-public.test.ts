@@ -1,4 +1,4 @@
-// RateLimiter's public health() and forgetMemoryBlock(): what the gateway's dashboard and admin API read instead of the library's internals.
+// RateLimiter's public health(), forgetMemoryBlock() and forgetMemoryBlocks(): what the gateway's dashboard and admin API read instead of the library's internals.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock, MemoryStore, RateLimiter } from '../../src/index.js';
@@ -64,4 +64,23 @@ test('LIMITER_INTERNALS: a reset made by another process reaches this one’s in
   const after = await here.consume('k');
   assert.equal(after.allowed, true, 'the next consume asks the store, which was reset');
   assert.equal(after.source, 'store');
+});
+
+test('forgetMemoryBlocks(): after a missed announcement every key’s in-memory block goes; a key still over its limit is blocked again by the store', async () => {
+  const clock = new ManualClock(1_000_000);
+  const store = new MemoryStore({ clock: clock.now, sweepIntervalMs: 0 });
+  const options = { limit: 1, window: '1m', store, prefix: 'shared', clock: clock.now } as const;
+  const here = new RateLimiter({ ...options, inMemoryBlock: true });
+  const elsewhere = new RateLimiter(options);
+  for (const key of ['a', 'b']) {
+    await here.consume(key);
+    assert.equal((await here.consume(key)).source, 'memory-block');
+  }
+  await elsewhere.reset('a');
+  here.forgetMemoryBlocks();
+  assert.deepEqual([(await here.inspect('a')).memoryBlockMs, (await here.inspect('b')).memoryBlockMs], [0, 0]);
+  const [a, b] = [await here.consume('a'), await here.consume('b')];
+  assert.deepEqual([a.allowed, a.source], [true, 'store'], 'the reset key is admitted by the store');
+  assert.deepEqual([b.allowed, b.source], [false, 'store'], 'the other asks the store once, which still refuses');
+  assert.equal((await here.consume('b')).source, 'memory-block', 'and is blocked in memory again');
 });

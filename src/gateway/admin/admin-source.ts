@@ -6,7 +6,7 @@
 import type { RuleSet } from '../rules/rule-set.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { AdminApiSource } from './admin-api.js';
-import { AdminBroadcast, adminChannel } from './admin-broadcast.js';
+import { AdminBroadcast } from './admin-broadcast.js';
 import type { AdminPubSub } from '../rules/change-channels.js';
 import { LimitedKeys } from './limited-keys.js';
 import type { OverrideSync } from '../rules/override-sync.js';
@@ -35,10 +35,13 @@ export function adminSource(parts: AdminParts): { source: AdminApiSource; broadc
   const forget = (rule: string, key: string): void => {
     for (const r of parts.rules().rules) if (r.name === rule) for (const limiter of r.limiters) limiter.forgetMemoryBlock(key);
   };
+  const forgetAll = (): void => {
+    for (const r of parts.rules().rules) for (const limiter of r.limiters) limiter.forgetMemoryBlocks();
+  };
   const broadcast =
     parts.pubsub === undefined || parts.limited === undefined
       ? undefined
-      : new AdminBroadcast(parts.pubsub, adminChannel(parts.settings().store.prefix), forget);
+      : new AdminBroadcast(parts.pubsub, parts.settings().store.prefix, { heard: forget, missed: forgetAll });
   const source: AdminApiSource = {
     rules: () => {
       const settings = parts.settings().rules;

@@ -14,10 +14,14 @@ export interface ChangeSubscriber {
   disconnect(): void;
 }
 
-/** The Redis side the admin broadcast needs: a publish, and a subscriber connection of its own (the key tables hand it over from the store's client). */
+/** The Redis side the admin broadcast needs: a publish, a counter, and a subscriber connection of its own (the key tables hand it over from the store's client). */
 export interface AdminPubSub {
   /** `PUBLISH channel message` on the store's client. */
   publish(channel: string, message: string): Promise<unknown>;
+  /** `INCR key` on the store's client: numbers the announcements. */
+  incr(key: string): Promise<number>;
+  /** `GET key` on the store's client. */
+  get(key: string): Promise<string | null>;
   /** Opens a subscriber connection (a duplicate of the store's client). */
   subscriber(): ChangeSubscriber;
 }

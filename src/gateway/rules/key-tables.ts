@@ -250,6 +250,8 @@ export async function openStore(
     overrideSync,
     pubsub: {
       publish: (channel, message) => client.publish(channel, message),
+      incr: (key) => client.incr(key),
+      get: (key) => client.get(key),
       subscriber: () => client.duplicate() as unknown as ChangeSubscriber,
     },
     description,

@@ -1,6 +1,7 @@
-// The admin API with gateways on one Redis: a block set through one host refuses the key on another, and an unblock or reset through one admits it on the other at once, although that host had learned the block in memory.
+// The admin API with gateways on one Redis: a block set through one host refuses the key on another, and an unblock or reset through one admits it on the other at once, although that host had learned the block in memory, even when its subscriber missed the announcement.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import { get } from '../../http/support/http.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { adminBlock, adminJson } from '../support/admin.js';
@@ -49,5 +50,27 @@ describe('admin API on Redis, two hosts', () => {
     assert.equal(await onB('cust'), 429);
     assert.equal((await admin(a, '/admin/rules/api/keys/cust/reset')).status, 200);
     await soon(async () => (await onB('cust')) === 200);
+  });
+});
+
+describe('admin API on Redis: an announcement a host missed', () => {
+  it('an unblock published while host B’s subscriber was reconnecting still lets B admit the key (it was refused until a restart with a block "forever")', async () => {
+    const [a, b] = [await gateway(), await gateway()];
+    const onB = async (key: string) => (await get(`${b.url}/x`, { headers: { 'x-api-key': key } })).status;
+    assert.equal(await onB('lost'), 200);
+    assert.equal((await admin(a, '/admin/rules/api/keys/lost/block', '{"duration":"forever"}')).status, 200);
+    assert.equal(await onB('lost'), 429);
+    assert.equal(await onB('lost'), 429, 'B holds the block in memory');
+    // Every subscriber connection is dropped; ioredis reconnects after about 50 ms, and the unblock is announced well
+    // within that, so B's subscriber is not there to hear it.
+    const io = new Redis(fixture.redis.url);
+    try {
+      await io.client('KILL', 'TYPE', 'pubsub');
+    } finally {
+      io.disconnect();
+    }
+    assert.equal((await admin(a, '/admin/rules/api/keys/lost/unblock')).status, 200);
+    // B reads the change counter when its subscriber is back, finds it ahead of what it heard, and drops its blocks.
+    await soon(async () => (await onB('lost')) === 200);
   });
 });

@@ -15,6 +15,7 @@ import type { ChangeSubscriber } from '../../../src/gateway/rules/change-channel
 import { OverrideSync } from '../../../src/gateway/rules/override-sync.js';
 import { RuleOverrides } from '../../../src/gateway/rules/rule-overrides.js';
 import { adminBlock, adminJson } from '../support/admin.js';
+import { AdminBroadcast } from '../../../src/gateway/admin/admin-broadcast.js';
 import {
   gatewayFixture,
   runCli,
@@ -92,7 +93,10 @@ describe('floodgate serve on a Redis Cluster', { concurrency: true }, () => {
       for (let window = 1; window <= 2; window++) {
         // Two keys in the same windows: their counters live on different masters (their slots differ).
         const [a, b] = await Promise.all(['tenant-a', 'tenant-b'].map((key) => roundRobin(urls, 150, key)));
-        for (const [key, tally] of [['tenant-a', a!], ['tenant-b', b!]] as const) {
+        for (const [key, tally] of [
+          ['tenant-a', a!],
+          ['tenant-b', b!],
+        ] as const) {
           assert.equal(tally.admitted, 100, `${key}, window ${window}: exactly the limit admitted`);
           assert.deepEqual([...tally.others], [429]);
         }
@@ -198,6 +202,38 @@ describe('what rides on Redis, on a Cluster', () => {
       assert.deepEqual(seen, ['tenant-9']);
     } finally {
       sync.close();
+    }
+  });
+
+  it('an admin announcement the Cluster subscriber missed is found at the next read of the change counter, or at the next message', async () => {
+    const pubsub = {
+      publish: (channel: string, message: string) => io.publish(channel, message),
+      incr: (key: string) => io.incr(key),
+      get: (key: string) => io.get(key),
+      subscriber: () => io.duplicate() as unknown as ChangeSubscriber,
+    };
+    const heard: string[] = [];
+    let missed = 0;
+    const a = new AdminBroadcast(pubsub, 'fg-missed', { heard: () => {}, missed: () => {} });
+    const b = new AdminBroadcast(pubsub, 'fg-missed', { heard: (rule, key) => heard.push(`${rule}/${key}`), missed: () => missed++ }, 200);
+    try {
+      await sleep(500);
+      await a.announce('api', 'k1');
+      for (let i = 0; i < 100 && heard.length === 0; i++) await sleep(10);
+      assert.deepEqual([heard, missed], [['api/k1'], 0], 'in step: heard, nothing missed');
+      // An announcement whose PUBLISH never reached B (sent while its subscriber moved nodes): only the counter moved.
+      await io.incr('fg-missed:admin:generation');
+      for (let i = 0; i < 100 && missed === 0; i++) await sleep(10);
+      assert.equal(missed, 1, 'the periodic read finds the counter ahead');
+      // Lost once more, then a message arrives that skips the lost number: B knows at once.
+      await io.incr('fg-missed:admin:generation');
+      await a.announce('api', 'k2');
+      for (let i = 0; i < 100 && heard.length < 2; i++) await sleep(5);
+      assert.deepEqual(heard, ['api/k1', 'api/k2']);
+      assert.ok(missed >= 2, `the skipped number was noticed: ${missed}`);
+    } finally {
+      a.close();
+      b.close();
     }
   });
 
