@@ -1,4 +1,5 @@
 /** The benchmark CLI's command line: its usage text and the parsed options. */
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../lib/errors.js';
 import type { RedisPlacement } from '../lib/processes.js';
@@ -18,6 +19,9 @@ options:
                     each round's ratio to that round's baseline (default 1)
   --redis-cpu W     where redis-server runs: "server" (default, the core of the
                     system under test) or "load" (with wrk)
+  --cpu-prof DIR    write a V8 CPU profile of every server process into DIR
+                    (open it in Chrome DevTools; profiling slows the servers,
+                    so read its ratios as a profile's, not a measurement's)
   --help            this text`;
 
 /** Parsed command line: what to run (scenario, output) around the settings every scenario run follows. */
@@ -45,6 +49,7 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
       variants: { type: 'string' },
       'redis-cpu': { type: 'string' },
       rounds: { type: 'string' },
+      'cpu-prof': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -62,6 +67,7 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
       .filter((v) => v.length > 0),
     redisCpu: placement(values['redis-cpu']),
     rounds: values.rounds === undefined ? 1 : wholeNumber(values.rounds, 'rounds', 1),
+    cpuProfDir: values['cpu-prof'] === undefined ? undefined : resolve(values['cpu-prof']),
   };
 }
 

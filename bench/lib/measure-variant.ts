@@ -19,6 +19,8 @@ export interface MeasureSettings {
   readonly warmupS: number;
   /** Connections (or gRPC requests in flight); undefined: the scenario's, else 100. */
   readonly connections: number | undefined;
+  /** Where each server process writes a V8 CPU profile (`--cpu-prof`); undefined: none. */
+  readonly cpuProfDir?: string | undefined;
 }
 
 /** What every variant of the run shares. */
@@ -59,6 +61,7 @@ export async function measureVariant(
     dist,
     redisUrl: variant.redis ? redis?.url : undefined,
     clusterNodes: variant.redisCluster ? cluster?.nodes : undefined,
+    cpuProfDir: options.cpuProfDir,
   });
   try {
     const load = {

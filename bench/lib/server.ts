@@ -30,6 +30,8 @@ export interface StartServerOptions {
   readonly redisUrl: string | undefined;
   /** `host:port,…` of the run's Redis Cluster for variants that need it. */
   readonly clusterNodes?: string | undefined;
+  /** Where the server writes a V8 CPU profile when it exits (node `--cpu-prof`); undefined: none. */
+  readonly cpuProfDir?: string | undefined;
   /** How long to wait for "ready". Default 20 s (tsx compiles on first start; ioredis connects). */
   readonly readyTimeoutMs?: number;
 }
@@ -62,7 +64,12 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   if (options.clusterNodes !== undefined) env.FLOODGATE_BENCH_REDIS_CLUSTER = options.clusterNodes;
   else delete env.FLOODGATE_BENCH_REDIS_CLUSTER;
 
-  const [command, args] = pinned(options.cpus, process.execPath, ['--import', 'tsx', variant.server, ...(variant.args ?? [])]);
+  // Named after the variant, so the profiles of one run tell their variants apart (node adds the pid and a sequence).
+  const profile =
+    options.cpuProfDir === undefined
+      ? []
+      : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfDir, '--cpu-prof-name', `${variant.name}.${Date.now()}.cpuprofile`];
+  const [command, args] = pinned(options.cpus, process.execPath, [...profile, '--import', 'tsx', variant.server, ...(variant.args ?? [])]);
   const child = spawnTracked(command, args, { env, cwd: options.cwd });
   const stdoutTail = tailOf(child.stdout);
   const stderrTail = tailOf(child.stderr);
