@@ -19,7 +19,7 @@ options:
                     each round's ratio to that round's baseline (default 1)
   --redis-cpu W     where redis-server runs: "server" (default, the core of the
                     system under test) or "load" (with wrk)
-  --cpu-prof DIR    write a V8 CPU profile of every server process into DIR
+  --cpu-prof DIR    write V8 CPU profiles of every server process into DIR/VARIANT
                     (open it in Chrome DevTools; profiling slows the servers,
                     so read its ratios as a profile's, not a measurement's)
   --help            this text`;

@@ -1,6 +1,7 @@
 /** Starts a variant's server process, waits for its "ready" line, and stops it. */
 import type { ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import type { Variant } from '../types.js';
 import { pinned, spawnTracked, stopChild, tailOf } from './processes.js';
 
@@ -64,11 +65,8 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   if (options.clusterNodes !== undefined) env.FLOODGATE_BENCH_REDIS_CLUSTER = options.clusterNodes;
   else delete env.FLOODGATE_BENCH_REDIS_CLUSTER;
 
-  // Named after the variant, so the profiles of one run tell their variants apart (node adds the pid and a sequence).
-  const profile =
-    options.cpuProfDir === undefined
-      ? []
-      : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfDir, '--cpu-prof-name', `${variant.name}.${Date.now()}.cpuprofile`];
+  // One folder per variant: node names each profile by time, pid and thread (the tsx loader runs on a thread of its own).
+  const profile = options.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, variant.name)];
   const [command, args] = pinned(options.cpus, process.execPath, [...profile, '--import', 'tsx', variant.server, ...(variant.args ?? [])]);
   const child = spawnTracked(command, args, { env, cwd: options.cwd });
   const stdoutTail = tailOf(child.stdout);
