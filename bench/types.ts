@@ -17,7 +17,11 @@ export type { GrpcLoad };
  *   the scenario run started one (some variant has `redis: true`);
  * - `FLOODGATE_BENCH_DIST`: the run's private copy of dist/; import the
  *   package from there with `importDist` (bench/lib/serve.ts), so a build
- *   started elsewhere during the run cannot change or delete it.
+ *   started elsewhere during the run cannot change or delete it;
+ * - `FLOODGATE_BENCH_UPSTREAM_URL`: `http://127.0.0.1:port` of the run's
+ *   upstream (an app answering 200 `{}`), when the scenario has
+ *   {@link Scenario.upstream}: proxies forward there instead of starting an
+ *   upstream of their own, so its CPU is not counted as the server's.
  *
  * It must print a line `ready` on stdout once it listens, and exit on SIGTERM.
  * `bench/lib/serve.ts` does both for a node:http server.
@@ -90,6 +94,13 @@ export interface Scenario {
    * `path`, `wrkLua`, `fixedRate` and `openLoop` do not apply.
    */
   readonly grpc?: GrpcLoad;
+  /**
+   * When true, the harness starts one upstream (bench/servers/gateway-upstream.ts)
+   * per scenario run, pinned to the load generator's CPU, and hands its URL to
+   * every variant as `FLOODGATE_BENCH_UPSTREAM_URL`: a proxy's CPU per request
+   * then counts the proxy alone, and the upstream does not compete for its core.
+   */
+  readonly upstream?: boolean;
 }
 
 /** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */

@@ -31,6 +31,8 @@ export interface Context {
   readonly dist: string;
   /** The repository root: the servers' working directory. */
   readonly root: string;
+  /** The scenario run's upstream, for a scenario with `upstream: true` (lib/run-scenario.ts starts it). */
+  readonly upstreamUrl?: string | undefined;
 }
 
 /** What one variant's measurement found, before it becomes a result row (lib/result-row.ts). */
@@ -47,7 +49,7 @@ export interface Measured {
 export async function measureVariant(
   scenario: Scenario,
   variant: Variant,
-  { options, plan, dist, root }: Context,
+  { options, plan, dist, root, upstreamUrl }: Context,
   redis: BenchRedis | undefined,
   cluster?: BenchRedisCluster,
 ): Promise<Measured> {
@@ -61,6 +63,7 @@ export async function measureVariant(
     dist,
     redisUrl: variant.redis ? redis?.url : undefined,
     clusterNodes: variant.redisCluster ? cluster?.nodes : undefined,
+    upstreamUrl,
     cpuProfDir: options.cpuProfDir,
   });
   try {

@@ -1,5 +1,6 @@
 /** One scenario's run: its Redis, the rounds of variants in rotated order, and the rows and header lines of its table. */
 import { cpus, loadavg, release } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { UsageError } from './errors.js';
 import { ghzVersion } from './ghz.js';
 import { log } from './log.js';
@@ -10,8 +11,11 @@ import { BenchRedisCluster } from './redis-cluster.js';
 import type { Row, RunInfo } from './report.js';
 import { toRow } from './result-row.js';
 import { combineRounds, roundOrder } from './rounds.js';
+import { startServer, type RunningServer } from './server.js';
 import { wrkVersion } from './wrk.js';
 import type { Scenario, Variant } from '../types.js';
+
+const UPSTREAM_SERVER = fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url));
 
 /** The command-line settings a scenario's run follows. */
 export interface RunSettings extends MeasureSettings {
@@ -43,10 +47,11 @@ function selectVariants(scenario: Scenario, names: readonly string[] | undefined
  * fails gets a row with its error; the others are still measured) and
  * returns one row per variant, the medians over the rounds, with the lines
  * shown above its table. Starts and stops the scenario's redis-server when a
- * variant needs one. Throws {@link UsageError} for an unknown `--variants` name.
+ * variant needs one, and its upstream when the scenario has `upstream: true`.
+ * Throws {@link UsageError} for an unknown `--variants` name.
  */
-export async function runScenario(scenario: Scenario, context: RunContext): Promise<{ rows: Row[]; info: RunInfo }> {
-  const { options, plan } = context;
+export async function runScenario(scenario: Scenario, runContext: RunContext): Promise<{ rows: Row[]; info: RunInfo }> {
+  const { options, plan } = runContext;
   const variants = selectVariants(scenario, options.variants);
   const connections = options.connections ?? scenario.connections ?? 100;
   // Other work on this small machine skews every number; say so where the numbers are.
@@ -61,11 +66,22 @@ export async function runScenario(scenario: Scenario, context: RunContext): Prom
     redis = await BenchRedis.start(plan.redis);
   }
   let cluster: BenchRedisCluster | undefined;
-  if (variants.some((v) => v.redisCluster)) {
-    log(`[${scenario.name}] starting a 3-master Redis Cluster`);
-    cluster = await BenchRedisCluster.start(plan.redis);
-  }
+  let upstream: RunningServer | undefined;
+  let context = runContext;
   try {
+    if (variants.some((v) => v.redisCluster)) {
+      log(`[${scenario.name}] starting a 3-master Redis Cluster`);
+      cluster = await BenchRedisCluster.start(plan.redis);
+    }
+    if (scenario.upstream === true) {
+      // One upstream for every variant, on the load generator's core: outside the server's CPU count and off its core.
+      log(`[${scenario.name}] starting the upstream`);
+      upstream = await startServer(
+        { name: 'upstream', server: UPSTREAM_SERVER },
+        { cwd: runContext.root, cpus: plan.load, dist: runContext.dist, redisUrl: undefined },
+      );
+      context = { ...runContext, upstreamUrl: `http://127.0.0.1:${upstream.port}` };
+    }
     // perRound[r][i]: variant i's row in round r; each round's ratios are against that round's baseline.
     const perRound: Row[][] = [];
     for (let round = 0; round < options.rounds; round++) {
@@ -99,13 +115,21 @@ export async function runScenario(scenario: Scenario, context: RunContext): Prom
           ? [`${options.rounds} rounds, variants in rotated order each round; each row holds the medians over the rounds`]
           : []),
         `${cpus()[0]?.model.trim() ?? 'unknown CPU'}; ${plan.note}`,
+        ...(upstream === undefined ? [] : [upstreamLine(plan)]),
         `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}`,
         `1-min load average ${loadBefore.toFixed(2)} before the run, ${loadavg()[0]!.toFixed(2)} after (the run itself raises it)`,
       ],
     };
     return { rows, info };
   } finally {
+    await upstream?.stop();
     await redis?.stop();
     await cluster?.stop();
   }
+}
+
+/** Where the run's upstream ran, for the table's header. */
+function upstreamLine(plan: RunContext['plan']): string {
+  const where = plan.load === undefined ? 'not pinned' : `on CPU ${plan.load} with the harness and wrk`;
+  return `upstream (bench/servers/gateway-upstream.ts, 200 {}): one process for all variants, ${where}; its CPU is not in server µs/req`;
 }

@@ -31,6 +31,8 @@ export interface StartServerOptions {
   readonly redisUrl: string | undefined;
   /** `host:port,…` of the run's Redis Cluster for variants that need it. */
   readonly clusterNodes?: string | undefined;
+  /** The run's upstream (a scenario with `upstream: true`), passed as FLOODGATE_BENCH_UPSTREAM_URL. */
+  readonly upstreamUrl?: string | undefined;
   /** Where the server writes a V8 CPU profile when it exits (node `--cpu-prof`); undefined: none. */
   readonly cpuProfDir?: string | undefined;
   /** How long to wait for "ready". Default 20 s (tsx compiles on first start; ioredis connects). */
@@ -64,6 +66,8 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   else delete env.FLOODGATE_BENCH_REDIS_URL;
   if (options.clusterNodes !== undefined) env.FLOODGATE_BENCH_REDIS_CLUSTER = options.clusterNodes;
   else delete env.FLOODGATE_BENCH_REDIS_CLUSTER;
+  if (options.upstreamUrl !== undefined) env.FLOODGATE_BENCH_UPSTREAM_URL = options.upstreamUrl;
+  else delete env.FLOODGATE_BENCH_UPSTREAM_URL;
 
   // One folder per variant: node names each profile by time, pid and thread (the tsx loader runs on a thread of its own).
   const profile = options.cpuProfDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', join(options.cpuProfDir, variant.name)];

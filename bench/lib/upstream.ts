@@ -1,9 +1,15 @@
-/** The gateway benchmarks' shared pieces: the upstream child they forward to, and the ready-and-stop handling of an in-process gateway. */
+/** Shared pieces of the gateway benches: the upstream they forward to; ready-and-stop of an in-process gateway. */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-/** Forks the upstream (a child answering 200 `{}`, killed with this process) and resolves with its URL. */
+/**
+ * The upstream's URL: the harness's own (`FLOODGATE_BENCH_UPSTREAM_URL`, a
+ * scenario with `upstream: true`, so it is neither on this process's core nor
+ * in its CPU count), else a forked child answering 200 `{}`, killed with this process.
+ */
 export function startUpstream(): Promise<string> {
+  const given = process.env.FLOODGATE_BENCH_UPSTREAM_URL;
+  if (given) return Promise.resolve(given);
   const child = fork(fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url)), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
