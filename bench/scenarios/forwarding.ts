@@ -1,0 +1,57 @@
+/** Scenario forwarding: what an admitted (forwarded) request costs, against a minimal Node.js proxy and nginx, in one run. */
+import { fileURLToPath } from 'node:url';
+import { defineScenario, type Variant } from '../types.js';
+
+const gateway = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
+const nodeProxy = fileURLToPath(new URL('../servers/node-proxy.ts', import.meta.url));
+const nginx = fileURLToPath(new URL('../servers/nginx.ts', import.meta.url));
+
+/** One variant of bench/servers/gateway.ts, selected by GATEWAY_MODE. */
+function gatewayVariant(name: string, description: string, mode: string, redis = false): Variant {
+  return { name, description, server: gateway, env: { GATEWAY_MODE: mode }, redis };
+}
+
+/**
+ * Every request is forwarded (no limit is ever reached), so the rows show
+ * what a forwarded request costs: the reference rows first (the simplest
+ * correct Node.js proxy, the baseline of the ratio column; nginx with and
+ * without limit_req), then floodgate's gateway with no rules, a memory rule
+ * and a Redis rule. The figure of record is server µs/req.
+ *
+ * All variants forward to ONE upstream the harness starts on the load
+ * generator's core (`upstream: true`), so its CPU is not counted as the
+ * server's and it does not compete for the server's core. Targets (issue 31):
+ * floodgate-bare ≤ 1.0 × node-proxy, floodgate-memory ≤ 1.10 × floodgate-bare,
+ * floodgate-redis ≤ 1.25 × floodgate-bare, in server µs/req.
+ */
+export default defineScenario({
+  name: 'forwarding',
+  description:
+    'forwarded requests, 20 API keys in X-API-KEY, a limit never reached, 64 connections: floodgate gateway vs a minimal Node.js proxy and nginx',
+  connections: 64,
+  upstream: true,
+  wrkLua: `
+local keys = {}
+for i = 1, 20 do keys[i] = "api-key-" .. i end
+request = function()
+  return wrk.format("GET", "/", { ["X-API-KEY"] = keys[math.random(1, 20)] })
+end
+`,
+  variants: [
+    {
+      name: 'node-proxy',
+      description: 'the reference: node:http + undici Pool.request, keep-alive, headers passed through (minus hop-by-hop), bodies piped',
+      server: nodeProxy,
+    },
+    { name: 'nginx', description: 'nginx, 1 worker, proxy_pass to a keep-alive upstream {} (keepalive 64), access_log off', server: nginx },
+    {
+      name: 'nginx-limit-req',
+      description: 'the same plus limit_req by $http_x_api_key at 10^8 r/s, burst 1000 nodelay (never reached)',
+      server: nginx,
+      env: { NGINX_LIMIT_REQ: '1' },
+    },
+    gatewayVariant('floodgate-bare', 'floodgate serve, rules: []: proxy only', 'bare'),
+    gatewayVariant('floodgate-memory', 'floodgate serve, one rule 1e9/5s by header:x-api-key, memory store', 'memory-high'),
+    gatewayVariant('floodgate-redis', 'floodgate serve --redis, the same rule on Redis (one Redis call per request)', 'redis-high', true),
+  ],
+});
