@@ -10,8 +10,11 @@ import { fileURLToPath } from 'node:url';
 export function startUpstream(): Promise<string> {
   const given = process.env.FLOODGATE_BENCH_UPSTREAM_URL;
   if (given) return Promise.resolve(given);
+  // Without FLOODGATE_BENCH_PORT (this server's own port, which the child would inherit): it picks a free one.
+  const { FLOODGATE_BENCH_PORT: _own, ...env } = process.env;
   const child = fork(fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url)), [], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env,
   });
   process.on('exit', () => child.kill('SIGKILL'));
   return new Promise((resolve, reject) => {
