@@ -4,7 +4,7 @@ import { after, test } from 'node:test';
 import { ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { runConformance } from '../conformance/suite.js';
 import { runVectors } from '../vectors/format.js';
-import { killAll, RemoteStore, startThread } from './support/remote.js';
+import { remoteTarget, startThread } from './support/remote.js';
 
 const primary = new ClusterStorePrimary({ sweepIntervalMs: 0, cluster: false });
 after(() => primary.close());
@@ -14,7 +14,7 @@ const factory = async (clock: () => number) => {
   primary.attach(onParent.worker);
   primary.attach(onPort.port!);
   const remotes = [onParent, onPort];
-  return { store: new RemoteStore(remotes, clock), teardown: () => killAll(remotes) };
+  return remoteTarget(remotes, clock);
 };
 
 runConformance('cluster store, 2 worker threads', factory);

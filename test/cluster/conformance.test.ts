@@ -4,7 +4,7 @@ import { after, test } from 'node:test';
 import { ClusterStorePrimary } from '../../src/stores/cluster/index.js';
 import { runConformance } from '../conformance/suite.js';
 import { runVectors } from '../vectors/format.js';
-import { forkWorker, killAll, RemoteStore } from './support/remote.js';
+import { forkWorker, remoteTarget } from './support/remote.js';
 
 // Workers send the suite's ManualClock time with every operation; a sweep on
 // the primary's real clock would see that time as long past.
@@ -13,7 +13,7 @@ after(() => primary.close());
 
 const factory = async (clock: () => number) => {
   const remotes = await Promise.all([forkWorker({ clock: true }), forkWorker({ clock: true })]);
-  return { store: new RemoteStore(remotes, clock), teardown: () => killAll(remotes) };
+  return remoteTarget(remotes, clock);
 };
 
 runConformance('cluster store, 2 node:cluster workers', factory);
@@ -28,7 +28,7 @@ const remembering = async (clock: () => number) => {
     forkWorker({ clock: true, knownRefusals: 10_000 }),
     forkWorker({ clock: true, knownRefusals: 10_000 }),
   ]);
-  return { store: new RemoteStore(remotes, clock), teardown: () => killAll(remotes) };
+  return remoteTarget(remotes, clock);
 };
 
 runConformance('cluster store with known refusals, 2 node:cluster workers', remembering);

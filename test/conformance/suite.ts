@@ -16,10 +16,18 @@ import { reservationCases } from './reservation.js';
 import { overrideCases } from './overrides.js';
 import { concurrencyCases } from './concurrency.js';
 import { calendarCases } from './calendar.js';
+import { failureScopeCases, type FailureScopeExpectation, type ScopeReader } from './failure-scope.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
 export interface ConformanceTarget {
   store: Store;
+  /** How the store's calls fail: as one (`absent`, `shared`) or per Redis Cluster master; the failureScope cases assert it. */
+  failureScope: FailureScopeExpectation;
+  /**
+   * The scopes of keys as the store that really serves the calls answers them, when `store` only forwards to one in another
+   * process (failureScope is synchronous, so a forwarder cannot show it). Without it the suite reads `store.failureScope`.
+   */
+  scopes?: ScopeReader;
   teardown(): Promise<void>;
 }
 
@@ -30,17 +38,21 @@ export type ConformanceFactory = (clock: Clock) => Promise<ConformanceTarget>;
 class CountingStore implements Store {
   readonly name: string;
   calls = 0;
+  /** Of those, the asynchronous ones (apply, consumeAll): the calls that may wait on a remote store. */
+  asks = 0;
   constructor(private readonly inner: Store) {
     this.name = inner.name;
   }
   apply(operation: Operation): Promise<Outcome> {
     this.calls++;
+    this.asks++;
     return this.inner.apply(operation);
   }
   /** Present exactly when the inner store has it, so limiters see the store's real shape. */
   declare applyNow?: (operation: Operation) => Outcome | undefined;
   declare consumeAll?: (operations: readonly Operation[]) => Promise<Outcome[]>;
   declare consumeAllNow?: (operations: readonly Operation[]) => Outcome[] | undefined;
+  declare failureScope?: (key: string) => string | undefined;
   static wrap(inner: Store): CountingStore {
     const counting = new CountingStore(inner);
     if (inner.applyNow !== undefined) {
@@ -52,9 +64,12 @@ class CountingStore implements Store {
     if (inner.consumeAll !== undefined) {
       counting.consumeAll = (operations) => {
         counting.calls++;
+        counting.asks++;
         return inner.consumeAll!(operations);
       };
     }
+    // A Cluster store's limiters keep one breaker per master only if they see its failureScope.
+    if (inner.failureScope !== undefined) counting.failureScope = inner.failureScope.bind(inner);
     // Slot calls are not counted: only the in-memory block's savings are measured.
     for (const name of ['acquireSlot', 'releaseSlot', 'renewSlot'] as const) {
       if (inner[name] !== undefined) (counting as Store)[name] = inner[name].bind(inner) as never;
@@ -99,6 +114,18 @@ export function runConformance(label: string, factory: ConformanceFactory): void
     overrideCases({ clock, limiter });
     concurrencyCases({ clock, store: () => counting });
     calendarCases({ clock, limiter });
+    failureScopeCases({
+      expectation: () => target.failureScope,
+      scopes: async (keys) => {
+        if (target.scopes !== undefined) return target.scopes(keys);
+        const { store } = target;
+        return store.failureScope === undefined ? undefined : keys.map((k) => store.failureScope!(k));
+      },
+      limiterStore: () => counting,
+      store: () => target.store,
+      limiter,
+      asks: () => counting.asks,
+    });
 
     test('fixed window admits the limit, refuses the rest without spending, and opens at the first consume', async () => {
       const l = limiter({ limit: 3, window: 1000 });

@@ -6,6 +6,10 @@ import { GlideClient, GlideClusterClient } from '@valkey/valkey-glide';
 import { RedisStore } from '../../src/stores/redis/index.js';
 import { startRedis, startRedisCluster, type RedisCluster, type RedisServer } from '../support/redis-server.js';
 import type { ConformanceFactory } from './suite.js';
+import { clusterMasters, type FailureScopeExpectation } from './failure-scope.js';
+
+/** A single node fails as one; so does a Cluster reached through a client whose slot map the store cannot read. */
+const ABSENT: FailureScopeExpectation = { kind: 'absent' };
 
 let server: Promise<RedisServer> | undefined;
 let cluster: Promise<RedisCluster> | undefined;
@@ -40,7 +44,7 @@ export const ioredisSingle: ConformanceFactory = async (clock) => {
   const { port, host } = await sharedServer();
   const client = new Redis({ port, host });
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.disconnect()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.disconnect()) };
 };
 
 /** RedisStore over node-redis on a single node. */
@@ -50,17 +54,18 @@ export const nodeRedisSingle: ConformanceFactory = async (clock) => {
   client.on('error', () => {});
   await client.connect();
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.destroy()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.destroy()) };
 };
 
 /** RedisStore over an ioredis Cluster of 3 masters. */
 export const ioredisCluster: ConformanceFactory = async (clock) => {
-  const { nodes } = await sharedCluster();
-  const client = new Cluster(nodes);
+  const fixture = await sharedCluster();
+  const client = new Cluster(fixture.nodes);
   client.on('error', () => {});
   await new Promise<void>((resolve) => client.once('ready', resolve));
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.disconnect()) };
+  // ioredis keeps the slot map the store reads: one scope per master.
+  return { store, failureScope: clusterMasters(fixture), teardown: async () => (await store.close(), client.disconnect()) };
 };
 
 /** RedisStore over a node-redis cluster of 3 masters. */
@@ -70,7 +75,8 @@ export const nodeRedisCluster: ConformanceFactory = async (clock) => {
   client.on('error', () => {});
   await client.connect();
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.destroy()) };
+  // RedisStore reads no slot map from this cluster client: its calls count against one breaker.
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.destroy()) };
 };
 
 // glide's own requestTimeout (250 ms by default) raised above the store's timeoutMs, so a busy test machine meets the store's timer, not glide's.
@@ -80,7 +86,7 @@ export const glideSingle: ConformanceFactory = async (clock) => {
   const { port, host } = await sharedServer();
   const client = await GlideClient.createClient({ addresses: [{ host, port }], requestTimeout: 2000 });
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.close()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.close()) };
 };
 
 /** RedisStore over a valkey-glide GlideClusterClient on 3 masters. */
@@ -88,5 +94,6 @@ export const glideCluster: ConformanceFactory = async (clock) => {
   const { nodes } = await sharedCluster();
   const client = await GlideClusterClient.createClient({ addresses: nodes, requestTimeout: 2000 });
   const store = new RedisStore({ client, clock });
-  return { store, teardown: async () => (await store.close(), client.close()) };
+  // RedisStore reads no slot map from this cluster client: its calls count against one breaker.
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.close()) };
 };

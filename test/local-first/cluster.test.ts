@@ -7,6 +7,7 @@ import { GlideClusterClient } from '@valkey/valkey-glide';
 import { ErrorCode, RateLimiter, isFloodgateError } from '../../src/index.js';
 import { LocalFirstStore } from '../../src/stores/redis/index.js';
 import { runConformance, type ConformanceFactory } from '../conformance/suite.js';
+import { clusterMasters } from '../conformance/failure-scope.js';
 import { until, untilHeardExhausted, untilLive } from '../support/local-first.js';
 import { startRedisCluster, type RedisCluster } from '../support/redis-server.js';
 
@@ -62,9 +63,15 @@ async function glideClusterStore(): Promise<LocalFirstStore> {
   return store;
 }
 
-const factory: ConformanceFactory = async (clock) => ({ store: await clusterStore(clock), teardown: async () => {} });
+// Its RedisStore reads the ioredis slot map: one scope per master.
+const factory: ConformanceFactory = async (clock) => ({
+  store: await clusterStore(clock),
+  failureScope: clusterMasters(cluster),
+  teardown: async () => {},
+});
 runConformance('redis-local-first (ioredis Cluster)', factory);
-const glideFactory: ConformanceFactory = (clock) => glideClusterPair(clock);
+// RedisStore reads no slot map from a GlideClusterClient: its calls count against one breaker.
+const glideFactory: ConformanceFactory = async (clock) => ({ ...(await glideClusterPair(clock)), failureScope: { kind: 'absent' } });
 
 test('GlideClusterClient: CLIENT KILL TYPE pubsub on every node: the store notices, gives its lease back and resubscribes', async () => {
   // The sweeper waits a minute, so only the store noticing the reconnection gives the lease back.

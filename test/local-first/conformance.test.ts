@@ -16,11 +16,14 @@ after(async () => {
   await server.stop();
 });
 
+/** One Redis node: the store fails as one. */
+const ABSENT = { kind: 'absent' } as const;
+
 const ioredis: ConformanceFactory = async (clock) => {
   const client = new Redis({ port: server.port, host: server.host });
   const store = new LocalFirstStore({ client, clock, channel: `conf-io-${process.pid}` });
   await untilLive(store);
-  return { store, teardown: async () => (await store.close(), client.disconnect()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.disconnect()) };
 };
 
 const nodeRedis: ConformanceFactory = async (clock) => {
@@ -29,7 +32,7 @@ const nodeRedis: ConformanceFactory = async (clock) => {
   await client.connect();
   const store = new LocalFirstStore({ client, clock, channel: `conf-nr-${process.pid}` });
   await untilLive(store);
-  return { store, teardown: async () => (await store.close(), client.destroy()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.destroy()) };
 };
 
 const glide: ConformanceFactory = async (clock) => {
@@ -37,7 +40,7 @@ const glide: ConformanceFactory = async (clock) => {
   const [client, subscriber] = await Promise.all([GlideClient.createClient(config), GlideClient.createClient(config)]);
   const store = new LocalFirstStore({ client, subscriber, clock, channel: `conf-gl-${process.pid}` });
   await untilLive(store);
-  return { store, teardown: async () => (await store.close(), client.close(), subscriber.close()) };
+  return { store, failureScope: ABSENT, teardown: async () => (await store.close(), client.close(), subscriber.close()) };
 };
 
 runConformance('redis-local-first (ioredis)', ioredis);

@@ -13,6 +13,7 @@ import {
   type SlotAcquisition,
   type Store,
 } from '../../../src/index.js';
+import type { ConformanceTarget } from '../../conformance/suite.js';
 import { decodeNumbers, type FixtureConfig, type RpcReply, type RpcRequest } from './wire.js';
 
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -164,7 +165,7 @@ export async function startThread(config: FixtureConfig = {}, ownPort = false): 
  * really crosses a worker and the primary, and consecutive ones come from
  * different workers, so the suite also proves the counters are shared.
  */
-export class RemoteStore implements Store {
+class RemoteStore implements Store {
   readonly name = 'cluster';
   private next = 0;
   constructor(
@@ -188,6 +189,18 @@ export class RemoteStore implements Store {
     const remote = this.remotes[this.next++ % this.remotes.length]!;
     return (await remote.call<Outcome[]>('consumeAll', operations, this.clock())).map((outcome) => decodeNumbers(outcome));
   }
+  /** The worker's ClusterStore's failure scope of each key, or undefined when it has no failureScope (a forwarder cannot show it). */
+  async failureScopes(keys: readonly string[]): Promise<(string | undefined)[] | undefined> {
+    const scopes = await this.remotes[0]!.call<(string | null)[] | null>('failureScopes', keys);
+    return scopes?.map((scope) => scope ?? undefined);
+  }
+}
+
+/** A conformance target of a RemoteStore over `remotes`, killed at teardown. */
+export function remoteTarget(remotes: Remote[], clock: Clock): ConformanceTarget {
+  const store = new RemoteStore(remotes, clock);
+  // The primary serves every call: the store fails as one.
+  return { store, failureScope: { kind: 'absent' }, scopes: (keys) => store.failureScopes(keys), teardown: () => killAll(remotes) };
 }
 
 /** Kills every remote, in parallel. */
