@@ -6,7 +6,7 @@ import type { Decision } from '../core/decision.js';
 import { isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
-import { checkedKey, continueWith, isThenable, resultOf, toReport } from './limiter-parts.js';
+import { checkedKey, continueWith, isThenable, toReport } from './limiter-parts.js';
 import { compositeReports, decidableTogether } from './together.js';
 import { rewardAdmitting, rewardLate, rewardLateComposite } from './rewards.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
@@ -233,15 +233,28 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
    * policy when a store fails: the path of a single policy, and of policies
    * on different stores, which no one step can decide together.
    */
-  private async consumed(ctx: RequestContext<Raw>): Promise<HttpOutcome> {
-    const { raw, policies, key, keys, cost } = ctx;
+  private consumed(ctx: RequestContext<Raw>): Promise<HttpOutcome> {
+    const { policies, key, keys, cost } = ctx;
     const calls = policies.map((p, i) =>
       p.limiter.consume(keyAt(key, keys, i), cost, this.waitOptions(ctx, p.limiter[LIMITER_INTERNALS]().waits)),
     );
-    const results =
-      calls.length === 1
-        ? [await resultOf(this.guard.wrap(calls[0]!))]
-        : await Promise.allSettled(calls.map((call) => this.guard.wrap(call)));
+    if (calls.length > 1)
+      return Promise.allSettled(calls.map((call) => this.guard.wrap(call))).then((results) => this.settled(ctx, calls, results));
+    // One policy, the common case: its answer goes straight to the admission or refusal, without the settled-results
+    // array and the promise around it that several policies need.
+    return this.guard.wrap(calls[0]!).then(
+      (only) => (only.allowed ? this.admittedOne(ctx, only) : this.limitedOne(ctx, only)),
+      (reason: unknown) => this.settled(ctx, calls, [{ status: 'rejected', reason }]),
+    );
+  }
+
+  /** The end of {@link consumed} once every call settled: rewards, failures, and the answer. */
+  private async settled(
+    ctx: RequestContext<Raw>,
+    calls: readonly Promise<Decision>[],
+    results: readonly PromiseSettledResult<Decision>[],
+  ): Promise<HttpOutcome> {
+    const { raw, policies, keys } = ctx;
     const decisions: Array<Decision | undefined> = [];
     const storeErrors: unknown[] = [];
     let badCall: unknown;

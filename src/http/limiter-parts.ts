@@ -19,14 +19,6 @@ export function checkedKey(value: unknown): string {
   return value;
 }
 
-/** Promise.allSettled for one promise, without the array and combinator. */
-export function resultOf<T>(promise: Promise<T>): Promise<PromiseSettledResult<T>> {
-  return promise.then(
-    (value) => ({ status: 'fulfilled', value }),
-    (reason: unknown) => ({ status: 'rejected', reason }),
-  );
-}
-
 /** What the headers and hooks get of one policy's decision; `key` is the policy's own key, reported only when it has one. */
 export function toReport(policy: NamedPolicy, d: Decision, key?: string): PolicyReport {
   const report: PolicyReport = {

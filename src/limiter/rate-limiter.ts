@@ -315,29 +315,43 @@ export class RateLimiter implements LimiterCore {
     return limiterHealth(this.failures);
   }
 
-  private async run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
-    const blocks = this.memoryBlock;
-    if (blocks === undefined) return this.ask(kind, key, amount);
-    if (kind === 'reset' || kind === 'reward') {
-      blocks.forget(key);
-      // Consumes held back for answers given before this call would be refused on counts it changes.
-      this.probes.forget(key);
-      return this.ask(kind, key, amount);
+  /**
+   * One operation through the in-memory block and the lapse probe to the store. Not async: on the common path it
+   * hands back the store call's own promise, sparing a promise and its turns per call; a throw (a clock, an
+   * override) still comes back as a rejection.
+   */
+  private run(kind: OperationKind, key: string, amount: number): Promise<Decision> {
+    try {
+      const blocks = this.memoryBlock;
+      if (blocks === undefined) return this.ask(kind, key, amount);
+      if (kind === 'reset' || kind === 'reward') {
+        blocks.forget(key);
+        // Consumes held back for answers given before this call would be refused on counts it changes.
+        this.probes.forget(key);
+        return this.ask(kind, key, amount);
+      }
+      if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
+      const now = this.clock();
+      const blockedMs = blocks.check(key, now);
+      if (blockedMs > 0) return Promise.resolve(this.decision(refused(blockedMs), 'memory-block', this.policyFor(key)));
+      return kind === 'consume' ? this.consumeUnblocked(blocks, key, amount, now) : this.ask(kind, key, amount);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    if (kind !== 'consume' && kind !== 'peek') return this.ask(kind, key, amount);
-    const now = this.clock();
-    const blockedMs = blocks.check(key, now);
-    if (blockedMs > 0) return this.decision(refused(blockedMs), 'memory-block', this.policyFor(key));
-    return kind === 'consume' ? this.consumeUnblocked(blocks, key, amount, now) : this.ask(kind, key, amount);
   }
 
   /** A consume of a key the in-memory block does not hold: through the key's lapse probe when its block just ended (see LapseProbes). */
-  private async consumeUnblocked(blocks: MemoryBlockGuard, key: string, amount: number, now: number): Promise<Decision> {
+  private consumeUnblocked(blocks: MemoryBlockGuard, key: string, amount: number, now: number): Promise<Decision> {
     const probe = this.probes.current(key);
     if (probe === undefined) return blocks.takeLapsed(key, now) ? this.probes.start(key, amount) : this.ask('consume', key, amount);
     if (probe.joinable) return this.probes.join(probe, key, amount);
     // With the breaker open the fallback answers at once: nothing to wait for.
     if (this.breakerFor(this.storeKey(key))?.isOpen(now)) return this.ask('consume', key, amount);
+    return this.afterProbe(probe, key, amount);
+  }
+
+  /** A consume that waits for the key's lapse probe to be answered, then follows what it found. */
+  private async afterProbe(probe: Probe, key: string, amount: number): Promise<Decision> {
     await probe.answered;
     if (probe.failure !== undefined) return this.fallback('consume', key, amount, probe.failure);
     return this.run('consume', key, amount);
