@@ -5,6 +5,7 @@ import { defineScenario, type Variant } from '../types.js';
 const gateway = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 const nodeProxy = fileURLToPath(new URL('../servers/node-proxy.ts', import.meta.url));
 const nginx = fileURLToPath(new URL('../servers/nginx.ts', import.meta.url));
+const plain = fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url));
 
 /** One variant of bench/servers/gateway.ts, selected by GATEWAY_MODE. */
 function gatewayVariant(name: string, description: string, mode: string, redis = false): Variant {
@@ -23,6 +24,13 @@ function gatewayVariant(name: string, description: string, mode: string, redis =
  * server's and it does not compete for the server's core. Targets (issue 31):
  * floodgate-bare ≤ 1.0 × node-proxy, floodgate-memory ≤ 1.10 × floodgate-bare,
  * floodgate-redis ≤ 1.25 × floodgate-bare, in server µs/req.
+ *
+ * The last row, a plain node:http server that answers by itself, is the
+ * reference of the tail targets: run with `--connections 200` (the harness
+ * lets each server go idle for a second after its warm-up, so 200
+ * connections open together into a warm process) and again with
+ * `--warmup 0` (into a freshly started one), a gateway's p99 should stay
+ * within 5 × its p50 and 3 × this server's p99.
  */
 export default defineScenario({
   name: 'forwarding',
@@ -53,5 +61,10 @@ end
     gatewayVariant('floodgate-bare', 'floodgate serve, rules: []: proxy only', 'bare'),
     gatewayVariant('floodgate-memory', 'floodgate serve, one rule 1e9/5s by header:x-api-key, memory store', 'memory-high'),
     gatewayVariant('floodgate-redis', 'floodgate serve --redis, the same rule on Redis (one Redis call per request)', 'redis-high', true),
+    {
+      name: 'node-http',
+      description: 'a plain node:http server answering 200 {} itself, forwarding nothing: the latency reference of the tail targets',
+      server: plain,
+    },
   ],
 });

@@ -1,4 +1,4 @@
-// The forwarding bench scenario: listed with its six variants, and each variant's server forwards to the upstream the harness gives it, with no upstream of its own in its process tree (whose CPU the harness counts as the server's).
+// The forwarding bench scenario: listed with its seven variants, and each variant's server forwards to the upstream the harness gives it, with no upstream of its own in its process tree (whose CPU the harness counts as the server's).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -12,7 +12,9 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DIST = fileURLToPath(new URL('../../dist', import.meta.url));
 const UPSTREAM = fileURLToPath(new URL('../../bench/servers/gateway-upstream.ts', import.meta.url));
-const VARIANTS = ['node-proxy', 'nginx', 'nginx-limit-req', 'floodgate-bare', 'floodgate-memory', 'floodgate-redis'];
+const FORWARDERS = ['node-proxy', 'nginx', 'nginx-limit-req', 'floodgate-bare', 'floodgate-memory', 'floodgate-redis'];
+/** The forwarders, then the plain server that answers by itself (the tail targets' reference). */
+const VARIANTS = [...FORWARDERS, 'node-http'];
 
 let redis: RedisServer;
 let upstream: RunningServer;
@@ -55,7 +57,7 @@ function descendants(pid: number): string[] {
 }
 
 describe('bench scenario forwarding', () => {
-  it('is listed with its six variants, node-proxy first (the baseline)', async () => {
+  it('is listed with its seven variants, node-proxy first (the baseline), node-http last', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'bench/run.ts'], { cwd: ROOT });
     const listed = stdout.slice(stdout.indexOf('\n  forwarding '));
     assert.match(listed, /^\n {2}forwarding /);
@@ -67,7 +69,7 @@ describe('bench scenario forwarding', () => {
     assert.equal(scenario.upstream, true);
   });
 
-  for (const name of VARIANTS) {
+  for (const name of FORWARDERS) {
     it(`${name}: forwards GET and POST to the harness's upstream, and runs no upstream of its own`, async () => {
       const variant = scenario.variants.find((v) => v.name === name)!;
       const server = await startServer(variant, {
