@@ -6,24 +6,32 @@ import { windowArgument } from '../../core/calendar-window.js';
 import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
-import { redisKeys } from './key-names.js';
+import { redisKeys, redisStateKey } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { COMPOSITE_SCRIPT } from './lua/scripts.generated.js';
 import type { ScriptCall } from './client-adapter.js';
 
 /**
- * The script call that consumes every operation's amount or none: two KEYS
- * per part (state hash, sliding-log list), ARGV as composite.lua reads it.
- * `now` is the client clock's time, or undefined to use Redis TIME.
+ * The script call that consumes every operation's amount or none: each
+ * part's state hash in KEYS (a sliding-log part's list right after it),
+ * ARGV as composite.lua reads it. `now` is the client clock's time, or
+ * undefined to use Redis TIME.
  */
 export function compositeCall(operations: readonly Operation[], now: number | undefined): ScriptCall {
   const keys: string[] = [];
   const args = ['0', '0', '0', now === undefined ? '0' : '1', now === undefined ? '0' : String(now)];
   for (const operation of operations) {
-    const k = redisKeys(operation.key);
-    keys.push(k.state, k.log);
     const p = operation.policy;
-    if (p.calendar === undefined) args.push(...policyArgs(p), String(operation.amount));
+    if (p.algorithm === 'sliding-log') {
+      const k = redisKeys(operation.key);
+      keys.push(k.state, k.log);
+    } else {
+      keys.push(redisStateKey(operation.key));
+    }
+    if (p.calendar === undefined) {
+      const policy = policyArgs(p);
+      args.push(policy[0]!, policy[1]!, policy[2]!, policy[3]!, String(operation.amount));
+    }
     // A calendar window's ends change with the period: made for each call, from this host's clock.
     else
       args.push(
@@ -88,7 +96,7 @@ export function unsupportedOperation(operations: readonly Operation[]): Floodgat
  * call, not a store failure: no fallback can make it atomic.
  */
 export function crossSlotError(operations: readonly Operation[]): FloodgateError | undefined {
-  const slots = operations.map((o) => keySlot(redisKeys(o.key).state));
+  const slots = operations.map((o) => keySlot(redisStateKey(o.key)));
   if (slots.every((s) => s === slots[0])) return undefined;
   const listed = operations.map((o, i) => `${JSON.stringify(o.key)} (slot ${slots[i]})`).join(', ');
   return new FloodgateError(

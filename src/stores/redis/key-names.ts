@@ -55,11 +55,21 @@ export interface RedisKeys {
  * drop it once it no longer limits anything.
  */
 export function redisKeys(key: string): RedisKeys {
+  const state = redisStateKey(key);
+  const tag = clusterHashTag(key);
+  if (tag !== undefined) {
+    const rest = state.slice(tag.length + 2);
+    return { state, log: `{${tag}}l${rest}`, slots: `{${tag}}s${rest}` };
+  }
+  return { state, log: `${state}:l`, slots: `${state}:s` };
+}
+
+/** {@link redisKeys}'s `state` alone: the one key most calls need, without making the other two. */
+export function redisStateKey(key: string): string {
   const tag = clusterHashTag(key);
   if (tag !== undefined) {
     const rest = LONE_SURROGATE.test(key) ? `~${Buffer.from(key, 'utf16le').toString('base64url')}` : `#${key}`;
-    return { state: `{${tag}}${rest}`, log: `{${tag}}l${rest}`, slots: `{${tag}}s${rest}` };
+    return `{${tag}}${rest}`;
   }
-  const state = `{${hashTag(key)}}`;
-  return { state, log: `${state}:l`, slots: `${state}:s` };
+  return `{${hashTag(key)}}`;
 }

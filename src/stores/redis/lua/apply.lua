@@ -39,7 +39,8 @@ local function apply_operation(kind, amount, now, out)
     return redis.error_reply('floodgate: unknown operation code ' .. tostring(kind))
   end
 
-  push_outcome(out, kind == OP_CONSUME, allowed, impl.view(a, cost, now), b, now)
+  local remaining, reset, retry, empty = impl.view(a, cost, now)
+  push_outcome(out, kind == OP_CONSUME, allowed, remaining, reset, retry, empty, b, now)
 end
 
 a, b, had_hash, raw = read_state(STATE, impl)

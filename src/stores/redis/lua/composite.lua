@@ -1,6 +1,7 @@
 -- Tail of the composite script: src/algorithms/composite.ts applyComposite over several keys, each with its own algorithm, all or nothing.
 --
--- KEYS[2i-1]  part i's state hash; KEYS[2i] its sliding-log list (declared for every part, so every key a part may touch is in KEYS)
+-- KEYS        each part's state hash in order, a sliding-log part's list right after its hash (every key a
+--             part may touch is in KEYS; the other algorithms have no list, so none is sent for them)
 -- ARGV[1..3]  unused ('0'): each part brings its own limit, window and block
 -- ARGV[4]     '1' when ARGV[5] carries the time (the store has a clock); '0' to use Redis TIME
 -- ARGV[5]     the time with ARGV[4] = '1', else '0'
@@ -28,29 +29,70 @@ local function use(p)
   E1, E2 = p.end1, p.end2
 end
 
--- Reads a part's state and normalizes it, as applyOperation begins; keeps what was read to tell a change.
-local function load_part(p)
+-- The algorithms other than the sliding log read only the policy locals, so one instance per
+-- algorithm serves every part; made on first use, since making one creates a dozen closures.
+local NO_KEYS = {}
+local shared = {}
+-- The KEYS index of the next part's state hash.
+local next_key = 1
+
+-- Part i: its policy, read and normalized as applyOperation begins, and whether its consume would be
+-- admitted (the second value). Every field is named in the constructor, so the table is sized once (a
+-- field added later grows and rehashes it), and there are 16, the most one size holds; a0 and b0 keep
+-- the state as read, to tell a change.
+local function load_part(i)
+  local j = FIRST_PART + (i - 1) * PART_WIDTH
+  local name = ARGV[j]
+  local make = MAKERS[name]
+  if make == nil then return nil end
+  local window, end1, end2 = parse_window(ARGV[j + 2])
+  local p = {
+    state = KEYS[next_key],
+    impl = nil,
+    limit = tonumber(ARGV[j + 1]),
+    window = window,
+    end1 = end1,
+    end2 = end2,
+    block = tonumber(ARGV[j + 3]),
+    cost = tonumber(ARGV[j + 4]),
+    sliding_log = name == 'sliding-log',
+    a = nil,
+    b = 0,
+    a0 = nil,
+    b0 = 0,
+    had_hash = false,
+    raw = nil,
+    next = nil,
+  }
+  -- The sliding log gets an instance per part: it keeps its list's name and a read cache per key.
+  next_key = next_key + 1
+  if p.sliding_log then
+    p.impl = make({ p.state, KEYS[next_key] })
+    next_key = next_key + 1
+  else
+    local impl = shared[name]
+    if impl == nil then
+      impl = make(NO_KEYS)
+      shared[name] = impl
+    end
+    p.impl = impl
+  end
   use(p)
   local a, b
   a, b, p.had_hash, p.raw = read_state(p.state, p.impl)
   p.a0, p.b0 = a, b
-  p.a = p.impl.normalize(a, now)
+  a = p.impl.normalize(a, now)
   if b > 0 and b <= now then b = 0 end
-  p.b = b
+  p.a, p.b = a, b
+  -- Whether the consume fits, without spending: the sliding log's try_consume pushes to its list, so
+  -- its test is the same comparison made without the push. The others' next state is kept for phase 2.
+  if b ~= 0 then return p, false end
+  if p.sliding_log then return p, ((a and a.n) or 0) + p.cost <= L end
+  p.next = p.impl.try_consume(a, p.cost, now)
+  return p, p.next ~= nil
 end
 
--- Whether the part's consume would be admitted, without spending: the sliding log's try_consume
--- pushes to its list, so its test is the same comparison made without the push.
-local function fits(p)
-  use(p)
-  if p.b ~= 0 then return false end
-  if p.sliding_log then return ((p.a and p.a.n) or 0) + p.cost <= L end
-  -- Kept for the second phase, which would compute the same state again.
-  p.next = p.impl.try_consume(p.a, p.cost, now)
-  return p.next ~= nil
-end
-
--- applyOperation's consume or peek on an already loaded part; appends the outcome's five integers to out.
+-- applyOperation's consume or peek on a loaded part; appends the outcome's five integers to out.
 local function step(p, consume, out)
   use(p)
   local a, b = p.a, p.b
@@ -70,56 +112,38 @@ local function step(p, consume, out)
     end
   end
   p.a, p.b = a, b
-  push_outcome(out, consume, allowed, p.impl.view(a, cost, now), b, now)
+  local remaining, reset, retry, empty = p.impl.view(a, cost, now)
+  push_outcome(out, consume, allowed, remaining, reset, retry, empty, b, now)
 end
 
 -- The part's write (see write_state), then the algorithm's deferred work (the sliding log's TTL).
 local function persist(p)
-  use(p)
   if p.a ~= p.a0 or p.b ~= p.b0 then write_state(p.state, p.impl, p.a, p.b, p.a0, p.b0, p.had_hash, p.raw, now) end
   if p.impl.finish then p.impl.finish(now) end
 end
 
+-- Phase 1: read every part and decide, without writing.
 local parts = {}
-local shared = {}
+local fits = {}
 local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
-for i = 1, count do
-  local j = FIRST_PART + (i - 1) * PART_WIDTH
-  local make = MAKERS[ARGV[j]]
-  if make == nil then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(ARGV[j])) end
-  local p = {
-    state = KEYS[2 * i - 1],
-    limit = tonumber(ARGV[j + 1]),
-    block = tonumber(ARGV[j + 3]),
-    cost = tonumber(ARGV[j + 4]),
-    sliding_log = ARGV[j] == 'sliding-log',
-  }
-  p.window, p.end1, p.end2 = parse_window(ARGV[j + 2])
-  -- The sliding log gets an instance per part (it keeps its list's name and a read cache per key); the
-  -- other algorithms read only the policy locals, so one instance per algorithm serves every part.
-  if p.sliding_log then
-    p.impl = make({ KEYS[2 * i - 1], KEYS[2 * i] })
-  else
-    shared[ARGV[j]] = shared[ARGV[j]] or make({})
-    p.impl = shared[ARGV[j]]
-  end
-  parts[i] = p
-end
-
--- Phase 1: decide without writing.
 local all = true
 for i = 1, count do
-  local p = parts[i]
-  load_part(p)
-  p.fits = fits(p)
-  if not p.fits then all = false end
+  local p, admits = load_part(i)
+  if p == nil then
+    local name = ARGV[FIRST_PART + (i - 1) * PART_WIDTH]
+    return redis.error_reply('floodgate: unknown algorithm ' .. tostring(name))
+  end
+  parts[i] = p
+  fits[i] = admits
+  if not admits then all = false end
 end
 
--- Phase 2: every part spends, or only the refusing parts change (their block); the others report a peek.
+-- Phase 2: every part spends, or only the refusing parts change (their block); the others report a
+-- peek. The policy locals still hold the part's own from step, which persist's write reads.
 local out = {}
 for i = 1, count do
   local p = parts[i]
-  if all or not p.fits then
+  if all or not fits[i] then
     step(p, true, out)
     persist(p)
   else

@@ -5,9 +5,22 @@ local function fw_open(state, now)
   return { c = 0, r = window_end(now) }
 end
 
+-- Every member is named here, nil until defined below, so the table is sized once rather than grown
+-- (and rehashed) member by member: scripts build it on every call.
 local impl = {
   fields = { 'c', 'r' },
   in_hash = true,
+  asked = nil,
+  decode = nil,
+  encode = nil,
+  discard = nil,
+  normalize = nil,
+  try_consume = nil,
+  add = nil,
+  remove = nil,
+  view = nil,
+  expires_at = nil,
+  finish = nil,
 }
 
 function impl.decode(v)
@@ -48,11 +61,11 @@ function impl.view(state, cost, now)
   if not state then return full_view() end
   local remaining = math.max(0, L - state.c)
   local until_end = state.r - now
-  local v = { remaining = remaining, reset = 0, retry = until_end, empty = until_end }
-  if state.c > 0 then v.reset = until_end end
-  if state.c + cost <= L then v.retry = 0 end
-  if remaining >= 1 then v.empty = 0 end
-  return v
+  local reset, retry, empty = 0, until_end, until_end
+  if state.c > 0 then reset = until_end end
+  if state.c + cost <= L then retry = 0 end
+  if remaining >= 1 then empty = 0 end
+  return remaining, reset, retry, empty
 end
 
 function impl.expires_at(state)

@@ -10,10 +10,13 @@
 -- -1 stands for Infinity (blocked until unblocked).
 
 -- src/core/calendar-window.ts windowArgument: 'ms', or 'ms:end:nextEnd' for a calendar window (E1, E2; 0 otherwise).
+-- A plain number, the common case, skips the pattern match.
 local function parse_window(arg)
+  local ms = tonumber(arg)
+  if ms then return ms, 0, 0 end
   local w, e1, e2 = string.match(arg, '^(%d+):(%d+):(%d+)$')
   if w then return tonumber(w), tonumber(e1), tonumber(e2) end
-  return tonumber(arg), 0, 0
+  return nil, 0, 0
 end
 
 local STATE = KEYS[1]
@@ -54,9 +57,10 @@ local function ceil_div(a, b)
   return math.floor((a + b - 1) / b)
 end
 
--- src/algorithms/types.ts fullView.
+-- src/algorithms/types.ts fullView. A view is four values (remaining, reset, retry, empty), not a
+-- table: every operation makes one, and a table per view is an allocation per part per call.
 local function full_view()
-  return { remaining = L, reset = 0, retry = 0, empty = 0 }
+  return L, 0, 0, 0
 end
 
 local function encode_ms(x)
@@ -67,10 +71,14 @@ end
 -- Reads a key's state hash: the algorithm's decoded state, the block, whether the hash existed, and
 -- the raw reply (the algorithm's fields in order, then b), from which a write tells the fields that are gone.
 local function read_state(key, impl)
-  local fields = impl.fields
-  local n = #fields
-  local asked = { unpack(fields) }
-  asked[n + 1] = 'b'
+  -- The names asked for, made once per algorithm instance (a composite reads several keys with one).
+  local asked = impl.asked
+  if asked == nil then
+    asked = { unpack(impl.fields) }
+    asked[#asked + 1] = 'b'
+    impl.asked = asked
+  end
+  local n = #asked - 1
   local v = redis.call('HMGET', key, unpack(asked))
   local had_hash = false
   for i = 1, n + 1 do
@@ -84,23 +92,24 @@ end
 
 -- applyOperation's outcome, appended to out as five integers: allowed (1/0), remaining, resetMs,
 -- retryAfterMs, emptyMs. A consume's allowed is its own; any other operation's is whether one unit fits.
-local function push_outcome(out, consume, allowed, view, b, now)
+-- The view is an algorithm's four values (see full_view).
+local function push_outcome(out, consume, allowed, remaining, reset, retry, empty, b, now)
   local n = #out
   if b ~= 0 then
     local block_left = INF
     if b ~= BLOCK_FOREVER then block_left = b - now end
     out[n + 1] = 0
     out[n + 2] = 0
-    out[n + 3] = encode_ms(math.max(view.reset, block_left))
+    out[n + 3] = encode_ms(math.max(reset, block_left))
     out[n + 4] = encode_ms(block_left)
     out[n + 5] = encode_ms(block_left)
   else
-    if not consume then allowed = view.retry == 0 end
+    if not consume then allowed = retry == 0 end
     out[n + 1] = allowed and 1 or 0
-    out[n + 2] = view.remaining
-    out[n + 3] = view.reset
-    out[n + 4] = allowed and 0 or view.retry
-    out[n + 5] = view.empty
+    out[n + 2] = remaining
+    out[n + 3] = reset
+    out[n + 4] = allowed and 0 or retry
+    out[n + 5] = empty
   end
 end
 
@@ -144,13 +153,14 @@ end
 -- state as read, raw the hash as read_state found it. The sliding log's list is written by its algorithm;
 -- its hash then holds only the block.
 local function write_state(key, impl, a, b, a0, b0, had_hash, raw, now)
-  local fields = {}
+  local fields
   if a ~= nil then fields = impl.encode(a) end
   if b ~= 0 then
+    fields = fields or {}
     fields[#fields + 1] = 'b'
     fields[#fields + 1] = int(b)
   end
-  if #fields == 0 then
+  if fields == nil or #fields == 0 then
     if had_hash then redis.call('DEL', key) end
     return
   end

@@ -42,9 +42,22 @@ local function push_many(n, amount, now)
   return { n = n + amount }
 end
 
+-- Every member is named here, nil until defined below, so the table is sized once rather than grown
+-- (and rehashed) member by member: scripts build it on every call.
 local impl = {
   fields = {},
   in_hash = false,
+  asked = nil,
+  decode = nil,
+  encode = nil,
+  discard = nil,
+  normalize = nil,
+  try_consume = nil,
+  add = nil,
+  remove = nil,
+  view = nil,
+  expires_at = nil,
+  finish = nil,
 }
 
 function impl.decode(v)
@@ -122,7 +135,7 @@ function impl.view(state, cost, now)
   if n + cost > L then retry = ts(n + cost - L - 1) + W - now end
   local empty = 0
   if remaining < 1 then empty = ts(n - L) + W - now end
-  return { remaining = remaining, reset = ts(n - 1) + W - now, retry = retry, empty = empty }
+  return remaining, ts(n - 1) + W - now, retry, empty
 end
 
 function impl.expires_at(state)

@@ -18,9 +18,22 @@ local function wait_for(state, cost, now)
   return state.s + W + at - now
 end
 
+-- Every member is named here, nil until defined below, so the table is sized once rather than grown
+-- (and rehashed) member by member: scripts build it on every call.
 local impl = {
   fields = { 'p', 'c', 's' },
   in_hash = true,
+  asked = nil,
+  decode = nil,
+  encode = nil,
+  discard = nil,
+  normalize = nil,
+  try_consume = nil,
+  add = nil,
+  remove = nil,
+  view = nil,
+  expires_at = nil,
+  finish = nil,
 }
 
 function impl.decode(v)
@@ -72,7 +85,7 @@ function impl.view(state, cost, now)
   end
   local empty = 0
   if remaining < 1 then empty = wait_for(state, 1, now) end
-  return { remaining = remaining, reset = reset, retry = wait_for(state, cost, now), empty = empty }
+  return remaining, reset, wait_for(state, cost, now), empty
 end
 
 function impl.expires_at(state)

@@ -11,9 +11,22 @@ local function from_debt(units, now)
   return { m = now + math.floor(units / L), r = math.fmod(units, L) }
 end
 
+-- Every member is named here, nil until defined below, so the table is sized once rather than grown
+-- (and rehashed) member by member: scripts build it on every call.
 local impl = {
   fields = { 'm', 'r' },
   in_hash = true,
+  asked = nil,
+  decode = nil,
+  encode = nil,
+  discard = nil,
+  normalize = nil,
+  try_consume = nil,
+  add = nil,
+  remove = nil,
+  view = nil,
+  expires_at = nil,
+  finish = nil,
 }
 
 function impl.decode(v)
@@ -46,16 +59,18 @@ function impl.remove(state, amount, now)
   return from_debt(debt(state, now) - amount * W, now)
 end
 
+-- How far past the bucket's capacity c more units would be, in 1/limit ms.
+local function over(units, c)
+  return math.max(0, units + c * W - W * L)
+end
+
 function impl.view(state, cost, now)
   if not state then return full_view() end
   local units = debt(state, now)
   local remaining = math.max(0, math.floor((W * L - units) / W))
-  local function over(c)
-    return math.max(0, units + c * W - W * L)
-  end
   local empty = 0
-  if remaining < 1 then empty = ceil_div(over(1), L) end
-  return { remaining = remaining, reset = ceil_div(units, L), retry = ceil_div(over(cost), L), empty = empty }
+  if remaining < 1 then empty = ceil_div(over(units, 1), L) end
+  return remaining, ceil_div(units, L), ceil_div(over(units, cost), L), empty
 end
 
 function impl.expires_at(state)
