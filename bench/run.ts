@@ -1,4 +1,4 @@
-/** The benchmark CLI: `npm run bench -- <scenario|all> [--json] [--duration S] [--warmup S] [--connections N] [--variants a,b] [--rounds N]`. */
+/** The benchmark CLI: `npm run bench -- <scenario|all> [options]`; bench/cli/options.ts holds the options and usage. */
 import { fileURLToPath } from 'node:url';
 import { parseOptions, USAGE } from './cli/options.js';
 import { listScenarios, loadScenarios } from './cli/scenarios.js';
@@ -7,6 +7,7 @@ import { BenchError, UsageError } from './lib/errors.js';
 import { assertGhz } from './lib/ghz.js';
 import { lockRun } from './lib/lock.js';
 import { log } from './lib/log.js';
+import { assertOha } from './lib/oha.js';
 import { killEverything, pinSelf, planCpus, stopEverything } from './lib/processes.js';
 import { formatTable, type Row } from './lib/report.js';
 import { runScenario } from './lib/run-scenario.js';
@@ -35,6 +36,7 @@ async function main(): Promise<number> {
   if (options.variants !== undefined && selected.length > 1) throw new UsageError('--variants needs a single scenario');
   if (selected.some((s) => s.grpc === undefined)) assertWrk();
   if (selected.some((s) => s.grpc !== undefined)) assertGhz();
+  if (options.openLoopRates !== undefined) assertOha();
   lockRun(ROOT);
   const dist = snapshotDist(ROOT);
 

@@ -84,7 +84,9 @@ export interface Scenario {
    * own closed-loop requests/s (e.g. [0.5, 0.8]) with oha, latency counted
    * from each request's scheduled start (bench/lib/oha.ts). oha sends the
    * same header fields on every request; skipped with a note when oha is
-   * not installed.
+   * not installed. `--open-loop RPS,...` replaces the shares with the same
+   * absolute rates for every variant (bench/lib/open-loop-point.ts), with
+   * these headers still sent (none for a scenario without `openLoop`).
    */
   readonly openLoop?: { readonly shares: readonly number[]; readonly headers?: Readonly<Record<string, string>> };
   /**

@@ -19,6 +19,10 @@ options:
                     each round's ratio to that round's baseline (default 1)
   --redis-cpu W     where redis-server runs: "server" (default, the core of the
                     system under test) or "load" (with wrk)
+  --open-loop RPS[,RPS...]
+                    load every variant open-loop with oha at these requests/s,
+                    the same for all (in place of the scenario's shares of each
+                    variant's own saturating rate): p50/p99 columns per rate
   --cpu-prof DIR    write V8 CPU profiles of every server process into DIR/VARIANT
                     (open it in Chrome DevTools; profiling slows the servers,
                     so read its ratios as a profile's, not a measurement's)
@@ -50,6 +54,7 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
       'redis-cpu': { type: 'string' },
       rounds: { type: 'string' },
       'cpu-prof': { type: 'string' },
+      'open-loop': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -68,7 +73,17 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
     redisCpu: placement(values['redis-cpu']),
     rounds: values.rounds === undefined ? 1 : wholeNumber(values.rounds, 'rounds', 1),
     cpuProfDir: values['cpu-prof'] === undefined ? undefined : resolve(values['cpu-prof']),
+    openLoopRates: values['open-loop'] === undefined ? undefined : rates(values['open-loop']),
   };
+}
+
+/** `--open-loop 8000,16000`: whole requests/s ≥ 1, each once, in the order given. */
+function rates(value: string): number[] {
+  const list = value.split(',').map((rate) => rate.trim());
+  if (list.some((rate) => !/^\d+$/.test(rate) || Number(rate) < 1 || !Number.isSafeInteger(Number(rate)))) {
+    throw new UsageError(`--open-loop takes requests/s, whole numbers ≥ 1 separated by commas; got ${JSON.stringify(value)}`);
+  }
+  return [...new Set(list.map(Number))];
 }
 
 function placement(value: string | undefined): RedisPlacement {

@@ -3,6 +3,7 @@ import { treeCpuMs } from './cpu.js';
 import { runGhz } from './ghz.js';
 import { log } from './log.js';
 import { hasOha, runOha, type OpenLoopResult } from './oha.js';
+import { openLoopPoints, pointRps } from './open-loop-point.js';
 import type { CpuPlan } from './processes.js';
 import { runFixedRate, type RateResult } from './rate.js';
 import type { BenchRedis } from './redis.js';
@@ -21,6 +22,8 @@ export interface MeasureSettings {
   readonly connections: number | undefined;
   /** Where each server process writes a V8 CPU profile (`--cpu-prof`); undefined: none. */
   readonly cpuProfDir?: string | undefined;
+  /** Requests/s of the open-loop runs (`--open-loop`), in place of the scenario's shares; undefined: the shares. */
+  readonly openLoopRates?: readonly number[] | undefined;
 }
 
 /** What every variant of the run shares. */
@@ -118,26 +121,24 @@ export async function measureVariant(
       assertAlive(server);
     }
     const openLoop: OpenLoopResult[] = [];
-    if (scenario.openLoop !== undefined && hasOha()) {
-      for (const share of scenario.openLoop.shares) {
-        await settle(server);
-        const rps = share * wrk.rps;
-        log(
-          `[${scenario.name}] ${variant.name}: ${Math.round(rps)} requests/s (${Math.round(share * 100)} %) open-loop for ${options.durationS} s`,
-        );
-        openLoop.push(
-          await runOha({
-            url: load.url,
-            share,
-            rps,
-            durationS: options.durationS,
-            warmupS: options.warmupS,
-            connections: load.connections,
-            ...(scenario.openLoop.headers === undefined ? {} : { headers: scenario.openLoop.headers }),
-          }),
-        );
-        assertAlive(server);
-      }
+    const points = hasOha() ? openLoopPoints(scenario, options.openLoopRates) : [];
+    for (const point of points) {
+      await settle(server);
+      const rps = pointRps(point, wrk.rps);
+      const share = 'share' in point ? ` (${Math.round(point.share * 100)} %)` : '';
+      log(`[${scenario.name}] ${variant.name}: ${Math.round(rps)} requests/s${share} open-loop for ${options.durationS} s`);
+      openLoop.push(
+        await runOha({
+          url: load.url,
+          point,
+          rps,
+          durationS: options.durationS,
+          warmupS: options.warmupS,
+          connections: load.connections,
+          ...(scenario.openLoop?.headers === undefined ? {} : { headers: scenario.openLoop.headers }),
+        }),
+      );
+      assertAlive(server);
     }
     return { wrk, serverCpuMs, redisCommands, fixedRate, openLoop };
   } finally {

@@ -1,12 +1,14 @@
-/** Open-loop load at a share of a variant's saturating rate, with oha (`cargo install oha`): latency corrected for coordinated omission, at rates a Node.js client on one core cannot send. */
+/** Open-loop load with oha: latency counted from each request's due time, at rates a Node.js client cannot send. */
 import { spawnSync } from 'node:child_process';
 import { exited, spawnTracked, tailOf } from './processes.js';
 import { BenchError } from './errors.js';
+import type { OpenLoopPoint } from './open-loop-point.js';
 
-/** What one open-loop run at a share of the saturating rate measured. */
-export interface OpenLoopResult {
-  /** The share of the variant's closed-loop requests/s asked for, e.g. 0.8. */
-  readonly share: number;
+/** What one open-loop run measured, with the point it ran at (`share` or `rate`, see {@link OpenLoopPoint}). */
+export type OpenLoopResult = OpenLoopPoint & OpenLoopFigures;
+
+/** The figures of one open-loop run. */
+export interface OpenLoopFigures {
   /** The rate asked for, requests/s. */
   readonly targetRps: number;
   /** Responses ÷ the run's seconds. */
@@ -21,7 +23,8 @@ export interface OpenLoopResult {
 /** Options of {@link runOha}. */
 export interface OhaOptions {
   readonly url: string;
-  readonly share: number;
+  /** The point the run is for; its result carries it. */
+  readonly point: OpenLoopPoint;
   readonly rps: number;
   readonly durationS: number;
   /** Seconds sent at the same rate before the measured ones, and not counted: oha opens its connections then. */
@@ -37,6 +40,11 @@ let found: boolean | undefined;
 export function hasOha(): boolean {
   found ??= spawnSync('oha', ['--version'], { encoding: 'utf8' }).error === undefined;
   return found;
+}
+
+/** Throws a {@link BenchError} saying how to install oha when it is not on the PATH (`--open-loop` asks for its columns outright). */
+export function assertOha(): void {
+  if (!hasOha()) throw new BenchError('--open-loop needs oha, which is not on the PATH; install it with: cargo install oha');
 }
 
 /**
@@ -79,7 +87,7 @@ export async function runOha(options: OhaOptions): Promise<OpenLoopResult> {
   const ms = measuredLatencies(chunks.join(''), options.warmupS, options.warmupS + options.durationS);
   const due = Math.round(rps * options.durationS);
   return {
-    share: options.share,
+    ...options.point,
     targetRps: rps,
     achievedRps: ms.length / options.durationS,
     p50Ms: percentile(ms, 0.5),

@@ -1,6 +1,7 @@
 /** Result rows of a run and how they are printed: a text table for people, a JSON array for scripts. */
 import type { RateResult } from './rate.js';
 import type { OpenLoopResult } from './oha.js';
+import { comparePoints, pointLabel, samePoint, type OpenLoopPoint } from './open-loop-point.js';
 
 /** One variant's result; the JSON output is an array of these. */
 export interface Row {
@@ -43,7 +44,10 @@ export interface Row {
   readonly error?: string;
   /** The open-loop run at the scenario's fixed rate, when it has one (see Scenario.fixedRate and bench/lib/rate.ts). */
   readonly fixedRate?: RateResult;
-  /** The open-loop runs at shares of this variant's saturating rate, when the scenario has them (see Scenario.openLoop and bench/lib/oha.ts). */
+  /**
+   * The open-loop runs, when the scenario has them (Scenario.openLoop) or the command line asked (`--open-loop`): each
+   * with `share` (of this variant's saturating rate) or `rate` (requests/s, the same for every variant); bench/lib/oha.ts.
+   */
   readonly openLoop?: readonly OpenLoopResult[];
   /** With `--rounds N` > 1: this variant's row from each round, in round order; the row itself holds their medians (bench/lib/rounds.ts). */
   readonly rounds?: readonly Row[];
@@ -94,16 +98,16 @@ function rateColumns(rps: number): Column[] {
   ];
 }
 
-/** Columns of the open-loop runs at shares of each variant's own saturating rate. */
-function openLoopColumns(shares: readonly number[]): Column[] {
-  const at = (r: Row, share: number): OpenLoopResult | undefined => r.openLoop?.find((o) => o.share === share);
-  return shares.flatMap((share) => {
-    const label = `@${Math.round(share * 100)}%`;
+/** Columns of the open-loop runs, one group per point: a share of each variant's own saturating rate, or a rate. */
+function openLoopColumns(points: readonly OpenLoopPoint[]): Column[] {
+  return points.flatMap((point) => {
+    const at = (r: Row): OpenLoopResult | undefined => r.openLoop?.find((o) => samePoint(o, point));
+    const label = pointLabel(point);
     return [
-      { title: `p50 ms ${label}`, cell: (r: Row) => fixed(at(r, share)?.p50Ms, 2) },
-      { title: `p99 ms ${label}`, cell: (r: Row) => fixed(at(r, share)?.p99Ms, 2) },
-      { title: `achieved/s ${label}`, cell: (r: Row) => fixed(at(r, share)?.achievedRps, 0) },
-      { title: `err ${label}`, cell: (r: Row) => (at(r, share) ? String(at(r, share)!.errors) : '-') },
+      { title: `p50 ms ${label}`, cell: (r: Row) => fixed(at(r)?.p50Ms, 2) },
+      { title: `p99 ms ${label}`, cell: (r: Row) => fixed(at(r)?.p99Ms, 2) },
+      { title: `achieved/s ${label}`, cell: (r: Row) => fixed(at(r)?.achievedRps, 0) },
+      { title: `err ${label}`, cell: (r: Row) => (at(r) ? String(at(r)!.errors) : '-') },
     ];
   });
 }
@@ -124,11 +128,13 @@ function roundColumns(rate: number | undefined): Column[] {
 export function formatTable(info: RunInfo, rows: readonly Row[]): string {
   const rate = rows.find((row) => row.fixedRate !== undefined)?.fixedRate?.targetRps;
   const rounds = rows.some((row) => row.rounds !== undefined);
-  const shares = [...new Set(rows.flatMap((row) => (row.openLoop ?? []).map((o) => o.share)))].sort((a, b) => a - b);
+  const points: OpenLoopPoint[] = [];
+  for (const run of rows.flatMap((row) => row.openLoop ?? [])) if (!points.some((p) => samePoint(p, run))) points.push(run);
+  points.sort(comparePoints);
   const columns = [
     ...BASE_COLUMNS,
     ...(rate === undefined ? [] : rateColumns(rate)),
-    ...openLoopColumns(shares),
+    ...openLoopColumns(points),
     ...(rounds ? roundColumns(rate) : []),
   ];
   const cells = rows.map((row) => columns.map((column) => column.cell(row)));
@@ -161,9 +167,14 @@ export function formatTable(info: RunInfo, rows: readonly Row[]): string {
       `@${rate}/s: a second, open-loop run at ${rate} requests/s; latency from each request's scheduled start (no coordinated omission).`,
     );
   }
-  if (shares.length > 0) {
+  if (points.some((p) => 'share' in p)) {
     out.push(
       `@N%: an open-loop run (oha --latency-correction) at N % of the variant's own requests/s above; latency from each request's scheduled start (no coordinated omission).`,
+    );
+  }
+  if (points.some((p) => 'rate' in p)) {
+    out.push(
+      `@N/s (oha columns): an open-loop run (oha --latency-correction) at N requests/s, the same for every variant (--open-loop); latency from each request's scheduled start.`,
     );
   }
   if (rounds) {

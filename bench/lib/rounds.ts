@@ -1,6 +1,7 @@
 /** Combining a variant's rows from several interleaved rounds into one row of medians, so one noisy round cannot decide a comparison. */
 import type { RateResult } from './rate.js';
 import type { OpenLoopResult } from './oha.js';
+import { samePoint } from './open-loop-point.js';
 import type { Row } from './report.js';
 
 /** The median of `values` (the mean of the middle two for an even count); null when there is none. */
@@ -94,16 +95,16 @@ function sumCounts(counts: ReadonlyArray<Readonly<Record<string, number>> | null
   return total;
 }
 
-/** Per share, the medians of the rounds' open-loop runs (errors summed); undefined unless every round has every share. */
+/** Per open-loop point (share or rate), the medians of the rounds' runs (errors summed); undefined unless every round has every point. */
 function combineOpenLoop(rows: readonly Row[]): OpenLoopResult[] | undefined {
-  const shares = rows[0]?.openLoop?.map((o) => o.share);
-  if (shares === undefined) return undefined;
+  const points = rows[0]?.openLoop;
+  if (points === undefined) return undefined;
   const combined: OpenLoopResult[] = [];
-  for (const share of shares) {
-    const runs = rows.map((row) => row.openLoop?.find((o) => o.share === share)).filter((o): o is OpenLoopResult => o !== undefined);
+  for (const point of points) {
+    const runs = rows.map((row) => row.openLoop?.find((o) => samePoint(o, point))).filter((o): o is OpenLoopResult => o !== undefined);
     if (runs.length !== rows.length) return undefined;
     combined.push({
-      share,
+      ...('rate' in point ? { rate: point.rate } : { share: point.share }),
       targetRps: median(runs.map((r) => r.targetRps))!,
       achievedRps: median(runs.map((r) => r.achievedRps))!,
       p50Ms: median(runs.map((r) => r.p50Ms))!,

@@ -79,6 +79,26 @@ describe('bench rounds', () => {
     assert.equal(combined.fixedRate?.requests, 60000);
   });
 
+  it('combines open-loop runs per point, a share and a rate kept apart', () => {
+    const run = (point: { share: number } | { rate: number }, p99Ms: number) => ({
+      ...point,
+      targetRps: 'rate' in point ? point.rate : 10000,
+      achievedRps: 1000,
+      p50Ms: 1,
+      p99Ms,
+      errors: 1,
+    });
+    const combined = combineRounds([
+      row('v', 1, 1, { openLoop: [run({ share: 0.8 }, 5), run({ rate: 8000 }, 2)] }),
+      row('v', 1, 1, { openLoop: [run({ rate: 8000 }, 4), run({ share: 0.8 }, 7)] }),
+      row('v', 1, 1, { openLoop: [run({ share: 0.8 }, 6), run({ rate: 8000 }, 3)] }),
+    ]);
+    assert.deepEqual(combined.openLoop, [
+      { share: 0.8, targetRps: 10000, achievedRps: 1000, p50Ms: 1, p99Ms: 6, errors: 3 },
+      { rate: 8000, targetRps: 8000, achievedRps: 1000, p50Ms: 1, p99Ms: 3, errors: 3 },
+    ]);
+  });
+
   it('a variant that failed in any round is reported failed, naming the round', () => {
     const failed = { ...row('v', 0, 0), rps: null, ratio: null, error: 'server died' };
     const combined = combineRounds([row('v', 100, 1), failed, row('v', 100, 1)]);
