@@ -31,6 +31,16 @@ function gatewayVariant(name: string, description: string, mode: string, redis =
  * connections open together into a warm process) and again with
  * `--warmup 0` (into a freshly started one), a gateway's p99 should stay
  * within 5 × its p50 and 3 × this server's p99.
+ *
+ * Each variant is also loaded open-loop at 80 % of its own requests/s (oha,
+ * one API key). The plain server saturates far higher than a gateway, so its
+ * 80 % is another rate; for the open-loop target (floodgate-memory and
+ * floodgate-redis p99 ≤ 2 × the plain server's at the same rate) load all
+ * three at one rate R = 0.8 × the gateway's saturating requests/s (the
+ * requests/s column of a run on the same machine):
+ * `npm run bench -- forwarding --variants floodgate-memory,floodgate-redis,node-http --open-loop R`.
+ * The Redis rule saturates lower than the memory one: give both 80 % rates
+ * (`--open-loop R1,R2`) and read each gateway's own column.
  */
 export default defineScenario({
   name: 'forwarding',
@@ -38,6 +48,7 @@ export default defineScenario({
     'forwarded requests, 20 API keys in X-API-KEY, a limit never reached, 64 connections: floodgate gateway vs a minimal Node.js proxy and nginx',
   connections: 64,
   upstream: true,
+  openLoop: { shares: [0.8], headers: { 'X-API-KEY': 'api-key-1' } },
   wrkLua: `
 local keys = {}
 for i = 1, 20 do keys[i] = "api-key-" .. i end
