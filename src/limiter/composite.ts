@@ -11,6 +11,7 @@ import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
 import { warnCompositeDoesNotWait } from './waiting.js';
 import type { Operation, Outcome } from '../core/policy.js';
 import type { Store } from '../stores/store.js';
+import type { CircuitBreaker } from '../guards/breaker.js';
 import { assertKey, assertUnits } from '../core/validate.js';
 
 /** One part of a composite decision: a limiter (its policy, prefix and guards), the key it limits, and the cost there. */
@@ -206,8 +207,14 @@ async function ask(plan: Plan): Promise<CompositeDecision> {
   const { internals, store } = plan;
   const now = internals[0]!.clock();
   // One breaker per part: its limiter's, or that of the part's failure scope (a Redis Cluster node) on a store that has them.
-  const scopeOf = store.failureScope?.bind(store);
-  const breakers = internals.map((side, i) => side.breaker?.forScope(scopeOf?.(plan.operations[i]!.key)));
+  // A loop, not map and bind: this runs once per composite request.
+  const n = internals.length;
+  const breakers = new Array<CircuitBreaker | undefined>(n);
+  for (let i = 0; i < n; i++) {
+    const breaker = internals[i]!.breaker;
+    breakers[i] =
+      breaker === undefined || store.failureScope === undefined ? breaker : breaker.forScope(store.failureScope(plan.operations[i]!.key));
+  }
   for (const breaker of breakers) {
     if (breaker !== undefined && breaker.isOpen(now)) {
       return fallback(

@@ -9,40 +9,52 @@ import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys, redisStateKey } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { COMPOSITE_SCRIPT } from './lua/scripts.generated.js';
-import type { ScriptCall } from './client-adapter.js';
+import type { PipelineCall } from './turn-pipeline.js';
+
+/** ARGV before the parts (composite.lua's FIRST_PART - 1): three unused, the clock flag, the time. */
+const HEADER_WIDTH = 5;
+/** ARGV per part (composite.lua's PART_WIDTH): algorithm, limit, window, block, cost. */
+const PART_WIDTH = 5;
 
 /**
  * The script call that consumes every operation's amount or none: each
  * part's state hash in KEYS (a sliding-log part's list right after it),
- * ARGV as composite.lua reads it. `now` is the client clock's time, or
- * undefined to use Redis TIME.
+ * ARGV as composite.lua reads it, and `answer` for its reply. `now` is the
+ * client clock's time, or undefined to use Redis TIME. KEYS and ARGV are
+ * made at their final length: a composite is one call per request.
  */
-export function compositeCall(operations: readonly Operation[], now: number | undefined): ScriptCall {
-  const keys: string[] = [];
-  const args = ['0', '0', '0', now === undefined ? '0' : '1', now === undefined ? '0' : String(now)];
-  for (const operation of operations) {
+export function compositeCall(operations: readonly Operation[], now: number | undefined, answer: PipelineCall['answer']): PipelineCall {
+  const n = operations.length;
+  let logs = 0;
+  for (let i = 0; i < n; i++) if (operations[i]!.policy.algorithm === 'sliding-log') logs++;
+  const keys = new Array<string>(n + logs);
+  const args = new Array<string>(HEADER_WIDTH + PART_WIDTH * n);
+  args[0] = args[1] = args[2] = '0';
+  args[3] = now === undefined ? '0' : '1';
+  args[4] = now === undefined ? '0' : String(now);
+  for (let i = 0, k = 0, a = HEADER_WIDTH; i < n; i++, a += PART_WIDTH) {
+    const operation = operations[i]!;
     const p = operation.policy;
     if (p.algorithm === 'sliding-log') {
-      const k = redisKeys(operation.key);
-      keys.push(k.state, k.log);
+      const names = redisKeys(operation.key);
+      keys[k++] = names.state;
+      keys[k++] = names.log;
     } else {
-      keys.push(redisStateKey(operation.key));
+      keys[k++] = redisStateKey(operation.key);
     }
     if (p.calendar === undefined) {
       const policy = policyArgs(p);
-      args.push(policy[0]!, policy[1]!, policy[2]!, policy[3]!, String(operation.amount));
+      for (let j = 0; j < 4; j++) args[a + j] = policy[j]!;
+    } else {
+      // A calendar window's ends change with the period: made for each call, from this host's clock.
+      args[a] = p.algorithm;
+      args[a + 1] = String(p.limit);
+      args[a + 2] = windowArgument(p.windowMs, p.calendar, now ?? Date.now());
+      args[a + 3] = String(p.blockMs);
     }
-    // A calendar window's ends change with the period: made for each call, from this host's clock.
-    else
-      args.push(
-        p.algorithm,
-        String(p.limit),
-        windowArgument(p.windowMs, p.calendar, now ?? Date.now()),
-        String(p.blockMs),
-        String(operation.amount),
-      );
+    args[a + 4] = String(operation.amount);
   }
-  return { script: COMPOSITE_SCRIPT, keys, args };
+  return { script: COMPOSITE_SCRIPT, keys, args, answer };
 }
 
 /** A policy's four script arguments, made once per policy object (a limiter's policy is frozen and reused for every call). */

@@ -255,17 +255,18 @@ export class RedisStore implements Store {
       const conflict = this.bindings.check(operation.key, operation.policy, t);
       if (conflict !== undefined) return Promise.reject(conflict);
     }
-    const call = compositeCall(operations, this.clock ? t : undefined);
     return new Promise<Outcome[]>((resolve, reject) => {
-      this.pipeline.push({
-        ...call,
-        answer: (error, reply) => {
+      this.pipeline.push(
+        compositeCall(operations, this.clock ? t : undefined, (error, reply) => {
           const outcomes = error != null ? toStoreError(error, 'redis') : decodeReply(reply, operations.length);
           if (outcomes instanceof FloodgateError) return reject(outcomes);
-          operations.forEach((o, i) => this.bindings.bind(o.key, o.policy, t, outcomes[i]!.resetMs));
+          for (let i = 0; i < outcomes.length; i++) {
+            const o = operations[i]!;
+            this.bindings.bind(o.key, o.policy, t, outcomes[i]!.resetMs);
+          }
           resolve(outcomes);
-        },
-      });
+        }),
+      );
       // A later operation on one of these keys must queue behind the composite, not join an earlier batch.
       for (const operation of operations) this.openBatches.delete(operation.key);
     });
@@ -364,21 +365,24 @@ function decodeReply(reply: unknown, count: number): Outcome[] | FloodgateError 
       `redis store failed: the script answered ${Array.isArray(reply) ? `${reply.length} values` : describeValue(reply)} where ${count * OUTCOME_WIDTH} integers were expected.`,
     );
   }
-  const outcomes: Outcome[] = new Array(count);
-  const v = new Array<number>(OUTCOME_WIDTH);
-  for (let i = 0, o = 0; i < count; i++) {
-    for (let j = 0; j < OUTCOME_WIDTH; j++, o++) {
-      // Number() because ioredis with stringNumbers: true answers integers as strings.
-      const x = Number(reply[o]);
-      if (!Number.isSafeInteger(x)) {
-        return new FloodgateError(
-          ErrorCode.STORE_ERROR,
-          `redis store failed: the script answered ${describeValue(reply[o])} where an integer was expected.`,
-        );
-      }
-      v[j] = x;
+  for (let o = 0; o < reply.length; o++) {
+    // Number() because ioredis with stringNumbers: true answers integers as strings.
+    if (!Number.isSafeInteger(Number(reply[o]))) {
+      return new FloodgateError(
+        ErrorCode.STORE_ERROR,
+        `redis store failed: the script answered ${describeValue(reply[o])} where an integer was expected.`,
+      );
     }
-    outcomes[i] = { allowed: v[0] === 1, remaining: v[1]!, resetMs: ms(v[2]!), retryAfterMs: ms(v[3]!), emptyMs: ms(v[4]!) };
+  }
+  const outcomes: Outcome[] = new Array(count);
+  for (let i = 0, o = 0; i < count; i++, o += OUTCOME_WIDTH) {
+    outcomes[i] = {
+      allowed: Number(reply[o]) === 1,
+      remaining: Number(reply[o + 1]),
+      resetMs: ms(Number(reply[o + 2])),
+      retryAfterMs: ms(Number(reply[o + 3])),
+      emptyMs: ms(Number(reply[o + 4])),
+    };
   }
   return outcomes;
 }
