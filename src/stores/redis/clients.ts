@@ -10,17 +10,13 @@ import type { RedisAdapter, ReplyHandler, ScriptCall } from './client-adapter.js
 import { adaptGlide, GLIDE_MINIMUM, looksLikeGlide } from './client-glide.js';
 
 // The slices of each client's API the adapters use; the real classes have far more.
-interface IoredisPipeline {
-  evalsha(...args: unknown[]): unknown;
-  eval(...args: unknown[]): unknown;
-  exec(): Promise<[Error | null, unknown][] | null>;
-}
 interface IoredisLike {
   readonly isCluster: boolean;
   readonly status: string;
+  /** The connection's socket while connected (ioredis's `Redis#stream`); absent on a Cluster. */
+  readonly stream?: { cork(): void; uncork(): void; readonly destroyed?: boolean };
   evalsha(...args: unknown[]): Promise<unknown>;
   eval(...args: unknown[]): Promise<unknown>;
-  pipeline(): IoredisPipeline;
 }
 interface NodeRedisLike {
   readonly isOpen: boolean;
@@ -54,8 +50,20 @@ function report(promise: Promise<unknown>, index: number, onReply: ReplyHandler)
   );
 }
 
-function failAll(calls: readonly ScriptCall[], error: unknown, onReply: ReplyHandler): void {
-  for (let i = 0; i < calls.length; i++) onReply(i, error, undefined);
+/** One script call on an ioredis client (EVALSHA, EVAL on NOSCRIPT), its reply or failure reported as call `index`. */
+function sendIoredis(client: IoredisLike, c: ScriptCall, index: number, onReply: ReplyHandler): void {
+  try {
+    report(
+      evalWithFallback(
+        () => client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
+        () => client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
+      ),
+      index,
+      onReply,
+    );
+  } catch (error) {
+    onReply(index, error, undefined);
+  }
 }
 
 /** ioredis status while it retries a lost connection; commands would wait in its offline queue. */
@@ -63,7 +71,14 @@ function ioredisDown(status: string): string | undefined {
   return status === 'reconnecting' ? 'the connection to Redis is down (ioredis is reconnecting)' : undefined;
 }
 
-/** ioredis `Redis`: a flush goes out as one pipeline, i.e. one write and one round trip. */
+/**
+ * ioredis `Redis`: a flush's calls go out as separate EVALSHAs written to the
+ * socket together (one write, one round trip), by corking the connection
+ * while they are queued. An ioredis `Pipeline` would do the same write, but
+ * each one costs a third more CPU per call and leaves garbage that outlives
+ * young-generation collections (measured: about 4.0 against 2.5 µs per call,
+ * and 10 times the scavenge time, at 64 calls in flight).
+ */
 class IoredisAdapter implements RedisAdapter {
   readonly kind = 'ioredis';
   constructor(private readonly client: IoredisLike) {}
@@ -73,57 +88,17 @@ class IoredisAdapter implements RedisAdapter {
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
-    try {
-      if (calls.length === 1) {
-        report(this.one(calls[0]!), 0, onReply);
-        return;
-      }
-      const pipeline = this.client.pipeline();
-      for (const c of calls) pipeline.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args);
-      pipeline.exec().then(
-        (results) => this.reportReplies(calls, results, onReply),
-        (error: unknown) => failAll(calls, error, onReply),
-      );
-    } catch (error) {
-      failAll(calls, error, onReply);
+    if (calls.length === 1) {
+      sendIoredis(this.client, calls[0]!, 0, onReply);
+      return;
     }
-  }
-
-  private one(c: ScriptCall): Promise<unknown> {
-    return evalWithFallback(
-      () => this.client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
-      () => this.client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
-    );
-  }
-
-  /** Reports pipeline replies; the calls that met NOSCRIPT did nothing, so they go again by EVAL. */
-  private reportReplies(calls: readonly ScriptCall[], results: [Error | null, unknown][] | null, onReply: ReplyHandler): void {
-    const retry: number[] = [];
-    for (let i = 0; i < calls.length; i++) {
-      const result = results?.[i];
-      if (result === undefined) onReply(i, new Error('ioredis pipeline returned no reply for this call'), undefined);
-      else if (isNoScript(result[0])) retry.push(i);
-      else onReply(i, result[0] ?? undefined, result[1]);
-    }
-    if (retry.length === 0) return;
+    // Only a connected client writes at once; otherwise ioredis queues the calls itself, in order.
+    const stream = this.client.status === 'ready' && this.client.stream?.destroyed !== true ? this.client.stream : undefined;
+    stream?.cork();
     try {
-      const pipeline = this.client.pipeline();
-      for (const i of retry) {
-        const c = calls[i]!;
-        pipeline.eval(c.script.text, c.keys.length, ...c.keys, ...c.args);
-      }
-      pipeline.exec().then(
-        (again) => {
-          retry.forEach((i, j) => {
-            const result = again?.[j];
-            if (result === undefined) onReply(i, new Error('ioredis pipeline returned no reply for this call'), undefined);
-            else onReply(i, result[0] ?? undefined, result[1]);
-          });
-        },
-        (error: unknown) => retry.forEach((i) => onReply(i, error, undefined)),
-      );
-    } catch (error) {
-      retry.forEach((i) => onReply(i, error, undefined));
+      for (let i = 0; i < calls.length; i++) sendIoredis(this.client, calls[i]!, i, onReply);
+    } finally {
+      stream?.uncork();
     }
   }
 }
@@ -143,20 +118,7 @@ class IoredisClusterAdapter implements RedisAdapter {
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
-    calls.forEach((c, i) => {
-      try {
-        report(
-          evalWithFallback(
-            () => this.client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
-            () => this.client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
-          ),
-          i,
-          onReply,
-        );
-      } catch (error) {
-        onReply(i, error, undefined);
-      }
-    });
+    for (let i = 0; i < calls.length; i++) sendIoredis(this.client, calls[i]!, i, onReply);
   }
 }
 
