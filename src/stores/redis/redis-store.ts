@@ -125,8 +125,13 @@ export class RedisStore implements Store {
   readonly failureScope?: (key: string) => string | undefined;
   /** What consumeAll does with keys in different Cluster slots; see {@link RedisStoreOptions.crossSlot}. */
   readonly crossSlot: 'reject' | 'split';
-  /** The batch still open for more operations, per store key. */
-  private readonly openBatches = new Map<string, Batch>();
+  /**
+   * The batch still open for more operations, per store key: this turn's, replaced by a new Map when the turn's calls
+   * are taken. Not `clear()`ed: clearing a long-lived Map gives it a new table that its old one points to, and those
+   * dead promoted tables keep each turn's young tables alive through scavenges (measured: 15 full collections and
+   * 4.0 µs of CPU per call against 1 and 2.7 over 400 000 calls, 64 in flight).
+   */
+  private openBatches = new Map<string, Batch>();
   private readonly pipeline: TurnPipeline<PipelineCall>;
   private readonly bindings = new PolicyBindings();
   private closed = false;
@@ -148,7 +153,9 @@ export class RedisStore implements Store {
       timeoutMs,
       downError: (down) => new FloodgateError(ErrorCode.STORE_ERROR, `redis store failed: ${down}.`),
       timeoutMessage: `redis store did not answer within ${timeoutMs} ms; raise RedisStore timeoutMs if Redis is slow but healthy.`,
-      onTake: () => this.openBatches.clear(),
+      onTake: () => {
+        if (this.openBatches.size > 0) this.openBatches = new Map();
+      },
     });
     if (o.clock !== undefined && typeof o.clock !== 'function') {
       invalid(ErrorCode.INVALID_OPTIONS, 'RedisStore clock', 'a function returning ms', o.clock);
