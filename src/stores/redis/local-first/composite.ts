@@ -14,6 +14,9 @@ import type { LocalFirstHost } from './host.js';
 /** How memory sees one part: covered by its lease, refused by a mark (with the refusal), or undecidable. */
 type Look = { readonly fits: true } | { readonly fits: false; readonly refusal: Outcome } | undefined;
 
+/** The look of every covered part: one object, not one per part and call. */
+const FITS: Look = { fits: true };
+
 function look(host: LocalFirstHost, op: Operation, t: number): Look {
   if (op.policy.algorithm !== 'fixed-window') return undefined;
   const e = host.entries.get(op.key);
@@ -24,7 +27,7 @@ function look(host: LocalFirstHost, op: Operation, t: number): Look {
   }
   lapse(e, t);
   if (e.waiters.length > 0) return undefined;
-  if (e.units >= op.amount) return { fits: true };
+  if (e.units >= op.amount) return FITS;
   // With a block duration the refusal must reach Redis, which sets the block for everyone.
   if (e.exhaustedUntil > t && op.policy.blockMs === 0) return { fits: false, refusal: exhausted(e, e.exhaustedUntil, t) };
   return undefined;
@@ -39,24 +42,33 @@ function look(host: LocalFirstHost, op: Operation, t: number): Look {
  */
 export function decideAllInMemory(host: LocalFirstHost, operations: readonly Operation[], t: number): Outcome[] | undefined {
   if (crossSlot(host, operations) !== undefined) return undefined;
-  const looks: Look[] = [];
-  for (const op of operations) {
-    const l = look(host, op, t);
+  const n = operations.length;
+  const looks: Look[] = new Array(n);
+  let all = true;
+  for (let i = 0; i < n; i++) {
+    const l = look(host, operations[i]!, t);
     if (l === undefined) return undefined;
-    looks.push(l);
+    looks[i] = l;
+    if (!l.fits) all = false;
   }
-  const all = looks.every((l) => l!.fits);
-  return operations.map((op, i) => {
+  const outcomes: Outcome[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const op = operations[i]!;
     const l = looks[i]!;
     // Most recently used, as a consume's touch does, so a hot key is never the one evicted.
     const e = host.touch(op.key, t);
-    if (!l.fits) return l.refusal;
-    if (!all) return admitted(e, t);
-    e.units -= op.amount;
-    host.decided(e, op.amount, t);
-    host.topUpIfLow(op.key, e, t);
-    return admitted(e, t);
-  });
+    if (!l.fits) {
+      outcomes[i] = l.refusal;
+      continue;
+    }
+    if (all) {
+      e.units -= op.amount;
+      host.decided(e, op.amount, t);
+      host.topUpIfLow(op.key, e, t);
+    }
+    outcomes[i] = admitted(e, t);
+  }
+  return outcomes;
 }
 
 /**

@@ -287,10 +287,8 @@ export class LocalFirstStore implements Store {
     const t = this.readTime();
     if (t instanceof FloodgateError) return undefined;
     const outcome = this.decide(operation.key, e, operation.amount, operation.policy, t);
-    if (outcome !== undefined) {
-      // Most recently used, as consume's touch does, so a hot key is never the one evicted.
-      this.entries.touch(operation.key);
-    }
+    // Most recently used, as consume's touch does, so a hot key is never the one evicted.
+    if (outcome !== undefined) this.youngest(operation.key, e);
     return outcome;
   }
 
@@ -384,12 +382,18 @@ export class LocalFirstStore implements Store {
   private touch(key: string, t: number): Entry {
     let e = this.entries.get(key);
     if (e !== undefined) {
-      this.entries.touch(key);
+      this.youngest(key, e);
     } else {
       e = newEntry(t, this.leaseMs);
       this.entries.set(key, e);
     }
     return e;
+  }
+
+  /** Moves `key`, held as `e`, to the young end: BoundedMap.touch without its lookup (every leased decision runs this). */
+  private youngest(key: string, e: Entry): void {
+    this.entries.delete(key);
+    this.entries.set(key, e);
   }
 
   /** Gives back idle leases, drops lapsed ones and expired marks, and forgets idle keys. */
