@@ -10,9 +10,26 @@ import type { LocalFirstHost } from './host.js';
 import { forgetUsage, withLease } from './lease.js';
 
 /** Applies `op` in Redis; a reset or block first stops this process spending what it leased, and every process hears of it. */
-export async function applyControl(host: LocalFirstHost, op: Operation): Promise<Outcome> {
-  const before = host.entries.get(op.key);
+export function applyControl(host: LocalFirstHost, op: Operation): Promise<Outcome> {
+  if (op.kind !== 'peek') return applyChange(host, op);
+  // A peek (a composite's part another part refused, on every such request) changes nothing here: Redis's answer seen
+  // with the lease in hand, without an async function's promise and turn around the call.
+  try {
+    return host.inner.apply(op).then((outcome) => {
+      const t = host.readTime();
+      if (t instanceof FloodgateError) throw t;
+      const e = host.entries.get(op.key);
+      return e === undefined ? outcome : withLease(outcome, e, t);
+    });
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** {@link applyControl} of a reward, penalty, block or reset. */
+async function applyChange(host: LocalFirstHost, op: Operation): Promise<Outcome> {
   // No unit leased before a reset or block is asked for is spent after it from here.
+  const before = host.entries.get(op.key);
   if (before && op.kind === 'reset') {
     forgetUsage(before);
   } else if (before && op.kind === 'block') {
