@@ -8,7 +8,7 @@ import { ErrorCode, FloodgateError } from '../../../core/errors.js';
 import type { Outcome, Policy } from '../../../core/policy.js';
 import type { ScriptCall } from '../client-adapter.js';
 import type { PipelineCall } from '../turn-pipeline.js';
-import { redisKeys } from '../key-names.js';
+import { redisStateKey } from '../key-names.js';
 import { LOCAL_FIRST_SCRIPTS } from '../lua/local-first.generated.js';
 import { lapse, spendDeadline, wantedSlice } from '../../lease-core.js';
 import { admitted, blocked, msUntil, type Entry, type Waiter } from './lease.js';
@@ -203,21 +203,18 @@ export function leaseScriptCall(
   at: number | undefined,
   rest: readonly string[],
 ): ScriptCall & { readonly args: string[] } {
-  const [operation, ...tail] = rest;
-  return {
-    script: LOCAL_FIRST_SCRIPTS.lease,
-    keys: [redisKeys(key).state],
-    args: [
-      String(policy.limit),
-      // A calendar window's period ends, from this host's clock (the script picks by Redis's).
-      windowArgument(policy.windowMs, policy.calendar, at ?? Date.now()),
-      String(policy.blockMs),
-      at === undefined ? '0' : '1',
-      operation!,
-      at === undefined ? '0' : String(at),
-      ...tail,
-    ],
-  };
+  const args = [
+    String(policy.limit),
+    // A calendar window's period ends, from this host's clock (the script picks by Redis's).
+    windowArgument(policy.windowMs, policy.calendar, at ?? Date.now()),
+    String(policy.blockMs),
+    at === undefined ? '0' : '1',
+    rest[0]!,
+    at === undefined ? '0' : String(at),
+  ];
+  for (let i = 1; i < rest.length; i++) args.push(rest[i]!);
+  // The state key alone: the script touches no other (redisKeys would build the log and slot keys too).
+  return { script: LOCAL_FIRST_SCRIPTS.lease, keys: [redisStateKey(key)], args };
 }
 
 /**
