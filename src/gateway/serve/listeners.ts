@@ -32,8 +32,12 @@ export const MAX_PIPELINED = 32;
 /** One connection's unanswered requests, and those held back behind one with a body. */
 interface Pipeline {
   readonly socket: Duplex;
-  /** Answers not yet closed, in order. */
-  readonly answers: Set<ServerResponse>;
+  /**
+   * Answers not yet closed, in order (at most {@link MAX_PIPELINED}). An array, not a Set: a connection lives long, and
+   * a long-lived Set that gains and loses an entry per request makes V8 replace its table every few requests, each dead
+   * table keeping the next (and the answers in it) alive through young-generation collections.
+   */
+  readonly answers: ServerResponse[];
   /** The answer of the unanswered request that has a body, if any: no later request is handled until it closes. */
   body: ServerResponse | undefined;
   /** Requests read behind it, handled in order once it is answered. */
@@ -86,28 +90,29 @@ function pipelineBounded(
     const socket = req.socket;
     let line = pipelines.get(socket);
     if (line === undefined) {
-      const created: Pipeline = { socket, answers: new Set(), body: undefined, held: undefined, stopped: false };
+      const created: Pipeline = { socket, answers: [], body: undefined, held: undefined, stopped: false };
       pipelines.set(socket, created);
       socket.once('close', () => {
         created.held = undefined;
         // Never given the socket, so node will not close them; the one it was writing it closes itself.
-        for (const queued of created.answers)
+        // Taken out first: each 'close' emitted here would otherwise remove its answer from the list being walked.
+        for (const queued of created.answers.splice(0))
           if (queued.socket === null) {
             queued.destroy();
             queued.emit('close');
           }
-        created.answers.clear();
       });
       line = created;
     }
-    if (line.answers.size >= MAX_PIPELINED) {
+    if (line.answers.length >= MAX_PIPELINED) {
       socket.destroy();
       return;
     }
     const current = line;
-    current.answers.add(res);
+    current.answers.push(res);
     res.once('close', () => {
-      current.answers.delete(res);
+      const at = current.answers.indexOf(res);
+      if (at >= 0) current.answers.splice(at, 1);
       if (current.body === res) answered(current);
     });
     if (current.body === undefined) {
