@@ -55,7 +55,12 @@ interface Flight<C extends PipelineCall> {
 export class TurnPipeline<C extends PipelineCall> {
   private queue: C[] = [];
   private immediate: NodeJS.Immediate | undefined;
-  private readonly flights = new Set<Flight<C>>();
+  /**
+   * The turns sent and not yet answered, oldest first (a few at a time). An array, not a Set: a long-lived Set that
+   * gains and loses an entry per turn has V8 replace its table every few turns, and each dead table keeps the next,
+   * with the calls in it, alive through young-generation collections.
+   */
+  private flights: Flight<C>[] = [];
 
   /** @param options - see {@link TurnPipelineOptions} */
   constructor(private readonly options: TurnPipelineOptions) {}
@@ -75,7 +80,7 @@ export class TurnPipeline<C extends PipelineCall> {
 
   /** Resolves once every call sent so far has been answered or timed out. */
   async drained(): Promise<void> {
-    await Promise.all([...this.flights].map((f) => f.done));
+    await Promise.all(this.flights.map((f) => f.done));
   }
 
   /** Answers every queued and in-flight call with `error` now, without sending the queued ones. */
@@ -86,12 +91,13 @@ export class TurnPipeline<C extends PipelineCall> {
     this.queue = [];
     this.options.onTake?.();
     for (const call of queued) answer({ call, answered: false, timedOut: false }, error, undefined);
-    for (const flight of this.flights) {
+    const flights = this.flights;
+    this.flights = [];
+    for (const flight of flights) {
       clearTimeout(flight.timer);
       for (const slot of flight.slots) answer(slot, error, undefined);
       flight.finish();
     }
-    this.flights.clear();
   }
 
   private readonly flush = (): void => {
@@ -112,7 +118,7 @@ export class TurnPipeline<C extends PipelineCall> {
     const done = new Promise<void>((resolve) => (finish = resolve));
     const flight: Flight<C> = { slots, pending: slots.length, timer: undefined, done, finish };
     flight.timer = setTimeout(() => this.expire(flight), this.options.timeoutMs);
-    this.flights.add(flight);
+    this.flights.push(flight);
     const onReply = (index: number, error: unknown, reply: unknown): void => this.reply(flight, index, error, reply);
     // Adapters never throw; a throw here would be a bug, and must still answer every call.
     try {
@@ -122,6 +128,12 @@ export class TurnPipeline<C extends PipelineCall> {
     }
   };
 
+  /** Drops an answered or expired turn from {@link flights}. */
+  private forget(flight: Flight<C>): void {
+    const at = this.flights.indexOf(flight);
+    if (at >= 0) this.flights.splice(at, 1);
+  }
+
   private reply(flight: Flight<C>, index: number, error: unknown, reply: unknown): void {
     const slot = flight.slots[index];
     if (slot === undefined) return;
@@ -129,7 +141,7 @@ export class TurnPipeline<C extends PipelineCall> {
     else if (slot.timedOut && error == null) slot.call.late?.(reply);
     if (--flight.pending === 0) {
       clearTimeout(flight.timer);
-      this.flights.delete(flight);
+      this.forget(flight);
       flight.finish();
     }
   }
@@ -140,7 +152,7 @@ export class TurnPipeline<C extends PipelineCall> {
       if (!slot.answered) slot.timedOut = true;
       answer(slot, error, undefined);
     }
-    this.flights.delete(flight);
+    this.forget(flight);
     flight.finish();
   }
 }
