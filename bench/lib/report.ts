@@ -112,12 +112,14 @@ function openLoopColumns(points: readonly OpenLoopPoint[]): Column[] {
   });
 }
 
-/** Columns of a run with several rounds: each round's ratio (and p99 at the fixed rate), in round order, next to their medians. */
+/** Columns of a run with several rounds: each round's ratio and server µs/req (and p99 at the fixed rate), in round order, next to their medians. */
 function roundColumns(rate: number | undefined): Column[] {
   const each = (row: Row, pick: (round: Row) => number | null | undefined, digits: number): string =>
     (row.rounds ?? []).map((round) => fixed(pick(round), digits)).join(' ');
   return [
     { title: 'ratio by round', left: true, cell: (r) => each(r, (round) => round.ratio, 3) },
+    // CPU per request is the figure of record on a shared machine: every round of it, not only the median.
+    { title: 'µs/req by round', left: true, cell: (r) => each(r, (round) => round.serverCpuUsPerReq, 1) },
     ...(rate === undefined
       ? []
       : [{ title: `p99 @${rate}/s by round`, left: true, cell: (r: Row) => each(r, (round) => round.fixedRate?.p99Ms, 2) }]),
