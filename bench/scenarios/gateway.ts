@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
 
 const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
+const plain = fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url));
 
 /** One variant of bench/servers/gateway.ts, selected by GATEWAY_MODE. */
 function variant(name: string, description: string, mode: string, redis = false, redisCluster = false): Variant {
@@ -24,6 +25,12 @@ function variant(name: string, description: string, mode: string, redis = false,
  * multi-incr-proxy (in-memory block: known-exhausted keys are refused without
  * Redis), and gateway-high ≥ 0.85 × bare-proxy (a limit no key reaches, so
  * every request is forwarded and the limiter's cost shows).
+ *
+ * The last row, a plain node:http server that answers by itself, is the
+ * latency reference: nearly every request here is refused from memory, so a
+ * gateway's answer costs about what a plain server's does, and at one rate
+ * (`--open-loop R`, R = 80 % of gateway-memory's requests/s) the gateways'
+ * p99 should stay within 2 × this server's.
  */
 export default defineScenario({
   name: 'gateway',
@@ -80,5 +87,11 @@ end
       'redis-high',
       true,
     ),
+    {
+      name: 'node-http',
+      description:
+        'a plain node:http server answering 200 {} itself: the latency reference (with --open-loop R, every variant at the same rate R)',
+      server: plain,
+    },
   ],
 });
