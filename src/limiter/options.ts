@@ -98,7 +98,7 @@ export interface RateLimiterOptions {
   onStoreFailure?: StoreFailureMode;
   /** Circuit breaker settings, or `false` to call the store even while it keeps failing. */
   breaker?: boolean | BreakerConfig;
-  /** Time source of the block list and breaker. Default `Date.now`. */
+  /** Time source of the block list, the breaker, waiting, and the default MemoryStore when no `store` is given (a store passed in keeps its own clock). Default `Date.now`. */
   clock?: Clock;
   /**
    * Wait for units instead of being refused: `consume` waits in a FIFO line

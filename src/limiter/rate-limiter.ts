@@ -77,11 +77,11 @@ export class RateLimiter implements LimiterCore {
     const o = options as RateLimiterOptions;
 
     this.policy = parsePolicy(o);
-    this.store = storeOption(o);
+    this.clock = clockOption(o);
+    this.store = storeOption(o, this.clock);
     this.prefix = prefixOption(o, this.policy, this.store, this);
     this.hashTag = hashTagOption(o, this.prefix);
     scopePolicy(this.policy, this.prefix);
-    this.clock = clockOption(o);
     this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
     const blockRule = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
     // What the block learned under a key's old override no longer holds once the overrides change.

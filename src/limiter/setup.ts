@@ -13,17 +13,19 @@ import { MemoryStore } from '../stores/memory.js';
 import { isStore, type Store } from '../stores/store.js';
 
 /**
- * The `store` option, or a new MemoryStore.
+ * The `store` option, or a new MemoryStore on the limiter's `clock`.
  * @throws FloodgateError INVALID_STORE for a value that is not a Store
  */
-export function storeOption(o: RateLimiterOptions): Store {
+export function storeOption(o: RateLimiterOptions, clock: Clock): Store {
   if (o.store !== undefined && !isStore(o.store)) {
     throw new FloodgateError(
       ErrorCode.INVALID_STORE,
       `store must implement the Store contract (a name and an apply(operation) method), e.g. new MemoryStore() or new RedisStore({ client }); got ${describeValue(o.store)}.`,
     );
   }
-  return o.store ?? new MemoryStore();
+  // The default store counts on the limiter's clock: a limiter given a clock (a test's ManualClock, a simulation) then
+  // opens and ends windows on that time, as its in-memory block and waiting already do.
+  return o.store ?? new MemoryStore({ clock });
 }
 
 /**

@@ -84,3 +84,16 @@ test('forgetMemoryBlocks(): after a missed announcement every key’s in-memory 
   assert.deepEqual([b.allowed, b.source], [false, 'store'], 'the other asks the store once, which still refuses');
   assert.equal((await here.consume('b')).source, 'memory-block', 'and is blocked in memory again');
 });
+
+test('a limiter given a clock and no store: its default MemoryStore counts on that clock (it kept wall-clock windows)', async () => {
+  const clock = new ManualClock(Date.now() + 86_400_000);
+  const limiter = new RateLimiter({ limit: 2, window: '1m', clock: clock.now });
+  assert.deepEqual(
+    [(await limiter.consume('k')).allowed, (await limiter.consume('k')).allowed, (await limiter.consume('k')).allowed],
+    [true, true, false],
+  );
+  const refused = await limiter.consume('k');
+  assert.equal(refused.resetMs, 60_000, 'the window ends a minute after the manual clock’s now');
+  clock.advance(60_000);
+  assert.equal((await limiter.consume('k')).allowed, true, 'a new window on the limiter’s clock');
+});
