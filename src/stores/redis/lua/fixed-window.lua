@@ -5,23 +5,7 @@ local function fw_open(state, now)
   return { c = 0, r = window_end(now) }
 end
 
--- Every member is named here, nil until defined below, so the table is sized once rather than grown
--- (and rehashed) member by member: scripts build it on every call.
-local impl = {
-  fields = { 'c', 'r' },
-  in_hash = true,
-  asked = nil,
-  decode = nil,
-  encode = nil,
-  discard = nil,
-  normalize = nil,
-  try_consume = nil,
-  add = nil,
-  remove = nil,
-  view = nil,
-  expires_at = nil,
-  finish = nil,
-}
+local impl = new_impl({ 'c', 'r' }, true)
 
 function impl.decode(v)
   if not (v[1] and v[2]) then return nil end

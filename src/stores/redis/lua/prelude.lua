@@ -57,6 +57,27 @@ local function ceil_div(a, b)
   return math.floor((a + b - 1) / b)
 end
 
+-- An algorithm's table: its state fields, whether its state is the key's hash, and every member its file
+-- defines named here (nil until then), so the table is sized once rather than grown and rehashed member by
+-- member: scripts build it on every call.
+local function new_impl(fields, in_hash)
+  return {
+    fields = fields,
+    in_hash = in_hash,
+    asked = nil,
+    decode = nil,
+    encode = nil,
+    discard = nil,
+    normalize = nil,
+    try_consume = nil,
+    add = nil,
+    remove = nil,
+    view = nil,
+    expires_at = nil,
+    finish = nil,
+  }
+end
+
 -- src/algorithms/types.ts fullView. A view is four values (remaining, reset, retry, empty), not a
 -- table: every operation makes one, and a table per view is an allocation per part per call.
 local function full_view()

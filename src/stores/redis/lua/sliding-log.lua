@@ -42,23 +42,7 @@ local function push_many(n, amount, now)
   return { n = n + amount }
 end
 
--- Every member is named here, nil until defined below, so the table is sized once rather than grown
--- (and rehashed) member by member: scripts build it on every call.
-local impl = {
-  fields = {},
-  in_hash = false,
-  asked = nil,
-  decode = nil,
-  encode = nil,
-  discard = nil,
-  normalize = nil,
-  try_consume = nil,
-  add = nil,
-  remove = nil,
-  view = nil,
-  expires_at = nil,
-  finish = nil,
-}
+local impl = new_impl({}, false)
 
 function impl.decode(v)
   local n = redis.call('LLEN', LOG)

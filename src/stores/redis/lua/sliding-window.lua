@@ -18,23 +18,7 @@ local function wait_for(state, cost, now)
   return state.s + W + at - now
 end
 
--- Every member is named here, nil until defined below, so the table is sized once rather than grown
--- (and rehashed) member by member: scripts build it on every call.
-local impl = {
-  fields = { 'p', 'c', 's' },
-  in_hash = true,
-  asked = nil,
-  decode = nil,
-  encode = nil,
-  discard = nil,
-  normalize = nil,
-  try_consume = nil,
-  add = nil,
-  remove = nil,
-  view = nil,
-  expires_at = nil,
-  finish = nil,
-}
+local impl = new_impl({ 'p', 'c', 's' }, true)
 
 function impl.decode(v)
   if not (v[1] and v[2] and v[3]) then return nil end

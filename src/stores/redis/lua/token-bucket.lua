@@ -11,23 +11,7 @@ local function from_debt(units, now)
   return { m = now + math.floor(units / L), r = math.fmod(units, L) }
 end
 
--- Every member is named here, nil until defined below, so the table is sized once rather than grown
--- (and rehashed) member by member: scripts build it on every call.
-local impl = {
-  fields = { 'm', 'r' },
-  in_hash = true,
-  asked = nil,
-  decode = nil,
-  encode = nil,
-  discard = nil,
-  normalize = nil,
-  try_consume = nil,
-  add = nil,
-  remove = nil,
-  view = nil,
-  expires_at = nil,
-  finish = nil,
-}
+local impl = new_impl({ 'm', 'r' }, true)
 
 function impl.decode(v)
   if not (v[1] and v[2]) then return nil end
