@@ -1,6 +1,7 @@
 /** Scenario forwarding: what an admitted (forwarded) request costs, against a minimal Node.js proxy and nginx, in one run. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
+import { API_KEYS_WRK_LUA } from '../lib/api-keys.js';
 
 const gateway = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 const nodeProxy = fileURLToPath(new URL('../servers/node-proxy.ts', import.meta.url));
@@ -49,13 +50,7 @@ export default defineScenario({
   connections: 64,
   upstream: true,
   openLoop: { shares: [0.8], headers: { 'X-API-KEY': 'api-key-1' } },
-  wrkLua: `
-local keys = {}
-for i = 1, 20 do keys[i] = "api-key-" .. i end
-request = function()
-  return wrk.format("GET", "/", { ["X-API-KEY"] = keys[math.random(1, 20)] })
-end
-`,
+  wrkLua: API_KEYS_WRK_LUA,
   variants: [
     {
       name: 'node-proxy',

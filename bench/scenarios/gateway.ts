@@ -1,6 +1,7 @@
 /** Scenario gateway: the rate-limiting reverse proxy — 20 API keys, 3 requests per 5 s, many connections; floodgate's gateway on memory, Redis and Redis local-first vs a MULTI/SET NX EX/INCR proxy, plus a high-limit pair against the bare proxy. */
 import { fileURLToPath } from 'node:url';
 import { defineScenario, type Variant } from '../types.js';
+import { API_KEYS_WRK_LUA } from '../lib/api-keys.js';
 
 const server = fileURLToPath(new URL('../servers/gateway.ts', import.meta.url));
 const plain = fileURLToPath(new URL('../servers/gateway-upstream.ts', import.meta.url));
@@ -39,13 +40,7 @@ export default defineScenario({
   connections: 256,
   // One API key on every request (oha sends fixed fields): latency at 50 % and 80 % of each variant's own saturation.
   openLoop: { shares: [0.5, 0.8], headers: { 'X-API-KEY': 'api-key-1' } },
-  wrkLua: `
-local keys = {}
-for i = 1, 20 do keys[i] = "api-key-" .. i end
-request = function()
-  return wrk.format("GET", "/", { ["X-API-KEY"] = keys[math.random(1, 20)] })
-end
-`,
+  wrkLua: API_KEYS_WRK_LUA,
   variants: [
     variant('bare-proxy', 'the gateway with no rules: proxy only, every request forwarded', 'bare'),
     variant('gateway-memory', 'floodgate serve: 3/5s per X-API-KEY on the embedded memory store', 'memory'),
