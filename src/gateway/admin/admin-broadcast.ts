@@ -2,11 +2,16 @@
 /**
  * Each host then drops its in-memory block of the key at once instead of refusing it until that block runs out.
  */
-import type { AdminPubSub, ChangeSubscriber } from '../rules/change-channels.js';
+import { ChangeChannels, changeChannel, type AdminPubSub } from '../rules/change-channels.js';
 
 /** The channel of a gateway's admin changes, under its store prefix: gateways sharing a prefix share counters, so they share this too. */
 function adminChannel(prefix: string): string {
-  return `${prefix}:admin:changed`;
+  return changeChannel(adminName(prefix));
+}
+
+/** The name {@link ChangeChannels} follows for `prefix`'s admin changes: its channel is {@link adminChannel}. */
+function adminName(prefix: string): string {
+  return `${prefix}:admin`;
 }
 
 /** The Redis counter of the admin changes announced under `prefix`: each announcement carries its number, so a host sees the ones it missed. */
@@ -42,7 +47,8 @@ export interface AdminBroadcastHooks {
  * key, and happens only after a loss.
  */
 export class AdminBroadcast {
-  private subscriber: ChangeSubscriber | undefined;
+  /** The subscriber of the admin channel, which tells of every reconnection (ChangeChannels' `reread`). */
+  private readonly channels: ChangeChannels;
   private readonly channel: string;
   private readonly counter: string;
   private readonly timer: NodeJS.Timeout;
@@ -61,25 +67,19 @@ export class AdminBroadcast {
     private readonly hooks: AdminBroadcastHooks,
     rereadMs = ADMIN_REREAD_MS,
   ) {
-    const channel = adminChannel(prefix);
-    this.channel = channel;
+    this.channel = adminChannel(prefix);
     this.counter = adminGenerationKey(prefix);
-    const sub = pubsub.subscriber();
-    this.subscriber = sub;
-    sub.on('error', () => {});
-    let readyBefore = false;
-    sub.on('ready', () => {
-      if (readyBefore) this.reread();
-      readyBefore = true;
+    this.channels = new ChangeChannels(() => pubsub.subscriber(), {
+      heard: (_name, message) => {
+        const change = parse(message);
+        if (change === undefined) return;
+        this.saw(change.n);
+        hooks.heard(change.rule, change.key);
+      },
+      // After each (re)connection: what was announced while the subscriber was away is found in the counter.
+      reread: () => this.reread(),
     });
-    sub.on('message', (ch, message) => {
-      if (ch !== channel) return;
-      const change = parse(message);
-      if (change === undefined) return;
-      this.saw(change.n);
-      hooks.heard(change.rule, change.key);
-    });
-    void sub.subscribe(channel).catch(() => {});
+    this.channels.follow(adminName(prefix));
     this.reread();
     this.timer = setInterval(() => this.reread(), rereadMs).unref();
   }
@@ -95,8 +95,7 @@ export class AdminBroadcast {
   /** Closes the subscriber connection and stops reading the counter. */
   close(): void {
     clearInterval(this.timer);
-    this.subscriber?.disconnect();
-    this.subscriber = undefined;
+    this.channels.close();
   }
 
   /** Reads the counter: a number ahead of the last one heard means announcements were lost. A failed read waits for the next. */
@@ -104,7 +103,7 @@ export class AdminBroadcast {
     void this.pubsub.get(this.counter).then(
       (value) => {
         const n = Number(value ?? 0);
-        if (Number.isSafeInteger(n) && this.subscriber !== undefined) this.saw(n, true);
+        if (Number.isSafeInteger(n) && !this.channels.closed) this.saw(n, true);
       },
       () => {},
     );
