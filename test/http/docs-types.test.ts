@@ -1,4 +1,4 @@
-// The TypeScript in the docs compiles as written: every ```ts block of docs/http/*.md and README.md is type-checked with tsc --strict against the built package's types.
+// The TypeScript in the docs compiles as written: every ```ts block of docs/http/*.md and README.md is type-checked with tsc --strict against the built package's types, under moduleResolution bundler and node16.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,8 +59,21 @@ function packagePaths(): Record<string, string[]> {
   return paths;
 }
 
+/**
+ * How a reader's project resolves modules: `bundler` (Vite, esbuild, tsx), or `node16` (Node's own ESM rules, where
+ * a CommonJS package's default export is its whole `module.exports`: `import Redis from 'ioredis'` is then not
+ * constructible, TS2351, while `import { Redis } from 'ioredis'` is).
+ */
+type Resolution = 'bundler' | 'node16';
+
+/** The module settings of each {@link Resolution}. */
+const MODULE_SETTINGS: Record<Resolution, { module: string; moduleResolution: string }> = {
+  bundler: { module: 'ESNext', moduleResolution: 'Bundler' },
+  node16: { module: 'Node16', moduleResolution: 'Node16' },
+};
+
 /** Type-checks the files with tsc --strict; resolves with tsc's output (empty when they compile). */
-async function typeCheck(files: Map<string, string>): Promise<string> {
+async function typeCheck(files: Map<string, string>, resolution: Resolution = 'bundler'): Promise<string> {
   // Inside the project so that `express`, `fastify`, … resolve from its node_modules, as in an app that installed them.
   const dir = mkdtempSync(`${root}.docs-types-`);
   try {
@@ -68,8 +81,7 @@ async function typeCheck(files: Map<string, string>): Promise<string> {
     const compilerOptions = {
       target: 'ES2022',
       lib: ['ES2022'],
-      module: 'ESNext',
-      moduleResolution: 'Bundler',
+      ...MODULE_SETTINGS[resolution],
       strict: true,
       noEmit: true,
       skipLibCheck: true,
@@ -112,7 +124,7 @@ describe('TypeScript in the docs', { skip: built ? false : 'dist/ is not built; 
     }
   });
 
-  it('every ```ts block of docs/http/*.md and README.md compiles under --strict (the typed Express pattern among them)', async () => {
+  it('every ```ts block of docs/http/*.md and README.md compiles under --strict, with bundler and node16 resolution (the typed Express pattern among them)', async () => {
     const pages = [
       ...readdirSync(`${root}docs/http`)
         .filter((f) => f.endsWith('.md'))
@@ -124,8 +136,19 @@ describe('TypeScript in the docs', { skip: built ? false : 'dist/ is not built; 
       list.some((s) => s.page === 'docs/http/express.md' && s.code.includes('rateLimit<AuthedRequest>')),
       'the typed Express pattern is among the checked blocks',
     );
-    const output = await typeCheck(asFiles(list));
-    assert.equal(output, '', `tsc --strict on the docs' TypeScript:\n${output}`);
+    for (const resolution of ['bundler', 'node16'] as const) {
+      const output = await typeCheck(asFiles(list), resolution);
+      assert.equal(output, '', `tsc --strict (moduleResolution ${resolution}) on the docs' TypeScript:\n${output}`);
+    }
+  });
+
+  it("README's Redis snippet under moduleResolution node16: the default import of ioredis is not constructible (TS2351), the named one is", async () => {
+    const [snippet] = snippets('README.md').filter((s) => s.code.includes("from 'ioredis'"));
+    assert.ok(snippet !== undefined, "README.md has a ```ts block that imports ioredis");
+    assert.match(snippet.code, /^import \{ Redis \} from 'ioredis';$/m, 'the README imports { Redis } from ioredis');
+    const defaultImport = snippet.code.replace("import { Redis } from 'ioredis';", "import Redis from 'ioredis';");
+    const output = await typeCheck(new Map([['readme-default-import.ts', `${defaultImport}\nexport {};\n`]]), 'node16');
+    assert.match(output, /TS2351/, `the default import compiled under node16, so this check no longer tells the forms apart:\n${output}`);
   });
 
   it("Fastify's config.rateLimit is typed: options and false compile; a wrong type does not, nor a misspelt option under satisfies", async () => {
