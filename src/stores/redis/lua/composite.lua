@@ -24,11 +24,6 @@ local MAKERS = {
 local now = server_now
 if CLIENT_TIME then now = tonumber(ARGV[5]) end
 
-local function use(p)
-  L, W, BLOCK_MS = p.limit, p.window, p.block
-  E1, E2 = p.end1, p.end2
-end
-
 -- The algorithms other than the sliding log read only the policy locals, so one instance per
 -- algorithm serves every part; made on first use, since making one creates a dozen closures.
 local NO_KEYS = {}
@@ -36,118 +31,112 @@ local shared = {}
 -- The KEYS index of the next part's state hash.
 local next_key = 1
 
--- Part i: its policy, read and normalized as applyOperation begins, and whether its consume would be
--- admitted (the second value). Every field is named in the constructor, so the table is sized once (a
--- field added later grows and rehashes it), and there are 16, the most one size holds; a0 and b0 keep
--- the state as read, to tell a change.
+-- A loaded part is one array, made by one constructor (sized once, no per-field growth), at these
+-- indexes: its algorithm and state key, its policy (limit, window, calendar ends, block) and cost, the
+-- state as read (x0, y0, z0, b0) and normalized (x, y, z, b), read_state's had_hash and raw reply, whether
+-- it is a sliding log, and the state its consume would leave (nil when refused; not for the sliding log,
+-- whose try_consume pushes to its list, so it runs only when the part spends), and whether it would be admitted.
+local P_IMPL, P_KEY, P_LIMIT, P_WINDOW, P_END1, P_END2, P_BLOCK, P_COST = 1, 2, 3, 4, 5, 6, 7, 8
+local P_X0, P_Y0, P_Z0, P_B0, P_X, P_Y, P_Z, P_B = 9, 10, 11, 12, 13, 14, 15, 16
+local P_HAD, P_RAW, P_LOG, P_NX, P_NY, P_NZ, P_FITS = 17, 18, 19, 20, 21, 22, 23
+
+-- Part i, read and normalized as applyOperation begins, and whether its consume would be admitted.
+-- Sets the prelude's policy locals to the part's own.
 local function load_part(i)
   local j = FIRST_PART + (i - 1) * PART_WIDTH
   local name = ARGV[j]
   local make = MAKERS[name]
   if make == nil then return nil end
-  local window, end1, end2 = parse_window(ARGV[j + 2])
-  local p = {
-    state = KEYS[next_key],
-    impl = nil,
-    limit = tonumber(ARGV[j + 1]),
-    window = window,
-    end1 = end1,
-    end2 = end2,
-    block = tonumber(ARGV[j + 3]),
-    cost = tonumber(ARGV[j + 4]),
-    sliding_log = name == 'sliding-log',
-    a = nil,
-    b = 0,
-    a0 = nil,
-    b0 = 0,
-    had_hash = false,
-    raw = nil,
-    next = nil,
-  }
-  -- The sliding log gets an instance per part: it keeps its list's name and a read cache per key.
+  local key = KEYS[next_key]
   next_key = next_key + 1
-  if p.sliding_log then
-    p.impl = make({ p.state, KEYS[next_key] })
+  local impl
+  local log = name == 'sliding-log'
+  if log then
+    -- The sliding log gets an instance per part: it keeps its list's name and a read cache per key.
+    impl = make({ key, KEYS[next_key] })
     next_key = next_key + 1
   else
-    local impl = shared[name]
+    impl = shared[name]
     if impl == nil then
       impl = make(NO_KEYS)
       shared[name] = impl
     end
-    p.impl = impl
   end
-  use(p)
-  local a, b
-  a, b, p.had_hash, p.raw = read_state(p.state, p.impl)
-  p.a0, p.b0 = a, b
-  a = p.impl.normalize(a, now)
+  L = tonumber(ARGV[j + 1])
+  W, E1, E2 = parse_window(ARGV[j + 2])
+  BLOCK_MS = tonumber(ARGV[j + 3])
+  local cost = tonumber(ARGV[j + 4])
+  local x0, y0, z0, b0, had_hash, raw = read_state(key, impl)
+  local x, y, z = impl.normalize(x0, y0, z0, now)
+  local b = b0
   if b > 0 and b <= now then b = 0 end
-  p.a, p.b = a, b
-  -- Whether the consume fits, without spending: the sliding log's try_consume pushes to its list, so
-  -- its test is the same comparison made without the push. The others' next state is kept for phase 2.
-  if b ~= 0 then return p, false end
-  if p.sliding_log then return p, ((a and a.n) or 0) + p.cost <= L end
-  p.next = p.impl.try_consume(a, p.cost, now)
-  return p, p.next ~= nil
+  local fits = false
+  local nx, ny, nz
+  if b == 0 then
+    if log then
+      fits = (x or 0) + cost <= L
+    else
+      nx, ny, nz = impl.try_consume(x, y, z, cost, now)
+      fits = nx ~= nil
+    end
+  end
+  return {
+    impl, key, L, W, E1, E2, BLOCK_MS, cost,
+    x0, y0, z0, b0, x, y, z, b,
+    had_hash, raw, log, nx, ny, nz, fits,
+  }, fits
 end
 
--- applyOperation's consume or peek on a loaded part; appends the outcome's five integers to out.
-local function step(p, consume, out)
-  use(p)
-  local a, b = p.a, p.b
+-- applyOperation's consume (spend) or peek on a loaded part, appending the outcome's five integers to out;
+-- a consume then writes the part's state (see write_state) and does the algorithm's deferred work (the
+-- sliding log's TTL).
+local function finish_part(p, spend, out)
+  local impl = p[P_IMPL]
+  L, W, E1, E2, BLOCK_MS = p[P_LIMIT], p[P_WINDOW], p[P_END1], p[P_END2], p[P_BLOCK]
+  local x, y, z, b = p[P_X], p[P_Y], p[P_Z], p[P_B]
   local allowed = true
   local cost = 1
-  if consume then
-    cost = p.cost
+  if spend then
+    cost = p[P_COST]
     if b == 0 then
-      local nxt = p.next
-      if p.sliding_log then nxt = p.impl.try_consume(a, cost, now) end
-      if nxt == nil then
+      local nx, ny, nz = p[P_NX], p[P_NY], p[P_NZ]
+      if p[P_LOG] then nx, ny, nz = impl.try_consume(x, y, z, cost, now) end
+      if nx == nil then
         allowed = false
         if BLOCK_MS > 0 then b = now + BLOCK_MS end
       else
-        a = nxt
+        x, y, z = nx, ny, nz
       end
     end
   end
-  p.a, p.b = a, b
-  local remaining, reset, retry, empty = p.impl.view(a, cost, now)
-  push_outcome(out, consume, allowed, remaining, reset, retry, empty, b, now)
-end
-
--- The part's write (see write_state), then the algorithm's deferred work (the sliding log's TTL).
-local function persist(p)
-  if p.a ~= p.a0 or p.b ~= p.b0 then write_state(p.state, p.impl, p.a, p.b, p.a0, p.b0, p.had_hash, p.raw, now) end
-  if p.impl.finish then p.impl.finish(now) end
+  local remaining, reset, retry, empty = impl.view(x, y, z, cost, now)
+  push_outcome(out, spend, allowed, remaining, reset, retry, empty, b, now)
+  if not spend then return end
+  local x0, y0, z0, b0 = p[P_X0], p[P_Y0], p[P_Z0], p[P_B0]
+  if x ~= x0 or y ~= y0 or z ~= z0 or b ~= b0 then
+    write_state(p[P_KEY], impl, x, y, z, b, x0, y0, z0, b0, p[P_HAD], p[P_RAW], now)
+  end
+  if impl.finish then impl.finish(now) end
 end
 
 -- Phase 1: read every part and decide, without writing.
-local parts = {}
-local fits = {}
 local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
+local parts = {}
 local all = true
 for i = 1, count do
-  local p, admits = load_part(i)
+  local p, fits = load_part(i)
   if p == nil then
     local name = ARGV[FIRST_PART + (i - 1) * PART_WIDTH]
     return redis.error_reply('floodgate: unknown algorithm ' .. tostring(name))
   end
   parts[i] = p
-  fits[i] = admits
-  if not admits then all = false end
+  if not fits then all = false end
 end
 
--- Phase 2: every part spends, or only the refusing parts change (their block); the others report a
--- peek. The policy locals still hold the part's own from step, which persist's write reads.
+-- Phase 2: every part spends, or only the refusing parts change (their block); the others report a peek.
 local out = {}
 for i = 1, count do
   local p = parts[i]
-  if all or not fits[i] then
-    step(p, true, out)
-    persist(p)
-  else
-    step(p, false, out)
-  end
+  finish_part(p, all or not p[P_FITS], out)
 end
 return out

@@ -57,26 +57,15 @@ local function ceil_div(a, b)
   return math.floor((a + b - 1) / b)
 end
 
--- An algorithm's table: its state fields, whether its state is the key's hash, and every member its file
--- defines named here (nil until then), so the table is sized once rather than grown and rehashed member by
--- member: scripts build it on every call.
-local function new_impl(fields, in_hash)
-  return {
-    fields = fields,
-    in_hash = in_hash,
-    asked = nil,
-    decode = nil,
-    encode = nil,
-    discard = nil,
-    normalize = nil,
-    try_consume = nil,
-    add = nil,
-    remove = nil,
-    view = nil,
-    expires_at = nil,
-    finish = nil,
-  }
-end
+-- An algorithm is a table of functions on plain values (built once per script call): a key's algorithm
+-- state is up to three numbers x, y, z, with x == nil for no state, passed and returned as multiple
+-- values, so an operation allocates no state table. Its members:
+--   n, asked     the number of state fields in the hash, and their names followed by 'b' (read_state's HMGET)
+--   in_hash      whether the state is the hash's fields (the sliding log keeps a list instead)
+--   decode(v)    the state from the HMGET reply
+--   normalize(x, y, z, now), try_consume(x, y, z, cost, now) (nil when refused), add/remove(x, y, z, amount, now)
+--                the next state; view(x, y, z, cost, now) four values (see full_view); expires_at(x, y, z);
+--   discard(x, y, z) and finish(now) (or nil) for the sliding log's list.
 
 -- src/algorithms/types.ts fullView. A view is four values (remaining, reset, retry, empty), not a
 -- table: every operation makes one, and a table per view is an allocation per part per call.
@@ -89,26 +78,20 @@ local function encode_ms(x)
   return x
 end
 
--- Reads a key's state hash: the algorithm's decoded state, the block, whether the hash existed, and
+-- Reads a key's state hash: the algorithm's state (x, y, z), the block, whether the hash existed, and
 -- the raw reply (the algorithm's fields in order, then b), from which a write tells the fields that are gone.
 local function read_state(key, impl)
-  -- The names asked for, made once per algorithm instance (a composite reads several keys with one).
-  local asked = impl.asked
-  if asked == nil then
-    asked = { unpack(impl.fields) }
-    asked[#asked + 1] = 'b'
-    impl.asked = asked
-  end
-  local n = #asked - 1
-  local v = redis.call('HMGET', key, unpack(asked))
+  local v = redis.call('HMGET', key, unpack(impl.asked))
+  local nb = impl.n + 1
   local had_hash = false
-  for i = 1, n + 1 do
+  for i = 1, nb do
     if v[i] then
       had_hash = true
       break
     end
   end
-  return impl.decode(v), tonumber(v[n + 1]) or 0, had_hash, v
+  local x, y, z = impl.decode(v)
+  return x, y, z, tonumber(v[nb]) or 0, had_hash, v
 end
 
 -- applyOperation's outcome, appended to out as five integers: allowed (1/0), remaining, resetMs,
@@ -134,34 +117,12 @@ local function push_outcome(out, consume, allowed, remaining, reset, retry, empt
   end
 end
 
--- The fields of a state hash, as read_state's raw reply shows them, that a write of (a, b) leaves stale:
--- a write names every field of a present state, so only an ended state's fields and an ended block's b go.
-local function stale_fields(impl, raw, a, b)
-  local gone
-  local fields = impl.fields
-  local n = #fields
-  if a == nil then
-    for i = 1, n do
-      if raw[i] then
-        gone = gone or {}
-        gone[#gone + 1] = fields[i]
-      end
-    end
-  end
-  if b == 0 and raw[n + 1] then
-    gone = gone or {}
-    gone[#gone + 1] = 'b'
-  end
-  return gone
-end
-
--- The absolute time after which a key's state (algorithm state a, block b) may be dropped; nil for
--- never (a block until unblocked) and for a state whose algorithm keeps its own TTL (the sliding log's list).
-local function state_expiry(impl, a, b)
+-- The absolute time after which a key's state (algorithm state x, y, z, block b) may be dropped; nil for
+-- never (a block until unblocked). A state whose algorithm keeps its own TTL (the sliding log's list) adds nothing.
+local function state_expiry(impl, x, y, z, b)
   if b == BLOCK_FOREVER then return nil end
-  local at = b
-  if a ~= nil and impl.in_hash then at = math.max(impl.expires_at(a), b) end
-  return at
+  if x ~= nil and impl.in_hash then return math.max(impl.expires_at(x, y, z), b) end
+  return b
 end
 
 local function expire(key, ttl)
@@ -170,35 +131,57 @@ local function expire(key, ttl)
   redis.call('PEXPIRE', key, int(ttl))
 end
 
--- Writes a key's final state (a, b) once, with applyOperation's expiresAt as the TTL; a0 and b0 are the
--- state as read, raw the hash as read_state found it. The sliding log's list is written by its algorithm;
--- its hash then holds only the block.
-local function write_state(key, impl, a, b, a0, b0, had_hash, raw, now)
-  local fields
-  if a ~= nil then fields = impl.encode(a) end
-  if b ~= 0 then
-    fields = fields or {}
-    fields[#fields + 1] = 'b'
-    fields[#fields + 1] = int(b)
-  end
-  if fields == nil or #fields == 0 then
+-- Writes a key's final state (x, y, z, b) once, with applyOperation's expiresAt as the TTL; x0, y0, z0
+-- and b0 are the state as read, raw the hash as read_state found it. One HSET names every field of a
+-- present state (no table is built for it); the sliding log's list is written by its algorithm, its hash
+-- then holds only the block.
+local function write_state(key, impl, x, y, z, b, x0, y0, z0, b0, had_hash, raw, now)
+  local names = impl.asked
+  local n = impl.n
+  if x ~= nil and n > 0 then
+    if n == 2 then
+      if b ~= 0 then
+        redis.call('HSET', key, names[1], int(x), names[2], int(y), 'b', int(b))
+      else
+        redis.call('HSET', key, names[1], int(x), names[2], int(y))
+      end
+    elseif b ~= 0 then
+      redis.call('HSET', key, names[1], int(x), names[2], int(y), names[3], int(z), 'b', int(b))
+    else
+      redis.call('HSET', key, names[1], int(x), names[2], int(y), names[3], int(z))
+    end
+  elseif b ~= 0 then
+    redis.call('HSET', key, 'b', int(b))
+  else
     if had_hash then redis.call('DEL', key) end
     return
   end
-  redis.call('HSET', key, unpack(fields))
   -- A state that shrank (a block that ended, an algorithm state gone) loses those fields; overwriting the
-  -- rest in place spares the DEL that every write would otherwise need.
-  local gone = stale_fields(impl, raw, a, b)
+  -- rest in place spares the DEL that every write would otherwise need. A write names every field of a
+  -- present state, so only an ended state's fields and an ended block's b go.
+  local gone
+  if x == nil then
+    for i = 1, n do
+      if raw[i] then
+        gone = gone or {}
+        gone[#gone + 1] = names[i]
+      end
+    end
+  end
+  if b == 0 and raw[n + 1] then
+    gone = gone or {}
+    gone[#gone + 1] = 'b'
+  end
   if gone then redis.call('HDEL', key, unpack(gone)) end
   -- Written in place, the hash keeps its old TTL: a block until unblocked must lose it.
   if b == BLOCK_FOREVER then
     if had_hash then redis.call('PERSIST', key) end
     return
   end
-  local expires_at = state_expiry(impl, a, b)
+  local expires_at = state_expiry(impl, x, y, z, b)
   -- The same expiry as the TTL already set (a fixed window counting within its window): no PEXPIRE.
   -- With a client clock the TTL was stretched to a minimum, so it is set again.
-  if had_hash and not gone and not CLIENT_TIME and expires_at == state_expiry(impl, a0, b0) then return end
+  if had_hash and not gone and not CLIENT_TIME and expires_at == state_expiry(impl, x0, y0, z0, b0) then return end
   expire(key, expires_at - now)
 end
 
