@@ -144,7 +144,7 @@ describe('TypeScript in the docs', { skip: built ? false : 'dist/ is not built; 
 
   it("README's Redis snippet under moduleResolution node16: the default import of ioredis is not constructible (TS2351), the named one is", async () => {
     const [snippet] = snippets('README.md').filter((s) => s.code.includes("from 'ioredis'"));
-    assert.ok(snippet !== undefined, "README.md has a ```ts block that imports ioredis");
+    assert.ok(snippet !== undefined, 'README.md has a ```ts block that imports ioredis');
     assert.match(snippet.code, /^import \{ Redis \} from 'ioredis';$/m, 'the README imports { Redis } from ioredis');
     const defaultImport = snippet.code.replace("import { Redis } from 'ioredis';", "import Redis from 'ioredis';");
     const output = await typeCheck(new Map([['readme-default-import.ts', `${defaultImport}\nexport {};\n`]]), 'node16');

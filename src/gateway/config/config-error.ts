@@ -1,5 +1,5 @@
 /** ConfigError: a config file problem placed at its file, line, column and field. */
-import { FloodgateError, type ErrorCodeValue } from '../../index.js';
+import { ErrorCode, FloodgateError, type ErrorCodeValue } from '../../index.js';
 
 /** A config file problem, placed in the file. `code` is INVALID_CONFIG, CONFIG_SYNTAX or CONFIG_UNREADABLE. */
 export class ConfigError extends FloodgateError {
@@ -26,5 +26,22 @@ export class ConfigError extends FloodgateError {
     this.line = where.line;
     this.column = where.column;
     this.field = where.field;
+  }
+}
+
+/**
+ * Every independent problem of one config file at once (`floodgate check` lists them all), in file order.
+ * Thrown only for two or more; a file with one problem throws that {@link ConfigError} itself.
+ */
+export class ConfigErrors extends ConfigError {
+  /** Each problem, as it would have been thrown alone. */
+  readonly errors: readonly ConfigError[];
+
+  /** @param errors - two or more problems of `file`, in the order to show them */
+  constructor(file: string, errors: readonly ConfigError[]) {
+    const code = errors.every((e) => e.code === errors[0]!.code) ? errors[0]!.code : ErrorCode.INVALID_CONFIG;
+    super(code, { file }, `${errors.length} problems\n${errors.map((e) => `  ${e.message}`).join('\n')}`);
+    this.name = 'ConfigErrors';
+    this.errors = errors;
   }
 }

@@ -98,13 +98,13 @@ export async function parseConfigText(
   if (raw === null || raw === undefined) {
     throw new ConfigError(ErrorCode.INVALID_CONFIG, { file }, 'the config file is empty (a truncated write?); nothing was applied.');
   }
-  const top = mapping(c, [], raw, TOP_FIELDS);
-  return validate(c, top, file, overrides, options.requireRules === true);
+  // Each independent problem of the file is reported, not only the first (see Cursor.collect).
+  return c.collect(() => validate(c, mapping(c, [], raw, TOP_FIELDS), file, overrides, options.requireRules === true));
 }
 
 function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requireRules: boolean): GatewaySettings {
   const get = <T>(key: string, parse: (v: unknown) => T, fallback: T): T =>
-    top[key] === undefined ? fallback : c.at([key], () => parse(top[key]));
+    top[key] === undefined ? fallback : c.keep(() => c.at([key], () => parse(top[key])), fallback);
 
   const upstream = o.upstream ?? get('upstream', parseUpstream, undefined);
   const listen = o.listen ?? get('listen', parseListen, DEFAULT_LISTEN);

@@ -35,8 +35,10 @@ export function ruleList(c: Cursor, value: unknown, baseDir: string, plans: Plan
   if (value === undefined) return [];
   if (!Array.isArray(value)) c.fail(['rules'], `must be a list of rules (lines starting with "- "); got ${describeValue(value)}.`);
   const names = new Set<string>();
-  return value.map((entry, i) => {
-    const rule = ruleSettings(c, ['rules', i], entry, i, baseDir, plans);
+  // Each rule stands alone: a bad one is reported (and left out) while the others are still checked.
+  return value.flatMap((entry, i) => {
+    const rule = c.keep(() => ruleSettings(c, ['rules', i], entry, i, baseDir, plans), undefined, true);
+    if (rule === undefined) return [];
     if (names.has(rule.name))
       c.fail(
         ['rules', i, 'name'],

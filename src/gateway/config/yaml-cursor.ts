@@ -6,7 +6,7 @@ import type { Document, LineCounter } from 'yaml';
 import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../index.js';
 import { InvalidValue } from './values.js';
-import { ConfigError } from './config-error.js';
+import { ConfigError, ConfigErrors } from './config-error.js';
 import { loadYaml } from '../runtime/optional-deps.js';
 
 /**
@@ -36,6 +36,11 @@ export type Path = ReadonlyArray<string | number>;
 
 /** Walks a parsed value, knowing how to place each path in the file. */
 export class Cursor {
+  /** The problems kept while {@link collect} runs; undefined outside it, where every problem throws at once. */
+  private kept: ConfigError[] | undefined;
+  /** A kept problem left a stand-in value that a later check across fields could misread. */
+  private guessed = false;
+
   constructor(
     private readonly file: string,
     private readonly doc: Document.Parsed,
@@ -53,6 +58,62 @@ export class Cursor {
       message,
       cause,
     );
+  }
+
+  /**
+   * Runs `validate` keeping each problem that {@link keep} or {@link report} meets instead of stopping at the
+   * first, so a file's independent mistakes are reported in one run. Throws the one problem, or a
+   * {@link ConfigErrors} of them all in file order. The problem that ends `validate` joins them unless an
+   * earlier one left a stand-in value (it may follow from the stand-in, not from the file).
+   */
+  collect<T>(validate: () => T): T {
+    const outer = { kept: this.kept, guessed: this.guessed };
+    const kept: ConfigError[] = [];
+    this.kept = kept;
+    this.guessed = false;
+    try {
+      let result: T | undefined;
+      try {
+        result = validate();
+      } catch (error) {
+        if (!(error instanceof ConfigError) || kept.length === 0) throw error;
+        if (!this.guessed) kept.push(error);
+      }
+      if (kept.length === 1) throw kept[0]!;
+      if (kept.length > 1) {
+        const place = (e: ConfigError): number => (e.line ?? Number.MAX_SAFE_INTEGER) * 1e6 + (e.column ?? 0);
+        throw new ConfigErrors(
+          this.file,
+          [...kept].sort((a, b) => place(a) - place(b)),
+        );
+      }
+      return result as T;
+    } finally {
+      this.kept = outer.kept;
+      this.guessed = outer.guessed;
+    }
+  }
+
+  /**
+   * Runs `parse` for one part of the file that later parts do not depend on. Inside {@link collect} a
+   * ConfigError it throws is kept and `fallback` returned; `dropsOnly` says the fallback only leaves the
+   * part out (a rule), which no later check can misread. Outside collect, the error throws.
+   */
+  keep<T>(parse: () => T, fallback: T, dropsOnly = false): T {
+    if (this.kept === undefined) return parse();
+    try {
+      return parse();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      this.kept.push(error);
+      if (!dropsOnly) this.guessed = true;
+      return fallback;
+    }
+  }
+
+  /** {@link fail}, except that inside {@link collect} the problem is kept and the walk goes on (e.g. an unknown field, ignored). */
+  report(path: Path, message: string, atKey = false): void {
+    this.keep(() => this.fail(path, message, undefined, atKey), undefined, true);
   }
 
   /** The 1-based line where `path` starts in the file (its value, or the nearest part of it that exists). */
@@ -122,7 +183,7 @@ export function mapping(c: Cursor, path: Path, value: unknown, known: readonly s
   if (!isObject(value)) c.fail(path, `must be a mapping (key: value lines); got ${describeValue(value)}.`);
   for (const key of Object.keys(value)) {
     if (!known.includes(key))
-      c.fail([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, undefined, true);
+      c.report([...path, key], `unknown field ${JSON.stringify(key)}; known fields here: ${known.join(', ')}.`, true);
   }
   return value;
 }
