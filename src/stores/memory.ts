@@ -28,8 +28,9 @@ export interface MemoryStoreOptions {
   maxKeys?: number;
   /**
    * When `maxKeys` live keys are held and another key comes:
-   * - `'evict'` (default): the least recently used key is forgotten (its
-   *   usage is lost, so it may be admitted again early);
+   * - `'evict'` (default): a least recently used key is forgotten (its
+   *   usage is lost, so it may be admitted again early); approximately LRU:
+   *   a key used again while in the younger half of the table keeps its place;
    * - `'overflow'`: no live key is ever forgotten. Expired keys are reclaimed
    *   first; if none is free, the new key is decided in a bounded count-min
    *   sketch of `overflowCells` cells per policy and limiter prefix, which may refuse it early
@@ -48,6 +49,10 @@ export interface MemoryStoreOptions {
 interface Entry {
   state: KeyState;
   expiresAt: number;
+  /** The store's insertion count when the key was put at the young end of the table. */
+  placed: number;
+  /** Written in place since then: more recently used than its place in the table says. */
+  rewritten: boolean;
 }
 
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'onFull', 'overflowCells'] as const;
@@ -59,6 +64,12 @@ const MAX_SKETCHES = 256;
  * of new keys must not turn an O(keys) sweep per request into a CPU attack.
  */
 const FULL_SWEEP_GAP_MS = 1000;
+/**
+ * Most oldest keys an eviction or reclaim moves to the young end in one call because they were written in place
+ * since they were put there (see write): amortised, each move stands for an earlier write, and the bound keeps one
+ * call from moving a whole table.
+ */
+const SECOND_CHANCES = 16;
 
 /**
  * Checks the options a MemoryStore and a ClusterStorePrimary (which holds
@@ -86,14 +97,16 @@ export function memoryOptions(
 
 /**
  * A store in this process's memory. Synchronous inside, so every operation is
- * atomic; the Map's insertion order doubles as the LRU order.
+ * atomic; the Map's insertion order doubles as the (approximate) LRU order.
  */
 export class MemoryStore implements Store {
   /** @inheritDoc */
   readonly name = 'memory';
   private readonly entries = new Map<string, Entry>();
-  /** The least recently written key, found without a scan (every write stores a new Entry, as OldestEntries needs). */
+  /** The oldest key in the table, found without a scan (a key that moves gets a new Entry, as OldestEntries needs). */
   private readonly oldest = new OldestEntries(this.entries);
+  /** Keys put at the young end of the table so far (an entry's `placed` is this count then). */
+  private insertions = 0;
   private readonly maxKeys: number;
   private readonly clock: Clock;
   private readonly overflow: boolean;
@@ -159,7 +172,7 @@ export class MemoryStore implements Store {
       if (sketch !== undefined && sketch.active(now)) current = sketch.seed(key, now);
     }
     const applied = applyOperation(current, operation.kind, operation.amount, operation.policy, now);
-    this.write(key, entry !== undefined, applied);
+    this.write(key, entry, applied);
     return applied.outcome;
   }
 
@@ -274,28 +287,60 @@ export class MemoryStore implements Store {
 
   /** Writes a composite part's new state, or leaves the key as it is for null. */
   private writeApplied(key: string, applied: Applied | null): void {
-    if (applied !== null) this.write(key, this.entries.has(key), applied);
+    if (applied !== null) this.write(key, this.entries.get(key), applied);
   }
 
-  /** Stores `applied` under `key` as its most recently written entry, evicting the least recent one past maxKeys. */
-  private write(key: string, had: boolean, applied: Applied): void {
-    if (had) this.entries.delete(key);
-    if (applied.state !== undefined) {
-      this.entries.set(key, { state: applied.state, expiresAt: applied.expiresAt });
-      if (this.entries.size > this.maxKeys) {
-        // Map order is write order: the oldest entry is the least recently written key.
+  /**
+   * Stores `applied` under `key` (held as `entry`, if held), evicting the least recently used key past maxKeys.
+   *
+   * A key in the younger half of the table (fewer than half its size of keys put after it) is written in place and
+   * marked rewritten; only an older one moves to the young end, as a new Entry. Deleting and setting the key on
+   * every write kept a long-lived Map's hash table full of holes that V8 rehashed away again and again, and a new
+   * Entry per write. Eviction and reclaim give a rewritten oldest key a second chance (see {@link takeOldest}).
+   */
+  private write(key: string, entry: Entry | undefined, applied: Applied): void {
+    if (applied.state === undefined) {
+      if (entry !== undefined) this.entries.delete(key);
+      return;
+    }
+    if (entry !== undefined && this.insertions - entry.placed <= this.entries.size >>> 1) {
+      entry.state = applied.state;
+      entry.expiresAt = applied.expiresAt;
+      entry.rewritten = true;
+      return;
+    }
+    if (entry !== undefined) this.entries.delete(key);
+    this.place(key, applied.state, applied.expiresAt);
+    if (this.entries.size > this.maxKeys) this.takeOldest(-Infinity, true);
+  }
+
+  /** Puts `key` at the young end of the table as a new Entry. */
+  private place(key: string, state: KeyState, expiresAt: number): void {
+    this.entries.set(key, { state, expiresAt, placed: ++this.insertions, rewritten: false });
+  }
+
+  /**
+   * Drops the oldest key if it expired by `now`, or with `evict` whatever its expiry, and says whether it did. An
+   * oldest key rewritten in place since it was put there was used more recently than its place says: it moves to the
+   * young end (as a new Entry) and the next oldest is looked at, at most {@link SECOND_CHANCES} times and never past
+   * the older half, so eviction never takes the key just written.
+   */
+  private takeOldest(now: number, evict: boolean): boolean {
+    for (let chances = Math.min(SECOND_CHANCES, (this.entries.size - 1) >>> 1); ; chances--) {
+      const [key, entry] = this.oldest.peek()!;
+      if (entry.expiresAt <= now || (evict && (!entry.rewritten || chances === 0))) {
         this.oldest.shift();
+        return true;
       }
+      if (!entry.rewritten || chances === 0) return false;
+      this.entries.delete(key);
+      this.place(key, entry.state, entry.expiresAt);
     }
   }
 
   /** Frees one slot without forgetting live state: the oldest key if expired, else (rarely) a full sweep. */
   private reclaim(now: number): boolean {
-    const oldest = this.oldest.peek()!;
-    if (oldest[1].expiresAt <= now) {
-      this.oldest.shift();
-      return true;
-    }
+    if (this.takeOldest(now, false)) return true;
     const mono = performance.now();
     if (mono - this.lastFullSweep < FULL_SWEEP_GAP_MS) return false;
     this.lastFullSweep = mono;
