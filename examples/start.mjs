@@ -1,10 +1,48 @@
 // The README's main job (npm start): a small demo API, and the floodgate gateway in front of it on the embedded memory store, with curl commands to try.
+// PORT (default 8080) moves the gateway, UPSTREAM_PORT (default 3000) the demo upstream.
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
+import { createInterface } from 'node:readline';
+import { setInterval } from 'node:timers';
 import { fileURLToPath } from 'node:url';
 
-const port = Number(process.env.PORT ?? 8080);
-const upstreamPort = Number(process.env.UPSTREAM_PORT ?? 3000);
+/** A port from the environment variable `name`, or `fallback`; anything else ends the run with what to write. */
+function portFrom(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    console.error(`npm start: ${name}=${raw} is not a port; write a number from 1 to 65535, e.g. ${name}=${fallback + 1} npm start`);
+    process.exit(2);
+  }
+  return port;
+}
+
+const port = portFrom('PORT', 8080);
+const upstreamPort = portFrom('UPSTREAM_PORT', 3000);
+
+/** Ends the run saying which port is taken and how to pick another, instead of a listen error's stack. */
+function portTaken(what, variable, taken, error) {
+  const other = variable === 'PORT' ? upstreamPort : port;
+  let suggestion = taken + 1;
+  while (suggestion === other) suggestion += 1;
+  const reason = error.code === 'EADDRINUSE' ? 'is already in use' : `cannot be used (${error.code ?? error.message})`;
+  console.error(
+    `npm start: port ${taken} (${what}) ${reason} on 127.0.0.1.\n` +
+      `Pick another with ${variable}, e.g.: ${variable}=${suggestion} npm start   (PORT moves the gateway, UPSTREAM_PORT the demo upstream)`,
+  );
+  process.exit(1);
+}
+
+/** Listens on 127.0.0.1:`at`, rejecting with the listen error (EADDRINUSE when taken). */
+const listenOn = (server, at) =>
+  new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(at, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 
 // The demo upstream: answers every request with what it received, so the forwarded headers are visible.
 const upstream = createServer((req, res) => {
@@ -13,7 +51,15 @@ const upstream = createServer((req, res) => {
     `${JSON.stringify({ hello: 'from the upstream', method: req.method, path: req.url, forwardedFor: req.headers['x-forwarded-for'] })}\n`,
   );
 });
-await new Promise((resolve) => upstream.listen(upstreamPort, '127.0.0.1', resolve));
+await listenOn(upstream, upstreamPort).catch((error) => portTaken('the demo upstream', 'UPSTREAM_PORT', upstreamPort, error));
+
+// The gateway's port, tried here first: the gateway would say the same, but only after loading its packages.
+const probe = createServer();
+await listenOn(probe, port).catch((error) => {
+  upstream.close();
+  portTaken('the gateway', 'PORT', port, error);
+});
+await new Promise((resolve) => probe.close(resolve));
 
 // 3 requests per 5 s per API key (X-API-Key), or per client address for requests without one.
 const bin = fileURLToPath(new URL('../bin/floodgate.mjs', import.meta.url));
@@ -31,24 +77,33 @@ const gateway = spawn(
     '--key',
     'header:x-api-key,ip',
     '--log-level',
-    'warn',
+    'info',
   ],
-  { stdio: ['ignore', 'inherit', 'inherit'] },
+  { stdio: ['ignore', 'pipe', 'inherit'] },
 );
 
-// The gateway logs nothing at warn level when it starts; poll its health endpoint instead.
-for (let i = 0; ; i += 1) {
-  try {
-    const r = await fetch(`http://127.0.0.1:${port}/_floodgate/healthz`);
-    if (r.ok) break;
-  } catch {
-    if (i > 100 || gateway.exitCode !== null) {
-      console.error('the gateway did not start; see the messages above');
-      upstream.close();
-      process.exit(1);
+// The banner waits for this gateway's own "listening" line: a health check could be answered by whatever else
+// holds the port. Its info lines are read for that and not shown; warnings and errors are passed through.
+const listening = new Promise((resolve) => {
+  const lines = createInterface({ input: gateway.stdout });
+  lines.on('line', (line) => {
+    let entry;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      process.stdout.write(`${line}\n`);
+      return;
     }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    if (entry.msg === 'floodgate gateway listening' && entry.pid === gateway.pid) resolve(true);
+    else if (typeof entry.level === 'number' && entry.level >= 40) process.stdout.write(`${line}\n`);
+  });
+  gateway.once('exit', () => resolve(false));
+});
+
+if (!(await listening)) {
+  console.error(`npm start: the gateway did not start on 127.0.0.1:${port}; see its message above.`);
+  upstream.close();
+  process.exit(1);
 }
 
 const base = `http://127.0.0.1:${port}`;
@@ -87,3 +142,8 @@ gateway.on('exit', (code) => {
 });
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
+// npm start is npm → sh → this script: a SIGTERM to npm ends the shell only, so the launcher going away stops both too.
+const launcher = process.ppid;
+setInterval(() => {
+  if (process.ppid !== launcher) stop();
+}, 500).unref();

@@ -23,6 +23,7 @@ import { floodgateVersion } from '../runtime/own-package.js';
 import { GATEWAY_PACKAGES, packagesFor, packageState, requirePackages } from '../runtime/package-check.js';
 import { ruleWarnings, warnAboutRules } from '../rules/rule-warnings.js';
 import { WarningCode } from '../../core/warnings.js';
+import { drainWhenLauncherExits } from './launcher-watch.js';
 
 // The CommonJS build has no esModuleInterop; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -57,6 +58,8 @@ export async function main(argv: readonly string[]): Promise<number> {
             ? { settings: command.settings, text: undefined }
             : await readSettings(command.configFile!, command.overrides);
         if (command.settings !== undefined) requirePackages(packagesOf(settings, false));
+        // Workers are the primary's children: only the process npm started watches npm.
+        if (cluster.isPrimary) drainWhenLauncherExits();
         await serve(settings, command.overrides, text);
         return 0;
       }

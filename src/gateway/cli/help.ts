@@ -124,7 +124,8 @@ Endpoints on the proxy listener:
                           (without --admin only)
 
 Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads --config and --rls-config (a bad
-file is logged and the last good config stays).
+file is logged and the last good config stays). Started by npx or an npm script, serve also
+drains when that npm process exits (npm does not pass a SIGTERM on to it).
 
 Example:
   floodgate serve --upstream http://127.0.0.1:3000 --limit 3/5s --key header:x-api-key
