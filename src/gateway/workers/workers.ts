@@ -19,6 +19,7 @@ import type { GatewayDeps } from '../serve/gateway.js';
 import { createLogger } from '../runtime/log.js';
 import { SharedResult } from '../runtime/shared-result.js';
 import { hopCountWarning } from '../config/trust-warning.js';
+import { withWorkerSemiSpace } from './young-generation.js';
 import type { GatewaySettings } from '../config/settings.js';
 
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
@@ -58,6 +59,9 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   const readiness = new WorkerReadiness(settings.workers);
   // The admin API asks the workers, which hold the rules; a worker has its store's timeout for each call, and some.
   const fanout = settings.adminToken === undefined ? undefined : new AdminFanout(adminCallTimeoutMs(settings));
+  // Workers start with a young generation sized for requests in flight (young-generation.ts), unless NODE_OPTIONS or
+  // the primary's own flags chose one.
+  cluster.setupPrimary({ execArgv: withWorkerSemiSpace(process.execArgv, process.env['NODE_OPTIONS']) });
   const fork = (): void => {
     const worker = cluster.fork({ FLOODGATE_GATEWAY_WORKER: '1' });
     answerMetricsRequests(workerPort(worker), renderAggregate);
