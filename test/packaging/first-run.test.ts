@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '../support/redis-server.js';
-import { cleanEnv, npm, root } from './npm.js';
+import { cleanEnv, npm, root, unreachable } from './npm.js';
 
 const work = mkdtempSync(join(tmpdir(), 'floodgate-first-run-'));
 const servers: Array<{ close(cb: () => void): unknown }> = [];
@@ -291,6 +291,55 @@ describe('from a fresh clone (no dist/): npm pack, npm start, npx floodgate serv
     process.kill(-build.child.pid!, 'SIGKILL');
     await build.ended;
   });
+});
+
+describe("README's Redis snippet failed under moduleResolution node16 (TS2351: the default import of ioredis)", () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const snippet = /```ts\n(import \{ Redis \} from 'ioredis';[\s\S]*?)```/.exec(readme)?.[1];
+
+  /** The snippet, pasted into a new project with `ioredis@major` installed and floodgate as npm installs it, type-checked under `resolution`. */
+  async function compile(app: string, resolution: 'node16' | 'bundler', code = snippet!): Promise<{ ok: boolean; output: string }> {
+    const dir = join(app, `${resolution}-${code === snippet ? 'readme' : 'variant'}`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'package.json'), '{"private":true,"type":"module"}\n');
+    const module =
+      resolution === 'node16' ? { module: 'node16', moduleResolution: 'node16' } : { module: 'esnext', moduleResolution: 'bundler' };
+    const compilerOptions = { target: 'es2022', strict: true, noEmit: true, skipLibCheck: true, types: ['node'], ...module };
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['index.ts'] }));
+    writeFileSync(join(dir, 'index.ts'), `${code}\nexport { limiter };\n`);
+    const tsc = start(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', dir], dir);
+    const run = await tsc.ended;
+    return { ok: run.code === 0, output: run.stdout + run.stderr };
+  }
+
+  for (const major of ['5', '6']) {
+    it(`compiles as written with ioredis ${major}, under node16 and bundler`, async (t) => {
+      assert.ok(snippet !== undefined, "README.md has a ```ts block starting import { Redis } from 'ioredis'");
+      assert.ok(existsSync(join(root, 'dist/esm/index.d.ts')), 'dist/ is missing: run node scripts/build.mjs first (npm test does)');
+      const app = join(work, `ioredis-${major}`);
+      mkdirSync(app);
+      writeFileSync(join(app, 'package.json'), '{"name":"app","private":true}\n');
+      const install = await npm(['install', `ioredis@${major}`, '--prefer-offline', '--no-audit', '--no-fund'], app);
+      if (unreachable(install)) {
+        t.skip(`npm could not fetch ioredis@${major}: ${install.stderr.trim().split('\n').at(-1) ?? ''}`);
+        return;
+      }
+      assert.ok(install.ok, `npm install ioredis@${major} failed:\n${install.stderr}`);
+      const pkg = join(app, 'node_modules/floodgate');
+      mkdirSync(pkg);
+      cpSync(join(root, 'package.json'), join(pkg, 'package.json'));
+      cpSync(join(root, 'dist'), join(pkg, 'dist'), { recursive: true, filter: (src) => !src.endsWith('.map') });
+      mkdirSync(join(app, 'node_modules/@types'), { recursive: true });
+      symlinkSync(join(root, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'), 'dir');
+      for (const resolution of ['node16', 'bundler'] as const) {
+        const result = await compile(app, resolution);
+        assert.ok(result.ok, `ioredis ${major}, moduleResolution ${resolution}:\n${result.output}`);
+      }
+      // The form the README had: what this test tells apart.
+      const before = await compile(app, 'node16', snippet!.replace("import { Redis } from 'ioredis';", "import Redis from 'ioredis';"));
+      assert.match(before.output, /TS2351/, `the default import of ioredis ${major} compiled under node16:\n${before.output}`);
+    });
+  }
 });
 
 describe('README and docs/gateway.md as a new user reads them', () => {
