@@ -40,6 +40,13 @@ export interface Decision {
    * was answered at once. Present only on limiters with `wait` or `execEvenly`.
    */
   readonly waitedMs?: number;
+  /**
+   * True on a shadow limiter's decision (the `shadow` option) that the policy
+   * would have refused: `allowed` is true, nothing was spent (as for any
+   * refusal), and `remaining`, `resetMs` and `retryAfterMs` are the refusal's,
+   * so a log line can say how long the client would have waited. Absent otherwise.
+   */
+  readonly shadowLimited?: true;
 }
 
 /** The decision of a store outcome under `policy`, from `source`. */

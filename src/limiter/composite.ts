@@ -7,6 +7,8 @@ import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError, isStoreFailure, toStoreError } from '../core/errors.js';
 import { RateLimiter } from './rate-limiter.js';
 import { refused } from './fallback.js';
+import { combine, decisiveIndex, type CompositeDecision, type LimitPart } from './composite-decision.js';
+import { consumeAllNowShadowed, consumeAllShadowed, hasShadowPart } from './composite-shadow.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
 import { warnCompositeDoesNotWait } from './waiting.js';
 import type { Operation, Outcome } from '../core/policy.js';
@@ -14,33 +16,7 @@ import type { Store } from '../stores/store.js';
 import type { CircuitBreaker } from '../guards/breaker.js';
 import { assertKey, assertUnits } from '../core/validate.js';
 
-/** One part of a composite decision: a limiter (its policy, prefix and guards), the key it limits, and the cost there. */
-export interface LimitPart {
-  /** The limiter whose policy decides this part. Every part's limiter must use the same store. */
-  readonly limiter: RateLimiter;
-  /** The key, as it would be passed to `limiter.consume`. */
-  readonly key: string;
-  /** Units to spend on this part. Default 1. */
-  readonly cost?: number;
-}
-
-/**
- * The decision over every part. Its own fields are those of the part that
- * decides: when refused, the refusing part that frees up last (so
- * `retryAfterMs` is when a retry could pass every part); when admitted, the
- * part with the fewest units left.
- */
-export interface CompositeDecision extends Decision {
-  /**
-   * One decision per part, in order. When the composite was refused, a part
-   * whose `allowed` is true was not the reason, and spent nothing. Undefined
-   * for a part that was not consulted: the in-memory block refused another
-   * part before the store was asked.
-   */
-  readonly parts: readonly (Decision | undefined)[];
-  /** Index of the part whose numbers this decision's own fields carry. */
-  readonly decisive: number;
-}
+export type { CompositeDecision, LimitPart } from './composite-decision.js';
 
 /** Most parts in one composite: a guard against a request that builds its parts from client input. */
 export const MAX_PARTS = 64;
@@ -66,11 +42,18 @@ interface Plan {
  * (without a store call) a key it knows is limited, and learns from its
  * part's outcome; its breaker keeps calls away from a failing store; when the
  * store fails, the parts' fallbacks decide together (see docs/composite.md).
+ * A part whose limiter is in shadow mode never refuses the whole: the
+ * enforced parts spend as they would without it, and its would-be refusal
+ * is marked `shadowLimited` (see composite-shadow.ts).
  *
  * @returns the decision; `allowed: false` when any part refused
  * @throws FloodgateError INVALID_COMPOSITE, INVALID_KEY, INVALID_COST, COST_EXCEEDS_LIMIT or COMPOSITE_UNSUPPORTED (as a rejection)
  */
 export function consumeAll(parts: readonly LimitPart[]): Promise<CompositeDecision> {
+  return hasShadowPart(parts) ? consumeAllShadowed(parts, consumeAllOnce) : consumeAllOnce(parts);
+}
+
+function consumeAllOnce(parts: readonly LimitPart[]): Promise<CompositeDecision> {
   let plan: Plan;
   let now: CompositeDecision | undefined;
   try {
@@ -90,6 +73,7 @@ export function consumeAll(parts: readonly LimitPart[]): Promise<CompositeDecisi
  * @throws FloodgateError as consumeAll would reject for a bad call
  */
 export function consumeAllNow(parts: readonly LimitPart[]): CompositeDecision | undefined {
+  if (hasShadowPart(parts)) return consumeAllNowShadowed(parts, (live) => decideNow(prepare(live)));
   return decideNow(prepare(parts));
 }
 
@@ -168,12 +152,13 @@ function decideNow(plan: Plan): CompositeDecision | undefined {
 
 /**
  * A refusal from the first part whose in-memory block holds its key. The
- * other parts report their state when the store can read it at once (a peek
- * through `applyNow`: the memory store, in this process); otherwise they are
- * not consulted, since sparing the store is the block's purpose.
+ * other parts are not consulted, on every store: sparing the store is the
+ * block's purpose, and a store that could read them in process (memory)
+ * reporting more than one that cannot (Redis) made one route's refusals
+ * differ by store.
  */
 function memoryBlocked(plan: Plan): CompositeDecision | undefined {
-  const { internals, keys, operations, store } = plan;
+  const { internals, keys, operations } = plan;
   for (let i = 0; i < internals.length; i++) {
     const side = internals[i]!;
     const blocks = side.memoryBlock;
@@ -182,24 +167,9 @@ function memoryBlocked(plan: Plan): CompositeDecision | undefined {
     if (ms <= 0) continue;
     const parts: (Decision | undefined)[] = new Array(internals.length).fill(undefined);
     parts[i] = side.decision(refused(ms), 'memory-block', operations[i]!.policy);
-    if (store.applyNow !== undefined) {
-      for (let j = 0; j < internals.length; j++) {
-        if (j !== i) parts[j] = peekNow(store, operations[j]!, internals[j]!);
-      }
-    }
     return combine(parts, false, i);
   }
   return undefined;
-}
-
-/** A part's state read synchronously, or undefined when the store cannot answer now (or fails: nothing to report then). */
-function peekNow(store: Store, operation: Operation, side: LimiterInternals): Decision | undefined {
-  try {
-    const outcome = store.applyNow!({ kind: 'peek', key: operation.key, amount: 0, policy: operation.policy });
-    return outcome === undefined ? undefined : side.decision(outcome, 'store', operation.policy);
-  } catch {
-    return undefined;
-  }
 }
 
 /** Asks the store through every part's breaker; falls back together when it fails. */
@@ -303,31 +273,4 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
   }
   const allowed = covered === undefined || covered.allowed;
   return combine(decisions, allowed, decisiveIndex(decisions, allowed));
-}
-
-/** The refusing part that frees up last, or (admitted) the part with the fewest units left. */
-function decisiveIndex(parts: readonly (Decision | undefined)[], allowed: boolean): number {
-  let best = -1;
-  for (let i = 0; i < parts.length; i++) {
-    const d = parts[i];
-    if (d === undefined || (!allowed && d.allowed)) continue;
-    const b = best < 0 ? undefined : parts[best]!;
-    if (b === undefined || (allowed ? d.remaining < b.remaining : d.retryAfterMs > b.retryAfterMs)) best = i;
-  }
-  return best < 0 ? 0 : best;
-}
-
-function combine(parts: readonly (Decision | undefined)[], allowed: boolean, decisive: number): CompositeDecision {
-  const d = parts[decisive]!;
-  return {
-    allowed,
-    limit: d.limit,
-    windowMs: d.windowMs,
-    remaining: d.remaining,
-    resetMs: d.resetMs,
-    retryAfterMs: allowed ? 0 : d.retryAfterMs,
-    source: d.source,
-    parts,
-    decisive,
-  };
 }

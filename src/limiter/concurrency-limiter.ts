@@ -12,6 +12,7 @@ import { MemoryStore } from '../stores/memory.js';
 import { isStore, type Store } from '../stores/store.js';
 import { assertKey, assertKnownOptions, invalid, oneOf, optionalBoolean, wholeNumber } from '../core/validate.js';
 import { WarningCode, warnOnce } from '../core/warnings.js';
+import { parseShadow } from './shadow.js';
 
 export type { Slot } from './slot.js';
 
@@ -53,9 +54,16 @@ export interface ConcurrencyLimiterOptions {
    * elsewhere, until admitted or until `timeout`. See docs/reservations.md#waiting.
    */
   wait?: WaitOptions;
+  /**
+   * Shadow mode (a dry run), as RateLimiter's: an acquire with no slot free
+   * resolves `allowed: true`, `shadowLimited: true`, holding nothing (its
+   * `release` resolves false); one with a slot free takes it as usual, so the
+   * count in flight is the one enforcing would see. Not with `wait`. Default false.
+   */
+  shadow?: boolean;
 }
 
-const OPTION_NAMES = ['limit', 'store', 'ttl', 'prefix', 'heartbeat', 'onStoreFailure', 'wait'] as const;
+const OPTION_NAMES = ['limit', 'store', 'ttl', 'prefix', 'heartbeat', 'onStoreFailure', 'wait', 'shadow'] as const;
 /** Below this ttl a pause of the holder (GC, a slow store call) can outlast the slot. */
 const SHORT_TTL_MS = 1000;
 /** Above this ttl without heartbeat, a crashed holder's slot stays taken for a long time. */
@@ -107,6 +115,8 @@ export class ConcurrencyLimiter {
   readonly store: Store;
   /** Whether held slots are renewed every ttl/3. */
   readonly heartbeat: boolean;
+  /** Shadow mode (the `shadow` option): an acquire with no slot free is admitted holding nothing, marked `shadowLimited`. */
+  readonly shadow: boolean;
   private readonly failureMode: StoreFailureMode;
   private readonly waiting: SlotWaiting | undefined;
 
@@ -147,6 +157,7 @@ export class ConcurrencyLimiter {
     this.prefix = o.prefix ?? `fg:concurrency:${this.limit}`;
     this.failureMode = oneOf(o.onStoreFailure ?? 'reject', 'ConcurrencyLimiter onStoreFailure', FAILURE_MODES);
     warnAboutTtl(ttlMs, this.heartbeat, o.ttl);
+    this.shadow = parseShadow(o, 'ConcurrencyLimiter');
     const wait = parseWait(o.wait);
     this.waiting = wait === undefined ? undefined : new SlotWaiting(this.limit, wait);
   }
@@ -162,6 +173,7 @@ export class ConcurrencyLimiter {
   async acquire(key: string, options?: WaitCallOptions): Promise<Slot> {
     assertKey(key);
     const signal = callSignal(options, 'acquire');
+    if (this.shadow) return shadowSlot(await this.acquireOnce(key));
     return this.waiting === undefined ? this.acquireOnce(key) : this.waiting.acquire(key, () => this.acquireOnce(key), signal);
   }
 
@@ -206,6 +218,11 @@ export class ConcurrencyLimiter {
 }
 
 type Decided = Pick<Slot, 'allowed' | 'inFlight' | 'limit' | 'retryAfterMs' | 'source'>;
+
+/** A shadow limiter's answer: a refusal becomes an admission that holds nothing (see the `shadow` option). */
+function shadowSlot(slot: Slot): Slot {
+  return slot.allowed ? slot : { ...slot, allowed: true, shadowLimited: true };
+}
 
 /** A slot handle that holds nothing: a refusal, or a decision made while the store failed. */
 function unheld(decided: Decided): Slot {

@@ -119,6 +119,16 @@ export interface RateLimiterOptions {
    * key keeps its store key and counter. See docs/overrides.md.
    */
   overrides?: PolicyOverrides | OverrideLookup;
+  /**
+   * Shadow mode (a dry run): the limiter decides and counts exactly as it
+   * would enforce, but never refuses. A consume the policy would refuse
+   * resolves `allowed: true` with `shadowLimited: true` and the refusal's
+   * numbers (remaining, reset, retry after), spending nothing, as a refusal
+   * spends nothing; metrics count it as `shadow_limited`. For measuring a
+   * new limit on live traffic before enforcing it. The same word as the
+   * gateway's `shadow` rules. Not with `wait` or `execEvenly`. Default false.
+   */
+  shadow?: boolean;
 }
 
 /** The option names of {@link RateLimiterOptions}, for strict validation. */
@@ -138,6 +148,7 @@ export const OPTION_NAMES = [
   'wait',
   'execEvenly',
   'overrides',
+  'shadow',
 ] as const;
 /** The values of {@link StoreFailureMode}. */
 export const FAILURE_MODES: readonly StoreFailureMode[] = ['reject', 'fail-open', 'fail-closed'];

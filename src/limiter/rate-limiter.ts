@@ -20,6 +20,7 @@ import { inspectKey, unblockKey, type KeyInspection } from './admin.js';
 import { overrideResolver, type OverrideResolver } from './overrides.js';
 import { circuitOpenError, fallbackDecision, refused } from './fallback.js';
 import { limiterHealth, type LimiterHealth } from './health.js';
+import { parseShadow, shadowDecision } from './shadow.js';
 import {
   callSignal,
   isRateLimiter,
@@ -61,6 +62,8 @@ export class RateLimiter implements LimiterCore {
   readonly prefix: string;
   /** The `hashTag` option: one key's counters of limiters sharing it stay in one Redis Cluster slot. */
   readonly hashTag: string | undefined;
+  /** Shadow mode (the `shadow` option): consumes the policy would refuse are admitted, marked `shadowLimited`. */
+  readonly shadow: boolean;
   private readonly clock: Clock;
   private readonly memoryBlock: MemoryBlockGuard | undefined;
   /** Store calls in flight for keys whose in-memory block just ended (see LapseProbes). */
@@ -77,6 +80,7 @@ export class RateLimiter implements LimiterCore {
     const o = options as RateLimiterOptions;
 
     this.policy = parsePolicy(o);
+    this.shadow = parseShadow(o, 'RateLimiter');
     this.clock = clockOption(o);
     this.store = storeOption(o, this.clock);
     this.prefix = prefixOption(o, this.policy, this.store, this);
@@ -115,6 +119,7 @@ export class RateLimiter implements LimiterCore {
     } catch (error) {
       return Promise.reject(error);
     }
+    if (this.shadow) return this.consumeOnce(key, cost).then(shadowDecision);
     return this.waiting === undefined ? this.consumeOnce(key, cost) : this.waiting.consume(key, cost, signal);
   }
 
@@ -140,6 +145,10 @@ export class RateLimiter implements LimiterCore {
    * @throws FloodgateError for an invalid key or cost, or a misconfigured store, as consume would reject
    */
   consumeNow(key: string, cost = 1): Decision | undefined {
+    if (this.shadow) {
+      const now = this.consumeNowOnce(key, cost);
+      return now === undefined ? undefined : shadowDecision(now);
+    }
     return this.waiting === undefined ? this.consumeNowOnce(key, cost) : this.waiting.consumeNow(key, cost);
   }
 

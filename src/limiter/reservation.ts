@@ -184,7 +184,8 @@ export function holdReservation(
 ): Reservation {
   const internals = limiter[LIMITER_INTERNALS]();
   let ledger: Ledger | undefined;
-  if (decision.allowed && decision.source !== 'fail-open') {
+  // A shadow limiter's would-be refusal was admitted without spending: there is nothing to settle.
+  if (decision.allowed && decision.source !== 'fail-open' && decision.shadowLimited !== true) {
     const taker = decision.source === 'insurance' ? internals.insurance! : limiter;
     ledger = { settle: taker[LIMITER_INTERNALS]().settle, returnable: giveBackRule(taker.policyFor(key), decision, at) };
   }

@@ -26,4 +26,6 @@ export interface Slot {
   renew(): Promise<boolean>;
   /** Milliseconds this call waited for a slot (the `wait` option); present only on limiters with `wait`. */
   readonly waitedMs?: number;
+  /** True on a shadow limiter's acquire that found no slot free: admitted, holding nothing (see the `shadow` option). Absent otherwise. */
+  readonly shadowLimited?: true;
 }

@@ -19,12 +19,13 @@ export interface LimiterInstrumentOptions {
 
 const OPTION_NAMES: readonly string[] = ['meter', 'name'];
 
-/** The outcome attribute of a decision: `error` when the call rejected. */
-type Outcome = 'allowed' | 'limited' | 'error';
+/** The outcome attribute of a decision: `shadow_limited` for a shadow limiter's would-be refusal, `error` when the call rejected. */
+type Outcome = 'allowed' | 'limited' | 'shadow_limited' | 'error';
 
 /**
  * Records `limiter`'s decisions in `floodgate.decisions` (attributes
- * `floodgate.limiter`, `floodgate.outcome`: allowed, limited or error, and
+ * `floodgate.limiter`, `floodgate.outcome`: allowed, limited, shadow_limited
+ * (a `shadow` limiter's consume the policy would have refused) or error, and
  * `floodgate.decision.source`) and its circuit breaker in
  * `floodgate.breaker.state` (1 while open, else 0). Counts every
  * `consume` and `consumeNow` that decided; peeks, rewards and penalties are
@@ -59,7 +60,8 @@ export function instrumentLimiter(limiter: RateLimiter, options: LimiterInstrume
     return attributes;
   };
   const count = (decision: Decision): Decision => {
-    decisions.add(1, attributesOf(decision.allowed ? 'allowed' : 'limited', decision.source));
+    const outcome = decision.shadowLimited === true ? 'shadow_limited' : decision.allowed ? 'allowed' : 'limited';
+    decisions.add(1, attributesOf(outcome, decision.source));
     return decision;
   };
   const failed = (error: unknown): never => {

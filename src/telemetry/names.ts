@@ -49,7 +49,7 @@ export const ATTR = {
   keyHash: 'floodgate.key.hash',
   /** The limiter's name, on limiter metrics. */
   limiter: 'floodgate.limiter',
-  /** A decision's outcome: allowed, limited, or error (the call rejected). */
+  /** A decision's outcome: allowed, limited, shadow_limited (a shadow limiter's would-be refusal, admitted), or error (the call rejected). */
   outcome: 'floodgate.outcome',
   /** Where a decision came from (Decision.source): store, memory-block, insurance, fail-open, fail-closed. */
   source: 'floodgate.decision.source',
