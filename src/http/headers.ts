@@ -51,6 +51,12 @@ export interface PolicyReport {
   readonly resetMs: number;
   /** ms until a retry could pass; 0 when allowed; may be Infinity. */
   readonly retryAfterMs: number;
+  /**
+   * True when the policy's limiter is in shadow mode and would have refused:
+   * `allowed` is true, and `remaining`, `resetMs` and `retryAfterMs` are the
+   * refusal's. Absent otherwise.
+   */
+  readonly shadowLimited?: true;
 }
 
 /**
@@ -104,7 +110,7 @@ export function rateLimitHeaders(modes: readonly HeaderMode[], reports: readonly
     switch (mode) {
       case 'ietf':
         out.push(['RateLimit-Policy', reports.map(ietfPolicyItem).join(', '), true]);
-        out.push(['RateLimit', reports.map(ietfLimitItem).join(', '), true]);
+        out.push(['RateLimit', refusingFirst(reports).map(ietfLimitItem).join(', '), true]);
         break;
       case 'draft-7': {
         const b = bindingPolicy(reports);
@@ -135,6 +141,21 @@ export function rateLimitHeaders(modes: readonly HeaderMode[], reports: readonly
   return out;
 }
 
+/**
+ * The reports in the order the `RateLimit` field lists them: every policy,
+ * so the client sees each one's state, but on a refusal the refusing ones
+ * first (longest wait first), so a client that reads one item reads the one
+ * that refused it. The order of `RateLimit-Policy` never changes.
+ */
+function refusingFirst(reports: readonly PolicyReport[]): readonly PolicyReport[] {
+  let refusals = 0;
+  for (const r of reports) if (!r.allowed) refusals += 1;
+  // Admitted, or refused by the first and only refusing policy: already in order, nothing to allocate.
+  if (refusals === 0 || (refusals === 1 && !reports[0]!.allowed)) return reports;
+  const refused = reports.filter((r) => !r.allowed).sort((a, b) => b.retryAfterMs - a.retryAfterMs);
+  return [...refused, ...reports.filter((r) => r.allowed)];
+}
+
 /** The value to set for `pair` when the response already has `existing` for that name. */
 export function combinedValue(pair: HeaderPair, existing: unknown): string {
   const [, value, list] = pair;
@@ -147,12 +168,13 @@ export function combinedValue(pair: HeaderPair, existing: unknown): string {
  * `Retry-After` in whole seconds, rounded up and at least 1, for the
  * policies that refused; undefined when none did or the wait is unbounded
  * (a key blocked until unblocked has no honest number to send).
+ * @param spreadMs - added to the wait before rounding up (the `retryAfterJitter` option's draw): never earlier, only later
  */
-export function retryAfterSeconds(reports: readonly PolicyReport[]): number | undefined {
+export function retryAfterSeconds(reports: readonly PolicyReport[], spreadMs = 0): number | undefined {
   let ms = -1;
   for (const r of reports) if (!r.allowed && r.retryAfterMs > ms) ms = r.retryAfterMs;
   if (ms < 0 || !Number.isFinite(ms)) return undefined;
-  return Math.max(1, Math.ceil(ms / 1000));
+  return Math.max(1, Math.ceil((ms + spreadMs) / 1000));
 }
 
 /**

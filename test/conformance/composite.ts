@@ -1,7 +1,17 @@
 // Composite (all-or-nothing) cases of the conformance suite: every store that has consumeAll must pass them.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { consumeAll, consumeAllNow, MemoryStore, RateLimiter, type ManualClock, type RateLimiterOptions } from '../../src/index.js';
+import {
+  consumeAll,
+  consumeAllNow,
+  MemoryStore,
+  RateLimiter,
+  type CompositeDecision,
+  type ManualClock,
+  type RateLimiterOptions,
+} from '../../src/index.js';
+import { rateLimitHeaders } from '../../src/http/headers.js';
+import { compositeReports } from '../../src/http/together.js';
 
 /** What the suite hands the composite cases. */
 export interface CompositeContext {
@@ -193,11 +203,79 @@ export function compositeCases(ctx: CompositeContext): void {
     ]);
     assert.equal(d.allowed, false);
     assert.equal(d.source, 'memory-block');
-    // The other part is read only when the store can answer in process (a peek through applyNow), never consumed.
-    const other = d.parts[0];
-    if (other !== undefined) assert.deepEqual([other.allowed, other.remaining], [true, 4]);
-    assert.ok(ctx.calls() <= calls + 1, 'at most one in-process peek, no consume');
+    // Not consulted on any store, so a route's refusals read the same on memory as on Redis.
+    assert.equal(d.parts[0], undefined);
+    assert.equal(ctx.calls(), calls, 'no store call at all');
     assert.equal((await a.peek(g)).remaining, 4);
+  });
+
+  test('composite: refused RateLimit fields are the same on every store: every part the store decided, the refusing one first', async () => {
+    const g = tag();
+    const loose = ctx.limiter({ limit: 100, window: '1m' });
+    const strict = ctx.limiter({ limit: 1, window: '1m', blockDuration: '1h', inMemoryBlock: true });
+    const policies = [
+      { limiter: loose, name: 'loose', key: undefined },
+      { limiter: strict, name: 'strict', key: undefined },
+    ];
+    const parts = [
+      { limiter: loose, key: g },
+      { limiter: strict, key: g },
+    ];
+    const fields = (d: CompositeDecision) => rateLimitHeaders(['ietf'], compositeReports(policies, d, undefined), 0);
+    assert.equal((await consumeAll(parts)).allowed, true);
+    // Refused by the store: both parts reported, the refusing one first in RateLimit; RateLimit-Policy keeps the route's order.
+    assert.deepEqual(fields(await consumeAll(parts)), [
+      ['RateLimit-Policy', '"loose";q=100;w=60, "strict";q=1;w=60', true],
+      ['RateLimit', '"strict";r=0;t=3600, "loose";r=99;t=60', true],
+    ]);
+    // Refused by the in-memory block: only the blocking part, which the store was not asked about either.
+    const blocked = await consumeAll(parts);
+    assert.equal(blocked.source, 'memory-block');
+    assert.deepEqual(fields(blocked), [
+      ['RateLimit-Policy', '"strict";q=1;w=60', true],
+      ['RateLimit', '"strict";r=0;t=3600', true],
+    ]);
+  });
+
+  test('composite: a shadow part that would refuse is admitted, marked, and the enforced parts spend as without it', async () => {
+    const g = tag();
+    const enforced = ctx.limiter({ limit: 5, window: '1m' });
+    const watched = ctx.limiter({ limit: 1, window: '1m', shadow: true });
+    const alsoWatched = ctx.limiter({ limit: 10, window: '1m', shadow: true });
+    const parts = [
+      { limiter: enforced, key: g },
+      { limiter: watched, key: g },
+      { limiter: alsoWatched, key: g },
+    ];
+    assert.equal((await consumeAll(parts)).shadowLimited, undefined);
+    const d = await consumeAll(parts);
+    assert.equal(d.allowed, true);
+    assert.equal(d.shadowLimited, true);
+    assert.deepEqual(
+      d.parts.map((p) => p && [p.allowed, p.remaining, p.shadowLimited === true]),
+      [
+        [true, 3, false],
+        [true, 0, true],
+        [true, 8, false],
+      ],
+    );
+    assert.ok(d.parts[1]!.retryAfterMs > 0, "the shadow part keeps the refusal's wait");
+    assert.equal((await enforced.peek(g)).remaining, 3);
+    assert.equal((await watched.peek(g)).remaining, 0);
+    assert.equal((await alsoWatched.peek(g)).remaining, 8);
+    // An enforced part's refusal still refuses the whole, the shadow parts marked and nothing spent.
+    await enforced.consume(g, 3);
+    const refused = await consumeAll(parts);
+    assert.equal(refused.allowed, false);
+    assert.deepEqual(
+      refused.parts.map((p) => p && [p.allowed, p.shadowLimited === true]),
+      [
+        [false, false],
+        [true, true],
+        [true, false],
+      ],
+    );
+    assert.equal((await alsoWatched.peek(g)).remaining, 8);
   });
 
   test('composite: consumeAllNow decides as consumeAll does when it can, and spends nothing when it cannot', async () => {
