@@ -48,7 +48,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     super(resolveHttpOptions(options, adapter));
     this.usesFrameworkIp = this.settings.usesFrameworkIp;
     this.plainPolicies = hasOwnKeys(this.settings.policies) ? undefined : this.settings.policies;
-    this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders);
+    this.refusals = new SharedRefusals(this.settings.sharesRefusals, this.settings.legacyHeaders, this.settings.retryAfterJitter?.draw);
     this.identities = new ClientIdentities(this.settings);
   }
 
@@ -313,7 +313,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
       this.decided(raw, { key, ip, cost, allowed: false, status, policies: reports, errors });
       return outcome;
     }
-    const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors };
+    const decided = { key, ip, cost, allowed: true, status: undefined, policies: reports, errors, ...shadowMark(reports) };
     return this.admitted(ctx, continueWith(rateHeaders, key, cost, reports), decisions, decided);
   }
 
@@ -322,7 +322,16 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
     const { key, cost } = ctx;
     const reports = [toReport(ctx.policies[0]!, decision, ctx.keys?.[0])];
     const outcome = continueWith(rateLimitHeaders(this.settings.modes, reports, Date.now()), key, cost, reports);
-    const decided = { key, ip: ctx.identity.ip, cost, allowed: true, status: undefined, policies: reports, errors: NO_ERRORS };
+    const decided = {
+      key,
+      ip: ctx.identity.ip,
+      cost,
+      allowed: true,
+      status: undefined,
+      policies: reports,
+      errors: NO_ERRORS,
+      ...(decision.shadowLimited === true ? SHADOW_LIMITED : undefined),
+    };
     return this.admitted(ctx, outcome, [decision], decided);
   }
 
@@ -335,10 +344,19 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
   }
 
   /** Builds {@link limitedOne}'s refusal; a field made once, so a refusal the memo already holds allocates nothing to find it. */
-  private readonly refusedByOne = (ctx: RequestContext<Raw>, decision: Decision): HttpOutcome => {
+  private readonly refusedByOne = (ctx: RequestContext<Raw>, decision: Decision, retryAfter: number | undefined): HttpOutcome => {
     const reports = [toReport(ctx.policies[0]!, decision, ctx.keys?.[0])];
-    return this.limited(ctx, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), []);
+    // An undefined retryAfter (no jitter, or a refusal not shared) is drawn by limited itself.
+    return this.limited(ctx, [decision], reports, rateLimitHeaders(this.settings.modes, reports, Date.now()), [], retryAfter);
   };
+}
+
+const SHADOW_LIMITED = Object.freeze({ shadowLimited: true as const });
+
+/** `{ shadowLimited: true }` when a shadow limiter of `reports` would have refused, else nothing to spread. */
+function shadowMark(reports: readonly PolicyReport[]): typeof SHADOW_LIMITED | undefined {
+  for (const r of reports) if (r.shadowLimited === true) return SHADOW_LIMITED;
+  return undefined;
 }
 
 /** What a user callback or a misconfiguration that threw becomes. */

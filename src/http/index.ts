@@ -38,6 +38,7 @@ export {
   windowSeconds,
 } from './headers.js';
 export type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
+export type { RetryAfterJitter, RetryAfterJitterOptions } from './retry-after.js';
 export { HASHED_KEY_PREFIX, boundKey, createIpResolver, headerValue, ipKey, parseForwardedFor } from './client-keys.js';
 export type { IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.js';
 export { AddressMatcher, NAMED_RANGES, cidrContains, formatIp, normalizeIp, parseCidr, parseIp } from './ip-address.js';

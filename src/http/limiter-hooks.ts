@@ -4,7 +4,8 @@
  */
 import { CallGuard } from './call-guard.js';
 import type { Rewarder } from './rewards.js';
-import { retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import { rateLimitHeaders, retryAfterSeconds, type HeaderPair, type PolicyReport } from './headers.js';
+import { continueWith } from './limiter-parts.js';
 import type { Decision } from '../core/decision.js';
 import type { RequestContext } from './request-context.js';
 import type { HttpSettings } from './settings.js';
@@ -55,18 +56,23 @@ export class LimiterHooks<Raw> {
     return { action: 'respond', status: info.status, headers, contentType, body };
   }
 
-  /** The refusal of a request some policy limited: headers, Retry-After, body, hooks. */
+  /**
+   * The refusal of a request some policy limited: headers, Retry-After, body,
+   * hooks; in shadow mode, the request going on instead (see {@link shadowed}).
+   * @param retryAfter - the Retry-After seconds when the caller already drew them (a shared refusal is keyed by them)
+   */
   protected limited(
     ctx: RequestContext<Raw>,
     decisions: ReadonlyArray<Decision | undefined>,
     reports: PolicyReport[],
     rateHeaders: readonly HeaderPair[],
     storeErrors: unknown[],
+    retryAfter: number | undefined = this.retryAfter(reports),
   ): HttpOutcome {
+    if (this.settings.shadow) return this.shadowed(ctx, reports, storeErrors);
     const { raw, key, cost } = ctx;
     const ip = ctx.identity.ip;
     const violated = reports.filter((r) => !r.allowed);
-    const retryAfter = retryAfterSeconds(reports);
     const headers: HeaderPair[] = [...rateHeaders];
     if (retryAfter !== undefined) headers.push(['Retry-After', String(retryAfter)]);
     const failClosed = decisions.every((d) => d === undefined || d.allowed || d.source === 'fail-closed');
@@ -82,6 +88,38 @@ export class LimiterHooks<Raw> {
     const outcome = this.refuse(raw, info, headers, failClosed ? REDUCED_CAPACITY_TYPE : QUOTA_EXCEEDED_TYPE);
     this.decided(raw, { key, ip, cost, allowed: false, status: this.settings.statusCode, policies: reports, errors: storeErrors });
     return outcome;
+  }
+
+  /** Retry-After for `reports`, spread by `retryAfterJitter` when it is set. */
+  protected retryAfter(reports: readonly PolicyReport[]): number | undefined {
+    const jitter = this.settings.retryAfterJitter;
+    return retryAfterSeconds(reports, jitter === undefined ? 0 : jitter.draw());
+  }
+
+  /**
+   * A would-be refusal on a shadow route: the request goes on, nothing more
+   * spent than the refusal spent (nothing; the other policies' units were
+   * given back as for any refusal). The refusing policies are reported as a
+   * shadow limiter reports its refusals (admitted, marked `shadowLimited`,
+   * with the refusal's numbers), so the RateLimit fields describe the real
+   * state; no Retry-After is sent. Nothing waits for the response's end:
+   * no slot was taken and no units are held.
+   */
+  protected shadowed(ctx: RequestContext<Raw>, reports: readonly PolicyReport[], storeErrors: readonly unknown[]): HttpOutcome {
+    const { raw, key, cost } = ctx;
+    const marked = reports.map((r) => (r.allowed ? r : { ...r, allowed: true, shadowLimited: true as const }));
+    const headers = rateLimitHeaders(this.settings.modes, marked, Date.now());
+    this.decided(raw, {
+      key,
+      ip: ctx.identity.ip,
+      cost,
+      allowed: true,
+      status: undefined,
+      policies: marked,
+      errors: storeErrors,
+      shadowLimited: true,
+    });
+    return continueWith(headers, key, cost, marked, true);
   }
 
   /** Fires `onDecision`, when set. */

@@ -30,19 +30,31 @@ export function toReport(policy: NamedPolicy, d: Decision, key?: string): Policy
     resetMs: d.resetMs,
     retryAfterMs: d.retryAfterMs,
   };
-  return policy.key === undefined || key === undefined ? report : { ...report, key };
+  const marked: PolicyReport = d.shadowLimited === true ? { ...report, shadowLimited: true } : report;
+  return policy.key === undefined || key === undefined ? marked : { ...marked, key };
 }
 
 /** The outcome of an admitted request: its headers, and what the handler may read of the decision. */
-export function continueWith(headers: readonly HeaderPair[], key: string, cost: number, policies: readonly PolicyReport[]): HttpOutcome {
+export function continueWith(
+  headers: readonly HeaderPair[],
+  key: string,
+  cost: number,
+  policies: readonly PolicyReport[],
+  shadowLimited = false,
+): HttpOutcome {
   let binding: PolicyReport | undefined;
-  for (const p of policies) if (binding === undefined || p.remaining < binding.remaining) binding = p;
+  let shadow = shadowLimited;
+  for (const p of policies) {
+    if (binding === undefined || p.remaining < binding.remaining) binding = p;
+    if (p.shadowLimited === true || (shadowLimited && !p.allowed)) shadow = true;
+  }
   const info: RateLimitInfo = {
     key,
     cost,
     policies,
     remaining: binding?.remaining ?? Infinity,
     resetMs: binding?.resetMs ?? 0,
+    ...(shadow ? { shadowLimited: true as const } : {}),
   };
   return { action: 'continue', headers, info };
 }

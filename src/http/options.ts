@@ -6,8 +6,11 @@ import { parseDuration } from '../core/duration.js';
 import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { RateLimiter } from '../limiter/rate-limiter.js';
+import type { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
+import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { throttled } from '../util/throttle.js';
-import { assertKnownOptions, oneOf, optionalFunction, wholeNumber } from '../core/validate.js';
+import { assertKnownOptions, oneOf, optionalBoolean, optionalFunction, wholeNumber } from '../core/validate.js';
+import { parseRetryAfterJitter } from './retry-after.js';
 import { parseHeaderModes } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
 import { parseResponseOptions } from './response-options.js';
@@ -103,6 +106,8 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
 
   const modes = parseHeaderModes(o.headers);
   const statusCode = parseStatus(o.statusCode, 429, 'statusCode');
+  const shadow = optionalBoolean(o.shadow, 'shadow') ?? false;
+  const retryAfterJitter = parseRetryAfterJitter(o.retryAfterJitter);
   const denyStatus = parseStatus(o.denyStatus, 403, 'denyStatus');
   const storeErrorStatus = parseStatus(o.storeErrorStatus, 503, 'storeErrorStatus');
 
@@ -130,15 +135,19 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   }
   const timeoutMs = o.timeout === false ? undefined : parseDuration(o.timeout ?? 5000, 'timeout');
   // A shared refusal is keyed by what its response depends on, which does not include the policies a selector chose.
-  const sharesRefusals = onLimited === undefined && onDecision === undefined && typeof body !== 'function' && selectPolicies === undefined;
+  // In shadow mode a would-be refusal goes on with the request's own key and cost: nothing to share.
+  const sharesRefusals =
+    onLimited === undefined && onDecision === undefined && typeof body !== 'function' && selectPolicies === undefined && !shadow;
   const legacyHeaders = modes.includes('legacy');
   // Only an unset trustProxy: `false` says the headers are known to be no proxy's.
   const watchForwarded =
     validate.forwardedHeader && (keySource === 'ip' || policies.some((p) => p.key === 'ip')) && o.trustProxy === undefined
       ? forwardedHeaderWatch(`${owner} (${policyList(policies)})`, adapter.frameworkIp)
       : undefined;
+  const responseOptions = parseResponseOptions(o, rewardRule, owner);
+  if (shadow) assertShadowDoesNotWait(policies, responseOptions.concurrency?.limiter, owner);
   return {
-    ...parseResponseOptions(o, rewardRule, owner),
+    ...responseOptions,
     watchForwarded,
     policies,
     selectPolicies,
@@ -150,6 +159,8 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     cost,
     modes,
     statusCode,
+    shadow,
+    retryAfterJitter,
     body,
     skip,
     rewardRule,
@@ -166,6 +177,22 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     legacyHeaders,
     usesFrameworkIp,
   };
+}
+
+/**
+ * A shadow route lets every request go on at once: a limiter of it that
+ * waits (`wait`, `execEvenly`) would delay the requests the route only watches.
+ * @throws FloodgateError CONFLICTING_OPTIONS
+ */
+function assertShadowDoesNotWait(policies: readonly NamedPolicy[], concurrency: ConcurrencyLimiter | undefined, owner: string): void {
+  const waiting = policies.find((p) => p.limiter[LIMITER_INTERNALS]().waits);
+  if (waiting === undefined && concurrency?.waits !== true) return;
+  const which =
+    waiting === undefined ? 'its concurrency limiter has wait' : `policy ${JSON.stringify(waiting.name)} has wait or execEvenly`;
+  throw new FloodgateError(
+    ErrorCode.CONFLICTING_OPTIONS,
+    `${owner}: shadow: true lets every request go on at once, but ${which}, which would delay the requests it only watches; remove one of them.`,
+  );
 }
 
 function parsePolicies(value: unknown, owner: string): NamedPolicy[] {

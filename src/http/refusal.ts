@@ -131,35 +131,42 @@ export class SharedRefusals {
   /**
    * @param shares - false when a hook or body function must see each refusal
    * @param legacyHeaders - whether the legacy reset timestamp is sent (it depends on the second the wait ends)
+   * @param spread - draws the ms `retryAfterJitter` adds to a wait; undefined without jitter
    */
   constructor(
     private readonly shares: boolean,
     private readonly legacyHeaders: boolean,
+    private readonly spread?: () => number,
   ) {}
 
   /**
-   * The shared refusal for `decision`, built by `build(context, decision)`
-   * the first time; a fresh one when it may not be shared. `build` is made
-   * once by the caller and gets what it needs as arguments, so a flood of
-   * refusals allocates no closure per request.
+   * The shared refusal for `decision`, built by `build(context, decision,
+   * retryAfter)` the first time; a fresh one when it may not be shared.
+   * `retryAfter` is the Retry-After drawn for this refusal when jitter is on
+   * (part of what the shared response depends on), else undefined and
+   * `build` works it out. `build` is made once by the caller and gets what
+   * it needs as arguments, so a flood of refusals allocates no closure per
+   * request.
    */
-  share<C>(decision: Decision, context: C, build: (context: C, decision: Decision) => HttpOutcome): HttpOutcome {
-    const key = this.keyOf(decision);
-    if (key === undefined) return build(context, decision);
+  share<C>(
+    decision: Decision,
+    context: C,
+    build: (context: C, decision: Decision, retryAfter: number | undefined) => HttpOutcome,
+  ): HttpOutcome {
+    if (!this.shares || decision.remaining !== 0 || decision.source === 'fail-closed') return build(context, decision, undefined);
+    const ms = decision.retryAfterMs;
+    if (!Number.isFinite(ms)) return build(context, decision, undefined);
+    const real = Math.ceil(ms / 1000);
+    // With jitter the response also depends on the Retry-After drawn: one shared response per value drawn, so clients
+    // refused in the same second are still told different seconds.
+    const retryAfter = this.spread === undefined ? undefined : Math.max(1, Math.ceil((ms + this.spread()) / 1000));
+    const seconds = retryAfter === undefined ? `${real}` : `${real}+${retryAfter}`;
+    const key = this.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
     const known = this.known.get(key);
     if (known !== undefined) return known;
-    const outcome = build(context, decision);
+    const outcome = build(context, decision, retryAfter);
     if (this.known.size >= MAX_MEMOISED_REFUSALS) this.known.clear();
     this.known.set(key, freezeOutcome(outcome));
     return outcome;
-  }
-
-  /** What a single-policy refusal's response depends on, or undefined when it may not be shared. */
-  private keyOf(decision: Decision): number | string | undefined {
-    if (!this.shares || decision.remaining !== 0 || decision.source === 'fail-closed') return undefined;
-    const ms = decision.retryAfterMs;
-    if (!Number.isFinite(ms)) return undefined;
-    const seconds = Math.ceil(ms / 1000);
-    return this.legacyHeaders ? `${seconds}:${Math.ceil((Date.now() + ms) / 1000)}` : seconds;
   }
 }

@@ -87,7 +87,11 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     if (counted === undefined) return;
     const rule = this.settings.rewardRule;
     if (rule !== undefined) {
-      const reward = (policy: NamedPolicy, key: string, cost: number): void => this.quietly(policy.limiter.reward(key, cost), raw);
+      // A shadow limiter's would-be refusal spent nothing, so it has nothing to give back.
+      const spentNothing = info.policies.filter((p) => p.shadowLimited === true).map((p) => p.name);
+      const reward = (policy: NamedPolicy, key: string, cost: number): void => {
+        if (!spentNothing.includes(policy.name)) this.quietly(policy.limiter.reward(key, cost), raw);
+      };
       rewardWhenDone(raw, res, counted, rule, reward, (error) => this.report(error, raw));
     }
     const actualCost = this.settings.actualCost;
@@ -142,11 +146,24 @@ export class ResponseBound<Raw> extends LimiterHooks<Raw> {
     return this.guard.wrap(slotCall).then(
       (slot) => {
         if (slot.allowed) {
+          if (slot.shadowLimited === true) {
+            // A shadow concurrency limiter had no slot free: the request goes on holding none, its units held as usual.
+            const marked: RateLimitInfo = { ...info, shadowLimited: true };
+            this.countedBy.set(marked, ctx);
+            this.decided(raw, { ...decided, shadowLimited: true });
+            return { ...outcome, info: marked };
+          }
           this.slots.set(info, slot);
           this.decided(raw, decided);
           return outcome;
         }
         this.cancel(raw, reservations);
+        if (this.settings.shadow) {
+          // As the refusal would: the units given back and no slot held, so nothing waits for the response's end.
+          this.countedBy.delete(info);
+          this.decided(raw, { ...decided, shadowLimited: true });
+          return { ...outcome, info: { ...info, shadowLimited: true } };
+        }
         const status = this.settings.statusCode;
         const refusal = { reason: 'limited', status, key: info.key, ip: decided.ip, policies: info.policies } as const;
         this.decided(raw, { ...decided, allowed: false, status });

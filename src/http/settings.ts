@@ -7,6 +7,7 @@ import type { ConcurrencyLimiter } from '../limiter/concurrency-limiter.js';
 import type { RateLimiter } from '../limiter/rate-limiter.js';
 import type { HeaderMode } from './headers.js';
 import type { AddressMatcher, IpAddress } from './ip-address.js';
+import type { RetryAfterSpread } from './retry-after.js';
 import type { ApiKeySource, BodyOption, ClientInfo, HttpRateLimitOptions, KeyFunction, RequestView } from './types.js';
 
 /** A limiter with the name it is reported under. */
@@ -70,6 +71,10 @@ export interface HttpSettings<Raw> extends ResponseSettings<Raw> {
   readonly cost: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
   readonly modes: readonly HeaderMode[];
   readonly statusCode: number;
+  /** The `shadow` option: refusals by the policies or the concurrency limit let the request go on, marked. */
+  readonly shadow: boolean;
+  /** The `retryAfterJitter` option, checked; undefined when off. */
+  readonly retryAfterJitter: RetryAfterSpread | undefined;
   readonly body: BodyOption;
   readonly skip: HttpRateLimitOptions<Raw>['skip'];
   /** When an admitted request's units are rewarded after its response (skipFailedRequests / skipSuccessfulRequests). */

@@ -10,6 +10,7 @@ import type { Store } from '../stores/store.js';
 import type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
 import type { ProxyHeader, TrustProxy } from './client-keys.js';
 import type { ValidateOptions } from './slips.js';
+import type { RetryAfterJitter } from './retry-after.js';
 /** What user callbacks learn about the request, whatever the framework. */
 export interface ClientInfo {
   /** The client address after proxy trust and IPv4-mapped normalisation (not grouped); undefined if unknown. */
@@ -144,6 +145,8 @@ export interface DecisionInfo {
   readonly policies: readonly PolicyReport[];
   /** Store failures met while deciding (empty normally). */
   readonly errors: readonly unknown[];
+  /** True when the request goes on only because of shadow mode: enforcing would have refused it. Absent otherwise. */
+  readonly shadowLimited?: true;
 }
 
 /**
@@ -163,6 +166,13 @@ export interface RateLimitInfo {
   readonly remaining: number;
   /** ms until the policy with the fewest units left is whole again (may be Infinity). */
   readonly resetMs: number;
+  /**
+   * True when the request goes on only because of shadow mode (the
+   * middleware's `shadow` option, or a policy's limiter in shadow mode):
+   * enforcing would have refused it. The policies that would have refused
+   * are marked `shadowLimited` in {@link policies}. Absent otherwise.
+   */
+  readonly shadowLimited?: true;
 }
 
 declare module 'http' {
@@ -214,6 +224,28 @@ export interface HttpRateLimitOptions<Raw> {
   headers?: HeaderMode | 'none' | readonly HeaderMode[];
   /** Status of a limited response. Default 429. */
   statusCode?: number;
+  /**
+   * Shadow mode (a dry run) for the whole route: its policies and its
+   * `concurrency` limit decide and count as they would enforce, but a
+   * request they would refuse goes on. Its RateLimit headers describe the
+   * real state (remaining 0); no 429 and no Retry-After are sent. The
+   * handler sees `rateLimit.shadowLimited`, `onDecision` gets
+   * `shadowLimited: true`, `onLimited` is not called (nothing was refused).
+   * Only the rate limit is shadowed: the deny list, a missing API key and
+   * store errors answer as usual. The same word as a limiter's `shadow`
+   * option and the gateway's shadow rules. Default false.
+   */
+  shadow?: boolean;
+  /**
+   * Spreads `Retry-After` so that clients refused together do not all come
+   * back in the same second: a random share of this duration (uniform) is
+   * added to each refusal's wait before it is rounded up to whole seconds,
+   * e.g. `'2s'`. Retry-After stays a whole number never below the true wait;
+   * the `RateLimit` field keeps the true reset (`t`), so Retry-After may
+   * exceed it by up to the jitter. `{ max: '2s', random }` injects the
+   * random source (tests). At most 1 hour. Default: none.
+   */
+  retryAfterJitter?: RetryAfterJitter;
   /** Body of the middleware's own responses. Default `"problem"`. */
   body?: BodyOption;
   /** Give an admitted request's units back when its response is an error (status ≥ 400, or per `requestWasSuccessful`) or its connection closed first. Default false. */
@@ -293,6 +325,8 @@ export const HTTP_OPTION_NAMES = [
   'cost',
   'headers',
   'statusCode',
+  'shadow',
+  'retryAfterJitter',
   'body',
   'skip',
   'skipFailedRequests',

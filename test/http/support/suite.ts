@@ -13,6 +13,7 @@ import { forgetWarnings } from '../../../src/core/warnings.js';
 import { captureWarnings } from './warnings.js';
 import { FailingStore, HangingStore, get, readDraft6, readDraft7, readIetf, statuses } from './http.js';
 import { atomicPoliciesSuite, withServer } from './atomic-suite.js';
+import { shadowSuite } from './shadow-suite.js';
 
 /** A server started by a harness. */
 export interface RunningServer {
@@ -55,12 +56,15 @@ export function seenRateLimit(info: RateLimitInfo | undefined): string {
     remaining: info.remaining,
     resetInWindow: info.resetMs > 0 && info.resetMs <= 60_000,
     policies: info.policies.map((p) => `${p.name}:${p.remaining}`),
+    // Only when set: the other tests compare the whole object.
+    ...(info.shadowLimited === true ? { shadowLimited: true } : {}),
   });
 }
 
 /** Registers the shared adapter tests for `h`. */
 export function adapterSuite(h: Harness): void {
   atomicPoliciesSuite(h);
+  shadowSuite(h);
   describe(`${h.name}: shared behaviour`, () => {
     it('admits up to the limit, then answers 429 with Retry-After and a problem body', async () => {
       const limited: unknown[] = [];
