@@ -31,22 +31,24 @@ local shared = {}
 -- The KEYS index of the next part's state hash.
 local next_key = 1
 
--- A loaded part is one array, made by one constructor (sized once, no per-field growth), at these
--- indexes: its algorithm and state key, its policy (limit, window, calendar ends, block) and cost, the
--- state as read (x0, y0, z0, b0) and normalized (x, y, z, b), read_state's had_hash and raw reply, whether
--- it is a sliding log, and the state its consume would leave (nil when refused; not for the sliding log,
--- whose try_consume pushes to its list, so it runs only when the part spends), and whether it would be admitted.
-local P_IMPL, P_KEY, P_LIMIT, P_WINDOW, P_END1, P_END2, P_BLOCK, P_COST = 1, 2, 3, 4, 5, 6, 7, 8
-local P_X0, P_Y0, P_Z0, P_B0, P_X, P_Y, P_Z, P_B = 9, 10, 11, 12, 13, 14, 15, 16
-local P_HAD, P_RAW, P_LOG, P_NX, P_NY, P_NZ, P_FITS = 17, 18, 19, 20, 21, 22, 23
+-- A loaded part is one array, made by one constructor (sized once, no per-field growth), at these indexes:
+--   1 algorithm, 2 state key, 3..7 its policy (limit, window, calendar ends, block), 8 cost,
+--   9..12 the state as read (x0, y0, z0, b0), 13..16 normalized (x, y, z, b), 17 read_state's had_hash,
+--   18 its raw reply, 19 whether it is a sliding log, 20..22 the state its consume would leave (nil when
+--   refused; not for the sliding log, whose try_consume pushes to its list, so it runs only when the
+--   part spends), 23 whether it would be admitted.
+-- The indexes are literals, and both phases run in the chunk itself rather than in functions: a closure
+-- made on every call captures each upvalue it names, which cost more than the work here (about 1 µs).
 
--- Part i, read and normalized as applyOperation begins, and whether its consume would be admitted.
--- Sets the prelude's policy locals to the part's own.
-local function load_part(i)
+-- Phase 1: read every part, normalized as applyOperation begins, and decide, without writing.
+local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
+local parts = {}
+local all = true
+for i = 1, count do
   local j = FIRST_PART + (i - 1) * PART_WIDTH
   local name = ARGV[j]
   local make = MAKERS[name]
-  if make == nil then return nil end
+  if make == nil then return redis.error_reply('floodgate: unknown algorithm ' .. tostring(name)) end
   local key = KEYS[next_key]
   next_key = next_key + 1
   local impl
@@ -80,27 +82,31 @@ local function load_part(i)
       fits = nx ~= nil
     end
   end
-  return {
+  if not fits then all = false end
+  parts[i] = {
     impl, key, L, W, E1, E2, BLOCK_MS, cost,
     x0, y0, z0, b0, x, y, z, b,
     had_hash, raw, log, nx, ny, nz, fits,
-  }, fits
+  }
 end
 
--- applyOperation's consume (spend) or peek on a loaded part, appending the outcome's five integers to out;
--- a consume then writes the part's state (see write_state) and does the algorithm's deferred work (the
+-- Phase 2: every part spends, or only the refusing parts change (their block); the others report a peek.
+-- A spending part then writes its state (see write_state) and does its algorithm's deferred work (the
 -- sliding log's TTL).
-local function finish_part(p, spend, out)
-  local impl = p[P_IMPL]
-  L, W, E1, E2, BLOCK_MS = p[P_LIMIT], p[P_WINDOW], p[P_END1], p[P_END2], p[P_BLOCK]
-  local x, y, z, b = p[P_X], p[P_Y], p[P_Z], p[P_B]
+local out = {}
+for i = 1, count do
+  local p = parts[i]
+  local spend = all or not p[23]
+  local impl = p[1]
+  L, W, E1, E2, BLOCK_MS = p[3], p[4], p[5], p[6], p[7]
+  local x, y, z, b = p[13], p[14], p[15], p[16]
   local allowed = true
   local cost = 1
   if spend then
-    cost = p[P_COST]
+    cost = p[8]
     if b == 0 then
-      local nx, ny, nz = p[P_NX], p[P_NY], p[P_NZ]
-      if p[P_LOG] then nx, ny, nz = impl.try_consume(x, y, z, cost, now) end
+      local nx, ny, nz = p[20], p[21], p[22]
+      if p[19] then nx, ny, nz = impl.try_consume(x, y, z, cost, now) end
       if nx == nil then
         allowed = false
         if BLOCK_MS > 0 then b = now + BLOCK_MS end
@@ -111,32 +117,12 @@ local function finish_part(p, spend, out)
   end
   local remaining, reset, retry, empty = impl.view(x, y, z, cost, now)
   push_outcome(out, spend, allowed, remaining, reset, retry, empty, b, now)
-  if not spend then return end
-  local x0, y0, z0, b0 = p[P_X0], p[P_Y0], p[P_Z0], p[P_B0]
-  if x ~= x0 or y ~= y0 or z ~= z0 or b ~= b0 then
-    write_state(p[P_KEY], impl, x, y, z, b, x0, y0, z0, b0, p[P_HAD], p[P_RAW], now)
+  if spend then
+    local x0, y0, z0, b0 = p[9], p[10], p[11], p[12]
+    if x ~= x0 or y ~= y0 or z ~= z0 or b ~= b0 then
+      write_state(p[2], impl, x, y, z, b, x0, y0, z0, b0, p[17], p[18], now)
+    end
+    if impl.finish then impl.finish(now) end
   end
-  if impl.finish then impl.finish(now) end
-end
-
--- Phase 1: read every part and decide, without writing.
-local count = (#ARGV - FIRST_PART + 1) / PART_WIDTH
-local parts = {}
-local all = true
-for i = 1, count do
-  local p, fits = load_part(i)
-  if p == nil then
-    local name = ARGV[FIRST_PART + (i - 1) * PART_WIDTH]
-    return redis.error_reply('floodgate: unknown algorithm ' .. tostring(name))
-  end
-  parts[i] = p
-  if not fits then all = false end
-end
-
--- Phase 2: every part spends, or only the refusing parts change (their block); the others report a peek.
-local out = {}
-for i = 1, count do
-  local p = parts[i]
-  finish_part(p, all or not p[P_FITS], out)
 end
 return out
