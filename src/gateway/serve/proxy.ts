@@ -18,6 +18,7 @@ import { ResponseRateWatch } from './response-rate.js';
 import { observeCost, withoutUsageHeaders } from './response-cost.js';
 import { ResponseRelay } from './response-relay.js';
 import { askingUsage } from './request-usage.js';
+import { UpstreamAbort } from './upstream-abort.js';
 import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
 import type { Hold } from '../rules/rule-slots.js';
 import type { Charge } from '../rules/rule-cost.js';
@@ -222,8 +223,8 @@ export class UpstreamProxy {
     relay: ResponseRelay | undefined,
   ): void {
     const started = performance.now();
-    const controller = new AbortController();
-    const abort = (): void => controller.abort();
+    const cut = new UpstreamAbort();
+    const abort = cut.abort;
     // A client that goes away must not keep an upstream request (and a pool slot) busy, unless a slot or a cost
     // waits on its end: then the answer is drained, bounded (the upstream's work goes on whether the client is there).
     res.once('close', () => {
@@ -243,7 +244,7 @@ export class UpstreamProxy {
             res.writeHead(408, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
             res.end('request body too slow\n');
           }
-          controller.abort();
+          abort();
           req.destroy();
         })
       : undefined;
@@ -256,7 +257,7 @@ export class UpstreamProxy {
           headers:
             relay?.watch === undefined ? this.forwardHeaders.build(req) : withoutUsageHeaders(this.forwardHeaders.build(req), relay.watch),
           body,
-          signal: controller.signal,
+          signal: cut,
         },
         ({ statusCode, headers }) => {
           headersReceived = true;
