@@ -44,6 +44,8 @@ export const WarningCode = {
   COST_USAGE_MISSING: 'FLOODGATE_COST_USAGE_MISSING',
   /** A gateway's Redis node list (`store.cluster.nodes`, `store.sentinel.sentinels`, `--redis-cluster`) holds a `redis://` URL: its host and port were used. Cause and fix: docs/errors.md#floodgate_redis_url_as_node. */
   REDIS_URL_AS_NODE: 'FLOODGATE_REDIS_URL_AS_NODE',
+  /** A gateway config counts by bearer-token claims it does not verify (`jwt: { dangerouslyUseUnverifiedClaims: true }`): a client can write its own. Cause and fix: docs/errors.md#floodgate_unverified_jwt_claims. */
+  UNVERIFIED_JWT_CLAIMS: 'FLOODGATE_UNVERIFIED_JWT_CLAIMS',
   /** A gateway's Redis Cluster or Sentinel set-up lists one node: a start while it is down cannot find the others. Cause and fix: docs/errors.md#floodgate_one_seed_node. */
   ONE_SEED_NODE: 'FLOODGATE_ONE_SEED_NODE',
 } as const;

@@ -4,7 +4,7 @@
  */
 import type { KeyInspection } from '../../index.js';
 import type { KeySettings, PolicySettings, RuleSettings } from '../config/settings.js';
-import { policyName } from '../config/policy-names.js';
+import { keyLabel, policyName } from '../config/policy-names.js';
 
 /** A duration in ms as JSON: a number, or `"forever"` for a block until unblocked (JSON has no Infinity). */
 export function msOrForever(ms: number): number | 'forever' {
@@ -15,7 +15,9 @@ export function msOrForever(ms: number): number | 'forever' {
 export { policyName } from '../config/policy-names.js';
 
 function keyView(key: KeySettings): Record<string, unknown> {
-  if (key.kind !== 'header') return { kind: key.kind };
+  if (key.kind === 'ip' || key.kind === 'global') return { kind: key.kind };
+  // Cookie, query, path, method, claim and compound keys: as written (`header:x-api-key + path`).
+  if (key.kind !== 'header') return { kind: key.kind, source: keyLabel(key) };
   const v = key.validation;
   return {
     kind: 'header',

@@ -7,6 +7,8 @@ import { ErrorCode, FloodgateError } from '../../index.js';
 import type { SettingsOverrides } from '../config/config-file.js';
 import { readAdminTokenFile } from '../config/admin-config.js';
 import { GRPC_WORKERS } from '../config/grpc-config.js';
+import { parseKeySpec } from '../config/key-spec.js';
+import { keyParts } from '../config/key-settings.js';
 import { parseRedisNodes, parseSentinelSpec, readPemFile, readSecretEnv, readSecretFile } from '../config/redis-config.js';
 import { resolve } from 'node:path';
 import {
@@ -18,7 +20,6 @@ import {
   makePolicy,
   parseAlgorithm,
   parseHeaders,
-  parseKeySpec,
   parseLeaseMs,
   parseLimitSpec,
   parseListen,
@@ -321,6 +322,14 @@ export function parseCommandLine(argv: readonly string[]): Command {
     return flag('limit', () => makePolicy(undefined, limit, windowMs, algorithm, blockMs));
   });
   const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
+  if (keyParts(key).some((p) => p.kind === 'jwt'))
+    throw bad(
+      `--key ${v.key} counts by a bearer token's claim, which must be verified first: set the key that signs the tokens in a config file's jwt section (jwt: { jwks: ./jwks.json }) and use --config.`,
+    );
+  if (keyParts(key).some((p) => p.kind === 'path' && p.group !== undefined))
+    throw bad(
+      `--key ${v.key} names a group of a path pattern, which only a config file's rule has (match: { pathPattern }); key by segment (path:N) here.`,
+    );
   const storeSettings: StoreSettings = { ...DEFAULT_STORE, ...store };
   if (storeSettings.localFirst && storeSettings.kind !== 'redis')
     throw bad('--local-first needs --redis URL (or --redis-cluster, --redis-sentinel).');

@@ -23,6 +23,9 @@ import { planSettings } from './override-config.js';
 import { adminSection } from './admin-config.js';
 import { telemetrySettings } from './telemetry-config.js';
 import { grpcSection, GRPC_WORKERS } from './grpc-config.js';
+import { jwtSection, UNVERIFIED_FIELD } from './jwt-config.js';
+import { keyParts } from './key-settings.js';
+import { loadJose } from '../runtime/optional-deps.js';
 
 /** Settings given on the command line; they win over the file's, on start and on every reload. */
 export type SettingsOverrides = { -readonly [K in keyof GatewaySettings]?: GatewaySettings[K] } & {
@@ -52,6 +55,7 @@ const TOP_FIELDS = [
   'rules',
   'telemetry',
   'grpc',
+  'jwt',
 ] as const;
 
 /**
@@ -99,7 +103,10 @@ export async function parseConfigText(
     throw new ConfigError(ErrorCode.INVALID_CONFIG, { file }, 'the config file is empty (a truncated write?); nothing was applied.');
   }
   // Each independent problem of the file is reported, not only the first (see Cursor.collect).
-  return c.collect(() => validate(c, mapping(c, [], raw, TOP_FIELDS), file, overrides, options.requireRules === true));
+  const settings = c.collect(() => validate(c, mapping(c, [], raw, TOP_FIELDS), file, overrides, options.requireRules === true));
+  // Loaded now, so a gateway without the package says so at start (and `check` too), not at the first token.
+  if (settings.jwt?.verify !== undefined) await loadJose();
+  return settings;
 }
 
 function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requireRules: boolean): GatewaySettings {
@@ -161,6 +168,15 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
         'names a Redis set, but the gateway has no Redis store: set store: { type: redis, url: redis://HOST:6379 } (or --redis URL), or list the keys in a file: allowList: ./api-keys.txt.',
       );
   }
+  const jwt = jwtSection(c, top.jwt, dirname(file));
+  if (jwt === undefined) {
+    const at = jwtKeyAt(rules);
+    if (at !== undefined)
+      c.fail(
+        at,
+        `counts by a claim of the bearer token, which anyone can write unless it is verified: add a jwt section with the key that signs the tokens (jwt: { jwks: ./jwks.json }, publicKey: ./issuer.pem or secretFile: ./hmac-secret), or, knowing that a client can then pick its own key, jwt: { ${UNVERIFIED_FIELD}: true }.`,
+      );
+  }
   // --ready-upstream sets one field: the file's others stay.
   const readiness = { ...readinessSettings(c, top.readiness), ...o.readiness };
   const telemetry = o.telemetry ?? telemetrySettings(c, top.telemetry);
@@ -199,5 +215,16 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     rules,
     ...(telemetry === undefined ? {} : { telemetry }),
     ...(grpc === undefined ? {} : { grpc }),
+    ...(jwt === undefined ? {} : { jwt }),
   };
+}
+
+/** The config path of the first rule or policy key that reads a bearer token's claim, or undefined. */
+function jwtKeyAt(rules: GatewaySettings['rules']): Array<string | number> | undefined {
+  for (const [i, rule] of rules.entries()) {
+    if (keyParts(rule.key).some((p) => p.kind === 'jwt')) return ['rules', i, 'key'];
+    for (const [j, p] of rule.policies.entries())
+      if (p.key !== undefined && keyParts(p.key).some((k) => k.kind === 'jwt')) return ['rules', i, 'policies', j, 'key'];
+  }
+  return undefined;
 }

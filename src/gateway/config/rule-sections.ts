@@ -4,16 +4,18 @@ import { resolve } from 'node:path';
 import { CALENDAR_UNITS, type CalendarUnit, longestPeriodMs, parseCalendarWindow, type CalendarSpec, type Algorithm } from '../../index.js';
 import { describeValue } from '../../core/describe-value.js';
 import { costSettings } from './cost-config.js';
+import { countSettings, nearLimitRatio } from './count-config.js';
 import { concurrencySettings, waitSettings } from './in-flight-config.js';
 import { knownKeysSettings } from './known-keys-config.js';
 import { parsePathPattern } from './path-config.js';
+import { parseKeySpec } from './key-spec.js';
+import { keyParts } from './key-settings.js';
 import {
   InvalidValue,
   makePolicy,
   parseAlgorithm,
   parseBoolean,
   parseHeaderName,
-  parseKeySpec,
   parseLimitSpec,
   parseMs,
   parsePositiveInt,
@@ -23,7 +25,20 @@ import { overrideSettings } from './override-config.js';
 import { policyName } from './policy-names.js';
 import { Cursor, mapping, isObject, type Path, type Obj } from './yaml-cursor.js';
 
-const RULE_FIELDS = ['name', 'match', 'key', 'policies', 'shadow', 'final', 'cost', 'concurrency', 'wait', 'overrides'] as const;
+const RULE_FIELDS = [
+  'name',
+  'match',
+  'key',
+  'policies',
+  'shadow',
+  'final',
+  'cost',
+  'count',
+  'nearLimit',
+  'concurrency',
+  'wait',
+  'overrides',
+] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
 const POLICY_FIELDS = ['name', 'limit', 'window', 'timeZone', 'weekStart', 'algorithm', 'blockDuration', 'key'] as const;
@@ -88,7 +103,13 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
     seen.add(name);
   });
   const match = matchSettings(c, [...path, 'match'], r.match);
+  checkPathGroups(c, [...path, 'key'], key, match);
+  policies.forEach((p, i) => {
+    if (p.key !== undefined) checkPathGroups(c, [...path, 'policies', i, 'key'], p.key, match);
+  });
   const cost = r.cost === undefined ? undefined : costSettings(c, [...path, 'cost'], r.cost, policies, shadow);
+  const count = r.count === undefined ? undefined : countSettings(c, [...path, 'count'], r.count, cost !== undefined, shadow);
+  const nearLimit = r.nearLimit === undefined ? undefined : nearLimitRatio(c, [...path, 'nearLimit'], r.nearLimit);
   const concurrency = r.concurrency === undefined ? undefined : concurrencySettings(c, [...path, 'concurrency'], r.concurrency, shadow);
   const wait = r.wait === undefined ? undefined : waitSettings(c, [...path, 'wait'], r.wait, policies, concurrency !== undefined, shadow);
   const overrides = r.overrides === undefined ? undefined : overrideSettings(c, [...path, 'overrides'], r.overrides, policies, plans);
@@ -100,6 +121,8 @@ function ruleSettings(c: Cursor, path: Path, value: unknown, index: number, base
     shadow,
     final,
     ...(cost === undefined ? {} : { cost }),
+    ...(count === undefined ? {} : { count }),
+    ...(nearLimit === undefined ? {} : { nearLimit }),
     ...(concurrency === undefined ? {} : { concurrency }),
     ...(wait === undefined ? {} : { wait }),
     ...(overrides === undefined ? {} : { overrides }),
@@ -187,7 +210,7 @@ function policyKey(c: Cursor, path: Path, value: unknown): KeySettings {
   if (isObject(value)) {
     c.fail(
       path,
-      'a policy key is one of ip, header:NAME, header:NAME,ip or global; checks on the key (maxLength, pattern, allowList) go in the rule key mapping.',
+      'a policy key is a string form (ip, header:NAME, cookie:NAME, query:NAME, path, method, jwt:CLAIM, global, or parts joined by " + "); checks on the key (maxLength, pattern, allowList) go in the rule key mapping.',
     );
   }
   return c.at(path, () => parseKeySpec(value));
@@ -316,4 +339,27 @@ function keyObject(c: Cursor, path: Path, k: Obj, baseDir: string): KeySettings 
       ? undefined
       : { maxLength, pattern, allowList, allowListFile, ...(knownKeys === undefined ? {} : { knownKeys }) };
   return { kind: 'header', header, fallbackToIp, ...(validation === undefined ? {} : { validation }) };
+}
+
+/**
+ * A `path:{name}` key needs the rule's `pathPattern` to have the group
+ * `(?<name>...)`: without it every request would miss the key.
+ */
+function checkPathGroups(c: Cursor, path: Path, key: KeySettings, match: MatchSettings): void {
+  for (const part of keyParts(key)) {
+    if (part.kind !== 'path' || part.group === undefined) continue;
+    const pattern = match.pathPattern;
+    if (pattern === undefined)
+      c.fail(
+        path,
+        `path:{${part.group}} names a group of the rule's pathPattern, but the rule has none; add match: { pathPattern: "^/users/(?<${part.group}>[^/]+)" }, or key by segment (path:N).`,
+      );
+    // A pattern that also matches the empty string (through `|`) lists every named group, matched or not.
+    const groups = new RegExp(`${pattern.source}|`).exec('')?.groups ?? {};
+    if (!(part.group in groups))
+      c.fail(
+        path,
+        `path:{${part.group}}: the rule's pathPattern ${JSON.stringify(pattern.source.replaceAll('\\/', '/'))} has no group named ${part.group}; write it as (?<${part.group}>...).`,
+      );
+  }
 }

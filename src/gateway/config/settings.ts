@@ -3,8 +3,10 @@ import type { Algorithm, CalendarSpec, PolicyOverride } from '../../index.js';
 import type { HeaderMode, TrustProxy } from '../../http/index.js';
 import type { ProxySettings } from './proxy-settings.js';
 import type { LogLevel } from '../runtime/log.js';
+import type { CompoundKeySettings, JwtSettings, ReadKeySettings } from './key-settings.js';
 
 export { DEFAULT_PROXY, type ProxySettings } from './proxy-settings.js';
+export type { JwtSettings, KeyPartSettings } from './key-settings.js';
 // The levels belong to the logger below the config; the settings name them for the flags and the config file.
 export { LOG_LEVELS, type LogLevel } from '../runtime/log.js';
 
@@ -60,7 +62,11 @@ export type KeySettings =
   /** One counter for every client (`global`): the rule's limit is the whole gateway's. */
   | { readonly kind: 'global' }
   /** A header; requests without it are answered 401 (or counted per IP when `fallbackToIp`). */
-  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation };
+  | { readonly kind: 'header'; readonly header: string; readonly fallbackToIp: boolean; readonly validation?: KeyValidation }
+  /** A cookie, a query parameter, the path or a part of it, the method, or a bearer token's claim (see key-settings.ts). */
+  | ReadKeySettings
+  /** Several sources at once (`header:x-api-key + path`), encoded so that no two tuples share a key. */
+  | CompoundKeySettings;
 
 /**
  * Checks an API key must pass before it is counted; a key that fails is
@@ -131,6 +137,10 @@ export interface RuleSettings {
   readonly final: boolean;
   /** Each request costs the units its upstream response reports (`cost:` in the config); absent: one unit per request. */
   readonly cost?: CostSettings | undefined;
+  /** Only responses with these statuses count (`count:`), decided before forwarding and charged when the status is known; absent: every request counts. */
+  readonly count?: CountSettings | undefined;
+  /** Share of a policy's limit past which an admitted request counts in `floodgate_near_limit_total` (`nearLimit:`); absent: 0.8. */
+  readonly nearLimit?: number | undefined;
   /** The most requests of one key in flight at once (`concurrency:`); absent: no in-flight limit. */
   readonly concurrency?: ConcurrencySettings | undefined;
   /** A refused request waits for a slot (with `concurrency`) or a unit (`wait:`); absent: refused at once. */
@@ -160,6 +170,14 @@ export interface CostSettings {
   readonly drainBytes: number;
   /** Buffered JSON requests with `"stream": true` are sent with `stream_options.include_usage: true` (`cost.requestUsage`). */
   readonly requestUsage: boolean;
+}
+
+/** A rule's `count`: the responses that count against its policies, by status or status class. */
+export interface CountSettings {
+  /** Statuses that count (100–599), ascending. */
+  readonly statuses: readonly number[];
+  /** Status classes that count, by their first digit (5 for `5xx`), ascending. */
+  readonly classes: readonly number[];
 }
 
 /** A rule's `concurrency`: slots per key, held while the proxied response runs. */
@@ -354,6 +372,8 @@ export interface GatewaySettings {
   readonly paths: PathSettings;
   /** The rules, in order. */
   readonly rules: readonly RuleSettings[];
+  /** How bearer tokens are verified for `jwt:CLAIM` keys (`jwt:`); undefined when no key reads a token. */
+  readonly jwt?: JwtSettings | undefined;
   /** The plans (`plans`) that rules' overrides name; empty for none. */
   readonly plans: PlanSettings;
   /** Telemetry besides Prometheus; absent means none. */

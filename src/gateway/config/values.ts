@@ -10,7 +10,6 @@ import {
   FAILURE_POLICIES,
   LOG_LEVELS,
   type FailurePolicy,
-  type KeySettings,
   type ListenAddress,
   type LogLevel,
   type PolicySettings,
@@ -137,19 +136,6 @@ export function parseHeaderName(value: unknown): string {
   if (typeof value !== 'string' || !HEADER_NAME.test(value))
     throw new InvalidValue(`must be a header name such as "x-api-key"; got ${describeValue(value)}.`);
   return value.toLowerCase();
-}
-
-/** Parses `ip`, `header:NAME` or `header:NAME,ip` (the header, else the client address). */
-export function parseKeySpec(value: unknown): KeySettings {
-  if (value === 'ip') return { kind: 'ip' };
-  if (value === 'global') return { kind: 'global' };
-  const match = typeof value === 'string' ? /^header:([^,\s]+)(,ip)?$/.exec(value.trim()) : null;
-  if (!match) {
-    throw new InvalidValue(
-      `must be "ip", "header:NAME" (e.g. "header:x-api-key"), "header:NAME,ip" (the header, else the client address) or "global" (one counter for every client); got ${describeValue(value)}.`,
-    );
-  }
-  return { kind: 'header', header: parseHeaderName(match[1]), fallbackToIp: match[2] !== undefined };
 }
 
 /** Parses a trust-proxy value: `false`, a hop count, or a list of IPs/CIDRs (a comma-separated string on the CLI). */

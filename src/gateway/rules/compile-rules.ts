@@ -23,6 +23,9 @@ import {
 } from '../../http/index.js';
 import { throttled } from '../../util/throttle.js';
 import { keyCheck, knownKeyCheck } from './key-check.js';
+import { JwtClaims } from './jwt-claims.js';
+import { RequestKeys, readsItself, ruleKeys } from './request-keys.js';
+import { keyParts } from '../config/key-settings.js';
 import { KnownKeys } from './known-keys.js';
 import { RuleCost } from './rule-cost.js';
 import { RuleOverrides } from './rule-overrides.js';
@@ -47,15 +50,19 @@ export const MAX_KEY_BYTES = 128;
  * its numbers starts it afresh instead of reading counts made under others.
  */
 export function compileRules(settings: GatewaySettings, context: RuleContext): RuleSet {
-  const rules = settings.rules.map((rule) => compileRule(rule, settings, context));
+  // One verifier for every rule: its key set is built once.
+  const jwt = settings.jwt === undefined ? undefined : new JwtClaims(settings.jwt);
+  const rules = settings.rules.map((rule) => compileRule(rule, settings, context, jwt));
   // A hop count or a proxy list reads forwarding headers; a written `trustProxy: false` says they are no proxy's.
   const ignoresForwarding = (settings.trustProxy === false || settings.trustProxy === 0) && settings.trustProxyGiven !== true;
   return new RuleSet(rules, settings.rules, context.metrics, ignoresForwarding ? context.forwarded : undefined);
 }
 
-function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext): Rule {
+function compileRule(rule: RuleSettings, settings: GatewaySettings, context: RuleContext, jwt: JwtClaims | undefined): Rule {
   const overrides = rule.overrides === undefined ? undefined : new RuleOverrides(rule, settings.plans);
   if (overrides !== undefined) context.overrideSync?.follow(rule.name, overrides);
+  const read = new RequestKeys(rule.name, ruleKeys(rule.key, rule.policies), rule.match, settings.paths.caseSensitive, jwt);
+  const keySource = (key: KeySettings): KeySource<IncomingMessage> => (readsItself(key) ? read.source(key) : sourceOf(key));
   const policies: Array<NamedLimiter<IncomingMessage>> = rule.policies.map((p, i) => ({
     limiter: limiterFor(rule, p, settings, context, overrides?.tables[i]),
     ...(p.name === undefined ? {} : { name: p.name }),
@@ -136,8 +143,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     shadow: rule.shadow,
     final: rule.final,
     // A policy keyed by address is as exposed to an unseen proxy as a rule keyed by address.
-    ipKeyed: keyIsIp || rule.policies.some((p) => p.key?.kind === 'ip'),
+    ipKeyed: usesAddress(rule.key) || rule.policies.some((p) => p.key !== undefined && usesAddress(p.key)),
     checkKey: rule.shadow ? undefined : keyCheck(rule.key, rule.policies),
+    readKeys: read.any ? (view) => read.read(view) : undefined,
     checkKnownKey: knownKeys === undefined ? undefined : knownKeyCheck(rule.key, knownKeys, settings.store.onFailure === 'fail-open'),
     knownKeys,
     matches: compileMatch(rule.match, settings.paths.caseSensitive),
@@ -186,13 +194,17 @@ function knownKeysOf(rule: RuleSettings, settings: GatewaySettings, context: Rul
   return new KnownKeys(context.redis, known, settings.store.timeoutMs, context.reportStoreFailure ?? (() => {}), context.knownKeyChanges);
 }
 
+/** True when a key counts by the client address, alone or as a part. */
+const usesAddress = (key: KeySettings): boolean => keyParts(key).some((p) => p.kind === 'ip');
+
 /** The one key of a `global` rule or policy: the same for every request, whatever it carries. */
 const globalKey = (): string => 'global';
 
-/** The middleware's key source for a rule's or a policy's key. */
-function keySource(key: KeySettings): KeySource<IncomingMessage> {
+/** The middleware's key source for an address, `global` or header key (the others are read by RequestKeys). */
+function sourceOf(key: KeySettings): KeySource<IncomingMessage> {
   if (key.kind === 'ip') return 'ip';
   if (key.kind === 'global') return globalKey;
+  if (key.kind !== 'header') throw new FloodgateError(ErrorCode.INVALID_CONFIG, `the key ${key.kind} is read by the rule's RequestKeys`);
   if (!key.fallbackToIp) return { header: key.header, missingStatus: 401 };
   const header = key.header;
   // Namespaced so that a client cannot pick an API key equal to someone's address and share (or drain) that quota.

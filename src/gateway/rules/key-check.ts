@@ -13,7 +13,7 @@ export interface KeyRefusal {
   /** 400 (ambiguous key), 401 (invalid key) or 503 (the allow list in Redis cannot answer now). */
   readonly status: 400 | 401 | 503;
   /** The `floodgate_decisions_total` outcome. */
-  readonly outcome: 'invalid_key' | 'store_error';
+  readonly outcome: 'missing_key' | 'invalid_key' | 'store_error';
   /** Response fields besides Content-Type. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
   /** The problem+json body. */
@@ -81,7 +81,7 @@ function headerCheck(key: KeySettings): KeyCheck | undefined {
 }
 
 /** True when the request carried header `name` in more than one field line. */
-function sentMoreThanOnce(raw: IncomingMessage | undefined, headers: IncomingHttpHeaders, name: string): boolean {
+export function sentMoreThanOnce(raw: IncomingMessage | undefined, headers: IncomingHttpHeaders, name: string): boolean {
   const lines = raw?.rawHeaders;
   // Without the raw lines (a caller that built its own view) a comma is all there is to go by: refuse.
   if (lines === undefined || raw?.headers !== headers) return true;
@@ -92,10 +92,17 @@ function sentMoreThanOnce(raw: IncomingMessage | undefined, headers: IncomingHtt
   return false;
 }
 
-function refusal(status: 400 | 401 | 503, title: string, detail: string, headers: ReadonlyArray<readonly [string, string]>): KeyRefusal {
+/** A problem+json refusal, built once (a verdict is cached per refusal object); `missing` counts it as `missing_key`. */
+export function refusal(
+  status: 400 | 401 | 503,
+  title: string,
+  detail: string,
+  headers: ReadonlyArray<readonly [string, string]>,
+  missing = false,
+): KeyRefusal {
   return Object.freeze({
     status,
-    outcome: status === 503 ? 'store_error' : 'invalid_key',
+    outcome: status === 503 ? 'store_error' : missing ? 'missing_key' : 'invalid_key',
     headers,
     body: JSON.stringify({ type: 'about:blank', title, status, detail }),
   });

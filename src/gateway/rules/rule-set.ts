@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { HttpLimiter, type HttpOutcome, type RequestView, type HeaderPair } from '../../http/index.js';
 import { RateLimiter, type Store } from '../../index.js';
-import type { KeyCheck, KnownKeyCheck } from './key-check.js';
+import type { KeyCheck, KeyRefusal, KnownKeyCheck } from './key-check.js';
 import type { KnownKeys, KnownKeysClient } from './known-keys.js';
 import type { KnownKeyChanges } from './known-key-changes.js';
 import type { RuleCost } from './rule-cost.js';
@@ -33,6 +33,11 @@ export interface Rule extends DecidingRule {
   readonly ipKeyed: boolean;
   /** Refuses a repeated or invalid API key before anything is counted; undefined for IP-keyed rules. */
   readonly checkKey: KeyCheck | undefined;
+  /**
+   * Reads the keys the gateway reads itself (cookie, query, path, method, token claim, compounds) and keeps them for
+   * the limiter, or answers the refusal (a repeated, missing or invalid part); undefined when the rule has none.
+   */
+  readonly readKeys?: ((view: RequestView<IncomingMessage>) => KeyRefusal | undefined | Promise<KeyRefusal | undefined>) | undefined;
   /** With `allowList: { redis }`: asks the set (through its cache) after `checkKey`; undefined otherwise. */
   readonly checkKnownKey?: KnownKeyCheck | undefined;
   /** The cache behind `checkKnownKey`, for inspection. */
@@ -200,6 +205,17 @@ export class RuleSet {
       const refused = rule.checkKey(view);
       if (refused !== undefined) return keyRefusalVerdict(rule, refused);
     }
+    if (rule.readKeys !== undefined) {
+      const read = rule.readKeys(view);
+      if (read instanceof Promise)
+        return read.then((refused) => (refused !== undefined ? keyRefusalVerdict(rule, refused) : this.known(rule, view)));
+      if (read !== undefined) return keyRefusalVerdict(rule, read);
+    }
+    return this.known(rule, view);
+  }
+
+  /** The allow list in Redis, when the rule has one, then the count. */
+  private known(rule: Rule, view: RequestView<IncomingMessage>): Verdict | Promise<Verdict> {
     if (rule.checkKnownKey !== undefined) {
       const known = rule.checkKnownKey(view);
       if (known instanceof Promise)
@@ -218,6 +234,12 @@ export class RuleSet {
   /** Runs a shadow rule; returns its `Floodgate-Shadow` list item. */
   private async shadow(rule: Rule, view: RequestView<IncomingMessage>): Promise<string> {
     if (rule.ipKeyed && this.forwarded?.pending === true) this.forwarded.see(rule.name, view.headers, view.socketAddress);
+    // A key the gateway reads itself is read first, as for an enforced rule; its refusal is reported, not sent.
+    const refused = rule.readKeys === undefined ? undefined : await rule.readKeys(view);
+    if (refused !== undefined) {
+      rule.counts.shadow_allowed.count += 1;
+      return `"${rule.name}";outcome=refused-${refused.status}`;
+    }
     const outcome: HttpOutcome = await rule.limiter.handle(view);
     const limited = outcome.action === 'respond' && outcome.status === 429;
     rule.counts[limited ? 'shadow_limited' : 'shadow_allowed'].count += 1;

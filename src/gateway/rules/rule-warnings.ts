@@ -35,6 +35,16 @@ export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
       subject: file,
     });
   }
+  if (settings.jwt !== undefined && settings.jwt.verify === undefined) {
+    const where = file === undefined ? 'the jwt section' : `${file}${settings.jwt.line === undefined ? '' : `:${settings.jwt.line}`}`;
+    out.push({
+      code: WarningCode.UNVERIFIED_JWT_CLAIMS,
+      message:
+        `${where} sets dangerouslyUseUnverifiedClaims: jwt:CLAIM keys count by claims no signature vouches for, so any client can write a token with someone else's sub and spend that quota, or a new sub per request for a fresh one. ` +
+        'Give the key that signs the tokens instead (jwt: { jwks: ./jwks.json }, publicKey or secretFile).',
+      subject: `${file ?? ''}\u0000jwt`,
+    });
+  }
   for (const unreachable of unreachableRules(settings.rules, settings.paths.caseSensitive)) {
     out.push({
       code: WarningCode.UNREACHABLE_RULE,

@@ -64,6 +64,8 @@ export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+/** Loads jose (with `jwt:CLAIM` keys: it verifies or decodes the bearer token); typed by its caller (rules/jwt-claims.ts), as gRPC's are. */
+export const loadJose = (): Promise<unknown> => load('jose', () => import('jose'));
 /** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */
 export const loadOtelApi = (): Promise<OtelApi> => load('@opentelemetry/api', () => import('@opentelemetry/api'));
 

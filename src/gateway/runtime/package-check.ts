@@ -29,6 +29,7 @@ export const GATEWAY_PACKAGES = {
   '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
   '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service, --grpc', major: 1 },
   protobufjs: { name: 'protobufjs', purpose: 'the Envoy rate limit service, --grpc', major: 7 },
+  jose: { name: 'jose', purpose: 'verifying bearer tokens for jwt:CLAIM keys', major: 6 },
 } as const satisfies Record<string, GatewayPackage>;
 
 /** One of {@link GATEWAY_PACKAGES}' names. */

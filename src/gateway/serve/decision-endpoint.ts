@@ -4,12 +4,13 @@
  * the RateLimit fields.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type RequestView, headerValue, setHeaders, writeResponse, abortOnClose } from '../../http/index.js';
+import { headerValue, setHeaders, writeResponse, abortOnClose } from '../../http/index.js';
 import { requestTarget } from '../rules/path-match.js';
 import type { PathSettings } from '../config/settings.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import { whenDecided } from '../rules/verdict.js';
 import { abandonAll } from '../rules/rule-slots.js';
+import type { GatewayView } from '../rules/key-readers.js';
 
 /**
  * Answers one decision request. The original request is read from
@@ -44,12 +45,14 @@ export function handleDecision(req: IncomingMessage, res: ServerResponse, query:
   }
   const uri = target.target;
   const q = uri.indexOf('?');
-  const view: RequestView<IncomingMessage> = {
+  const view: GatewayView = {
     raw: req,
     socketAddress: req.socket.remoteAddress,
     headers: req.headers,
     method: (headerValue(req.headers, 'x-original-method') ?? 'GET').toUpperCase(),
     path: q < 0 ? uri : uri.slice(0, q),
+    // The original request's query, for query:NAME keys (req.url is the endpoint's own).
+    query: q < 0 ? '' : uri.slice(q + 1),
   };
   const host = target.authority ?? headerValue(req.headers, 'x-original-host') ?? req.headers.host;
   whenDecided(rules.decide(rules.waits ? { ...view, signal: abortOnClose(res) } : view, host), (verdict) => {

@@ -51,7 +51,15 @@ describe('floodgate CLI', () => {
     argError(['serve', '--upstream', 'ftp://x', '--limit', '1/1s'], /--upstream must use http:\/\/ or https:\/\//);
     argError(['serve', '--upstream', 'http://x', '--limit', 'ten/1s'], /--limit must be LIMIT\/WINDOW/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5parsecs'], /--limit .*window/);
-    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--key', 'cookie:sid'], /--key must be "ip", "header:NAME"/);
+    argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--key', 'session:sid'], /--key must be "ip", "header:NAME"/);
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--key', 'jwt:sub'],
+      /--key jwt:sub counts by a bearer token's claim, which must be verified first.*jwt section/,
+    );
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--key', 'path:{user}'],
+      /--key path:\{user\} names a group of a path pattern/,
+    );
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--algorithm', 'leaky'], /--algorithm must be one of/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--listen', 'localhost'], /--listen .*no port/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '-1'], /--workers|unknown option/);

@@ -43,11 +43,11 @@ describe('config: a policy with its own key', () => {
   it('rejects other keys with the file, line, column and field', async () => {
     await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: cookie }\n',
-      /^gw\.yaml:4:38: rules\[0\]\.policies\[0\]\.key: must be "ip", "header:NAME" \(e\.g\. "header:x-api-key"\), "header:NAME,ip" \(the header, else the client address\) or "global" \(one counter for every client\); got "cookie"\.$/,
+      /^gw\.yaml:4:38: rules\[0\]\.policies\[0\]\.key: must be "ip", "header:NAME" \(e\.g\. "header:x-api-key"\), "header:NAME,ip" \(the header, else the client address\), "cookie:NAME", .*"global" \(one counter for every client\), or several joined by " \+ " \(e\.g\. "header:x-api-key \+ path"\); got "cookie"\.$/,
     );
     await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - limit: 3\n        window: 1m\n        key: { header: x-org, maxLength: 8 }\n',
-      /^gw\.yaml:6:14: rules\[0\]\.policies\[0\]\.key: a policy key is one of ip, header:NAME, header:NAME,ip or global; checks on the key \(maxLength, pattern, allowList\) go in the rule key mapping\.$/,
+      /^gw\.yaml:6:14: rules\[0\]\.policies\[0\]\.key: a policy key is a string form \(ip, header:NAME, cookie:NAME, query:NAME, path, method, jwt:CLAIM, global, or parts joined by " \+ "\); checks on the key \(maxLength, pattern, allowList\) go in the rule key mapping\.$/,
     );
     await rejectsConfig(
       'rules:\n  - name: a\n    policies:\n      - { limit: 3, window: 1m, key: "header:" }\n',
