@@ -7,6 +7,7 @@ import { describeValue } from '../../core/describe-value.js';
 import { InvalidValue, parseBoolean, parseHeaderName, parsePositiveInt } from './values.js';
 import type { CostSettings, PolicySettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
+import { policyName } from './policy-names.js';
 
 const COST_FIELDS = ['estimate', 'header', 'json', 'missing', 'drainBytes', 'requestUsage'] as const;
 /** Default `drainBytes`: bytes of an upstream answer read (and discarded) after its client left, to learn its usage. */
@@ -30,7 +31,7 @@ export function costSettings(c: Cursor, path: Path, value: unknown, policies: re
     if (estimate > p.limit)
       c.fail(
         [...path, 'estimate'],
-        `${estimate} is larger than the limit ${p.limit} of policy ${JSON.stringify(p.name ?? `${p.limit}/${p.windowMs}ms`)}, so no request could ever pass; lower the estimate or raise the limit.`,
+        `${estimate} is larger than the limit ${p.limit} of policy ${JSON.stringify(policyName(p))}, so no request could ever pass; lower the estimate or raise the limit.`,
       );
   });
   if (o.header !== undefined && o.json !== undefined)
