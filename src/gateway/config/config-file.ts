@@ -105,7 +105,7 @@ export async function parseConfigText(
   // Each independent problem of the file is reported, not only the first (see Cursor.collect).
   const settings = c.collect(() => validate(c, mapping(c, [], raw, TOP_FIELDS), file, overrides, options.requireRules === true));
   // Loaded now, so a gateway without the package says so at start (and `check` too), not at the first token.
-  if (settings.jwt?.verify !== undefined) await loadJose();
+  if (settings.jwt !== undefined) await loadJose();
   return settings;
 }
 

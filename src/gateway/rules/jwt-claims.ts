@@ -13,21 +13,18 @@ export type ClaimsAnswer = { readonly claims: Readonly<Record<string, unknown>> 
 
 /** Verifies bearer tokens under one `jwt:` section. */
 export class JwtClaims {
-  private readonly jose: Promise<Jose>;
   /** The key, or the key set's lookup, built once jose is loaded. */
   private key: Parameters<Jose['jwtVerify']>[1] | undefined;
 
   /** @param settings - the `jwt:` section */
-  constructor(private readonly settings: JwtSettings) {
-    // The config load already loaded jose (so a missing package stops the start); this resolves at once.
-    this.jose = loadJose() as Promise<Jose>;
-  }
+  constructor(private readonly settings: JwtSettings) {}
 
   /** The claims of `token`: verified (signature, algorithm, exp/nbf, iss, aud), or merely decoded when verification is off. */
   async claimsOf(token: string): Promise<ClaimsAnswer> {
-    const jose = await this.jose;
     const verify = this.settings.verify;
     try {
+      // The config load already loaded jose (so a missing package stops the start): this resolves from its cache.
+      const jose = (await loadJose()) as Jose;
       if (verify === undefined) return { claims: jose.decodeJwt(token) };
       this.key ??=
         verify.key.kind === 'jwks' ? jose.createLocalJWKSet(verify.key.jwks as Parameters<Jose['createLocalJWKSet']>[0]) : verify.key.key;

@@ -30,7 +30,8 @@ const cache = new Map<string, Promise<unknown>>();
 
 /**
  * Imports `name` once. A missing package rejects with MISSING_DEPENDENCY
- * naming the `npm install` to run; any other failure is passed through.
+ * naming the `npm install` to run, an ES-only one required where Node.js
+ * cannot with the Node.js it needs; any other failure is passed through.
  */
 function load<T>(name: GatewayPackageName, importer: () => Promise<unknown>): Promise<T> {
   let pending = cache.get(name);
@@ -45,6 +46,13 @@ function load<T>(name: GatewayPackageName, importer: () => Promise<unknown>): Pr
           error,
         );
       }
+      // An ES-only package (jose) required by the CommonJS build on a Node.js without require(esm) (before 20.19).
+      if (code === 'ERR_REQUIRE_ESM')
+        throw new FloodgateError(
+          ErrorCode.MISSING_DEPENDENCY,
+          `the package "${name}" (${GATEWAY_PACKAGES[name].purpose}) is an ES module, which the CommonJS build of floodgate loads only on Node.js 20.19 or later (this is ${process.version}); upgrade Node.js, or import floodgate/gateway from an ES module (the floodgate command does)`,
+          error,
+        );
       throw error;
     });
     cache.set(name, pending);

@@ -131,6 +131,24 @@ describe('cookie:NAME keys', () => {
   });
 });
 
+describe('cookie:NAME keys on a shadow rule', () => {
+  const fixture = gatewayFixture();
+
+  it('reads the cookie as an enforced rule does, reports a refusal and forwards the request', async () => {
+    const g = await fixture.start(
+      `upstream: ${fixture.upstream.url}\nrules:\n  - { name: watch, shadow: true, key: cookie:sid, policies: ["1/1m"] }\n`,
+    );
+    const report = async (headers: Record<string, string>): Promise<[number, unknown]> => {
+      const reply = await get(`${g.url}/x`, { headers });
+      return [reply.status, reply.headers['floodgate-shadow']];
+    };
+    assert.deepEqual(await report({}), [200, '"watch";outcome=refused-401']);
+    assert.deepEqual(await report({ cookie: 'sid=a; sid=b' }), [200, '"watch";outcome=refused-400']);
+    assert.deepEqual(await report({ cookie: 'sid=sh1' }), [200, '"watch";outcome=allowed']);
+    assert.deepEqual(await report({ cookie: 'sid=%73h1' }), [200, '"watch";outcome=limited']);
+  });
+});
+
 describe('config: cookie keys', () => {
   it('parses cookie:NAME, as a rule key and a policy key', async () => {
     const s = await parseConfigText(
