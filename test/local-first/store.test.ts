@@ -299,3 +299,17 @@ test('a flood of distinct keys keeps at most maxKeys in memory', async () => {
   await sleep(200);
   assert.ok(s.stats().keys <= 500, `${s.stats().keys} keys after broadcasts`);
 });
+
+test('regression: a decision moved its key in the table every time; a hot key still keeps its lease through a flood of new keys', async () => {
+  const s = await store({ maxKeys: 50, timeoutMs: 5000 });
+  const l = new RateLimiter({ store: s, limit: 1_000_000, window: '60s', prefix: `hot${++unique}` });
+  // Enough demand that its lease holds units to spare.
+  for (let i = 0; i < 50 && l.consumeNow('hot') === undefined; i++) await l.consume('hot');
+  assert.ok(l.consumeNow('hot')?.allowed, 'decided from the lease');
+  for (let i = 0; i < 500; i += 5) {
+    await Promise.all(Array.from({ length: 5 }, (_, j) => l.consume(`cold-${i + j}`)));
+    // Used once per five new keys, so always in the younger half of the table: decided from its lease in memory.
+    assert.ok(l.consumeNow('hot')?.allowed, `the hot key was evicted after ${i + 5} new keys`);
+    assert.ok(s.stats().keys <= 50, `${s.stats().keys} keys`);
+  }
+});

@@ -34,6 +34,8 @@ export interface Entry extends LeaseState {
   inFlight: boolean;
   /** Called once the call in flight is answered (a composite waits for its parts' top-ups: see composite.ts). */
   onAnswered: Array<() => void> | undefined;
+  /** The store's insertion count when the key was last put at the young end of its table (0: not yet). */
+  placed: number;
 }
 
 /** A fresh entry at local time `now`. */
@@ -54,6 +56,7 @@ export function newEntry(now: number, horizonMs: number): Entry {
     waiters: [],
     inFlight: false,
     onAnswered: undefined,
+    placed: 0,
   };
 }
 

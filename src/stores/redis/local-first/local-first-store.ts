@@ -69,6 +69,8 @@ export class LocalFirstStore implements Store {
   private readonly clock: Clock | undefined;
   /** Keys held; an evicted one's waiters are still answered (the reply handler holds the entry), its lease given back. */
   private readonly entries: BoundedMap<string, Entry>;
+  /** Keys put at the young end of `entries` so far (an entry's `placed` is this count then): how far a key is from eviction. */
+  private placements = 0;
   /** Pairs of policies warned about as conflicting. */
   private readonly warned = new Set<string>();
   private readonly subscription: Subscription;
@@ -385,15 +387,21 @@ export class LocalFirstStore implements Store {
       this.youngest(key, e);
     } else {
       e = newEntry(t, this.leaseMs);
+      e.placed = ++this.placements;
       this.entries.set(key, e);
     }
     return e;
   }
 
-  /** Moves `key`, held as `e`, to the young end: BoundedMap.touch without its lookup (every leased decision runs this). */
+  /**
+   * Keeps `key` (held as `e`) out of the older half of the table, where eviction takes from, moving it (delete, set)
+   * only from there: at most `placements - e.placed` keys came after it. A move per decision churned the Map's table.
+   */
   private youngest(key: string, e: Entry): void {
+    if (this.placements - e.placed <= this.entries.size >>> 1) return;
     this.entries.delete(key);
     this.entries.set(key, e);
+    e.placed = ++this.placements;
   }
 
   /** Gives back idle leases, drops lapsed ones and expired marks, and forgets idle keys. */
