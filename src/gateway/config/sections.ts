@@ -48,6 +48,7 @@ const PROXY_FIELDS = [
   'clientRequestTimeout',
   'clientKeepAliveTimeout',
   'maxConnections',
+  'listenSockets',
   'upgrades',
   'requestBuffer',
   'minBodyRate',
@@ -165,6 +166,8 @@ export function proxySettings(c: Cursor, value: unknown): ProxySettings {
     clientRequestTimeoutMs: ms('clientRequestTimeout', DEFAULT_PROXY.clientRequestTimeoutMs, true),
     clientKeepAliveTimeoutMs: ms('clientKeepAliveTimeout', DEFAULT_PROXY.clientKeepAliveTimeoutMs),
     maxConnections: int('maxConnections', DEFAULT_PROXY.maxConnections, 1, 1_000_000),
+    listenSockets:
+      p.listenSockets === undefined || p.listenSockets === 'auto' ? DEFAULT_PROXY.listenSockets : int('listenSockets', 1, 1, 64),
     upgrades: p.upgrades === undefined ? DEFAULT_PROXY.upgrades : c.at(['proxy', 'upgrades'], () => parseUpgrades(p.upgrades)),
     requestBuffer:
       p.requestBuffer === undefined

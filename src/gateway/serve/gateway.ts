@@ -14,6 +14,7 @@ import { dashboardFor, statsOf } from '../admin/dashboard.js';
 import type { DashboardStats } from '../admin/dashboard-stats.js';
 import { askPrimaryForMetrics } from '../runtime/cluster-metrics.js';
 import { ConnectionDrain } from './drain.js';
+import { ListenSockets, listenSocketCount } from './listen-sockets.js';
 import type { PinoModule, PromClient, Undici } from '../runtime/optional-deps.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import { adminLimits, applyClientLimits, closeServer, createAdminServer, createProxyServer, listen, urlOf } from './listeners.js';
@@ -79,6 +80,8 @@ export class Gateway implements AdminSource {
   /** Answers the proxy listener's requests. */
   private readonly requests: RequestPath;
   private readonly connections: ConnectionDrain;
+  /** The proxy port's listening sockets (see ListenSockets). */
+  readonly sockets: ListenSockets;
   /** Concurrent scrapes share one rendering (under `--workers`, one question to the primary). */
   private readonly metricsRender: SharedResult<{ contentType: string; body: string }>;
   private upstreamCheck: UpstreamCheck | undefined;
@@ -156,6 +159,13 @@ export class Gateway implements AdminSource {
       ),
     );
     this.connections = new ConnectionDrain(this.server);
+    this.sockets = new ListenSockets(
+      this.server,
+      listenSocketCount(settings.proxy.listenSockets, clustered, (message) =>
+        log.warn({ listenSockets: settings.proxy.listenSockets }, message),
+      ),
+      settings.proxy.maxConnections,
+    );
     // Under --workers the admin listener is the primary's; a worker with the API on answers the primary's calls instead.
     const admin = settings.admin === undefined || (clustered && settings.adminToken === undefined) ? undefined : this.openAdmin();
     this.workerAdmin = admin === undefined || !clustered ? undefined : { source: admin, stats: statsOf(metrics.registry, admin, store) };
@@ -198,10 +208,11 @@ export class Gateway implements AdminSource {
     if (stopOtel !== undefined) gateway.server.once('close', stopOtel);
     try {
       await options.beforeListen?.(gateway);
-      await listen(gateway.server, settings.listen, '--listen, or listen in the config file');
+      await gateway.sockets.listen(settings.listen, '--listen, or listen in the config file');
       if (gateway.adminServer) await listen(gateway.adminServer, settings.admin!, '--admin, or admin in the config file');
     } catch (error) {
       // Nothing of a gateway that never served may linger: the other listener, the upstream pool, the store.
+      gateway.sockets.close();
       gateway.server.close();
       gateway.adminServer?.close();
       await gateway.proxy?.close().catch(() => undefined);
@@ -294,6 +305,7 @@ export class Gateway implements AdminSource {
     if (prev.upstream?.href !== effective.upstream?.href || prev.readiness.upstream !== effective.readiness.upstream)
       this.upstreamCheck = upstreamCheckFor(effective);
     applyClientLimits(this.server, effective.proxy);
+    this.sockets.setMaxConnections(effective.proxy.maxConnections);
     if (this.adminServer) applyClientLimits(this.adminServer, adminLimits(effective.proxy));
     this.log.level = effective.logLevel;
     const trustWarning =
@@ -320,6 +332,7 @@ export class Gateway implements AdminSource {
     this.draining = true;
     this.log.info({ inFlight: this.requests.inFlight, connections: this.connections.size }, 'draining');
     const adminClosed = this.adminServer ? closeServer(this.adminServer) : Promise.resolve();
+    this.sockets.close();
     const left = await this.connections.drain(this.settings.drainTimeoutMs);
     if (left > 0)
       this.log.warn({ inFlight: this.requests.inFlight, connections: left }, 'drain timeout: cutting the remaining connections');

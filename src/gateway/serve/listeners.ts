@@ -4,7 +4,7 @@
  * cap, a pipelining bound, one body read at a time per connection), and listen/close helpers.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ErrorCode, FloodgateError } from '../../index.js';
 import type { ListenAddress, ProxySettings } from '../config/settings.js';
@@ -213,8 +213,17 @@ export function applyClientLimits(server: Server, p: ProxySettings): void {
   server.maxConnections = p.maxConnections;
 }
 
-/** Listens on `address`; a failure (port in use, address not on this host) names the setting `what`. */
-export function listen(server: Server, address: ListenAddress, what: string): Promise<void> {
+/**
+ * Listens on `address` (on `port` instead of its port when given, and as a
+ * member of a SO_REUSEPORT group with `reusePort`); a failure (port in use,
+ * address not on this host) names the setting `what`.
+ */
+export function listen(
+  server: NetServer,
+  address: ListenAddress,
+  what: string,
+  group: { port?: number; reusePort?: boolean } = {},
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const fail = (error: NodeJS.ErrnoException): void =>
       reject(
@@ -225,7 +234,8 @@ export function listen(server: Server, address: ListenAddress, what: string): Pr
         ),
       );
     server.once('error', fail);
-    server.listen(address.port, address.host, () => {
+    const options = { port: group.port ?? address.port, host: address.host, ...(group.reusePort === true ? { reusePort: true } : {}) };
+    server.listen(options, () => {
       server.off('error', fail);
       resolve();
     });

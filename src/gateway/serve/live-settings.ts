@@ -19,6 +19,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
   if (JSON.stringify(prev.adminHosts) !== JSON.stringify(next.adminHosts)) kept.push('admin.hosts');
   if (JSON.stringify(prev.store) !== JSON.stringify(next.store)) kept.push('store');
   if (prev.proxy.maxHeaderSize !== next.proxy.maxHeaderSize) kept.push('proxy.maxHeaderSize');
+  if (prev.proxy.listenSockets !== next.proxy.listenSockets) kept.push('proxy.listenSockets');
   // Instruments and the store wrapper are made once, at start.
   if ((prev.telemetry?.otel ?? false) !== (next.telemetry?.otel ?? false)) kept.push('telemetry.otel');
   // The rate limit service's own file reloads by itself; its listener and path need a restart.
@@ -31,7 +32,7 @@ export function liveSettings(prev: GatewaySettings, next: GatewaySettings): { ke
     adminHosts: prev.adminHosts,
     workers: prev.workers,
     store: prev.store,
-    proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize },
+    proxy: { ...next.proxy, maxHeaderSize: prev.proxy.maxHeaderSize, listenSockets: prev.proxy.listenSockets },
     telemetry: prev.telemetry,
     grpc: prev.grpc,
   };

@@ -203,9 +203,9 @@ process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
 
-/** Runs `floodgate <args>` from src through tsx. */
-export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/gateway/cli/run.ts', ...args], {
+/** Runs `floodgate <args>` from src through tsx, under `node` (this process's binary unless given). */
+export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}, node: string = process.execPath): CliProcess {
+  const child = spawn(node, ['--import', 'tsx', 'src/gateway/cli/run.ts', ...args], {
     cwd: new URL('../../..', import.meta.url).pathname,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -269,8 +269,12 @@ export function runCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Cl
 }
 
 /** Starts `floodgate serve` and resolves with the process and its proxy URL once it listens. */
-export async function serveCli(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliProcess & { url: string }> {
-  const cli = runCli(['serve', '--listen', '127.0.0.1:0', ...args], env);
+export async function serveCli(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  node: string = process.execPath,
+): Promise<CliProcess & { url: string }> {
+  const cli = runCli(['serve', '--listen', '127.0.0.1:0', ...args], env, node);
   try {
     // A loaded machine can take many seconds to start a gateway; the wait only bounds a start that never comes.
     const line = await cli.waitForLog((l) => l.msg === 'floodgate gateway listening', 60_000);
