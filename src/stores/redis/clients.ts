@@ -32,15 +32,30 @@ function isNoScript(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT');
 }
 
+/** What a call's NOSCRIPT fallback needs: the same call as EVAL, with the script's text. */
+interface EvalText {
+  evalText(c: ScriptCall): Promise<unknown>;
+}
+
 /**
- * Runs EVALSHA, and on NOSCRIPT (after a restart, a failover or SCRIPT FLUSH)
- * EVAL, which also puts the script back in Redis's cache for the next calls.
+ * Reports call `index`'s reply from `evalsha`, the call's EVALSHA, or on
+ * NOSCRIPT (after a restart, a failover or SCRIPT FLUSH) from its EVAL,
+ * which also puts the script back in Redis's cache for the next calls. One
+ * reaction on the EVALSHA's promise: no promise in between and no closure
+ * per call for the fallback, which is needed once per script and server.
  */
-function evalWithFallback(evalsha: () => Promise<unknown>, evalText: () => Promise<unknown>): Promise<unknown> {
-  return evalsha().catch((error: unknown) => {
-    if (isNoScript(error)) return evalText();
-    throw error;
-  });
+function settle(evalsha: Promise<unknown>, fallback: EvalText, c: ScriptCall, index: number, onReply: ReplyHandler): void {
+  evalsha.then(
+    (reply) => onReply(index, undefined, reply),
+    (error: unknown) => {
+      if (!isNoScript(error)) return onReply(index, error, undefined);
+      try {
+        report(fallback.evalText(c), index, onReply);
+      } catch (error) {
+        onReply(index, error, undefined);
+      }
+    },
+  );
 }
 
 function report(promise: Promise<unknown>, index: number, onReply: ReplyHandler): void {
@@ -50,17 +65,19 @@ function report(promise: Promise<unknown>, index: number, onReply: ReplyHandler)
   );
 }
 
+/** An ioredis client's EVAL of a call, the NOSCRIPT fallback of {@link sendIoredis}. */
+class IoredisEval implements EvalText {
+  constructor(private readonly client: IoredisLike) {}
+
+  evalText(c: ScriptCall): Promise<unknown> {
+    return this.client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args);
+  }
+}
+
 /** One script call on an ioredis client (EVALSHA, EVAL on NOSCRIPT), its reply or failure reported as call `index`. */
-function sendIoredis(client: IoredisLike, c: ScriptCall, index: number, onReply: ReplyHandler): void {
+function sendIoredis(client: IoredisLike, fallback: EvalText, c: ScriptCall, index: number, onReply: ReplyHandler): void {
   try {
-    report(
-      evalWithFallback(
-        () => client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args),
-        () => client.eval(c.script.text, c.keys.length, ...c.keys, ...c.args),
-      ),
-      index,
-      onReply,
-    );
+    settle(client.evalsha(c.script.sha, c.keys.length, ...c.keys, ...c.args), fallback, c, index, onReply);
   } catch (error) {
     onReply(index, error, undefined);
   }
@@ -81,7 +98,10 @@ function ioredisDown(status: string): string | undefined {
  */
 class IoredisAdapter implements RedisAdapter {
   readonly kind = 'ioredis';
-  constructor(private readonly client: IoredisLike) {}
+  private readonly fallback: EvalText;
+  constructor(private readonly client: IoredisLike) {
+    this.fallback = new IoredisEval(client);
+  }
 
   unavailable(): string | undefined {
     return ioredisDown(this.client.status);
@@ -89,14 +109,14 @@ class IoredisAdapter implements RedisAdapter {
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
     if (calls.length === 1) {
-      sendIoredis(this.client, calls[0]!, 0, onReply);
+      sendIoredis(this.client, this.fallback, calls[0]!, 0, onReply);
       return;
     }
     // Only a connected client writes at once; otherwise ioredis queues the calls itself, in order.
     const stream = this.client.status === 'ready' && this.client.stream?.destroyed !== true ? this.client.stream : undefined;
     stream?.cork();
     try {
-      for (let i = 0; i < calls.length; i++) sendIoredis(this.client, calls[i]!, i, onReply);
+      for (let i = 0; i < calls.length; i++) sendIoredis(this.client, this.fallback, calls[i]!, i, onReply);
     } finally {
       stream?.uncork();
     }
@@ -111,14 +131,17 @@ class IoredisAdapter implements RedisAdapter {
  */
 class IoredisClusterAdapter implements RedisAdapter {
   readonly kind = 'ioredis-cluster';
-  constructor(private readonly client: IoredisLike) {}
+  private readonly fallback: EvalText;
+  constructor(private readonly client: IoredisLike) {
+    this.fallback = new IoredisEval(client);
+  }
 
   unavailable(): string | undefined {
     return ioredisDown(this.client.status);
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
-    for (let i = 0; i < calls.length; i++) sendIoredis(this.client, calls[i]!, i, onReply);
+    for (let i = 0; i < calls.length; i++) sendIoredis(this.client, this.fallback, calls[i]!, i, onReply);
   }
 }
 
@@ -131,7 +154,7 @@ function commandArgs(verb: 'EVALSHA' | 'EVAL', c: ScriptCall): string[] {
  * node-redis client: one call per batch, all in the same tick, which
  * node-redis writes to the socket together (it pipelines by itself).
  */
-class NodeRedisAdapter implements RedisAdapter {
+class NodeRedisAdapter implements RedisAdapter, EvalText {
   readonly kind = 'node-redis';
   // node-redis is also "not ready" while its first connect runs; only a drop after that counts as down.
   private wasReady: boolean;
@@ -148,25 +171,24 @@ class NodeRedisAdapter implements RedisAdapter {
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
-    calls.forEach((c, i) => {
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
       try {
-        report(
-          evalWithFallback(
-            () => this.client.sendCommand(commandArgs('EVALSHA', c)),
-            () => this.client.sendCommand(commandArgs('EVAL', c)),
-          ),
-          i,
-          onReply,
-        );
+        settle(this.client.sendCommand(commandArgs('EVALSHA', c)), this, c, i, onReply);
       } catch (error) {
         onReply(i, error, undefined);
       }
-    });
+    }
+  }
+
+  /** The call as EVAL, the NOSCRIPT fallback. */
+  evalText(c: ScriptCall): Promise<unknown> {
+    return this.client.sendCommand(commandArgs('EVAL', c));
   }
 }
 
 /** node-redis cluster: one call per batch, routed by its first key, all in the same tick. */
-class NodeRedisClusterAdapter implements RedisAdapter {
+class NodeRedisClusterAdapter implements RedisAdapter, EvalText {
   readonly kind = 'node-redis-cluster';
   constructor(private readonly client: NodeRedisClusterLike) {}
 
@@ -175,21 +197,19 @@ class NodeRedisClusterAdapter implements RedisAdapter {
   }
 
   send(calls: readonly ScriptCall[], onReply: ReplyHandler): void {
-    calls.forEach((c, i) => {
+    for (let i = 0; i < calls.length; i++) {
+      const c = calls[i]!;
       try {
-        const key = c.keys[0]!;
-        report(
-          evalWithFallback(
-            () => this.client.sendCommand(key, false, commandArgs('EVALSHA', c)),
-            () => this.client.sendCommand(key, false, commandArgs('EVAL', c)),
-          ),
-          i,
-          onReply,
-        );
+        settle(this.client.sendCommand(c.keys[0]!, false, commandArgs('EVALSHA', c)), this, c, i, onReply);
       } catch (error) {
         onReply(i, error, undefined);
       }
-    });
+    }
+  }
+
+  /** The call as EVAL on the node of its first key, the NOSCRIPT fallback. */
+  evalText(c: ScriptCall): Promise<unknown> {
+    return this.client.sendCommand(c.keys[0]!, false, commandArgs('EVAL', c));
   }
 }
 
