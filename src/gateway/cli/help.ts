@@ -24,9 +24,10 @@ Options of serve (flags win over the config file's values):
   --limit N/WINDOW        a policy of the default rule; repeat for several (all must admit)
                             e.g. --limit 3/5s --limit 1000/1d
   --key SOURCE            who a request counts against: ip (default), header:NAME,
-                          header:NAME,ip (the header, else the client address), or
-                          global (one counter for every client)
-                            e.g. --key header:x-api-key
+                          header:NAME,ip (the header, else the client address),
+                          cookie:NAME, query:NAME, path, path:N (segment N), method,
+                          global (one counter for every client), or parts joined by +
+                            e.g. --key header:x-api-key, --key "header:x-api-key + path:2"
   --algorithm NAME        fixed-window (default), sliding-window, sliding-log or token-bucket
                             e.g. --algorithm sliding-window
   --block-duration D      after going over the limit, refuse the key for this long

@@ -79,9 +79,27 @@ const BEARER_TOKEN = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 /**
  * The claims of the request's bearer token, verified by `jwt`: 400 for a
  * second Authorization field (node keeps the first, the upstream may read
- * the other), 401 without a bearer token or with one that fails.
+ * the other), 401 without a bearer token or with one that fails. Verified
+ * once per request, however many rules and parts read a claim of it.
  */
 export function claimsReader(jwt: JwtClaims): (view: GatewayView) => Promise<ClaimsOrRefusal> {
+  let reader = readers.get(jwt);
+  if (reader !== undefined) return reader;
+  const read = tokenClaims(jwt);
+  const seen = new WeakMap<object, Promise<ClaimsOrRefusal>>();
+  reader = (view) => {
+    let pending = seen.get(view.raw);
+    if (pending === undefined) seen.set(view.raw, (pending = read(view)));
+    return pending;
+  };
+  readers.set(jwt, reader);
+  return reader;
+}
+
+/** Each verifier's reader: the rules of one config share one, and so one verification per request. */
+const readers = new WeakMap<JwtClaims, (view: GatewayView) => Promise<ClaimsOrRefusal>>();
+
+function tokenClaims(jwt: JwtClaims): (view: GatewayView) => Promise<ClaimsOrRefusal> {
   const missing = refusal(401, 'Unauthorized', 'A bearer token is required (Authorization: Bearer ...).', BEARER, true);
   const repeated = refusal(400, 'Bad Request', 'The Authorization header appears more than once; send one bearer token.', []);
   const invalid = refusal(401, 'Unauthorized', 'The bearer token is not valid.', INVALID_TOKEN);

@@ -10,17 +10,9 @@ import { ipKey, parseIp, type KeySource } from '../../http/index.js';
 import { keyParts } from '../config/key-settings.js';
 import { keyLabel } from '../config/policy-names.js';
 import type { KeyPartSettings, KeySettings, MatchSettings, PolicySettings } from '../config/settings.js';
-import type { JwtClaims } from './jwt-claims.js';
 import type { KeyRefusal } from './key-check.js';
-import {
-  claimsReader,
-  isRefusal,
-  partReader,
-  type ClaimsOrRefusal,
-  type GatewayView,
-  type PartReader,
-  type PartValue,
-} from './key-readers.js';
+import type { JwtClaims } from './jwt-claims.js';
+import { claimsReader, isRefusal, partReader, type GatewayView, type PartReader, type PartValue } from './key-readers.js';
 
 /** True when the gateway reads `key` itself: a compound, or a cookie, query, path, method or claim key. */
 export function readsItself(key: KeySettings): boolean {
@@ -51,28 +43,18 @@ export class RequestKeys {
    * @param keys - the rule's key and its policies' keys
    * @param match - the rule's match (for `path:{name}`)
    * @param caseSensitive - `paths.caseSensitive`
-   * @param jwt - the token verifier, when the config has a `jwt:` section
+   * @param jwt - the token verifier, when the config has a `jwt:` section (one per config: a request's token is verified once)
    */
   constructor(rule: string, keys: readonly KeySettings[], match: MatchSettings, caseSensitive: boolean, jwt: JwtClaims | undefined) {
-    let claims: ((view: GatewayView) => Promise<ClaimsOrRefusal>) | undefined;
-    const tokens = new WeakMap<object, Promise<ClaimsOrRefusal>>();
+    const claims = jwt === undefined ? undefined : claimsReader(jwt);
     for (const key of keys) {
       if (!readsItself(key) || this.index.has(keyLabel(key))) continue;
       const parts = keyParts(key);
-      if (parts.some((p) => p.kind === 'jwt') && claims === undefined) {
-        if (jwt === undefined)
-          throw new FloodgateError(
-            ErrorCode.INVALID_CONFIG,
-            `rule ${JSON.stringify(rule)} counts by a bearer token's claim (${keyLabel(key)}), but nothing verifies the token; add a jwt section to the config file.`,
-          );
-        const read = claimsReader(jwt);
-        // One verification per request, however many parts read a claim of the token.
-        claims = (view) => {
-          let pending = tokens.get(view.raw);
-          if (pending === undefined) tokens.set(view.raw, (pending = read(view)));
-          return pending;
-        };
-      }
+      if (claims === undefined && parts.some((p) => p.kind === 'jwt'))
+        throw new FloodgateError(
+          ErrorCode.INVALID_CONFIG,
+          `rule ${JSON.stringify(rule)} counts by a bearer token's claim (${keyLabel(key)}), but nothing verifies the token; add a jwt section to the config file.`,
+        );
       this.index.set(keyLabel(key), this.readers.length);
       const context = { match, caseSensitive, claims };
       this.readers.push(parts.map((p) => partReader(p as KeyPartSettings, context)));
