@@ -1,6 +1,7 @@
 // Compound keys (`header:x-api-key + path:2`, or a YAML list) from the attacker's side: parts holding the separator never collide.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { ruleView } from '../../../src/gateway/admin/admin-rules.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import { compoundKey } from '../../../src/gateway/rules/request-keys.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
@@ -155,6 +156,18 @@ describe('config: compound keys', () => {
     });
     const p = await parseConfigText('rules:\n  - name: a\n    policies: [{ limit: 1, window: 1m, key: [method, path] }]\n', 'gw.yaml');
     assert.deepEqual(p.rules[0]!.policies[0]!.key, { kind: 'compound', parts: [{ kind: 'method' }, { kind: 'path' }] });
+  });
+
+  it('the admin API shows each key as it is written', async () => {
+    const s = await parseConfigText(CONFIG, 'gw.yaml');
+    assert.deepEqual(
+      s.rules.map((r) => ruleView(r).key),
+      [
+        { kind: 'compound', source: 'header:x-api-key + path:2' },
+        { kind: 'compound', source: 'cookie:sid + query:tenant' },
+        { kind: 'compound', source: 'header:x-api-key + ip' },
+      ],
+    );
   });
 
   it('refuses one part, nine, a part twice, global, and a fallback inside', async () => {
