@@ -2,7 +2,7 @@
 /**
  * Each rule's match, key source and HttpLimiter over its policies, on the gateway's stores.
  */
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
   ErrorCode,
   FloodgateError,
@@ -28,6 +28,9 @@ import { RequestKeys, readsItself, ruleKeys } from './request-keys.js';
 import { keyParts } from '../config/key-settings.js';
 import { KnownKeys } from './known-keys.js';
 import { RuleCost } from './rule-cost.js';
+import { RuleCount } from './rule-count.js';
+import { NearLimit } from './near-limit.js';
+import { DEFAULT_NEAR_LIMIT } from '../config/count-config.js';
 import { RuleOverrides } from './rule-overrides.js';
 import { warnOnce } from '../../core/warnings.js';
 import { loggableKey } from '../runtime/log.js';
@@ -71,7 +74,9 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
   const log = context.log.child({ rule: rule.name });
   const cost =
     rule.cost === undefined
-      ? undefined
+      ? rule.count === undefined
+        ? undefined
+        : new RuleCount(rule.name, rule.count)
       : new RuleCost(
           rule.name,
           rule.cost,
@@ -95,8 +100,11 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     onError: (error) => {
       if (!isStoreFailure(error)) warn(error);
     },
-    // A rule with cost takes its estimate from every policy, decided together as any cost is, and commits what the response reported.
-    ...(cost === undefined ? {} : { cost: cost.estimate, actualCost: (req: IncomingMessage) => cost.actual(req) }),
+    // A rule with cost takes its estimate from every policy, decided together as any cost is, and commits what the response
+    // reported; one with count takes 1 and keeps it when the response's status counts.
+    ...(cost === undefined
+      ? {}
+      : { cost: cost.estimate, actualCost: (req: IncomingMessage, res: ServerResponse) => cost.actual(req, res) }),
     // A slot per admitted request under the rule's key, taken once the policies admit it and freed when its response ends.
     ...(rule.concurrency === undefined ? {} : { concurrency: slotLimiter(rule, settings, context) }),
   };
@@ -153,6 +161,7 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     limiters: policies.map((p) => p.limiter),
     overrides,
     cost,
+    nearLimit: rule.shadow ? undefined : new NearLimit(rule.name, rule.nearLimit ?? DEFAULT_NEAR_LIMIT, context.metrics),
     holdsSlots: rule.concurrency !== undefined,
     waits: rule.wait !== undefined,
     counts,

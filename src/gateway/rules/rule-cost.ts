@@ -3,12 +3,49 @@
  * The rule's HttpLimiter holds the estimate as reservations, and the response's reader says what to commit when it
  * ends (`cost.missing` when it should have reported and did not).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { HttpLimiter, RateLimitInfo } from '../../http/index.js';
 import { WarningCode } from '../../core/warnings.js';
 import type { CostSettings, UsageSource } from '../config/settings.js';
 import { UsageReader, type UsageWarn } from './response-usage.js';
 import type { Hold } from './rule-slots.js';
+
+/** What reads one forwarded request's response for a rule that settles its units from it. */
+export interface ResponseReader {
+  /** The upstream's status and headers (`bodiless` for an answer to HEAD). */
+  head(status: number, headers: IncomingHttpHeaders, bodiless?: boolean): void;
+  /** One body chunk, as it goes to the client (or is drained). */
+  data(chunk: Buffer): void;
+  /** The body has ended whole. */
+  usage(): unknown;
+  /** The exchange is over: whatever was kept is let go. */
+  discard(): void;
+}
+
+/**
+ * A rule whose units are held before forwarding and settled from the
+ * response: by the cost it reports ({@link RuleCost}) or by whether its
+ * status counts (RuleCount, rule-count.ts). The proxy watches both the same
+ * way (response-cost.ts).
+ */
+export interface ResponsePrice {
+  /** The rule's name. */
+  readonly rule: string;
+  /** Units held per request before it is forwarded. */
+  readonly estimate: number;
+  /** Where the response reports its cost; undefined when only the status is read. */
+  readonly source: UsageSource | undefined;
+  /** Bytes of the answer read after its client left (see ResponseRelay). */
+  readonly drainBytes: number;
+  /** Streaming JSON requests are made to ask for their usage. */
+  readonly requestUsage: boolean;
+  /** The units to commit once the upstream exchange of `req` ended; undefined keeps the estimate. */
+  actual(req: IncomingMessage, res: ServerResponse): number | undefined;
+  /** The charge of a request the rule's `limiter` admitted with `info`; undefined when nothing was counted (an allow-listed request). */
+  charge(limiter: HttpLimiter<IncomingMessage>, info: RateLimitInfo | undefined): Charge | undefined;
+  /** Starts reading `req`'s response. */
+  read(req: IncomingMessage): ResponseReader;
+}
 
 /**
  * What a rule with `cost` adds to its HttpLimiter: the estimate is the
@@ -18,7 +55,7 @@ import type { Hold } from './rule-slots.js';
  * committed at what the response reported when it ends, by the
  * reservation's rules (docs/reservations.md).
  */
-export class RuleCost {
+export class RuleCost implements ResponsePrice {
   /** The reader of each forwarded request's response, while it runs. */
   private readonly readers = new WeakMap<IncomingMessage, UsageReader>();
 
@@ -89,15 +126,15 @@ export class RuleCost {
   }
 }
 
-/** One admitted request of a rule with `cost`, until its response is watched. */
+/** One admitted request of a rule with `cost` or `count`, until its response is watched. */
 export class Charge implements Hold {
   /**
-   * @param cost - the rule's cost settings
+   * @param cost - how the rule settles its units from the response
    * @param limiter - the rule's HttpLimiter, which holds the request's reservations
    * @param info - what it counted
    */
   constructor(
-    readonly cost: RuleCost,
+    readonly cost: ResponsePrice,
     private readonly limiter: HttpLimiter<IncomingMessage>,
     private readonly info: RateLimitInfo,
   ) {}
@@ -109,7 +146,7 @@ export class Charge implements Hold {
    * response finished, or, its client gone, the answer was drained or cut;
    * at most `boundMs` after the client left; exactly once).
    */
-  watch(req: IncomingMessage, res: ServerResponse, boundMs: number): UsageReader {
+  watch(req: IncomingMessage, res: ServerResponse, boundMs: number): ResponseReader {
     const reader = this.cost.read(req);
     this.limiter.watchResponse(req, res, this.info, boundMs);
     return reader;

@@ -9,7 +9,7 @@ import { RateLimiter, type Store } from '../../index.js';
 import type { KeyCheck, KeyRefusal, KnownKeyCheck } from './key-check.js';
 import type { KnownKeys, KnownKeysClient } from './known-keys.js';
 import type { KnownKeyChanges } from './known-key-changes.js';
-import type { RuleCost } from './rule-cost.js';
+import type { ResponsePrice } from './rule-cost.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import type { ForwardedHeaderWatch } from './forwarded-warning.js';
 import { enforceInTurn } from './rule-chain.js';
@@ -50,8 +50,8 @@ export interface Rule extends DecidingRule {
   readonly limiters: readonly RateLimiter[];
   /** With `overrides`: the per-key entries its limiters follow; undefined otherwise. */
   readonly overrides?: RuleOverrides | undefined;
-  /** With `cost`: the estimate each request takes, and how its response settles it; undefined for one unit per request. */
-  readonly cost: RuleCost | undefined;
+  /** With `cost` or `count`: the units each request takes, and how its response settles them; undefined for one unit per request. */
+  readonly cost: ResponsePrice | undefined;
   /** With `concurrency`: each admitted request holds a slot until its response ends. */
   readonly holdsSlots: boolean;
   /** With `wait`: a refused request may wait, so its client's leaving must reach the limiter (see RequestView.signal). */

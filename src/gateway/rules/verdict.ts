@@ -5,7 +5,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { HttpLimiter, HttpOutcome, HeaderPair } from '../../http/index.js';
 import type { KeyRefusal } from './key-check.js';
-import type { Charge, RuleCost } from './rule-cost.js';
+import type { Charge, ResponsePrice } from './rule-cost.js';
+import type { NearLimit } from './near-limit.js';
 import type { DecisionCell, DecisionOutcome } from '../runtime/metrics.js';
 import { SlotHold, type Hold } from './rule-slots.js';
 import { ErrorCode, isFloodgateError } from '../../index.js';
@@ -17,12 +18,14 @@ export type RuleOutcome = Exclude<DecisionOutcome, 'unmatched'>;
 export interface DecidingRule {
   /** Decided about the request; a charge or a held slot is settled through it. */
   readonly limiter: HttpLimiter<IncomingMessage>;
-  /** With `cost`: the estimate the request took, settled by its response; undefined for one unit per request. */
-  readonly cost: RuleCost | undefined;
+  /** With `cost` or `count`: the units the request took, settled by its response; undefined for one unit per request. */
+  readonly cost: ResponsePrice | undefined;
   /** With `concurrency`: an admitted request holds a slot until its response ends. */
   readonly holdsSlots: boolean;
   /** The rule's `floodgate_decisions_total` series. */
   readonly counts: Readonly<Record<RuleOutcome, DecisionCell>>;
+  /** Counts admitted requests near a policy's limit (`floodgate_near_limit_total`); undefined for none. */
+  readonly nearLimit?: NearLimit | undefined;
 }
 
 /** What the gateway does with a request after every rule that applies has decided. */
@@ -69,6 +72,7 @@ export function verdictOf(rule: DecidingRule, outcome: HttpOutcome): Verdict {
   switch (outcome.action) {
     case 'continue':
       rule.counts.allowed.count += 1;
+      if (rule.nearLimit !== undefined && outcome.info !== undefined) rule.nearLimit.note(outcome.info);
       if (rule.cost !== undefined) {
         const charge = rule.cost.charge(rule.limiter, outcome.info);
         if (charge !== undefined) return { forward: true, headers: outcome.headers, charges: [charge] };

@@ -27,6 +27,9 @@ export interface CountCell<L extends Record<string, string>> {
 /** The cell of one `floodgate_decisions_total` series. */
 export type DecisionCell = CountCell<{ readonly rule: string; readonly outcome: DecisionOutcome }>;
 
+/** The cell of one `floodgate_near_limit_total` series. */
+export type NearLimitCell = CountCell<{ readonly rule: string; readonly policy: string }>;
+
 /** One series of a latency histogram. */
 export interface LatencyChild {
   /** Records one duration, in seconds. */
@@ -59,6 +62,7 @@ export class GatewayMetrics {
   private readonly decisionCells = new Map<string, DecisionCell>();
   private readonly syncAnswerCells = new Map<string, CountCell<{ readonly store: string }>>();
   private readonly costMissingCells = new Map<string, CountCell<{ readonly rule: string }>>();
+  private readonly nearLimitCells = new Map<string, NearLimitCell>();
   private readonly storeChildren = new Map<string, LatencyChild>();
   private readonly upstreamChildren = new Map<string, LatencyChild>();
 
@@ -121,6 +125,16 @@ export class GatewayMetrics {
       registers,
       collect() {
         addCells(this, missingCells);
+      },
+    });
+    const nearCells = this.nearLimitCells;
+    new prom.Counter({
+      name: 'floodgate_near_limit_total',
+      help: "Admitted requests that left their key with at least the rule's nearLimit share (0.8 by default) of a policy's limit used, by rule and policy (no key label).",
+      labelNames: ['rule', 'policy'],
+      registers,
+      collect() {
+        addCells(this, nearCells);
       },
     });
     this.reloads = new prom.Counter({
@@ -215,6 +229,21 @@ export class GatewayMetrics {
       this.costMissingCells.set(rule, cell);
     }
     cell.count += 1;
+  }
+
+  /**
+   * The cell that counts the requests of `rule` near the limit of `policy`
+   * (`floodgate_near_limit_total`), for callers that bind it once and bump
+   * `count` per request.
+   */
+  nearLimitCell(rule: string, policy: string): NearLimitCell {
+    const id = `${rule}\0${policy}`;
+    let cell = this.nearLimitCells.get(id);
+    if (cell === undefined) {
+      cell = { labels: { rule, policy }, count: 0 };
+      this.nearLimitCells.set(id, cell);
+    }
+    return cell;
   }
 
   /** Records one store call. */

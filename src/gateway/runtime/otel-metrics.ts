@@ -68,6 +68,13 @@ export const MIRRORED: readonly MirroredMetric[] = [
     labels: { rule: 'floodgate.rule' },
   },
   {
+    prom: 'floodgate_near_limit_total',
+    otel: 'floodgate.near_limit',
+    kind: 'counter',
+    unit: '{request}',
+    labels: { rule: 'floodgate.rule', policy: 'floodgate.policy' },
+  },
+  {
     prom: 'floodgate_config_reloads_total',
     otel: 'floodgate.config.reloads',
     kind: 'counter',

@@ -32,7 +32,8 @@ export interface CostWatch {
  * reader of the response and commits its reservations when the upstream
  * exchange ends (see ResponseRelay): at the usage read, at `cost.missing`
  * when a 2xx reported none or was cut before it, at the estimate when the
- * gateway answered itself or the answer is not a 2xx.
+ * gateway answered itself or the answer is not a 2xx; a rule with `count`
+ * at 1 or 0 by the response's status.
  * @param boundMs - the most the commit waits for the exchange after the client left
  */
 export function observeCost(
@@ -49,8 +50,10 @@ export function observeCost(
   let requestUsage = false;
   for (const charge of charges) {
     requestUsage ||= charge.cost.requestUsage;
-    if (charge.cost.source.kind === 'header') headerNames.push(charge.cost.source.header);
-    else readsBody = true;
+    const source = charge.cost.source;
+    // A rule with count reads only the status: nothing to strip, no body to ask for whole.
+    if (source?.kind === 'header') headerNames.push(source.header);
+    else if (source !== undefined) readsBody = true;
     drainBytes = Math.max(drainBytes, charge.cost.drainBytes);
   }
   return {

@@ -85,8 +85,8 @@ rules:
   };
   // The rule's HttpLimiter asks for the actual cost when the response has ended, and commits it at once.
   const actual = cost.actual.bind(cost);
-  cost.actual = (req) => {
-    const reported = actual(req);
+  cost.actual = (req, res) => {
+    const reported = actual(req, res);
     const record = byRequest.get(req);
     if (record !== undefined && record.settledAt === undefined) {
       record.actual = reported ?? ESTIMATE;
