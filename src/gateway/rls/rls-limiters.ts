@@ -28,6 +28,12 @@ export class RlsLimiters {
   private readonly overrides = new Map<string, RateLimiter>();
   /** Each limiter's domain, whose table it counts in. */
   private readonly domainOf = new WeakMap<RateLimiter, string>();
+  /**
+   * The limiter of each configured limit object, under the store prefix it was found with: every descriptor of every
+   * request asks, and building its prefix string to look it up cost a string and a hash per descriptor. Made anew by
+   * {@link retain}, so a limiter it drops is never handed out again.
+   */
+  private found = new WeakMap<RlsLimit, { readonly storePrefix: string; readonly limiter: RateLimiter }>();
 
   /**
    * @param tables - the stores to count in: on the embedded memory store a table per domain (one request's descriptors are
@@ -44,12 +50,16 @@ export class RlsLimiters {
 
   /** The limiter of a configured limit (positive `requestsPerUnit`, a unit). */
   forLimit(limit: RlsLimit): RateLimiter {
+    const storePrefix = this.settings().store.prefix;
+    const known = this.found.get(limit);
+    if (known !== undefined && known.storePrefix === storePrefix) return known.limiter;
     const prefix = this.prefixOf(limit);
     let limiter = this.byPrefix.get(prefix);
     if (limiter === undefined) {
       limiter = this.make(prefix, limit.domain, { requestsPerUnit: limit.requestsPerUnit, unit: limit.unit!, algorithm: limit.algorithm });
       this.byPrefix.set(prefix, limiter);
     }
+    this.found.set(limit, { storePrefix, limiter });
     return limiter;
   }
 
@@ -76,6 +86,7 @@ export class RlsLimiters {
     };
     for (const root of config.domains.values()) walk(root);
     this.byPrefix = new Map([...this.byPrefix].filter(([prefix]) => keep.has(prefix)));
+    this.found = new WeakMap();
     const domains = new Set(config.domains.keys());
     for (const [prefix, limiter] of this.overrides) if (!domains.has(this.domainOf.get(limiter) ?? '')) this.overrides.delete(prefix);
     this.tables.retainRls?.(domains);
