@@ -257,7 +257,7 @@ function over(shape: Shape, shadow: boolean, resetMs: number): RlsStatus {
   return shadow ? status('OK', 'shadow_over_limit', 0, resetMs, shape) : status('OVER_LIMIT', 'over_limit', 0, resetMs, shape);
 }
 
-function resetOf(c: Counted, d: Decision): number {
+function resetOf(c: Counted, d: Pick<Decision, 'resetMs'>): number {
   return c.alignedResetMs ?? (Number.isFinite(d.resetMs) ? d.resetMs : UNIT_SECONDS[c.unit] * 1000);
 }
 
@@ -266,10 +266,27 @@ function fromDecision(c: Counted, d: Decision): RlsStatus {
   return status('OK', 'ok', Math.min(MAX_UINT32, d.remaining), resetOf(c, d), c.shape);
 }
 
-/** A part that spent nothing (looked at, or left out by another part's refusal): reported OK as it stands. */
+/**
+ * A part that spent nothing (looked at, or left out by another part's refusal): reported OK as it stands. Read in the
+ * process when the store can (local-first from the lease held for the key's window, the memory store), else by a peek:
+ * a request another descriptor's in-memory block refused must not cost a store call per part left out.
+ */
 async function asItStands(c: Counted): Promise<RlsStatus> {
-  const d = await c.limiter.peek(c.key);
+  const d = peekNow(c) ?? (await c.limiter.peek(c.key));
   return status('OK', 'ok', d.allowed ? Math.min(MAX_UINT32, d.remaining) : 0, resetOf(c, d), c.shape);
+}
+
+/** `c`'s counter as the store sees it without a call (its applyNow), or undefined when the store must be asked. */
+function peekNow(c: Counted): Pick<Decision, 'allowed' | 'remaining' | 'resetMs'> | undefined {
+  const { limiter } = c;
+  const store = limiter.store;
+  if (store.applyNow === undefined) return undefined;
+  try {
+    return store.applyNow({ kind: 'peek', key: limiter.storeKey(c.key), amount: 0, policy: limiter.policyFor(c.key) });
+  } catch {
+    // limiter.peek reports what went wrong, through the limiter's failure policy.
+    return undefined;
+  }
 }
 
 /** Enforced descriptors: all of them admitted and counted, or none counted. */

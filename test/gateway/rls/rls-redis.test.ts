@@ -1,6 +1,7 @@
 // The rate limit service on Redis: two `floodgate serve --grpc` processes share one limit, and with Redis down each failure policy answers as the HTTP gateway's would, with health NOT_SERVING until Redis is back where the store counts for readiness (reject).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../support/redis-server.js';
 import { runCli, sleep, stopCli, writeTemp, type CliProcess } from '../support/harness.js';
 import { rlsClient, type Descriptor } from '../support/rls-client.js';
@@ -63,6 +64,45 @@ test('--local-first: the service answers from a lease of the shared Redis quota'
     for (let i = 0; i < 6; i++) codes.push((await c.should('api', [user('local-first')])).overall_code);
     assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OK', 'OK', 'OVER_LIMIT']);
   } finally {
+    c.close();
+    await stopCli(a.cli);
+  }
+});
+
+test("regression: --local-first, a request one descriptor's in-memory block refused peeked each other descriptor on Redis; now read from its lease", async () => {
+  const file = writeTemp(
+    'ratelimit.yaml',
+    `
+domain: api
+descriptors:
+  - key: org
+    rate_limit: { unit: day, requests_per_unit: 1000 }
+  - key: user
+    rate_limit: { unit: day, requests_per_unit: 2 }
+`,
+  );
+  const a = await serveRls(file, ['--local-first']);
+  const c = rlsClient(a.address);
+  const admin = new Redis(redis.url);
+  const both = (name: string): Descriptor[] => [{ entries: [{ key: 'org', value: 'acme' }] }, user(name)];
+  try {
+    for (let i = 0; i < 6; i++) {
+      await c.should('api', both('ana'));
+      await sleep(5);
+    }
+    // Another user of the org is admitted: the org holds a lease again.
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await c.should('api', both('bob'))).overall_code, 'OK');
+      await sleep(5);
+    }
+    await admin.config('RESETSTAT');
+    const r = await c.should('api', both('ana'));
+    assert.equal(r.overall_code, 'OVER_LIMIT');
+    assert.equal(r.statuses[0]!.code, 'OK');
+    assert.ok(r.statuses[0]!.limit_remaining > 0 && r.statuses[0]!.limit_remaining < 1000, `${r.statuses[0]!.limit_remaining} left`);
+    assert.doesNotMatch(await admin.info('commandstats'), /cmdstat_(evalsha|eval):/);
+  } finally {
+    admin.disconnect();
     c.close();
     await stopCli(a.cli);
   }
