@@ -55,6 +55,7 @@ export function ruleView(rule: RuleSettings): Record<string, unknown> {
       ...(p.key === undefined ? {} : { key: keyView(p.key) }),
     })),
     cost: rule.cost ?? null,
+    count: rule.count ?? null,
     concurrency: rule.concurrency ?? null,
     wait: rule.wait ?? null,
   };

@@ -72,6 +72,7 @@ describe('gateway: admin API', () => {
         { name: '100-per-1d', limit: 100, windowMs: 86_400_000, algorithm: 'fixed-window', blockMs: 3_600_000 },
       ],
       cost: null,
+      count: null,
       concurrency: null,
       wait: null,
     });
