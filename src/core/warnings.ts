@@ -48,6 +48,8 @@ export const WarningCode = {
   UNVERIFIED_JWT_CLAIMS: 'FLOODGATE_UNVERIFIED_JWT_CLAIMS',
   /** A gateway's Redis Cluster or Sentinel set-up lists one node: a start while it is down cannot find the others. Cause and fix: docs/errors.md#floodgate_one_seed_node. */
   ONE_SEED_NODE: 'FLOODGATE_ONE_SEED_NODE',
+  /** An HTTP middleware has `shadow: true` and an `onLimited` hook, which shadow mode never calls (nothing is refused). Cause and fix: docs/errors.md#floodgate_on_limited_in_shadow. */
+  ON_LIMITED_IN_SHADOW: 'FLOODGATE_ON_LIMITED_IN_SHADOW',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

@@ -11,6 +11,7 @@ import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { throttled } from '../util/throttle.js';
 import { assertKnownOptions, oneOf, optionalBoolean, optionalFunction, wholeNumber } from '../core/validate.js';
 import { parseRetryAfterJitter } from './retry-after.js';
+import { WarningCode, warnOnce } from '../core/warnings.js';
 import { parseHeaderModes } from './headers.js';
 import { assertNotLimiter, forwardedHeaderWatch, parseValidate } from './slips.js';
 import { parseResponseOptions } from './response-options.js';
@@ -107,6 +108,14 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
   const modes = parseHeaderModes(o.headers);
   const statusCode = parseStatus(o.statusCode, 429, 'statusCode');
   const shadow = optionalBoolean(o.shadow, 'shadow') ?? false;
+  if (shadow && o.onLimited !== undefined && o.validate !== false) {
+    // The gateway logs its shadow rules' would-be refusals from onLimited, so a user may expect the hook to hear them.
+    warnOnce(
+      WarningCode.ON_LIMITED_IN_SHADOW,
+      `${owner} has shadow: true and an onLimited hook, which is never called in shadow mode: nothing is refused. To log the requests it would have refused, use onDecision: (req, info) => { if (info.shadowLimited) … }.`,
+      owner,
+    );
+  }
   const retryAfterJitter = parseRetryAfterJitter(o.retryAfterJitter);
   const denyStatus = parseStatus(o.denyStatus, 403, 'denyStatus');
   const storeErrorStatus = parseStatus(o.storeErrorStatus, 503, 'storeErrorStatus');

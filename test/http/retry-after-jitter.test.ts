@@ -8,6 +8,8 @@ import { ManualClock } from '../../src/core/clock.js';
 import { MemoryStore } from '../../src/stores/memory.js';
 import { HttpLimiter } from '../../src/http/http-limiter.js';
 import type { HttpOutcome, HttpRateLimitOptions, RequestView } from '../../src/http/types.js';
+import { forgetWarnings } from '../../src/core/warnings.js';
+import { captureWarnings } from './support/warnings.js';
 
 const adapter = { owner: 'test', frameworkIp: false };
 const build = (options: Record<string, unknown>): HttpLimiter<unknown> =>
@@ -69,6 +71,29 @@ describe('the middleware shadow option', () => {
     assert.throws(() => build({ limiter: waiting, shadow: true }), { code: ErrorCode.CONFLICTING_OPTIONS, message: /would delay/ });
     const slots = new ConcurrencyLimiter({ limit: 1, wait: { timeout: '1s' } });
     assert.throws(() => build({ limiter, concurrency: slots, shadow: true }), { code: ErrorCode.CONFLICTING_OPTIONS });
+  });
+
+  it('FLOODGATE_ON_LIMITED_IN_SHADOW: an onLimited hook on a shadow route, which nothing calls, is warned of once; validate: false silences it', async () => {
+    forgetWarnings();
+    const limiter = new RateLimiter({ limit: 1, window: '1m' });
+    const seen = captureWarnings();
+    build({ limiter, shadow: true, onLimited: () => {} });
+    build({ limiter, shadow: true, onLimited: () => {} });
+    build({ limiter, shadow: false, onLimited: () => {} });
+    // Only this warning's: an earlier test's limiters may still be warning of their own.
+    const warnings = (await seen.stop()).filter((w) => w.code === 'FLOODGATE_ON_LIMITED_IN_SHADOW');
+    assert.deepEqual(
+      warnings.map((w) => w.code),
+      ['FLOODGATE_ON_LIMITED_IN_SHADOW'],
+    );
+    assert.match(warnings[0]!.message, /use onDecision: \(req, info\) => \{ if \(info\.shadowLimited\)/);
+    forgetWarnings();
+    const quiet = captureWarnings();
+    build({ limiter, shadow: true, onLimited: () => {}, validate: false });
+    assert.deepEqual(
+      (await quiet.stop()).filter((w) => w.code === 'FLOODGATE_ON_LIMITED_IN_SHADOW'),
+      [],
+    );
   });
 
   it('a would-be refusal goes on with the real RateLimit fields and no Retry-After, decided in memory without a promise', () => {
