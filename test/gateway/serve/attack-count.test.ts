@@ -10,6 +10,7 @@ import type { RuleSet } from '../../../src/gateway/rules/rule-set.js';
 import { get } from '../../http/support/http.js';
 import { statusFrom } from '../support/from-address.js';
 import { sleep, startGateway } from '../support/harness.js';
+import { startRedis, type RedisServer } from '../../support/redis-server.js';
 
 const LIMIT = 5;
 const WS_KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
@@ -242,6 +243,47 @@ rules:
     assert.equal(await settled('127.0.0.2', 1), 0);
     assert.equal(await statusFrom(gw.url, '127.0.0.2', { 'x-password': 'right' }, '/by-address'), 200);
     row('by address, forging the victim’s X-Forwarded-For', LIMIT, await counted('127.0.0.3', 1), 'the attacker only');
+  });
+});
+
+describe('count on Redis: 50 parallel wrong passwords from two gateway processes on one Redis', () => {
+  let login: LoginUpstream;
+  let redis: RedisServer;
+  const gateways: Gateway[] = [];
+  before(async () => {
+    [login, redis] = await Promise.all([startLogin(), startRedis()]);
+    const yaml = `upstream: ${login.url}
+store: { type: redis, url: "${redis.url}" }
+rules:
+  - name: login
+    key: header:x-client
+    policies: [{ limit: ${LIMIT}, window: 1h }]
+    count: { status: [401] }
+`;
+    gateways.push(await startGateway(yaml), await startGateway(yaml));
+  });
+  after(async () => {
+    await Promise.all(gateways.map((g) => g.shutdown()));
+    await login.close();
+    await redis.stop();
+  });
+
+  it('the upstream checks the limit and no more; good passwords of another key are not refused', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => guess(gateways[i % 2]!.url, 'parallel', { path: '/login?delay=100' })),
+    );
+    assert.equal(login.guesses.get('parallel'), LIMIT);
+    assert.equal(answers.filter((a) => a === '429').length, 50 - LIMIT);
+    const honest: string[] = [];
+    for (let i = 0; i < 20; i++) honest.push(await guess(gateways[i % 2]!.url, 'honest', { password: 'right' }));
+    assert.ok(
+      honest.every((a) => a === '200'),
+      honest.join(' '),
+    );
+    // Given back once answered: the key that only logged in holds nothing.
+    const limiter = (gateways[0] as unknown as { rules: RuleSet }).rules.rules[0]!.limiters[0]!;
+    for (let t = 0; t < 50 && (await limiter.peek('honest')).remaining < LIMIT; t++) await sleep(20);
+    assert.equal((await limiter.peek('honest')).remaining, LIMIT);
   });
 });
 
