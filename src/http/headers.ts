@@ -59,9 +59,6 @@ export interface PolicyReport {
   readonly shadowLimited?: true;
 }
 
-/** What the policy fields (`RateLimit-Policy`) say of a policy: its name and numbers, whatever its state. */
-export type PolicyShape = Pick<PolicyReport, 'name' | 'limit' | 'windowMs'>;
-
 /**
  * One response header: name (in its usual capitalisation; HTTP names are
  * case-insensitive), value, and whether it is a Structured Field List that
@@ -105,33 +102,26 @@ export function parseHeaderModes(value: unknown): readonly HeaderMode[] {
  * The header fields for `reports` in each of `modes`.
  *
  * @param nowMs - current time, for the legacy reset timestamp
- * @param shapes - every policy of the route, for `RateLimit-Policy`, when `reports` lacks some (parts an in-memory
- *   block's refusal did not consult): the policy field names every policy; the state fields only those whose state is known
  */
-export function rateLimitHeaders(
-  modes: readonly HeaderMode[],
-  reports: readonly PolicyReport[],
-  nowMs: number,
-  shapes: readonly PolicyShape[] = reports,
-): HeaderPair[] {
+export function rateLimitHeaders(modes: readonly HeaderMode[], reports: readonly PolicyReport[], nowMs: number): HeaderPair[] {
   if (reports.length === 0) return [];
   const out: HeaderPair[] = [];
   for (const mode of modes) {
     switch (mode) {
       case 'ietf':
-        out.push(['RateLimit-Policy', shapes.map(ietfPolicyItem).join(', '), true]);
+        out.push(['RateLimit-Policy', reports.map(ietfPolicyItem).join(', '), true]);
         out.push(['RateLimit', refusingFirst(reports).map(ietfLimitItem).join(', '), true]);
         break;
       case 'draft-7': {
         const b = bindingPolicy(reports);
-        out.push(['RateLimit-Policy', shapes.map(draftPolicyItem).join(', ')]);
+        out.push(['RateLimit-Policy', reports.map(draftPolicyItem).join(', ')]);
         const reset = effectiveWindowSeconds(b);
         out.push(['RateLimit', `limit=${b.limit}, remaining=${b.remaining}${reset === undefined ? '' : `, reset=${reset}`}`]);
         break;
       }
       case 'draft-6': {
         const b = bindingPolicy(reports);
-        out.push(['RateLimit-Policy', shapes.map(draftPolicyItem).join(', ')]);
+        out.push(['RateLimit-Policy', reports.map(draftPolicyItem).join(', ')]);
         out.push(['RateLimit-Limit', String(b.limit)]);
         out.push(['RateLimit-Remaining', String(b.remaining)]);
         const reset = effectiveWindowSeconds(b);
@@ -256,7 +246,7 @@ function quote(value: string): string {
   return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }
 
-function ietfPolicyItem(r: PolicyShape): string {
+function ietfPolicyItem(r: PolicyReport): string {
   const w = windowSeconds(r.windowMs);
   return `${sfString(r.name)};q=${r.limit}${w === undefined ? '' : `;w=${w}`}`;
 }
@@ -266,7 +256,7 @@ function ietfLimitItem(r: PolicyReport): string {
   return `${sfString(r.name)};r=${r.remaining}${t === undefined ? '' : `;t=${t}`}`;
 }
 
-function draftPolicyItem(r: PolicyShape): string {
+function draftPolicyItem(r: PolicyReport): string {
   const w = windowSeconds(r.windowMs);
   return `${r.limit}${w === undefined ? '' : `;w=${w}`}`;
 }

@@ -7,7 +7,7 @@ import { isStoreFailure } from '../core/errors.js';
 import { LIMITER_INTERNALS } from '../limiter/internals.js';
 import { rateLimitHeaders, type HeaderPair, type PolicyReport } from './headers.js';
 import { checkedKey, continueWith, isThenable, toReport } from './limiter-parts.js';
-import { compositeReports, decidableTogether, policyShapes } from './together.js';
+import { compositeReports, decidableTogether } from './together.js';
 import { rewardAdmitting, rewardLate, rewardLateComposite } from './rewards.js';
 import { consumeAll, consumeAllNow, type CompositeDecision } from '../limiter/composite.js';
 import { boundKey, headerValue } from './client-keys.js';
@@ -210,9 +210,7 @@ export class HttpLimiter<Raw> extends ResponseBound<Raw> {
   /** The decision of several policies on one store, taken in one atomic step: nothing to reward when one refuses. */
   private together(ctx: RequestContext<Raw>, d: CompositeDecision): HttpOutcome | Promise<HttpOutcome> {
     const reports = compositeReports(ctx.policies, d, ctx.keys);
-    // An in-memory block's refusal consulted only its own part: RateLimit-Policy still names every policy of the route.
-    const shapes = reports.length < ctx.policies.length ? policyShapes(ctx.policies, ctx.key, ctx.keys) : reports;
-    const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now(), shapes);
+    const rateHeaders = rateLimitHeaders(this.settings.modes, reports, Date.now());
     if (!d.allowed) return this.limited(ctx, d.parts, reports, rateHeaders, []);
     return this.concluded(ctx, d.parts, reports, rateHeaders, NO_ERRORS);
   }

@@ -37,7 +37,7 @@ export {
   sfString,
   windowSeconds,
 } from './headers.js';
-export type { HeaderMode, HeaderPair, PolicyReport, PolicyShape } from './headers.js';
+export type { HeaderMode, HeaderPair, PolicyReport } from './headers.js';
 export type { RetryAfterJitter, RetryAfterJitterOptions } from './retry-after.js';
 export { HASHED_KEY_PREFIX, boundKey, createIpResolver, headerValue, ipKey, parseForwardedFor } from './client-keys.js';
 export type { IpResolverOptions, ProxyHeader, TrustProxy } from './client-keys.js';

@@ -4,8 +4,7 @@
  */
 import type { CompositeDecision } from '../limiter/composite.js';
 import { WarningCode, warnOnce } from '../core/warnings.js';
-import type { PolicyReport, PolicyShape } from './headers.js';
-import { keyAt } from './policy-keys.js';
+import type { PolicyReport } from './headers.js';
 import { toReport } from './limiter-parts.js';
 import type { NamedPolicy, PolicyKeys } from './settings.js';
 
@@ -44,12 +43,4 @@ export function compositeReports(policies: readonly NamedPolicy[], d: CompositeD
     if (part !== undefined) reports.push(toReport(policies[i]!, part, keys?.[i]));
   }
   return reports;
-}
-
-/** Each policy's name and numbers (a key's override's, when it has one), for RateLimit-Policy when some part was not consulted. */
-export function policyShapes(policies: readonly NamedPolicy[], routeKey: string, keys: PolicyKeys | undefined): PolicyShape[] {
-  return policies.map((p, i) => {
-    const policy = p.limiter.policyFor(keyAt(routeKey, keys, i));
-    return { name: p.name, limit: policy.limit, windowMs: policy.windowMs };
-  });
 }

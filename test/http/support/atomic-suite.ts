@@ -80,7 +80,7 @@ export function atomicPoliciesSuite(h: Harness): void {
       });
     });
 
-    it('a refusal by the store lists every policy, the refusing one first; one by the in-memory block gives the state of that one alone, as on Redis', async () => {
+    it('a refusal by the store lists every policy, the refusing one first; one by the in-memory block lists that one alone, as on Redis', async () => {
       const store = new MemoryStore({ sweepIntervalMs: 0 });
       const strict = new RateLimiter({ limit: 1, window: '1m', store, prefix: 'strict', blockDuration: '1h', inMemoryBlock: true });
       const loose = new RateLimiter({ limit: 100, window: '1m', store, prefix: 'loose' });
@@ -105,8 +105,7 @@ export function atomicPoliciesSuite(h: Harness): void {
         assert.equal(readIetf(refused.headers).get('loose')!.r, 99);
         const blocked = await get(`${url}/x`);
         assert.equal(blocked.status, 429);
-        assert.equal(blocked.headers['ratelimit-policy'], '"loose";q=100;w=60, "strict";q=1;w=60', 'every policy of the route');
-        assert.match(String(blocked.headers['ratelimit']), /^"strict";r=0;t=\d+$/, 'the state of the blocking policy alone');
+        assert.deepEqual([...readIetf(blocked.headers).keys()], ['strict']);
         assert.deepEqual(JSON.parse(blocked.body)['violated-policies'], ['strict']);
         assert.equal((await loose.peek('127.0.0.1')).remaining, 99);
       });
