@@ -53,15 +53,16 @@ export class RuleCount implements ResponsePrice {
    * The units a request keeps once its upstream exchange ended: 1 when the
    * status counts, 0 when it does not. The status is the upstream's (also
    * when the client left and the answer was drained), else the one the
-   * gateway answered itself after admitting (502 or 504 when the upstream
-   * failed, 503 when no upstream connection freed up, 408 for a body too
-   * slow). Undefined (the unit stays: fail-closed) when no status was ever
-   * known: the client left before an answer, and the upstream then failed
-   * or was never asked.
+   * gateway answered itself after admitting and sent whole (502 or 504 when
+   * the upstream failed, 503 when no upstream connection freed up, 408 for
+   * a body too slow). Undefined (the unit stays: fail-closed) when no status
+   * was ever known: the client left before an answer, and the upstream then
+   * failed or was never asked (the closed response is then ended with
+   * node's default 200, which nobody received: hence `destroyed`).
    */
   actual(req: IncomingMessage, res: ServerResponse): number | undefined {
     const seen = this.statuses.get(req)?.status;
-    const status = seen ?? (res.headersSent ? res.statusCode : undefined);
+    const status = seen ?? (res.headersSent && !res.destroyed ? res.statusCode : undefined);
     if (status === undefined) return undefined;
     return this.counts(status) ? 1 : 0;
   }

@@ -325,6 +325,30 @@ rules:
     assert.equal((await get(`${gw.url}/login`, { headers: { 'x-password': 'right' } })).status, 429);
   });
 
+  it('a client that leaves before an answer that never comes (504 after it left) keeps its unit: fail-closed', async () => {
+    const own = await startGateway(`upstream: ${login.url}
+proxy: { headersTimeout: 200ms }
+rules:
+  - name: logins
+    key: header:x-client
+    policies: [{ limit: 3, window: 1h }]
+    count: { status: [401] }
+`);
+    try {
+      const limiter = (own as unknown as { rules: RuleSet }).rules.rules[0]!.limiters[0]!;
+      assert.equal(await guess(own.url, 'leaver', { path: '/login?delay=1500', leaveMs: 50 }), 'left');
+      // The gateway's headers timeout (200 ms) ends the exchange; nobody received an answer, and no 504 was sent.
+      await sleep(1200);
+      assert.equal((await limiter.peek('leaver')).remaining, 2);
+      // A 504 the client received is not a 401.
+      assert.equal(await guess(own.url, 'stays', { path: '/login?delay=1500' }), '504');
+      await sleep(50);
+      assert.equal((await limiter.peek('stays')).remaining, 3);
+    } finally {
+      await own.shutdown();
+    }
+  });
+
   it('502 from the gateway (upstream unreachable) counts', async () => {
     // A port that was free a moment ago: nothing listens there.
     const closed = createServer();
