@@ -1,5 +1,5 @@
 /** The Decision value every consume, peek, reward, penalty and block resolves to. */
-import type { Outcome, Policy } from './policy.js';
+import { capacityOf, refillMs, type Outcome, type Policy } from './policy.js';
 
 /** Where a decision came from; useful for metrics and for tests. */
 export type DecisionSource =
@@ -22,9 +22,12 @@ export type DecisionSource =
 export interface Decision {
   /** True when the request was admitted (for `peek`: when a cost-1 consume would be). */
   readonly allowed: boolean;
-  /** The policy's limit (requests per window, or the bucket size); a key's override's when it has one. */
+  /** The policy's limit (requests per window, or the bucket size: its burst); a key's override's when it has one. */
   readonly limit: number;
-  /** The policy's window in ms (for token-bucket: time to refill the whole bucket); a key's override's when it has one. */
+  /**
+   * The policy's window in ms (for token-bucket: time to refill the whole
+   * bucket, burst × window / limit); a key's override's when it has one.
+   */
   readonly windowMs: number;
   /** Units that can still be consumed now, never negative. */
   readonly remaining: number;
@@ -53,8 +56,8 @@ export interface Decision {
 export function toDecision(outcome: Outcome, policy: Policy, source: DecisionSource): Decision {
   return {
     allowed: outcome.allowed,
-    limit: policy.limit,
-    windowMs: policy.windowMs,
+    limit: capacityOf(policy),
+    windowMs: refillMs(policy),
     remaining: outcome.remaining,
     resetMs: outcome.resetMs,
     retryAfterMs: outcome.retryAfterMs,

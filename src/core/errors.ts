@@ -12,6 +12,10 @@ export const ErrorCode = {
   INVALID_OPTIONS: 'FLOODGATE_INVALID_OPTIONS',
   /** `limit` is not a positive safe integer. Cause and fix: docs/errors.md#floodgate_invalid_limit. */
   INVALID_LIMIT: 'FLOODGATE_INVALID_LIMIT',
+  /** A token bucket's `burst` is not a whole number of at least 1, or `burst` is set on another algorithm. Cause and fix: docs/errors.md#floodgate_invalid_burst. */
+  INVALID_BURST: 'FLOODGATE_INVALID_BURST',
+  /** A token bucket's `initialTokens` is not a whole number from 0 to its burst, or is set on another algorithm. Cause and fix: docs/errors.md#floodgate_invalid_initial_tokens. */
+  INVALID_INITIAL_TOKENS: 'FLOODGATE_INVALID_INITIAL_TOKENS',
   /** `window` is not a positive duration. Cause and fix: docs/errors.md#floodgate_invalid_window. */
   INVALID_WINDOW: 'FLOODGATE_INVALID_WINDOW',
   /** A duration (other than the window) is malformed or out of range. Cause and fix: docs/errors.md#floodgate_invalid_duration. */

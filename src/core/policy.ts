@@ -14,7 +14,10 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 export interface Policy {
   /** The algorithm. */
   readonly algorithm: Algorithm;
-  /** Units admitted per window (or bucket size). */
+  /**
+   * Units admitted per window. For the token bucket, the refill: `limit`
+   * tokens per window, and the bucket size too unless `burst` says otherwise.
+   */
   readonly limit: number;
   /**
    * Window length (or time to refill the whole bucket), in ms. With
@@ -37,6 +40,42 @@ export interface Policy {
    * time zone). Absent for windows of `windowMs` from the first consume.
    */
   readonly calendar?: CalendarSpec;
+  /**
+   * Token bucket only: the bucket size (the most tokens held, so the most
+   * units admitted at once), when it is not `limit`. Absent: `limit`.
+   */
+  readonly burst?: number;
+  /**
+   * Token bucket only: the tokens of a key the store holds nothing for (a new
+   * key, or one forgotten once its bucket was full again), when not the
+   * bucket size. Absent: a new key's bucket is full.
+   */
+  readonly initialTokens?: number;
+}
+
+/** The most units a key can hold at once: a token bucket's burst, else the limit. */
+export function capacityOf(policy: Policy): number {
+  return policy.burst ?? policy.limit;
+}
+
+/**
+ * The time a key takes to go from nothing left to whole again, in ms: the
+ * window, or for a token bucket with a burst, burst × window / limit (rounded
+ * up), the time its refill takes to fill the whole bucket.
+ */
+export function refillMs(policy: Policy): number {
+  return policy.burst === undefined ? policy.windowMs : Math.ceil((policy.burst * policy.windowMs) / policy.limit);
+}
+
+/**
+ * The limit as the Lua scripts' limit argument: `'limit'`, or for a token
+ * bucket with a burst or initial tokens `'limit:burst:initialTokens'`
+ * (prelude.lua parse_limit).
+ */
+export function limitArgument(policy: Policy): string {
+  if (policy.burst === undefined && policy.initialTokens === undefined) return String(policy.limit);
+  const burst = capacityOf(policy);
+  return `${policy.limit}:${burst}:${policy.initialTokens ?? burst}`;
 }
 
 /** Operation names a store applies. */
@@ -113,7 +152,7 @@ export function policyScope(policy: Policy): string | undefined {
   return scopes.get(policy.base ?? policy);
 }
 
-/** Whether two policies decide alike (the same algorithm, limit, window, block and calendar). */
+/** Whether two policies decide alike (the same algorithm, limit, window, block, calendar, burst and initial tokens). */
 export function samePolicy(a: Policy, b: Policy): boolean {
   return (
     a === b ||
@@ -121,6 +160,8 @@ export function samePolicy(a: Policy, b: Policy): boolean {
       a.limit === b.limit &&
       a.windowMs === b.windowMs &&
       a.blockMs === b.blockMs &&
+      a.burst === b.burst &&
+      a.initialTokens === b.initialTokens &&
       sameCalendar(a.calendar, b.calendar))
   );
 }

@@ -3,7 +3,7 @@
  * They are refused without a store call.
  */
 import { OldestEntries } from '../util/oldest-entries.js';
-import type { OperationKind, Outcome, Policy } from '../core/policy.js';
+import { capacityOf, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
 
 /** How long after a block ends its first consume still counts as the key's return (see {@link BlockList.takeLapsed}). */
 const LAPSE_MS = 1000;
@@ -121,8 +121,8 @@ export function learnBlock(
 ): void {
   // onConsumed is set against the limiter's limit; a key whose override moves the limit moves the threshold with it,
   // so the block still starts the same number of units before the key's own limit.
-  const moved = policy.base === undefined ? 0 : policy.limit - policy.base.limit;
-  if (policy.limit - outcome.remaining < rule.onConsumed + moved) {
+  const moved = policy.base === undefined ? 0 : capacityOf(policy) - capacityOf(policy.base);
+  if (capacityOf(policy) - outcome.remaining < rule.onConsumed + moved) {
     list.delete(key);
     return;
   }

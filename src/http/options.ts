@@ -2,6 +2,7 @@
 /**
  * Checked up front: every error coded, nothing coerced.
  */
+import { capacityOf } from '../core/policy.js';
 import { parseDuration } from '../core/duration.js';
 import { describeValue } from '../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
@@ -97,10 +98,10 @@ export function resolveHttpOptions<Raw>(options: HttpRateLimitOptions<Raw>, adap
     );
   }
   for (const p of policies) {
-    if (typeof cost === 'number' && cost > p.limiter.policy.limit) {
+    if (typeof cost === 'number' && cost > capacityOf(p.limiter.policy)) {
       throw new FloodgateError(
         ErrorCode.COST_EXCEEDS_LIMIT,
-        `cost ${cost} is larger than the limit ${p.limiter.policy.limit} of policy ${JSON.stringify(p.name)}, so no request could ever pass.`,
+        `cost ${cost} is larger than the limit ${capacityOf(p.limiter.policy)} of policy ${JSON.stringify(p.name)}, so no request could ever pass.`,
       );
     }
   }

@@ -11,7 +11,7 @@ import { combine, decisiveIndex, type CompositeDecision, type LimitPart } from '
 import { consumeAllNowShadowed, consumeAllShadowed, hasShadowPart } from './composite-shadow.js';
 import { LIMITER_INTERNALS, type LimiterInternals } from './internals.js';
 import { warnCompositeDoesNotWait } from './waiting.js';
-import type { Operation, Outcome } from '../core/policy.js';
+import { capacityOf, type Operation, type Outcome } from '../core/policy.js';
 import type { Store } from '../stores/store.js';
 import type { CircuitBreaker } from '../guards/breaker.js';
 import { assertKey, assertUnits } from '../core/validate.js';
@@ -102,7 +102,7 @@ function prepare(parts: readonly LimitPart[]): Plan {
     const cost = part!.cost ?? 1;
     assertKey(key);
     const policy = limiter.policyFor(key);
-    assertUnits(cost, 'cost', policy.limit);
+    assertUnits(cost, 'cost', capacityOf(policy));
     if (store === undefined) store = limiter.store;
     else if (limiter.store !== store) {
       throw new FloodgateError(
@@ -265,7 +265,7 @@ async function fallback(plan: Plan, failure: FloodgateError): Promise<CompositeD
     } else {
       const policy = plan.operations[i]!.policy;
       decisions[i] = side.decision(
-        { allowed: true, remaining: policy.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 },
+        { allowed: true, remaining: capacityOf(policy), resetMs: 0, retryAfterMs: 0, emptyMs: 0 },
         'fail-open',
         policy,
       );

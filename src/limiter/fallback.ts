@@ -5,7 +5,7 @@
 import { toDecision, type Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import type { FailureHandling, LimiterCore } from './internals.js';
-import type { Outcome, Policy } from '../core/policy.js';
+import { capacityOf, type Outcome, type Policy } from '../core/policy.js';
 
 /** The error of a call the open breaker keeps away from store `storeName` for `retryInMs` more. */
 export function circuitOpenError(storeName: string, retryInMs: number): FloodgateError {
@@ -32,7 +32,7 @@ export async function fallbackDecision(
   switch (handling.failureMode) {
     case 'fail-open': {
       const p = policy();
-      return toDecision({ allowed: true, remaining: p.limit, resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, p, 'fail-open');
+      return toDecision({ allowed: true, remaining: capacityOf(p), resetMs: 0, retryAfterMs: 0, emptyMs: 0 }, p, 'fail-open');
     }
     case 'fail-closed':
       // Retry once the breaker would probe again; a second when it is not open.

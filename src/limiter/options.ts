@@ -60,7 +60,10 @@ export interface WaitOptions {
 
 /** Options of {@link RateLimiter}. */
 export interface RateLimiterOptions {
-  /** Units admitted per window (for token-bucket: the bucket size). A positive integer. */
+  /**
+   * Units admitted per window. A positive integer. For token-bucket, the
+   * refill (`limit` tokens per `window`) and, without `burst`, the bucket size.
+   */
   limit: number;
   /**
    * The window (for token-bucket: time to refill the whole bucket). For the
@@ -71,6 +74,20 @@ export interface RateLimiterOptions {
   window: Duration | CalendarWindow;
   /** The algorithm. Default `"fixed-window"`. */
   algorithm?: Algorithm;
+  /**
+   * Token bucket only: the bucket size, the most units admitted at once,
+   * apart from the rate (`limit` per `window`): `{ algorithm: 'token-bucket',
+   * limit: 10, window: '1s', burst: 50 }` admits 50 at once, then 10 a second.
+   * A positive integer. Default: `limit`. See docs/algorithms.md#token-bucket.
+   */
+  burst?: number;
+  /**
+   * Token bucket only: the tokens a new key starts with, from 0 to `burst`
+   * (0: a new key earns its first unit at the refill rate). A key is
+   * forgotten once its bucket is full again, so it then starts anew with
+   * these. Default: a full bucket (`burst`).
+   */
+  initialTokens?: number;
   /** Where counters live. Default: a new {@link MemoryStore}. */
   store?: Store;
   /** A consume that goes over the limit blocks the key in the store for this long. Default: no block. */
@@ -136,6 +153,8 @@ export const OPTION_NAMES = [
   'limit',
   'window',
   'algorithm',
+  'burst',
+  'initialTokens',
   'store',
   'blockDuration',
   'prefix',
@@ -186,7 +205,58 @@ export function parsePolicy(o: RateLimiterOptions): Policy {
   }
   const algorithm = checkAlgorithm(o.algorithm);
   const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
-  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs });
+  return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs, ...parseBucket(o, algorithm, windowMs) });
+}
+
+/**
+ * The `burst` and `initialTokens` of a token bucket, checked; each is left out
+ * when it is the default (burst = limit, initialTokens = burst), so equal
+ * buckets have equal policies however they are written.
+ * @throws FloodgateError INVALID_BURST, INVALID_INITIAL_TOKENS or LIMIT_TOO_LARGE
+ */
+export function parseBucket(
+  o: { readonly limit: number; readonly burst?: unknown; readonly initialTokens?: unknown },
+  algorithm: Algorithm,
+  windowMs: number,
+  owner = '',
+): { burst?: number; initialTokens?: number } {
+  const { burst, initialTokens } = o;
+  if (burst === undefined && initialTokens === undefined) return {};
+  if (algorithm !== 'token-bucket') {
+    const [name, code] =
+      burst !== undefined ? (['burst', ErrorCode.INVALID_BURST] as const) : (['initialTokens', ErrorCode.INVALID_INITIAL_TOKENS] as const);
+    throw new FloodgateError(
+      code,
+      `${owner}${name} is a token bucket's: ${JSON.stringify(algorithm)} admits limit per window and holds no tokens. Use algorithm: 'token-bucket', or leave ${name} out.`,
+    );
+  }
+  const size =
+    burst === undefined
+      ? o.limit
+      : wholeNumber(burst, `${owner}burst`, {
+          min: 1,
+          code: ErrorCode.INVALID_BURST,
+          expected: 'a whole number of at least 1 (the most tokens the bucket holds)',
+        });
+  if (size * windowMs > MAX_PRODUCT) {
+    throw new FloodgateError(
+      ErrorCode.LIMIT_TOO_LARGE,
+      `${owner}burst × window (in ms) must not exceed 2^50 so that counts stay exact; got ${size} × ${windowMs}. Use a smaller burst or a shorter window.`,
+    );
+  }
+  const initial =
+    initialTokens === undefined
+      ? size
+      : wholeNumber(initialTokens, `${owner}initialTokens`, {
+          min: 0,
+          max: size,
+          code: ErrorCode.INVALID_INITIAL_TOKENS,
+          expected: `a whole number from 0 to the burst (${size})`,
+        });
+  return {
+    ...(size === o.limit ? {} : { burst: size }),
+    ...(initial === size ? {} : { initialTokens: initial }),
+  };
 }
 
 function checkAlgorithm(algorithm: Algorithm = 'fixed-window'): Algorithm {
@@ -217,6 +287,7 @@ function calendarPolicy(o: RateLimiterOptions, window: CalendarWindow): Policy {
       `limit × window (in ms, ${windowMs} for the longest ${calendarLabel(calendar)}) must not exceed 2^50 so that counts stay exact; got limit ${o.limit}. Use a smaller limit.`,
     );
   }
+  parseBucket(o, algorithm, windowMs);
   const blockMs = o.blockDuration === undefined ? 0 : parseDuration(o.blockDuration, 'blockDuration');
   return Object.freeze({ algorithm, limit: o.limit, windowMs, blockMs, calendar });
 }

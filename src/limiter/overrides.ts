@@ -245,11 +245,30 @@ export function overridePolicy(base: Policy, override: PolicyOverride): Policy {
     );
   }
   const root = base.base ?? base;
-  return Object.freeze(
-    root.calendar === undefined
-      ? { algorithm: base.algorithm, limit, windowMs, blockMs, base: root }
-      : { algorithm: base.algorithm, limit, windowMs, blockMs, calendar: root.calendar, base: root },
-  );
+  if (root.calendar !== undefined) {
+    return Object.freeze({ algorithm: base.algorithm, limit, windowMs, blockMs, calendar: root.calendar, base: root });
+  }
+  // A token bucket's burst and initial tokens are the limiter's: an override changes its rate (limit, window).
+  const bucket = bucketOf(root, limit, windowMs);
+  return Object.freeze({ algorithm: base.algorithm, limit, windowMs, blockMs, ...bucket, base: root });
+}
+
+/** The limiter's burst and initial tokens kept under an override's `limit` and `windowMs`, as parseBucket writes them. */
+function bucketOf(root: Policy, limit: number, windowMs: number): { burst?: number; initialTokens?: number } {
+  if (root.burst === undefined && root.initialTokens === undefined) return {};
+  // Without a burst of its own the bucket is the limit's size, the override's limit then.
+  const size = root.burst ?? limit;
+  if (size * windowMs > MAX_PRODUCT) {
+    throw new FloodgateError(
+      ErrorCode.LIMIT_TOO_LARGE,
+      `an override's burst × window (in ms) must not exceed 2^50; got ${size} × ${windowMs}.`,
+    );
+  }
+  const initial = Math.min(root.initialTokens ?? size, size);
+  return {
+    ...(size === limit ? {} : { burst: size }),
+    ...(initial === size ? {} : { initialTokens: initial }),
+  };
 }
 
 /**

@@ -8,7 +8,7 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { isStoreFailure, toStoreError, type FloodgateError } from '../core/errors.js';
 import { CircuitBreaker } from '../guards/breaker.js';
 import { MemoryBlockGuard } from '../guards/memory-block.js';
-import { BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
+import { capacityOf, BLOCK_FOREVER, scopePolicy, type OperationKind, type Outcome, type Policy } from '../core/policy.js';
 import { clockOption, hashTagOption, prefixOption, storeKeyOf, storeOption } from './setup.js';
 import type { Store } from '../stores/store.js';
 import { assertKey, assertKnownOptions, assertUnits } from '../core/validate.js';
@@ -87,7 +87,7 @@ export class RateLimiter implements LimiterCore {
     this.hashTag = hashTagOption(o, this.prefix);
     scopePolicy(this.policy, this.prefix);
     this.overrides = o.overrides === undefined ? undefined : overrideResolver(o.overrides, o.execEvenly === true, this.policy);
-    const blockRule = parseMemoryBlock(o.inMemoryBlock, this.policy.limit);
+    const blockRule = parseMemoryBlock(o.inMemoryBlock, capacityOf(this.policy));
     // What the block learned under a key's old override no longer holds once the overrides change.
     const changed = (): boolean => this.overrides?.takeChange() === true;
     this.memoryBlock = blockRule === undefined ? undefined : new MemoryBlockGuard(blockRule, this.clock, changed);
@@ -169,7 +169,7 @@ export class RateLimiter implements LimiterCore {
   private consumeNowOnce(key: string, cost: number): Decision | undefined {
     assertKey(key);
     const policy = this.policyFor(key);
-    assertUnits(cost, 'cost', policy.limit);
+    assertUnits(cost, 'cost', capacityOf(policy));
     const blocks = this.memoryBlock;
     if (blocks !== undefined) {
       const blockedMs = blocks.check(key);

@@ -7,7 +7,7 @@ import type { Decision } from '../core/decision.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { LIMITER_INTERNALS, type LimiterCore, type LimiterInternals } from './internals.js';
-import type { Policy } from '../core/policy.js';
+import { capacityOf, type Policy } from '../core/policy.js';
 import { assertKey, assertKnownOptions, assertUnits, wholeNumber } from '../core/validate.js';
 
 /** Options of {@link RateLimiter.reserve}. */
@@ -156,7 +156,7 @@ export class Reservation {
 export async function reserve(limiter: LimiterCore, key: string, estimate: number, options?: ReserveOptions): Promise<Reservation> {
   assertKey(key);
   const policy = limiter.policyFor(key);
-  assertUnits(estimate, 'estimate', policy.limit);
+  assertUnits(estimate, 'estimate', capacityOf(policy));
   let ttlMs = policy.windowMs;
   if (options !== undefined) {
     assertKnownOptions(options, OPTION_NAMES, 'reserve');

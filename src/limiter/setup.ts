@@ -38,9 +38,11 @@ export function prefixOption(o: RateLimiterOptions, policy: Policy, store: Store
     throw new FloodgateError(ErrorCode.INVALID_OPTIONS, `prefix must be a non-empty string; got ${describeValue(o.prefix)}.`);
   }
   if (o.prefix !== undefined) return o.prefix;
-  const { algorithm, limit, windowMs, blockMs, calendar } = policy;
-  // A calendar window names its period, so a monthly limiter never shares keys with one of 745 hours.
-  const prefix = `fg:${algorithm}:${limit}:${calendar ? calendarLabel(calendar) : windowMs}:${blockMs}`;
+  const { algorithm, limit, windowMs, blockMs, calendar, burst, initialTokens } = policy;
+  // A calendar window names its period, so a monthly limiter never shares keys with one of 745 hours;
+  // a bucket's burst and initial tokens are named when set, so buckets of other sizes keep their own keys.
+  const bucket = `${burst === undefined ? '' : `:b${burst}`}${initialTokens === undefined ? '' : `:i${initialTokens}`}`;
+  const prefix = `fg:${algorithm}:${limit}:${calendar ? calendarLabel(calendar) : windowMs}:${blockMs}${bucket}`;
   // Only a derived prefix can be shared by accident; one written twice is shared on purpose.
   noteDefaultPrefix(store, prefix, owner);
   return prefix;

@@ -4,7 +4,7 @@ import type { Decision } from '../core/decision.js';
 import { ErrorCode, FloodgateError } from '../core/errors.js';
 import { parseExecEvenly, parseWait, type RateLimiterOptions, type WaitConfig } from './options.js';
 import { Pacer } from '../waiting/pacing.js';
-import type { Policy } from '../core/policy.js';
+import { capacityOf, type Policy } from '../core/policy.js';
 import type { Store } from '../stores/store.js';
 import { assertKey, assertUnits } from '../core/validate.js';
 import { WarningCode, warnOnce } from '../core/warnings.js';
@@ -77,7 +77,7 @@ export class LimiterWaiting {
    */
   async consume(key: string, cost: number, signal?: AbortSignal): Promise<Decision> {
     assertKey(key);
-    assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
+    assertUnits(cost, 'cost', capacityOf(this.deps.policyFor(key)));
     const queue = this.queue;
     if (queue === undefined) {
       const decision = await this.deps.consume(key, cost);
@@ -128,12 +128,12 @@ export class LimiterWaiting {
     // and one admitted here would already have spent its units.
     if (this.pacer !== undefined) {
       assertKey(key);
-      assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
+      assertUnits(cost, 'cost', capacityOf(this.deps.policyFor(key)));
       return undefined;
     }
     if (this.waiting(key) > 0) {
       assertKey(key);
-      assertUnits(cost, 'cost', this.deps.policyFor(key).limit);
+      assertUnits(cost, 'cost', capacityOf(this.deps.policyFor(key)));
       return undefined;
     }
     const decision = this.deps.consumeNow(key, cost);

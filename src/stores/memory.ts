@@ -8,7 +8,7 @@ import { applyOperation, type Applied, type KeyState } from '../algorithms/index
 import { calendarLabel, periodEnd } from '../core/calendar-window.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { ErrorCode } from '../core/errors.js';
-import { policyScope, type Operation, type Outcome, type Policy } from '../core/policy.js';
+import { limitArgument, policyScope, type Operation, type Outcome, type Policy } from '../core/policy.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, oneOf, wholeNumber } from '../core/validate.js';
 import { OverflowSketch, SKETCH_ROWS } from './overflow-sketch.js';
 import { OldestEntries } from '../util/oldest-entries.js';
@@ -357,7 +357,7 @@ export class MemoryStore implements Store {
    */
   private sketchFor(policy: Policy): OverflowSketch | undefined {
     const window = policy.calendar ? calendarLabel(policy.calendar) : policy.windowMs;
-    const id = `${policy.algorithm}:${policy.limit}:${window}:${policy.blockMs}:${policyScope(policy) ?? ''}`;
+    const id = `${policy.algorithm}:${limitArgument(policy)}:${window}:${policy.blockMs}:${policyScope(policy) ?? ''}`;
     let sketch = this.sketches.get(id);
     if (sketch === undefined && this.sketches.size < MAX_SKETCHES) {
       sketch = new OverflowSketch(this.overflowCells, policy);

@@ -16,6 +16,7 @@ import { reservationCases } from './reservation.js';
 import { overrideCases } from './overrides.js';
 import { concurrencyCases } from './concurrency.js';
 import { calendarCases } from './calendar.js';
+import { burstCases } from './burst.js';
 import { failureScopeCases, type FailureScopeExpectation, type ScopeReader } from './failure-scope.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
@@ -114,6 +115,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
     overrideCases({ clock, limiter });
     concurrencyCases({ clock, store: () => counting });
     calendarCases({ clock, limiter });
+    burstCases({ clock, limiter });
     failureScopeCases({
       expectation: () => target.failureScope,
       scopes: async (keys) => {

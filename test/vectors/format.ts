@@ -35,7 +35,8 @@ export interface VectorCase {
   /** Absolute time of t = 0 when not the file's: calendar cases sit at a month end, a leap day, a DST change. */
   t0?: number;
   /** For a calendar window, `windowMs` is the longest period (what the limiter derives); the windows follow this. */
-  policy: { algorithm: Algorithm; limit: number; windowMs: number; blockMs: number };
+  /** `burst` and `initialTokens` (token bucket only) are present when set apart from their defaults (limit, burst). */
+  policy: { algorithm: Algorithm; limit: number; windowMs: number; blockMs: number; burst?: number; initialTokens?: number };
   /** A calendar window: the period in its time zone (weekStart 0 = Sunday … 6, for weeks). */
   calendar?: { unit: CalendarWindow['calendar']; timeZone: string; weekStart?: number };
   steps: VectorStep[];
@@ -88,6 +89,8 @@ export function runVectors(label: string, factory: (clock: Clock) => Promise<Vec
             ? { calendar: vc.calendar.unit, timeZone: vc.calendar.timeZone, weekStart: vc.calendar.weekStart }
             : vc.policy.windowMs,
           ...(vc.policy.blockMs ? { blockDuration: vc.policy.blockMs } : {}),
+          ...(vc.policy.burst === undefined ? {} : { burst: vc.policy.burst }),
+          ...(vc.policy.initialTokens === undefined ? {} : { initialTokens: vc.policy.initialTokens }),
         });
         for (const [i, step] of vc.steps.entries()) {
           clock.set((vc.t0 ?? t0) + step.t);

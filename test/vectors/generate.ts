@@ -120,6 +120,110 @@ const scenarios: { name: string; limit: number; windowMs: number; blockMs?: numb
   },
 ];
 
+/**
+ * Token buckets whose burst (bucket size) is not their limit (the refill per window), and whose new keys start
+ * with initialTokens instead of a full bucket: token-bucket only.
+ */
+const bucketScenarios: {
+  name: string;
+  limit: number;
+  windowMs: number;
+  burst?: number;
+  initialTokens?: number;
+  blockMs?: number;
+  steps: Input[];
+}[] = [
+  {
+    name: 'burst 5 refilled at 2 per second',
+    limit: 2,
+    windowMs: 1000,
+    burst: 5,
+    steps: [
+      ...c(0, 6),
+      ...c(250),
+      ...c(500),
+      op(1000, 'peek'),
+      ...c(1000, 2),
+      op(3000, 'peek'),
+      ...c(4000, 6),
+      op(7000, 'peek'),
+      ...c(7000),
+    ],
+  },
+  {
+    name: 'burst 3 below a limit of 10 per second',
+    limit: 10,
+    windowMs: 1000,
+    burst: 3,
+    steps: [...c(0, 4), ...c(100), ...c(200, 2), op(250, 'consume', 3), ...c(1000, 4), op(1000, 'peek')],
+  },
+  {
+    name: 'burst 50 at 10 per second',
+    limit: 10,
+    windowMs: 1000,
+    burst: 50,
+    steps: [
+      op(0, 'consume', 49),
+      ...c(0, 2),
+      ...c(100),
+      ...c(1000, 11),
+      op(2000, 'consume', 10),
+      op(2000, 'peek'),
+      op(7000, 'consume', 50),
+    ],
+  },
+  {
+    name: 'a new key starts empty (initialTokens 0)',
+    limit: 2,
+    windowMs: 1000,
+    burst: 4,
+    initialTokens: 0,
+    steps: [
+      ...c(0),
+      op(100, 'peek'),
+      ...c(499),
+      ...c(500, 2),
+      ...c(1000),
+      op(1500, 'peek'),
+      ...c(2000, 2),
+      // Full again at 3500 and forgotten: from then on a new key, empty again.
+      op(3499, 'peek'),
+      op(3500, 'peek'),
+      ...c(10_000),
+      ...c(10_500),
+    ],
+  },
+  {
+    name: 'initial tokens with costs, reward, penalty, block and reset',
+    limit: 3,
+    windowMs: 1000,
+    burst: 6,
+    initialTokens: 2,
+    blockMs: 1000,
+    steps: [
+      op(0, 'consume', 2),
+      op(0, 'consume', 1),
+      ...c(999),
+      ...c(1000),
+      op(1100, 'reward', 10),
+      op(1200, 'peek'),
+      op(1300, 'penalty', 4),
+      ...c(1400),
+      op(1500, 'reset'),
+      ...c(1500, 3),
+      op(1600, 'consume', 6),
+      op(5000, 'consume', 6),
+    ],
+  },
+  {
+    name: 'initial tokens only (burst = limit)',
+    limit: 4,
+    windowMs: 1000,
+    initialTokens: 1,
+    steps: [...c(0, 2), op(250, 'peek'), ...c(250, 2), ...c(2000, 5)],
+  },
+];
+
 const H = 3_600_000;
 const D = 24 * H;
 /**
@@ -208,7 +312,14 @@ interface Run {
   name: string;
   t0: number;
   calendar?: VectorCase['calendar'];
-  options: { algorithm: Algorithm; limit: number; window: RateLimiterOptions['window']; blockDuration?: number };
+  options: {
+    algorithm: Algorithm;
+    limit: number;
+    window: RateLimiterOptions['window'];
+    blockDuration?: number;
+    burst?: number;
+    initialTokens?: number;
+  };
   steps: Input[];
 }
 
@@ -218,6 +329,17 @@ for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
     const options = { algorithm, limit: s.limit, window: s.windowMs, ...(s.blockMs ? { blockDuration: s.blockMs } : {}) };
     runs.push({ name: `${algorithm}: ${s.name}`, t0: T0, options, steps: s.steps });
   }
+}
+for (const s of bucketScenarios) {
+  const options = {
+    algorithm: 'token-bucket' as const,
+    limit: s.limit,
+    window: s.windowMs,
+    ...(s.burst === undefined ? {} : { burst: s.burst }),
+    ...(s.initialTokens === undefined ? {} : { initialTokens: s.initialTokens }),
+    ...(s.blockMs ? { blockDuration: s.blockMs } : {}),
+  };
+  runs.push({ name: `token-bucket: ${s.name}`, t0: T0, options, steps: s.steps });
 }
 for (const s of calendarScenarios) {
   const window = {
@@ -272,7 +394,14 @@ for (const run of runs) {
     cases.push({
       name: run.name,
       ...(run.t0 === T0 ? {} : { t0: run.t0 }),
-      policy: { algorithm: policy.algorithm, limit: policy.limit, windowMs: policy.windowMs, blockMs: policy.blockMs },
+      policy: {
+        algorithm: policy.algorithm,
+        limit: policy.limit,
+        windowMs: policy.windowMs,
+        blockMs: policy.blockMs,
+        ...(policy.burst === undefined ? {} : { burst: policy.burst }),
+        ...(policy.initialTokens === undefined ? {} : { initialTokens: policy.initialTokens }),
+      },
       ...(calendar ? { calendar: run.calendar! } : {}),
       steps,
     });

@@ -2,7 +2,7 @@
 /**
  * Message shapes, envelopes and the compact encodings of policies, operations and outcomes.
  */
-import { ALGORITHMS, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../core/policy.js';
+import { ALGORITHMS, capacityOf, OP_CODE, type OperationKind, type Outcome, type Policy } from '../../core/policy.js';
 import { checkPeriod, type CalendarUnit } from '../../core/calendar.js';
 import { calendarLabel, longestPeriodMs, type CalendarSpec } from '../../core/calendar-window.js';
 
@@ -230,23 +230,48 @@ export const KIND_BY_CODE: readonly (OperationKind | undefined)[] = (() => {
   return kinds;
 })();
 
-/** Encodes a policy for the wire; an override carries its base's limit, window and block after its own. */
+/**
+ * Encodes a policy for the wire; an override carries its base's limit, window and block after its own. A token
+ * bucket with a burst or initial tokens (itself or its base) carries both after its block, as whole numbers, and
+ * its base's too.
+ */
 export function encodePolicy(policy: Policy): PolicyTuple {
   const tuple: PolicyTuple = [ALGORITHMS.indexOf(policy.algorithm), policy.limit, policy.windowMs, policy.blockMs];
   const c = policy.calendar;
   if (c !== undefined) tuple.push(c.unit, c.timeZone, c.weekStart);
   const base = policy.base;
+  const bucket = hasBucket(policy) || (base !== undefined && hasBucket(base));
+  if (bucket) tuple.push(capacityOf(policy), policy.initialTokens ?? capacityOf(policy));
   if (base !== undefined) tuple.push(base.limit, base.windowMs, base.blockMs);
+  if (base !== undefined && bucket) tuple.push(capacityOf(base), base.initialTokens ?? capacityOf(base));
   return tuple;
 }
 
-/** The lengths a policy tuple can have: plain or calendar (4, 7), each with an override's base (7, 10). */
-export const POLICY_TUPLE_LENGTHS: readonly number[] = [4, 7, 10];
+function hasBucket(policy: Policy): boolean {
+  return policy.burst !== undefined || policy.initialTokens !== undefined;
+}
+
+/**
+ * The lengths a policy tuple can have: plain, calendar or bucket (4, 7, 6), each with an override's base (7, 10,
+ * 11).
+ */
+export const POLICY_TUPLE_LENGTHS: readonly number[] = [4, 6, 7, 10, 11];
+
+/** How many of a tuple's values are its own (the rest are an override's base): 7 calendar, 6 bucket, else 4. */
+function ownLength(tuple: readonly unknown[]): number {
+  if (typeof tuple[4] === 'string') return 7;
+  return tuple.length === 6 || tuple.length === 11 ? 6 : 4;
+}
+
+/** An override tuple's base, as a tuple of its own: its numbers, then the calendar or bucket values. */
+function baseTuple(tuple: readonly unknown[], own: number): unknown[] {
+  return own === 6 ? [tuple[0], ...tuple.slice(own)] : [tuple[0], ...tuple.slice(own), ...tuple.slice(4, own)];
+}
 
 /** The fingerprint of a tuple's family: an override's tuple with its base's numbers in its own place; any other tuple's own. */
 export function familyOf(tuple: readonly unknown[]): string {
-  const own = typeof tuple[4] === 'string' ? 7 : 4;
-  return tuple.length === own ? tuple.join(',') : [tuple[0], ...tuple.slice(own), ...tuple.slice(4, own)].join(',');
+  const own = ownLength(tuple);
+  return tuple.length === own ? tuple.join(',') : baseTuple(tuple, own).join(',');
 }
 
 /** limit × window bound of the limiter, so a primary never runs arithmetic the algorithms do not promise to keep exact. */
@@ -258,13 +283,12 @@ const MAX_PRODUCT = 2 ** 50;
  */
 export function decodePolicy(tuple: unknown): Policy | undefined {
   if (!Array.isArray(tuple) || !POLICY_TUPLE_LENGTHS.includes(tuple.length)) return undefined;
-  const calendared = typeof tuple[4] === 'string';
-  const own = calendared ? 7 : 4;
+  const own = ownLength(tuple);
   if (tuple.length > own) {
     // An override: its own numbers, then its base's, under the same algorithm and calendar.
-    if (tuple.length !== own + 3) return undefined;
+    if (tuple.length !== own + (own === 6 ? 5 : 3)) return undefined;
     const self = decodePolicy(tuple.slice(0, own));
-    const base = decodePolicy([tuple[0], ...tuple.slice(own), ...tuple.slice(4, own)]);
+    const base = decodePolicy(baseTuple(tuple, own));
     return self === undefined || base === undefined ? undefined : Object.freeze({ ...self, base });
   }
   const [a, limit, windowMs, blockMs, unit, timeZone, weekStart] = tuple as unknown[];
@@ -275,9 +299,21 @@ export function decodePolicy(tuple: unknown): Policy | undefined {
   if (limit * windowMs > MAX_PRODUCT) return undefined;
   const policy = { algorithm, limit, windowMs, blockMs: blockMs as number };
   if (tuple.length === 4) return Object.freeze(policy);
+  if (own === 6) return decodeBucket(policy, unit, timeZone);
   const calendar = decodeCalendar(unit, timeZone, weekStart);
   if (calendar === undefined || algorithm !== 'fixed-window' || windowMs !== longestPeriodMs(calendar.unit)) return undefined;
   return Object.freeze({ ...policy, calendar });
+}
+
+/** A token bucket's policy with its burst and initial tokens from the wire (as parseBucket leaves them); undefined when malformed. */
+function decodeBucket(policy: Policy, burst: unknown, initial: unknown): Policy | undefined {
+  if (policy.algorithm !== 'token-bucket' || !isPositiveInteger(burst) || !Number.isSafeInteger(initial)) return undefined;
+  if ((initial as number) < 0 || (initial as number) > burst || burst * policy.windowMs > MAX_PRODUCT) return undefined;
+  return Object.freeze({
+    ...policy,
+    ...(burst === policy.limit ? {} : { burst }),
+    ...(initial === burst ? {} : { initialTokens: initial as number }),
+  });
 }
 
 /** A calendar period from the wire, checked as the limiter checks its option; undefined when malformed (an unknown zone included). */
@@ -356,5 +392,7 @@ export function refusalMs(kind: OperationKind, policy: Policy, outcome: Outcome)
 export function describePolicy(policy: Policy): string {
   const block = policy.blockMs > 0 ? `, block ${policy.blockMs} ms` : '';
   const per = policy.calendar ? calendarLabel(policy.calendar) : `${policy.windowMs} ms`;
-  return `${policy.algorithm} limit ${policy.limit} per ${per}${block}`;
+  const burst = policy.burst === undefined ? '' : `, burst ${policy.burst}`;
+  const initial = policy.initialTokens === undefined ? '' : `, initial tokens ${policy.initialTokens}`;
+  return `${policy.algorithm} limit ${policy.limit} per ${per}${burst}${initial}${block}`;
 }

@@ -5,7 +5,7 @@
 import { windowArgument } from '../../core/calendar-window.js';
 import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
-import { ALGORITHMS, type Operation, type Policy } from '../../core/policy.js';
+import { ALGORITHMS, limitArgument, type Operation, type Policy } from '../../core/policy.js';
 import { redisKeys, redisStateKey } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { COMPOSITE_SCRIPT } from './lua/scripts.generated.js';
@@ -48,7 +48,7 @@ export function compositeCall(operations: readonly Operation[], now: number | un
     } else {
       // A calendar window's ends change with the period: made for each call, from this host's clock.
       args[a] = p.algorithm;
-      args[a + 1] = String(p.limit);
+      args[a + 1] = limitArgument(p);
       args[a + 2] = windowArgument(p.windowMs, p.calendar, now ?? Date.now());
       args[a + 3] = String(p.blockMs);
     }
@@ -63,7 +63,7 @@ const argsOfPolicy = new WeakMap<Policy, readonly string[]>();
 function policyArgs(p: Policy): readonly string[] {
   let args = argsOfPolicy.get(p);
   if (args === undefined) {
-    args = [p.algorithm, String(p.limit), String(p.windowMs), String(p.blockMs)];
+    args = [p.algorithm, limitArgument(p), String(p.windowMs), String(p.blockMs)];
     argsOfPolicy.set(p, args);
   }
   return args;

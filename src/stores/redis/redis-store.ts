@@ -6,7 +6,7 @@ import { windowArgument } from '../../core/calendar-window.js';
 import type { Clock } from '../../core/clock.js';
 import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
-import { ALGORITHMS, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
+import { ALGORITHMS, limitArgument, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import { invalid, MAX_TIMER_MS, wholeNumber } from '../../core/validate.js';
 import type { Store } from '../store.js';
 import { compositeCall, crossSlotError, unsupportedOperation } from './composite-call.js';
@@ -345,7 +345,7 @@ function newBatch(key: string, policy: Policy, clientTime: number | undefined): 
   return {
     script,
     keys: policy.algorithm === 'sliding-log' ? [keys.state, keys.log] : [keys.state],
-    args: [String(policy.limit), window, String(policy.blockMs), clientTime !== undefined ? '1' : '0'],
+    args: [limitArgument(policy), window, String(policy.blockMs), clientTime !== undefined ? '1' : '0'],
     policy,
     waiters: [],
     answer(error, reply) {

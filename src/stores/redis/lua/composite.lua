@@ -5,11 +5,12 @@
 -- ARGV[1..3]  unused ('0'): each part brings its own limit, window and block
 -- ARGV[4]     '1' when ARGV[5] carries the time (the store has a clock); '0' to use Redis TIME
 -- ARGV[5]     the time with ARGV[4] = '1', else '0'
--- ARGV[6..]   five values per part: algorithm name, limit, window ms (with a calendar window's ends, as
---             in prelude.lua), block ms, cost
+-- ARGV[6..]   five values per part: algorithm name, limit (with a token bucket's burst and initial
+--             tokens, as in prelude.lua), window ms (with a calendar window's ends, as in prelude.lua),
+--             block ms, cost
 -- Returns five integers per part, encoded as apply.lua does.
 --
--- The prelude's L, W, E1, E2 and BLOCK_MS are reassigned before each part's algorithm runs: the algorithm
+-- The prelude's L, B, I, W, E1, E2 and BLOCK_MS are reassigned before each part's algorithm runs: the algorithm
 -- functions close over those locals, so they always see the current part's policy.
 
 local FIRST_PART = 6
@@ -36,7 +37,7 @@ local next_key = 1
 --   9..12 the state as read (x0, y0, z0, b0), 13..16 normalized (x, y, z, b), 17 read_state's had_hash,
 --   18 its raw reply, 19 whether it is a sliding log, 20..22 the state its consume would leave (nil when
 --   refused; not for the sliding log, whose try_consume pushes to its list, so it runs only when the
---   part spends), 23 whether it would be admitted.
+--   part spends), 23 whether it would be admitted, 24..25 the token bucket's burst and initial tokens.
 -- The indexes are literals, and both phases run in the chunk itself rather than in functions: a closure
 -- made on every call captures each upvalue it names, which cost more than the work here (about 1 µs).
 
@@ -64,7 +65,7 @@ for i = 1, count do
       shared[name] = impl
     end
   end
-  L = tonumber(ARGV[j + 1])
+  L, B, I = parse_limit(ARGV[j + 1])
   W, E1, E2 = parse_window(ARGV[j + 2])
   BLOCK_MS = tonumber(ARGV[j + 3])
   local cost = tonumber(ARGV[j + 4])
@@ -86,7 +87,7 @@ for i = 1, count do
   parts[i] = {
     impl, key, L, W, E1, E2, BLOCK_MS, cost,
     x0, y0, z0, b0, x, y, z, b,
-    had_hash, raw, log, nx, ny, nz, fits,
+    had_hash, raw, log, nx, ny, nz, fits, B, I,
   }
 end
 
@@ -99,6 +100,7 @@ for i = 1, count do
   local spend = all or not p[23]
   local impl = p[1]
   L, W, E1, E2, BLOCK_MS = p[3], p[4], p[5], p[6], p[7]
+  B, I = p[24], p[25]
   local x, y, z, b = p[13], p[14], p[15], p[16]
   local allowed = true
   local cost = 1

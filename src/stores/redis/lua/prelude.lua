@@ -3,7 +3,8 @@
 -- KEYS[1]    the key's state hash: the algorithm's fields plus b, the block end (src/algorithms/index.ts KeyState)
 -- KEYS[2]    sliding log only: the list of unit timestamps, oldest first
 -- ARGV[1..3] limit, window ms, block ms of an over-limit consume (0 = none); a calendar window's is
---            'ms:end:nextEnd', the ends of the caller's current and next period (see window_end)
+--            'ms:end:nextEnd', the ends of the caller's current and next period (see window_end); a token
+--            bucket's limit with a burst or initial tokens is 'limit:burst:initialTokens' (see parse_limit)
 -- ARGV[4]    '1' when every operation carries its own time (the store has a clock); '0' to use Redis TIME
 -- ARGV[5..]  the operations in arrival order: opcode, amount (and now, with ARGV[4] = '1')
 -- Returns five integers per operation: allowed (1/0), remaining, resetMs, retryAfterMs, emptyMs;
@@ -19,8 +20,17 @@ local function parse_window(arg)
   return nil, 0, 0
 end
 
+-- src/core/policy.ts limitArgument: 'limit', or 'limit:burst:initialTokens' for a token bucket (B, I; both L otherwise).
+local function parse_limit(arg)
+  local l = tonumber(arg)
+  if l then return l, l, l end
+  local a, b, i = string.match(arg, '^(%d+):(%d+):(%d+)$')
+  if a then return tonumber(a), tonumber(b), tonumber(i) end
+  return nil, 0, 0
+end
+
 local STATE = KEYS[1]
-local L = tonumber(ARGV[1])
+local L, B, I = parse_limit(ARGV[1])
 local W, E1, E2 = parse_window(ARGV[2])
 local BLOCK_MS = tonumber(ARGV[3])
 local CLIENT_TIME = ARGV[4] == '1'
