@@ -19,12 +19,13 @@ interface Shorthand<Raw> {
   readonly limiter?: unknown;
   readonly limit?: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
   readonly window?: Duration;
+  readonly burst?: number;
   readonly store?: Store;
 }
 
 /**
  * The `limiter` the shorthand stands for, or `o.limiter` when none of
- * `limit`, `window`, `store` is given. A number `limit` is one RateLimiter;
+ * `limit`, `window`, `burst`, `store` is given (`burst` makes a token bucket). A number `limit` is one RateLimiter;
  * a function gets one per distinct answer (each with the prefix its policy
  * derives, so each limit counts apart: a key that moves to another plan
  * starts afresh there).
@@ -32,7 +33,7 @@ interface Shorthand<Raw> {
  * @throws FloodgateError CONFLICTING_OPTIONS with `limiter` too; INVALID_OPTIONS without `window`; what RateLimiter throws for a bad number
  */
 export function limiterOption<Raw>(o: Shorthand<Raw>, owner: string): unknown {
-  if (o.limit === undefined && o.window === undefined && o.store === undefined) return o.limiter;
+  if (o.limit === undefined && o.window === undefined && o.store === undefined && o.burst === undefined) return o.limiter;
   if (o.limiter !== undefined) {
     throw new FloodgateError(
       ErrorCode.CONFLICTING_OPTIONS,
@@ -45,8 +46,10 @@ export function limiterOption<Raw>(o: Shorthand<Raw>, owner: string): unknown {
       `${owner} needs both limit and window, e.g. rateLimit({ limit: 100, window: '15m' }); got ${o.limit === undefined ? 'no limit' : 'no window'}.`,
     );
   }
-  const { limit, window, store } = o;
-  const make = (n: number): RateLimiter => new RateLimiter({ limit: n, window, ...(store === undefined ? {} : { store }) });
+  const { limit, window, store, burst } = o;
+  // A burst is a token bucket's: the shorthand has no algorithm option, so burst chooses it.
+  const bucket = burst === undefined ? {} : { algorithm: 'token-bucket' as const, burst };
+  const make = (n: number): RateLimiter => new RateLimiter({ limit: n, window, ...bucket, ...(store === undefined ? {} : { store }) });
   if (typeof limit !== 'function') return make(limit);
   const limiters = new Map<number, RateLimiter>();
   const forLimit = (n: unknown): RateLimiter => {

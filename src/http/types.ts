@@ -206,6 +206,14 @@ export interface HttpRateLimitOptions<Raw> {
   limit?: number | ((req: Raw, client: ClientInfo) => number | Promise<number>);
   /** The window of `limit`, e.g. `'15m'`. */
   window?: Duration;
+  /**
+   * With `limit` and `window`: makes the limiter a token bucket that holds
+   * this many units, refilled at `limit` per `window`: `{ limit: 10, window:
+   * '1s', burst: 50 }` admits 50 at once, then 10 a second. Default: none (a
+   * fixed window of `limit` per `window`). For more of a limiter's options,
+   * pass `limiter: new RateLimiter({ … })`.
+   */
+  burst?: number;
   /** The store of the limiters `limit` builds (e.g. a RedisStore shared by every process). Default: a memory store each. */
   store?: Store;
   /** Who a request counts against. Default `"ip"`. */
@@ -316,6 +324,7 @@ export const HTTP_OPTION_NAMES = [
   'limiter',
   'limit',
   'window',
+  'burst',
   'store',
   'key',
   'trustProxy',

@@ -1,4 +1,4 @@
-/** The limit / window shorthand's refusals: with a limiter too, without a window, a limit function that answers badly or too many distinct limits. */
+/** The limit / window shorthand's refusals: with a limiter too, without a window, a limit function that answers badly or too many distinct limits; and its burst, a token bucket. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCode } from '../../src/core/errors.js';
@@ -54,5 +54,26 @@ describe('limit / window shorthand', () => {
     const tooMany = (await limiter.decide(view(100))) as HttpOutcome & { error?: Error };
     assert.equal(tooMany.action, 'error');
     assert.match(String(tooMany.error?.message), /more than 100 distinct limits; build one RateLimiter per plan/);
+  });
+
+  it('burst makes the shorthand a token bucket: the burst at once, then the rate; q=burst, w=seconds to refill it', async () => {
+    const limiter = new HttpLimiter<number>({ limit: 1, window: '1m', burst: 3 }, config);
+    const actions: string[] = [];
+    let last: HttpOutcome | undefined;
+    for (let i = 0; i < 4; i++) {
+      last = await limiter.decide(view(0));
+      actions.push(last.action);
+    }
+    assert.deepEqual(actions, ['continue', 'continue', 'continue', 'respond']);
+    const policy = last!.headers.find(([name]) => name === 'RateLimit-Policy');
+    assert.equal(policy?.[1], '"1-per-1m";q=3;w=180');
+    assert.throws(
+      () => new HttpLimiter({ limit: 1, window: '1m', burst: 0 }, config),
+      (e: Error & { code?: string }) => e.code === ErrorCode.INVALID_BURST,
+    );
+    assert.throws(
+      () => new HttpLimiter({ burst: 3, limiter: new RateLimiter({ limit: 5, window: '1m' }) }, config),
+      (e: Error & { code?: string }) => e.code === ErrorCode.CONFLICTING_OPTIONS,
+    );
   });
 });
