@@ -65,7 +65,8 @@ describe('limit / window shorthand', () => {
       actions.push(last.action);
     }
     assert.deepEqual(actions, ['continue', 'continue', 'continue', 'respond']);
-    const policy = last!.headers.find(([name]) => name === 'RateLimit-Policy');
+    assert.ok(last !== undefined && last.action === 'respond');
+    const policy = last.headers.find(([name]) => name === 'RateLimit-Policy');
     assert.equal(policy?.[1], '"1-per-1m";q=3;w=180');
     assert.throws(
       () => new HttpLimiter({ limit: 1, window: '1m', burst: 0 }, config),
