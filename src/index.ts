@@ -17,6 +17,7 @@ export type { SlotAcquisition, SlotStore } from './core/slots.js';
 export { consumeAll, consumeAllNow, MAX_PARTS } from './limiter/composite.js';
 export { Reservation } from './limiter/reservation.js';
 export { PolicyOverrides, checkOverride, overridePolicy } from './limiter/overrides.js';
+export { parseBucket } from './limiter/options.js';
 export type { PolicyOverride, OverrideLookup, OverrideMatch } from './limiter/overrides.js';
 export type { ReserveOptions, Settlement, SettlementStatus } from './limiter/reservation.js';
 export type { LimitPart, CompositeDecision } from './limiter/composite.js';

@@ -52,6 +52,8 @@ export function ruleView(rule: RuleSettings): Record<string, unknown> {
       windowMs: p.windowMs,
       algorithm: p.algorithm,
       blockMs: p.blockMs,
+      ...(p.burst === undefined ? {} : { burst: p.burst }),
+      ...(p.initialTokens === undefined ? {} : { initialTokens: p.initialTokens }),
       ...(p.key === undefined ? {} : { key: keyView(p.key) }),
     })),
     cost: rule.cost ?? null,

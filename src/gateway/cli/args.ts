@@ -3,7 +3,7 @@
  * Flags → settings (alone or over a config file), with typed errors for bad flags.
  */
 import { parseArgs } from 'node:util';
-import { ErrorCode, FloodgateError } from '../../index.js';
+import { ErrorCode, FloodgateError, parseBucket } from '../../index.js';
 import type { SettingsOverrides } from '../config/config-file.js';
 import { readAdminTokenFile } from '../config/admin-config.js';
 import { GRPC_WORKERS } from '../config/grpc-config.js';
@@ -62,6 +62,7 @@ const OPTIONS = {
   key: { type: 'string' },
   algorithm: { type: 'string' },
   'block-duration': { type: 'string' },
+  burst: { type: 'string' },
   shadow: { type: 'boolean' },
   redis: { type: 'string' },
   'redis-cluster': { type: 'string' },
@@ -98,7 +99,7 @@ const OPTIONS = {
 } as const;
 
 /** Flags that define the default rule, which a config file defines instead. */
-const RULE_FLAGS = ['limit', 'key', 'algorithm', 'block-duration', 'shadow'] as const;
+const RULE_FLAGS = ['limit', 'key', 'algorithm', 'burst', 'block-duration', 'shadow'] as const;
 
 function bad(message: string): FloodgateError {
   return new FloodgateError(ErrorCode.INVALID_ARGUMENT, message);
@@ -319,7 +320,10 @@ export function parseCommandLine(argv: readonly string[]): Command {
     const { limit, windowMs } = flag('limit', () => parseLimitSpec(spec));
     if (seen.has(`${limit}/${windowMs}`)) throw bad(`--limit ${spec} is given twice.`);
     seen.add(`${limit}/${windowMs}`);
-    return flag('limit', () => makePolicy(undefined, limit, windowMs, algorithm, blockMs));
+    const policy = flag('limit', () => makePolicy(undefined, limit, windowMs, algorithm, blockMs));
+    // Digits become a number; anything else goes to the check as written, which names it.
+    const burst = v.burst === undefined ? undefined : /^\d+$/.test(v.burst) ? Number(v.burst) : v.burst;
+    return { ...policy, ...flag('burst', () => parseBucket({ limit, burst }, algorithm, windowMs)) };
   });
   const key = v.key === undefined ? ({ kind: 'ip' } as const) : flag('key', () => parseKeySpec(v.key));
   if (keyParts(key).some((p) => p.kind === 'jwt'))

@@ -30,6 +30,8 @@ Options of serve (flags win over the config file's values):
                             e.g. --key header:x-api-key, --key "header:x-api-key + path:2"
   --algorithm NAME        fixed-window (default), sliding-window, sliding-log or token-bucket
                             e.g. --algorithm sliding-window
+  --burst N               with --algorithm token-bucket: the bucket holds N (default: the limit)
+                            e.g. --limit 10/1s --algorithm token-bucket --burst 50
   --block-duration D      after going over the limit, refuse the key for this long
                             e.g. --block-duration 1m
   --shadow                report what the default rule would do (Floodgate-Shadow header,

@@ -102,6 +102,8 @@ function inRange(p: PolicySettings, override: PolicyOverride): void {
     windowMs: p.windowMs,
     blockMs: p.blockMs,
     ...(p.calendar === undefined ? {} : { calendar: p.calendar }),
+    ...(p.burst === undefined ? {} : { burst: p.burst }),
+    ...(p.initialTokens === undefined ? {} : { initialTokens: p.initialTokens }),
   };
   try {
     overridePolicy(base, override);

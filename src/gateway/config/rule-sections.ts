@@ -1,7 +1,17 @@
 /** The config file's rules: match, key and policies of each rule, checked and placed in the file. */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { CALENDAR_UNITS, type CalendarUnit, longestPeriodMs, parseCalendarWindow, type CalendarSpec, type Algorithm } from '../../index.js';
+import {
+  CALENDAR_UNITS,
+  type CalendarUnit,
+  ErrorCode,
+  FloodgateError,
+  longestPeriodMs,
+  parseBucket,
+  parseCalendarWindow,
+  type CalendarSpec,
+  type Algorithm,
+} from '../../index.js';
 import { describeValue } from '../../core/describe-value.js';
 import { costSettings } from './cost-config.js';
 import { countSettings, nearLimitRatio } from './count-config.js';
@@ -41,7 +51,18 @@ const RULE_FIELDS = [
 ] as const;
 const MATCH_FIELDS = ['method', 'methods', 'path', 'pathPattern', 'host', 'hosts', 'headers'] as const;
 const KEY_FIELDS = ['header', 'fallbackToIp', 'maxLength', 'pattern', 'allowList'] as const;
-const POLICY_FIELDS = ['name', 'limit', 'window', 'timeZone', 'weekStart', 'algorithm', 'blockDuration', 'key'] as const;
+const POLICY_FIELDS = [
+  'name',
+  'limit',
+  'window',
+  'timeZone',
+  'weekStart',
+  'algorithm',
+  'burst',
+  'initialTokens',
+  'blockDuration',
+  'key',
+] as const;
 const RULE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const METHOD = /^[A-Z]+$/;
 
@@ -153,9 +174,20 @@ function policySettings(c: Cursor, path: Path, value: unknown): PolicySettings {
           return p.name;
         });
   const key = p.key === undefined ? undefined : policyKey(c, [...path, 'key'], p.key);
-  const policy = c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs));
+  const bucket = bucketFields(c, path, p, limit, algorithm, windowMs);
+  const policy = { ...c.at(path, () => makePolicy(name, limit, windowMs, algorithm, blockMs)), ...bucket };
   const withCalendar = calendar === undefined ? policy : { ...policy, calendar };
   return key === undefined ? withCalendar : { ...withCalendar, key };
+}
+
+/** A token bucket's burst and initial tokens, checked as the library checks them, the error at the field it is about. */
+function bucketFields(c: Cursor, path: Path, p: Obj, limit: number, algorithm: Algorithm, windowMs: number) {
+  try {
+    return parseBucket({ limit, burst: p.burst, initialTokens: p.initialTokens }, algorithm, windowMs);
+  } catch (error) {
+    if (!(error instanceof FloodgateError)) throw error;
+    return c.fail([...path, error.code === ErrorCode.INVALID_INITIAL_TOKENS ? 'initialTokens' : 'burst'], error.message, error);
+  }
 }
 
 /**

@@ -51,6 +51,10 @@ export interface PolicySettings {
   readonly algorithm: Algorithm;
   /** Block after going over the limit, in ms; 0 for none. */
   readonly blockMs: number;
+  /** Token bucket only: the bucket size when not `limit` (`burst`). */
+  readonly burst?: number | undefined;
+  /** Token bucket only: a new key's tokens when not a full bucket (`initialTokens`). */
+  readonly initialTokens?: number | undefined;
   /** Who this policy counts against when not the rule's key (the string forms only); undefined for the rule's key. */
   readonly key?: KeySettings | undefined;
 }
@@ -315,6 +319,20 @@ export interface GrpcSettings {
   readonly config: string;
   /** TLS on the gRPC listener (`grpc.tls`, `--grpc-cert`/`--grpc-key`/`--grpc-client-ca`); undefined: plaintext. */
   readonly tls?: GrpcTlsSettings | undefined;
+  /** `grpc.countRefused`: a refused request's hits are still counted (envoyproxy/ratelimit's default); default false, a refused request counts nothing. */
+  readonly countRefused?: boolean | undefined;
+  /** `grpc.headers`: the RateLimit header fields Envoy adds to the client's response; default `none` (independent of the HTTP `headers`). */
+  readonly headers?: readonly HeaderMode[] | 'none' | undefined;
+  /** `grpc.exposeLimitNames`: name the header fields' policies by limit name or place (`edge.user`) instead of by descriptor position (`d0`). */
+  readonly exposeLimitNames?: boolean | undefined;
+  /** `grpc.dynamicMetadata`: set the response's `dynamic_metadata` (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA); default false. */
+  readonly dynamicMetadata?: boolean | undefined;
+  /** `grpc.quotaMode`: every descriptor is a quota descriptor (envoyproxy/ratelimit's QUOTA_MODE); default false. */
+  readonly quotaMode?: boolean | undefined;
+  /** `grpc.shadowMode`: every answer's overall code is OK (envoyproxy/ratelimit's SHADOW_MODE); default false. */
+  readonly shadowMode?: boolean | undefined;
+  /** `grpc.badConfigAtStart`: `exit` (default) ends the start on a bad rate limit config; `serve` logs it and serves without limits until a good one loads. */
+  readonly badConfigAtStart?: 'exit' | 'serve' | undefined;
 }
 
 /** The rate limit service's TLS: PEM files (resolved paths), read when it starts. */

@@ -237,6 +237,8 @@ function limiterFor(
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.
     window: c ? { calendar: c.unit, timeZone: c.timeZone, ...(c.unit === 'week' ? { weekStart: c.weekStart } : {}) } : `${p.windowMs}ms`,
     algorithm: p.algorithm,
+    ...(p.burst === undefined ? {} : { burst: p.burst }),
+    ...(p.initialTokens === undefined ? {} : { initialTokens: p.initialTokens }),
     prefix,
     // On a Cluster one key's counters of a rule's policies share a slot, so policies that count by one key stay atomic,
     // while keys of different clients, and of different rules, spread over the masters.

@@ -32,7 +32,8 @@ export function prefixSegment(text: string): string {
 }
 
 /**
- * Where a policy's counters live: `STORE_PREFIX:RULE:NAME:ALGORITHM:LIMIT:WINDOW:BLOCK`,
+ * Where a policy's counters live: `STORE_PREFIX:RULE:NAME:ALGORITHM:LIMIT:WINDOW:BLOCK` (then `:bBURST`,
+ * `:iINITIAL` for a token bucket that sets them),
  * NAME being `p` for an unnamed policy and {@link prefixSegment} of the name
  * otherwise. A reload that keeps a policy keeps its counters; one that changes
  * its numbers starts it afresh instead of reading counts made under others.
@@ -41,5 +42,7 @@ export function prefixSegment(text: string): string {
 export function policyPrefix(storePrefix: string, rule: string, p: PolicySettings): string {
   const name = p.name === undefined ? UNNAMED : prefixSegment(p.name);
   const window = p.calendar ? prefixSegment(calendarLabel(p.calendar)) : String(p.windowMs);
-  return `${storePrefix}:${rule}:${name}:${p.algorithm}:${p.limit}:${window}:${p.blockMs}`;
+  // A bucket's burst and initial tokens only when set, so a policy without them keeps the counters it had.
+  const bucket = `${p.burst === undefined ? '' : `:b${p.burst}`}${p.initialTokens === undefined ? '' : `:i${p.initialTokens}`}`;
+  return `${storePrefix}:${rule}:${name}:${p.algorithm}:${p.limit}:${window}:${p.blockMs}${bucket}`;
 }

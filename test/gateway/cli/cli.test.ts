@@ -37,6 +37,7 @@ describe('floodgate CLI', () => {
       '--drain-timeout',
       '--log-level',
       '--block-duration',
+      '--burst',
       '--no-watch',
     ]) {
       const at = help.indexOf(`  ${option} `);
@@ -82,6 +83,11 @@ describe('floodgate CLI', () => {
       ['serve', '--upstream', 'http://x', '--limit', '3/5s', '--block-duration', '0'],
       /--block-duration must be a positive whole number of milliseconds; got 0/,
     );
+    argError(['serve', '--upstream', 'http://x', '--limit', '10/1s', '--burst', '50'], /--burst is a token bucket's: "fixed-window"/);
+    argError(
+      ['serve', '--upstream', 'http://x', '--limit', '10/1s', '--algorithm', 'token-bucket', '--burst', '2.5'],
+      /--burst must be a whole number of at least 1 \(the most tokens the bucket holds\); got "2\.5"/,
+    );
     // The flag names the value once: not "--headers headers must…".
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--headers', 'nope'], /--headers must be one of/);
     argError(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--trust-proxy', '10.0.0.0/33'], /--trust-proxy entries must be/);
@@ -121,6 +127,20 @@ describe('floodgate CLI', () => {
     assert.equal(s.store.leaseMs, 0);
     const leased = parseCommandLine(['serve', '--upstream', 'http://x', '--limit', '3/5s', '--workers', '2', '--lease', '100ms']);
     assert.equal(leased.kind === 'serve' ? leased.settings!.store.leaseMs : -1, 100);
+    const bursty = parseCommandLine([
+      'serve',
+      '--upstream',
+      'http://x',
+      '--limit',
+      '10/1s',
+      '--algorithm',
+      'token-bucket',
+      '--burst',
+      '50',
+    ]);
+    assert.deepEqual(bursty.kind === 'serve' ? bursty.settings!.rules[0]!.policies.map((p) => [p.algorithm, p.limit, p.burst]) : [], [
+      ['token-bucket', 10, 50],
+    ]);
   });
 
   it('exits 2 with the message on stderr for a bad flag', async () => {
