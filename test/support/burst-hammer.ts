@@ -1,0 +1,92 @@
+// Child process of the burst accuracy test: consumes from one token bucket with a burst on a real Redis in the phases it is told, then reports the time of every admitted unit.
+/**
+ * The store carries this process's clock with every operation (RedisStore's `clock`), so the time
+ * each decision was made at is known exactly and recorded; every child reads the same system clock.
+ */
+import { Redis } from 'ioredis';
+import { RateLimiter, type Operation, type Outcome } from '../../src/index.js';
+import { RedisStore } from '../../src/stores/redis/index.js';
+
+/** What a child reports once its phases are over. */
+export interface BurstReport {
+  type: 'report';
+  /** The time (ms) each admitted unit was decided at. */
+  admitted: number[];
+  refused: number;
+}
+
+/** Consumes kept in flight during a phase. */
+const IN_FLIGHT = 4;
+
+const [url, prefix, limit, window, burst, initialTokens] = process.argv.slice(2);
+if (initialTokens === undefined) throw new Error('usage: burst-hammer.ts <redis url> <prefix> <limit> <window> <burst> <initialTokens>');
+
+const client = new Redis(url!);
+let lastTime = 0;
+const redisStore = new RedisStore({
+  client,
+  clock: () => {
+    lastTime = Date.now();
+    return lastTime;
+  },
+});
+const admitted: number[] = [];
+let refused = 0;
+// The real store, with each consume's time taken as the store read it (apply reads its clock at once).
+const store = new Proxy(redisStore, {
+  get(target, property) {
+    if (property === 'apply') {
+      return (operation: Operation): Promise<Outcome> => {
+        const answer = target.apply(operation);
+        const at = lastTime;
+        return answer.then((outcome) => {
+          if (operation.kind === 'consume') {
+            if (outcome.allowed) for (let i = 0; i < operation.amount; i++) admitted.push(at);
+            else refused++;
+          }
+          return outcome;
+        });
+      };
+    }
+    const value: unknown = Reflect.get(target, property, target);
+    return typeof value === 'function' ? value.bind(target) : value;
+  },
+});
+const limiter = new RateLimiter({
+  store,
+  prefix: prefix!,
+  algorithm: 'token-bucket',
+  limit: Number(limit),
+  window: Number(window),
+  burst: Number(burst),
+  initialTokens: Number(initialTokens),
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Keeps IN_FLIGHT consumes of the shared key going until `end` (wall ms). */
+async function hammer(end: number): Promise<void> {
+  const lane = async () => {
+    while (Date.now() < end) {
+      const d = await limiter.consume('hot');
+      // A refused lane comes back soon, not at once: 8 processes share 2 cores with Redis.
+      if (!d.allowed) await sleep(Math.min(5, Math.max(1, d.retryAfterMs)));
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, lane));
+}
+
+process.on('message', (message: { type?: string; start?: number; phases?: [number, number][] }) => {
+  if (message?.type !== 'go') return;
+  void (async () => {
+    for (const [from, to] of message.phases!) {
+      const wait = message.start! + from - Date.now();
+      if (wait > 0) await sleep(wait);
+      await hammer(message.start! + to);
+    }
+    await redisStore.close();
+    client.disconnect();
+    process.send!({ type: 'report', admitted, refused } satisfies BurstReport, () => process.disconnect());
+  })();
+});
+process.send!({ type: 'ready' });
