@@ -9,6 +9,7 @@ import {
   parseListen,
   parseMs,
   parsePositiveInt,
+  parseRetryAfterJitterMs,
   parseTrustProxy,
   parseUpstream,
   parseDecisionPath,
@@ -43,6 +44,7 @@ const TOP_FIELDS = [
   'store',
   'trustProxy',
   'headers',
+  'retryAfterJitter',
   'inMemoryBlock',
   'proxy',
   'decisionPath',
@@ -121,6 +123,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const workers = o.workers ?? get('workers', (v) => parsePositiveInt(v, 256, true), 0);
   const trustProxy = o.trustProxy ?? get('trustProxy', parseTrustProxy, false);
   const headers = o.headers ?? get('headers', parseHeaders, ['ietf'] as const);
+  const retryAfterJitterMs = get('retryAfterJitter', parseRetryAfterJitterMs, 0);
   const inMemoryBlock = o.inMemoryBlock ?? get('inMemoryBlock', parseBoolean, true);
   const decisionPath = o.decisionPath ?? get('decisionPath', parseDecisionPath, DEFAULT_DECISION_PATH);
   const drainTimeoutMs = o.drainTimeoutMs ?? get('drainTimeout', (v) => parseMs(v), 30_000);
@@ -204,6 +207,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     trustProxy,
     trustProxyGiven: o.trustProxy !== undefined || top.trustProxy !== undefined,
     headers,
+    ...(retryAfterJitterMs > 0 ? { retryAfterJitterMs } : {}),
     inMemoryBlock,
     proxy,
     decisionPath,

@@ -372,6 +372,13 @@ export interface GatewaySettings {
   readonly trustProxyGiven?: boolean;
   /** RateLimit header families. */
   readonly headers: readonly HeaderMode[] | 'none';
+  /**
+   * Spread of a refusal's `Retry-After`, ms: each refused client is told the
+   * true wait plus a random share of this, in whole seconds, so clients
+   * refused together do not all come back in the same second. 0 or absent:
+   * none.
+   */
+  readonly retryAfterJitterMs?: number;
   /** Answer keys known to be over their limit from memory. */
   readonly inMemoryBlock: boolean;
   /** Proxy settings. */

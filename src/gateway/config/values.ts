@@ -189,6 +189,19 @@ export function parseMs(value: unknown, allowZero = false): number {
   return asInvalid(() => parseDuration(ms, 'the duration'));
 }
 
+/** Longest `retryAfterJitter`: the library's bound (a few seconds is what spreads clients refused together). */
+const MAX_RETRY_AFTER_JITTER_MS = 3_600_000;
+
+/** Parses `retryAfterJitter` (a duration up to an hour, or 0 for none). */
+export function parseRetryAfterJitterMs(value: unknown): number {
+  const ms = parseMs(value, true);
+  if (ms > MAX_RETRY_AFTER_JITTER_MS)
+    throw new InvalidValue(
+      `must be at most 1h (a few seconds spread clients refused together), or 0 for none; got ${describeValue(value)}.`,
+    );
+  return ms;
+}
+
 /** Parses the cluster store's lease (a duration up to a minute, or 0 for none). */
 export function parseLeaseMs(value: unknown): number {
   const ms = parseMs(value, true);

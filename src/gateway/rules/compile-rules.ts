@@ -91,6 +91,8 @@ function compileRule(rule: RuleSettings, settings: GatewaySettings, context: Rul
     key: keySource(rule.key),
     trustProxy: settings.trustProxy,
     headers: settings.headers === 'none' ? 'none' : [...settings.headers],
+    // Whole seconds, never before the true wait (the middleware's retryAfterJitter); given in ms, a number here counts ms.
+    ...(settings.retryAfterJitterMs === undefined ? {} : { retryAfterJitter: settings.retryAfterJitterMs }),
     onStoreError: 'respond',
     maxKeyLength: MAX_KEY_BYTES,
     // Every store the gateway opens times out by itself (store.timeout), so the middleware's extra timer per call would only cost.
