@@ -78,7 +78,7 @@ export interface RateLimiterOptions {
    * Token bucket only: the bucket size, the most units admitted at once,
    * apart from the rate (`limit` per `window`): `{ algorithm: 'token-bucket',
    * limit: 10, window: '1s', burst: 50 }` admits 50 at once, then 10 a second.
-   * A positive integer. Default: `limit`. See docs/algorithms.md#token-bucket.
+   * A positive integer. Default: `limit`. See docs/algorithms.md#token-bucket-gcra.
    */
   burst?: number;
   /**
