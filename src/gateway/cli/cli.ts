@@ -82,8 +82,9 @@ function describeError(error: unknown): string {
 /** `floodgate check`: the file is valid, serve has its packages, every rule can match, and the rate limit service's YAML and TLS files load; exit 0, else 1 or 2. */
 async function check(file: string, overrides: SettingsOverrides): Promise<number> {
   const { settings } = await readSettings(file, overrides);
-  // serve refuses a bad rate limit config (exit 2): check reads it as serve does, so it says "valid" only for what serve runs.
-  const rls = settings.grpc === undefined ? undefined : await RlsServer.prepare(settings.grpc);
+  // serve refuses a bad rate limit config (exit 2): check reads it as serve does, so it says "valid" only for what serve runs
+  // (strictly: a config serve would start without under grpc.badConfigAtStart: serve is still an error here).
+  const rls = settings.grpc === undefined ? undefined : await RlsServer.prepare(settings.grpc, true);
   let unreachable = 0;
   for (const warning of ruleWarnings(settings)) {
     const isError = warning.code === WarningCode.UNREACHABLE_RULE;
@@ -94,7 +95,7 @@ async function check(file: string, overrides: SettingsOverrides): Promise<number
   const domains =
     rls === undefined
       ? ''
-      : `; rate limit service: ${[...rls.config.domains.keys()].join(', ') || '(no domains)'} from ${rls.settings.config}`;
+      : `; rate limit service: ${[...(rls.config?.domains.keys() ?? [])].join(', ') || '(no domains)'} from ${rls.settings.config}`;
   process.stdout.write(
     `${file}: valid; ${settings.rules.length} rule(s): ${settings.rules.map((r) => r.name).join(', ') || '(none)'}${domains}\n`,
   );

@@ -1,14 +1,26 @@
 /** The `grpc` setting (the Envoy rate limit service). */
 /**
- * `{ listen, config, tls }`, merged with `--grpc`, `--rls-config` and the TLS flags.
+ * `{ listen, config, tls, ... }` (with the options that tell it from envoyproxy/ratelimit, docs/rls.md), merged with
+ * `--grpc`, `--rls-config` and the TLS flags.
  */
 import { isAbsolute, resolve } from 'node:path';
 import { describeValue } from '../../core/describe-value.js';
-import { parseListen } from './values.js';
+import { parseHeaders, parseListen } from './values.js';
 import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
-const GRPC_FIELDS = ['listen', 'config', 'tls'] as const;
+const GRPC_FIELDS = [
+  'listen',
+  'config',
+  'tls',
+  'countRefused',
+  'headers',
+  'exposeLimitNames',
+  'dynamicMetadata',
+  'quotaMode',
+  'shadowMode',
+  'badConfigAtStart',
+] as const;
 const TLS_FIELDS = ['cert', 'key', 'clientCa'] as const;
 const EXAMPLE = 'e.g. grpc: { listen: 127.0.0.1:8081, config: ./ratelimit/ }';
 
@@ -36,7 +48,29 @@ export function grpcSection(c: Cursor, value: unknown, dir: string, flags: Parti
   if (config === undefined)
     c.fail(['grpc'], `needs config, the envoyproxy/ratelimit YAML file or directory (or --rls-config PATH; ${EXAMPLE}).`);
   const tls = tlsSection(c, o.tls, dir, flags.tls);
-  return { listen, config, ...(tls === undefined ? {} : { tls }) };
+  return { listen, config, ...(tls === undefined ? {} : { tls }), ...options(c, o) };
+}
+
+/** The service's options beside listen, config and tls; each only when set. */
+function options(c: Cursor, o: Record<string, unknown>): Partial<GrpcSettings> {
+  const out: { -readonly [K in keyof GrpcSettings]?: GrpcSettings[K] } = {};
+  for (const field of ['countRefused', 'exposeLimitNames', 'dynamicMetadata', 'quotaMode', 'shadowMode'] as const) {
+    const v = o[field];
+    if (v === undefined) continue;
+    if (typeof v !== 'boolean') c.fail(['grpc', field], `must be true or false; got ${describeValue(v)}.`);
+    out[field] = v;
+  }
+  if (o.headers !== undefined) out.headers = c.at(['grpc', 'headers'], () => parseHeaders(o.headers));
+  const bad = o.badConfigAtStart;
+  if (bad !== undefined) {
+    if (bad !== 'exit' && bad !== 'serve')
+      c.fail(
+        ['grpc', 'badConfigAtStart'],
+        `must be "exit" (end the start, the default) or "serve" (log it and serve without limits until a good config loads); got ${describeValue(bad)}.`,
+      );
+    out.badConfigAtStart = bad;
+  }
+  return out;
 }
 
 /** `grpc.tls: { cert, key, clientCa }` (paths relative to `dir`), each field replaced by its flag when given. */

@@ -43,6 +43,13 @@ export function maxRequestsPerUnit(unit: RlsUnit): number {
   return Math.floor(2 ** 50 / (UNIT_SECONDS[unit] * 1000));
 }
 
+/** A JSON-like value of a descriptor's `metadata` (what a google.protobuf.Struct holds). */
+export type RlsMetadataValue = string | number | boolean | null | readonly RlsMetadataValue[] | RlsMetadata;
+/** A descriptor's `metadata`: a mapping, returned in the response's dynamic metadata (see rls-metadata.ts). */
+export interface RlsMetadata {
+  readonly [field: string]: RlsMetadataValue;
+}
+
 /** A descriptor's `rate_limit`, with the descriptor's flags. */
 export interface RlsLimit {
   /** Where it is in its domain, as envoyproxy/ratelimit names it: `domain.key_value.key2`. */
@@ -67,6 +74,8 @@ export interface RlsLimit {
   readonly detailedMetric: boolean;
   /** floodgate's extension `algorithm`; `fixed-window` windows align to the clock as envoyproxy/ratelimit's do. */
   readonly algorithm: Algorithm;
+  /** The descriptor's `metadata`, for the response's dynamic metadata when this limit applies and is not over. */
+  readonly metadata: RlsMetadata | undefined;
 }
 
 /** One level of the descriptor tree. */
@@ -211,6 +220,7 @@ function level(c: Cursor, path: Path, value: unknown, domain: string, parentKey:
               shadow: flag('shadow_mode'),
               quota: flag('quota_mode'),
               detailedMetric: flag('detailed_metric'),
+              metadata: d.metadata === undefined || d.metadata === null ? undefined : metadataOf(c, [...at, 'metadata'], d.metadata),
             });
       // A level's wildcard entries are looked up from the level above, so the node carries its children's.
       const sub = level(c, [...at, 'descriptors'], d.descriptors, domain, `${fullKey}.`, depth + 1);
@@ -225,7 +235,7 @@ function rateLimit(
   c: Cursor,
   path: Path,
   value: unknown,
-  own: { fullKey: string; domain: string; shadow: boolean; quota: boolean; detailedMetric: boolean },
+  own: { fullKey: string; domain: string; shadow: boolean; quota: boolean; detailedMetric: boolean; metadata: RlsMetadata | undefined },
 ): RlsLimit {
   const r = mapping(c, path, value, LIMIT_FIELDS);
   if (r.unlimited !== undefined && typeof r.unlimited !== 'boolean')
@@ -268,4 +278,28 @@ function rateLimit(
     algorithm = r.algorithm as Algorithm;
   }
   return { ...own, requestsPerUnit: rpu, unit, unlimited, name, replaces, algorithm };
+}
+
+/** Most levels of nesting in a descriptor's `metadata`. */
+const MAX_METADATA_DEPTH = 16;
+
+/** A descriptor's `metadata`: a mapping whose values are what a google.protobuf.Struct holds (no dates, no binary). */
+function metadataOf(c: Cursor, path: Path, value: unknown, depth = 0): RlsMetadata {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    c.fail(path, `must be a mapping (e.g. metadata: { service_with_quota: { name: service_1 } }); got ${describeValue(value)}.`);
+  const out: Record<string, RlsMetadataValue> = {};
+  for (const [key, v] of Object.entries(value as Record<string, unknown>)) out[key] = metadataValue(c, [...path, key], v, depth + 1);
+  return out;
+}
+
+function metadataValue(c: Cursor, path: Path, value: unknown, depth: number): RlsMetadataValue {
+  if (depth > MAX_METADATA_DEPTH) c.fail(path, `is nested more than ${MAX_METADATA_DEPTH} levels deep.`);
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) c.fail(path, `must be a finite number; got ${describeValue(value)}.`);
+    return value;
+  }
+  if (Array.isArray(value)) return value.map((v, i) => metadataValue(c, [...path, i], v, depth + 1));
+  if (typeof value === 'object') return metadataOf(c, path, value, depth);
+  return c.fail(path, `must be a string, number, true/false, null, a list or a mapping; got ${describeValue(value)}.`);
 }

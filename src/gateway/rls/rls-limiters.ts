@@ -7,7 +7,7 @@ import { RateLimiter, type RateLimiterOptions } from '../../index.js';
 import type { GatewaySettings } from '../config/settings.js';
 import type { RuleContext } from '../rules/rule-set.js';
 import type { GatewayStore } from '../rules/key-tables.js';
-import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsNode, type RlsUnit } from './rls-config.js';
+import { maxRequestsPerUnit, UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsNode, type RlsUnit } from './rls-config.js';
 
 /** Most limiters kept for limits Envoy sends in descriptors (its route config has a handful; a flood of made-up ones is not kept). */
 const MAX_OVERRIDE_LIMITERS = 1_000;
@@ -28,6 +28,10 @@ export class RlsLimiters {
   private readonly overrides = new Map<string, RateLimiter>();
   /** Each limiter's domain, whose table it counts in. */
   private readonly domainOf = new WeakMap<RateLimiter, string>();
+  /** What each limiter was made from, for its checker. */
+  private readonly made = new WeakMap<RateLimiter, { readonly prefix: string; readonly domain: string; readonly spec: LimiterSpec }>();
+  /** Each fixed-window limiter's checker (null: it has none), made when first needed. */
+  private readonly checkers = new WeakMap<RateLimiter, RateLimiter | null>();
   /**
    * The limiter of each configured limit object, under the store prefix it was found with: every descriptor of every
    * request asks, and building its prefix string to look it up cost a string and a hash per descriptor. Made anew by
@@ -75,6 +79,31 @@ export class RlsLimiters {
     return limiter;
   }
 
+  /**
+   * The checker of `limiter`: the same counters (store, prefix and keys) under a limit one higher, so that its peek
+   * is allowed while the count is at most the limit, and its penalty tells whether the count went past the limit.
+   * A check-only descriptor (`hits_addend` 0) is over only once its count is past the limit, as envoyproxy/ratelimit
+   * decides, which the limiter's own peek (whether one more unit fits) cannot tell from a count exactly at the limit.
+   * A policy and its per-key override are one family, so stores let the two take turns on a key. Undefined for the
+   * other algorithms (their state is not a count) and for a limit at floodgate's largest.
+   */
+  checkerOf(limiter: RateLimiter): RateLimiter | undefined {
+    let checker = this.checkers.get(limiter);
+    if (checker === undefined) {
+      const made = this.made.get(limiter);
+      const { spec } = made ?? {};
+      checker =
+        made === undefined ||
+        spec === undefined ||
+        spec.algorithm !== 'fixed-window' ||
+        spec.requestsPerUnit + 1 > maxRequestsPerUnit(spec.unit)
+          ? null
+          : this.make(made.prefix, made.domain, spec, { limit: spec.requestsPerUnit + 1 });
+      this.checkers.set(limiter, checker);
+    }
+    return checker ?? undefined;
+  }
+
   /** Drops the limiters of limits `config` no longer has (their counters stay in the store until they expire). */
   retain(config: RlsConfig): void {
     const keep = new Set<string>();
@@ -104,23 +133,28 @@ export class RlsLimiters {
     return `${this.settings().store.prefix}:rls:${limit.fullKey}:${limit.requestsPerUnit}:${limit.unit}:${limit.algorithm}`;
   }
 
-  /** A limiter on the table of `domain`. */
-  private make(prefix: string, domain: string, spec: LimiterSpec): RateLimiter {
+  /** A limiter on the table of `domain`; with `raised`, a checker (every key under that limit, no in-memory block). */
+  private make(prefix: string, domain: string, spec: LimiterSpec, raised?: { readonly limit: number }): RateLimiter {
     const settings = this.settings();
     const base = { limit: spec.requestsPerUnit, window: UNIT_SECONDS[spec.unit] * 1000, algorithm: spec.algorithm, prefix };
+    // One object for every key: the limiter checks an override once per object.
+    const overrides = raised === undefined ? {} : { overrides: () => raised };
     const options: RateLimiterOptions = {
       ...base,
+      ...overrides,
       store: this.tables.rlsStoreFor(domain),
-      inMemoryBlock: settings.inMemoryBlock ? { maxKeys: settings.store.maxKeys } : false,
+      // A checker's answers are not the limiter's: a block learned from them would refuse what the limit admits.
+      inMemoryBlock: settings.inMemoryBlock && raised === undefined ? { maxKeys: settings.store.maxKeys } : false,
     };
     // The same failure policy as the HTTP rules (see compile-rules.ts), so one setting governs the whole gateway.
     if (this.context.storeCanFail) {
       const policy = settings.store.onFailure;
-      if (policy === 'insurance') options.insurance = new RateLimiter({ ...base, store: this.context.insuranceStore });
+      if (policy === 'insurance') options.insurance = new RateLimiter({ ...base, ...overrides, store: this.context.insuranceStore });
       else if (policy === 'fail-open' || policy === 'fail-closed') options.onStoreFailure = policy;
     }
     const limiter = new RateLimiter(options);
     this.domainOf.set(limiter, domain);
+    if (raised === undefined) this.made.set(limiter, { prefix, domain, spec });
     return limiter;
   }
 }

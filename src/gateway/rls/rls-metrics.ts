@@ -9,7 +9,7 @@ import type { PromClient } from '../runtime/optional-deps.js';
 import type { RlsOutcome, RlsStatus } from './rls-decide.js';
 
 /** How a ShouldRateLimit call was answered. */
-export type RlsAnswerKind = 'ok' | 'over_limit' | 'invalid_request' | 'store_error' | 'error';
+export type RlsAnswerKind = 'ok' | 'over_limit' | 'invalid_request' | 'store_error' | 'no_config' | 'error';
 
 /**
  * Most `descriptor` labels per domain. A `detailed_metric` label is the
@@ -40,7 +40,7 @@ export class RlsMetrics {
     });
     this.requests = new prom.Counter({
       name: 'floodgate_rls_requests_total',
-      help: 'ShouldRateLimit calls by answer: ok, over_limit, invalid_request, store_error (failure policy reject), error.',
+      help: 'ShouldRateLimit calls by answer: ok, over_limit, invalid_request, store_error (failure policy reject), no_config (no config loaded yet, badConfigAtStart: serve), error.',
       labelNames: ['code'],
       registers: [registry],
     });

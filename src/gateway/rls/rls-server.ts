@@ -2,10 +2,11 @@
 /**
  * ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
-import { ErrorCode, FloodgateError, isStoreFailure } from '../../index.js';
+import { ErrorCode, FloodgateError, isFloodgateError, isStoreFailure } from '../../index.js';
 import { floodgateRoot } from '../runtime/own-package.js';
 import { throttled } from '../../util/throttle.js';
 import type { GrpcSettings } from '../config/settings.js';
@@ -13,13 +14,14 @@ import type { Gateway } from '../serve/gateway.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import type { PromClient } from '../runtime/optional-deps.js';
 import { loadRlsConfig, type RlsConfig } from './rls-config.js';
-import { decideRls, RlsRequestError } from './rls-decide.js';
+import { decideRls, RlsRequestError, type DecideOptions, type RlsRequestIn } from './rls-decide.js';
 import { RlsLimiters } from './rls-limiters.js';
 import { RlsMetrics } from './rls-metrics.js';
 import { RlsReloader } from './rls-reload.js';
 import { storeCountsForReadiness } from '../store/store-readiness.js';
 import { loadRlsProtos, type RlsProtos } from './rls-protos.js';
-import { readRequest, writeResponse } from './rls-wire.js';
+import { dynamicMetadata } from './rls-metadata.js';
+import { readRequest, writeResponse, type WireOptions } from './rls-wire.js';
 import { serverCredentials } from './rls-tls.js';
 
 /**
@@ -36,8 +38,10 @@ const ERROR_LOG_EVERY_MS = 10_000;
 export interface PreparedRls {
   /** The settings it was prepared from. */
   readonly settings: GrpcSettings;
-  /** The rate limit config. */
-  readonly config: RlsConfig;
+  /** The rate limit config; undefined when it did not load and `badConfigAtStart` is `serve` (see configError). */
+  readonly config: RlsConfig | undefined;
+  /** Why the config did not load, under `badConfigAtStart: serve`. */
+  readonly configError?: Error | undefined;
   /** @internal the listener's credentials. */
   readonly credentials: Grpc.ServerCredentials;
   /** @internal */
@@ -69,14 +73,17 @@ function tlsMode(settings: GrpcSettings): 'none' | 'tls' | 'mtls' {
 
 /** A running rate limit service. Create with {@link RlsServer.start}; stop with {@link close}. */
 export class RlsServer {
-  private config: RlsConfig;
+  private config: RlsConfig | undefined;
   private reloader: RlsReloader | undefined;
+  private readonly deciding: DecideOptions;
+  private readonly wire: Omit<WireOptions, 'dynamicMetadata'>;
 
   private constructor(
     private readonly grpc: GrpcJs,
     private readonly protos: RlsProtos,
     private readonly server: Grpc.Server,
-    config: RlsConfig,
+    config: RlsConfig | undefined,
+    private readonly settings: GrpcSettings,
     private readonly gateway: Gateway,
     private readonly limiters: RlsLimiters,
     private readonly metrics: RlsMetrics,
@@ -85,17 +92,39 @@ export class RlsServer {
     readonly address: string,
   ) {
     this.config = config;
+    this.deciding = {
+      countRefused: settings.countRefused === true,
+      quotaMode: settings.quotaMode === true,
+      shadowMode: settings.shadowMode === true,
+    };
+    // Headers reach the client: off unless asked for, and named by position unless names are exposed.
+    this.wire = { headers: settings.headers ?? 'none', exposeLimitNames: settings.exposeLimitNames === true };
   }
 
   /**
    * Loads the config, the protos and the TLS files: what `floodgate check` checks, and what serve reads before anything listens.
+   * With `badConfigAtStart: serve` (and not `strict`, as `floodgate check` asks), a config that does not load is kept
+   * as `configError` instead: the service then starts without limits.
    * @throws ConfigError for a bad rate limit config or TLS file; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs
    */
-  static async prepare(settings: GrpcSettings): Promise<PreparedRls> {
-    const [grpc, protobuf, config] = await Promise.all([loadGrpc(), loadProtobuf(), loadRlsConfig(settings.config)]);
+  static async prepare(settings: GrpcSettings, strict = false): Promise<PreparedRls> {
+    const tolerant = !strict && settings.badConfigAtStart === 'serve';
+    const [grpc, protobuf, loaded] = await Promise.all([
+      loadGrpc(),
+      loadProtobuf(),
+      loadRlsConfig(settings.config).then(
+        (config) => ({ config, error: undefined }),
+        (error: unknown) => {
+          // Only the config's own errors: a path that cannot be read at all (nothing to watch) still ends the start.
+          if (!tolerant || !isFloodgateError(error) || (error.code === ErrorCode.CONFIG_UNREADABLE && !existsSync(settings.config)))
+            throw error;
+          return { config: undefined, error };
+        },
+      ),
+    ]);
     const protos = loadRlsProtos(protobuf, protoDir());
     const credentials = await serverCredentials(grpc, settings.tls);
-    return { settings, config, credentials, grpc, protos };
+    return { settings, config: loaded.config, configError: loaded.error, credentials, grpc, protos };
   }
 
   /**
@@ -103,7 +132,7 @@ export class RlsServer {
    * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs; the bind error when the port is taken
    */
   static async start(from: GrpcSettings | PreparedRls, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
-    const { settings, config, credentials, grpc, protos } = 'credentials' in from ? from : await RlsServer.prepare(from);
+    const { settings, config, configError, credentials, grpc, protos } = 'credentials' in from ? from : await RlsServer.prepare(from);
     const limiters = new RlsLimiters(gateway.rlsTables, gateway.ruleContext, () => gateway.current);
     const metrics = new RlsMetrics(prom, gateway.metrics.registry);
     const server = new grpc.Server({
@@ -118,13 +147,29 @@ export class RlsServer {
           : reject(new Error(`--grpc ${hostPort(settings.listen.host, settings.listen.port)}: cannot listen: ${error.message}`)),
       ),
     );
-    const rls = new RlsServer(grpc, protos, server, config, gateway, limiters, metrics, log, hostPort(settings.listen.host, port));
+    const rls = new RlsServer(
+      grpc,
+      protos,
+      server,
+      config,
+      settings,
+      gateway,
+      limiters,
+      metrics,
+      log,
+      hostPort(settings.listen.host, port),
+    );
+    if (configError !== undefined)
+      log.error(
+        { path: settings.config, code: isFloodgateError(configError) ? configError.code : undefined, error: configError.message },
+        'rate limit config failed to load; serving without limits (every call answered UNKNOWN) until a good config loads',
+      );
     server.addService(protos.rls, { ShouldRateLimit: rls.shouldRateLimit });
     server.addService(protos.health, { Check: rls.check });
     rls.reloader = new RlsReloader(settings.config, (next) => rls.setConfig(next), log, gateway.metrics);
     await rls.reloader.start();
     log.info(
-      { grpc: rls.address, config: settings.config, domains: [...config.domains.keys()], tls: tlsMode(settings) },
+      { grpc: rls.address, config: settings.config, domains: [...(config?.domains.keys() ?? [])], tls: tlsMode(settings) },
       'floodgate rls listening',
     );
     return rls;
@@ -166,10 +211,16 @@ export class RlsServer {
       return;
     }
     const config = this.config;
-    decideRls(config, this.limiters, request).then(
+    if (config === undefined) {
+      // As envoyproxy/ratelimit answers before its first good config: an error, so Envoy's failure_mode_deny decides.
+      this.metrics.failed('no_config');
+      callback({ code: status.UNKNOWN, details: 'no rate limit configuration loaded' });
+      return;
+    }
+    decideRls(config, this.limiters, request, undefined, this.deciding).then(
       (answer) => {
         this.metrics.answered(config.domains.has(request.domain) ? request.domain : '', answer.statuses, answer.overall);
-        callback(null, writeResponse(answer, this.gateway.current.headers, this.protos));
+        callback(null, writeResponse(answer, this.wireFor(request, answer.statuses), this.protos));
       },
       (error: unknown) => {
         if (error instanceof RlsRequestError) {
@@ -187,6 +238,11 @@ export class RlsServer {
       },
     );
   };
+
+  /** How an answer is written: with its dynamic metadata when `grpc.dynamicMetadata` is on. */
+  private wireFor(request: RlsRequestIn, statuses: Parameters<typeof dynamicMetadata>[1]): WireOptions {
+    return this.settings.dynamicMetadata === true ? { ...this.wire, dynamicMetadata: dynamicMetadata(request, statuses) } : this.wire;
+  }
 
   /** An error a request should never cause: logged with its stack, but at most once per interval, whatever the request rate. */
   private readonly logInternal = throttled<unknown>(ERROR_LOG_EVERY_MS, (error, suppressed) =>

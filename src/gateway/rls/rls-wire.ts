@@ -5,6 +5,7 @@
  */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/index.js';
 import { MAX_ENTRIES, maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import type { StructMessage } from './rls-metadata.js';
 import type { RlsProtos } from './rls-protos.js';
 import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
 
@@ -21,6 +22,18 @@ export interface RateLimitResponseMessage {
   }>;
   /** Headers for Envoy to add to the response to the client. */
   response_headers_to_add: Array<{ key: string; value: string }>;
+  /** Dynamic metadata for the filters after Envoy's rate limit filter (`grpc.dynamicMetadata`); null when off. */
+  dynamic_metadata: StructMessage | null;
+}
+
+/** How an answer is written (the `grpc` settings that shape it). */
+export interface WireOptions {
+  /** The RateLimit header fields to add (`grpc.headers`), or none. */
+  readonly headers: readonly HeaderMode[] | 'none';
+  /** Name each field's policy by its limit's name or place (`grpc.exposeLimitNames`) rather than `d` and the descriptor's position. */
+  readonly exposeLimitNames: boolean;
+  /** The dynamic metadata to set, when `grpc.dynamicMetadata` is on. */
+  readonly dynamicMetadata?: StructMessage | undefined;
 }
 
 const MAX_KEY_LENGTH = 1_024;
@@ -91,24 +104,27 @@ function duration(ms: number): { seconds: number; nanos: number } {
 }
 
 /**
- * Writes `answer` as a RateLimitResponse message, with the RateLimit fields of `modes` for every descriptor that had a limit.
+ * Writes `answer` as a RateLimitResponse message, with the RateLimit fields of `options.headers` for every descriptor
+ * that had a limit (each policy named `d` and the descriptor's position unless names are exposed: the limits' names
+ * and places are the operator's, not the client's) and the dynamic metadata when given.
  * @param protos - the enums' numbers
  */
 export function writeResponse(
   answer: RlsAnswer,
-  modes: readonly HeaderMode[] | 'none',
+  options: WireOptions,
   protos: Pick<RlsProtos, 'codes' | 'responseUnits'>,
   nowMs = Date.now(),
 ): RateLimitResponseMessage {
   const reports: PolicyReport[] = [];
   const { codes, responseUnits } = protos;
-  const statuses = answer.statuses.map((s) => {
+  const modes = options.headers;
+  const statuses = answer.statuses.map((s, i) => {
     if (s.limit !== undefined && modes !== 'none') {
       const windowMs = UNIT_SECONDS[s.limit.unit] * 1000;
       const limited = s.outcome === 'over_limit' || s.outcome === 'shadow_over_limit';
       const resetMs = s.resetMs ?? windowMs;
       reports.push({
-        name: s.policyName ?? s.metricKey,
+        name: options.exposeLimitNames ? (s.policyName ?? s.metricKey) : `d${i}`,
         limit: s.limit.requestsPerUnit,
         windowMs,
         allowed: !limited,
@@ -132,5 +148,6 @@ export function writeResponse(
     overall_code: answer.overall === 'OK' ? codes.OK : codes.OVER_LIMIT,
     statuses,
     response_headers_to_add: headers.map(([key, value]) => ({ key, value })),
+    dynamic_metadata: options.dynamicMetadata ?? null,
   };
 }

@@ -1,4 +1,4 @@
-// The rate limit service on Redis: two `floodgate serve --grpc` processes share one limit, and with Redis down each failure policy answers as the HTTP gateway's would, with health NOT_SERVING until Redis is back where the store counts for readiness (reject).
+// The rate limit service on Redis: shared limits, failure policies and health, check-only descriptors, local-first.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
@@ -156,3 +156,41 @@ async function waitForHealth(f: RlsFixture, want: string): Promise<string> {
   }
   return status;
 }
+
+test('regression: on Redis and --local-first, a check-only quota descriptor at exactly its limit was OVER_LIMIT; now OK, over once the debits pass it, and a check past a limit counted with countRefused is over', async () => {
+  const quota = `
+domain: rl
+descriptors:
+  - key: service
+    quota_mode: true
+    rate_limit: { unit: day, requests_per_unit: 2 }
+  - key: user
+    rate_limit: { unit: day, requests_per_unit: 2 }
+`;
+  const svc = (hits: number): Descriptor => ({ entries: [{ key: 'service', value: 's2' }], hits_addend: { value: hits } });
+  const check = (value: string): Descriptor => ({ entries: [{ key: 'user', value }], hits_addend: { value: 0 } });
+  for (const localFirst of [false, true]) {
+    const f = await startRls(
+      quota,
+      `rules: []\nstore: { type: redis, url: "${redis.url}", timeout: 500ms, localFirst: ${localFirst}, prefix: "fg:quota:${localFirst}" }\n`,
+      undefined,
+      { countRefused: true },
+    );
+    try {
+      const codes: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        codes.push((await f.client.should('rl', [svc(0)])).overall_code);
+        await f.client.should('rl', [svc(1)]);
+      }
+      assert.deepEqual(codes, ['OK', 'OK', 'OK', 'OVER_LIMIT'], `localFirst: ${localFirst}`);
+      for (let i = 0; i < 2; i++) assert.equal((await f.client.should('rl', [user('at')])).overall_code, 'OK');
+      const at = await f.client.should('rl', [check('at')]);
+      assert.deepEqual([at.overall_code, at.statuses[0]!.limit_remaining], ['OK', 0], `at the limit, localFirst: ${localFirst}`);
+      assert.equal((await f.client.should('rl', [user('at')])).overall_code, 'OVER_LIMIT');
+      // Refused and counted (countRefused): the count is past the limit, so a check is over too.
+      assert.equal((await f.client.should('rl', [check('at')])).overall_code, 'OVER_LIMIT', `past the limit, localFirst: ${localFirst}`);
+    } finally {
+      await f.stop();
+    }
+  }
+});

@@ -24,6 +24,41 @@ export interface RlsResponse {
   }>;
   response_headers_to_add: Array<{ key: string; value: string }>;
   request_headers_to_add: Array<{ key: string; value: string }>;
+  /** google.protobuf.Struct as the client decodes it (each value with its `kind`); null when not set. */
+  dynamic_metadata: StructMessage | null;
+}
+
+/** A decoded google.protobuf.Struct. */
+export interface StructMessage {
+  fields: Record<string, StructValue>;
+}
+
+/** A decoded google.protobuf.Value (protobufjs defines the well-known types in camel case, whatever keepCase says). */
+export interface StructValue {
+  kind: 'nullValue' | 'numberValue' | 'stringValue' | 'boolValue' | 'structValue' | 'listValue';
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+  structValue?: StructMessage;
+  listValue?: { values: StructValue[] };
+}
+
+/** A decoded Struct as plain JSON, to compare with what the config says. */
+export function structToJson(s: StructMessage | null): unknown {
+  if (s === null) return null;
+  const value = (v: StructValue): unknown => {
+    switch (v.kind) {
+      case 'nullValue':
+        return null;
+      case 'structValue':
+        return structToJson(v.structValue!);
+      case 'listValue':
+        return v.listValue!.values.map(value);
+      default:
+        return v[v.kind];
+    }
+  };
+  return Object.fromEntries(Object.entries(s.fields).map(([k, v]) => [k, value(v)]));
 }
 
 /** A client of one server. */

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { loadGatewayDeps } from '../../../src/gateway/runtime/optional-deps.js';
 import { RlsServer } from '../../../src/gateway/rls/rls-server.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
-import type { GrpcTlsSettings } from '../../../src/gateway/config/settings.js';
+import type { GrpcSettings, GrpcTlsSettings } from '../../../src/gateway/config/settings.js';
 import { parseMetrics, startGateway, writeTemp } from './harness.js';
 import { rlsClient, type RlsClient } from './rls-client.js';
 
@@ -23,8 +23,16 @@ export interface RlsFixture {
   stop(): Promise<void>;
 }
 
-/** Starts a gateway from `gatewayYaml` (rules may be left out) and a rate limit service on `rlsYaml` (with `tls`, over TLS). */
-export async function startRls(rlsYaml: string, gatewayYaml = 'rules: []\n', tls?: GrpcTlsSettings): Promise<RlsFixture> {
+/** The `grpc` options beside where it listens, its config and TLS. */
+export type RlsOptions = Omit<GrpcSettings, 'listen' | 'config' | 'tls'>;
+
+/** Starts a gateway from `gatewayYaml` (rules may be left out) and a rate limit service on `rlsYaml` (with `tls`, over TLS; with `options`, its `grpc` options). */
+export async function startRls(
+  rlsYaml: string,
+  gatewayYaml = 'rules: []\n',
+  tls?: GrpcTlsSettings,
+  options: RlsOptions = {},
+): Promise<RlsFixture> {
   const file = writeTemp('ratelimit.yaml', rlsYaml);
   const deps = await loadGatewayDeps();
   const logs: Array<Record<string, unknown>> = [];
@@ -32,12 +40,16 @@ export async function startRls(rlsYaml: string, gatewayYaml = 'rules: []\n', tls
   const mod = deps.pino as unknown as { pino?: typeof import('pino').pino; default?: typeof import('pino').pino };
   const pino = mod.pino ?? mod.default ?? (deps.pino as unknown as typeof import('pino').pino);
   const log = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
+  // A service that does not start (a bad config) leaves no gateway behind to keep the test process alive.
   const rls = await RlsServer.start(
-    { listen: { host: '127.0.0.1', port: 0 }, config: file, ...(tls === undefined ? {} : { tls }) },
+    { listen: { host: '127.0.0.1', port: 0 }, config: file, ...(tls === undefined ? {} : { tls }), ...options },
     gateway,
     deps.prom,
     log,
-  );
+  ).catch(async (error: unknown) => {
+    await gateway.shutdown();
+    throw error;
+  });
   // Over TLS the tests make their own clients, with the credentials each case needs.
   const client = rlsClient(rls.address);
   return {
