@@ -5,7 +5,18 @@
  */
 import { consumeAll, isStoreFailure, type Decision, type LimitPart } from '../../index.js';
 import { UNIT_SECONDS } from './rls-config.js';
-import { asItStands, fromChecker, fromDecision, over, status, type Counted, type RlsStatus } from './rls-status.js';
+import {
+  asItStands,
+  fromChecker,
+  fromDecision,
+  MAX_UINT32,
+  over,
+  peekNow,
+  resetOf,
+  status,
+  type Counted,
+  type RlsStatus,
+} from './rls-status.js';
 
 /** How refused requests count (`grpc.countRefused`). */
 export interface CountOptions {
@@ -25,7 +36,12 @@ interface Group {
  * stands and a shadow or quota one is over when one more unit would not fit.
  */
 async function checked(c: Counted, enforced: boolean): Promise<RlsStatus> {
-  if (c.checker !== undefined) return fromChecker(c, await c.checker.peek(c.key));
+  if (c.checker !== undefined) {
+    // Room for one more, read in the process (a local-first lease, the memory store): not past the limit, no store call.
+    const now = peekNow(c);
+    if (now?.allowed === true) return status('OK', 'ok', Math.min(MAX_UINT32, now.remaining), resetOf(c, now), c.shape);
+    return fromChecker(c, await c.checker.peek(c.key));
+  }
   return enforced ? asItStands(c) : fromDecision(c, await c.limiter.peek(c.key));
 }
 

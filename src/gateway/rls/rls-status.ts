@@ -115,7 +115,7 @@ export async function asItStands(c: Counted): Promise<RlsStatus> {
 }
 
 /** `c`'s counter as the store sees it without a call (its applyNow), or undefined when the store must be asked. */
-function peekNow(c: Counted): Pick<Decision, 'allowed' | 'remaining' | 'resetMs'> | undefined {
+export function peekNow(c: Counted): Pick<Decision, 'allowed' | 'remaining' | 'resetMs'> | undefined {
   const { limiter } = c;
   const store = limiter.store;
   if (store.applyNow === undefined) return undefined;
