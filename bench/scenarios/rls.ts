@@ -6,6 +6,7 @@ import { defineScenario, type Variant } from '../types.js';
 const reference = fileURLToPath(new URL('../servers/rls-reference.ts', import.meta.url));
 const floodgate = fileURLToPath(new URL('../servers/rls-floodgate.ts', import.meta.url));
 const floor = fileURLToPath(new URL('../servers/rls-grpc-floor.ts', import.meta.url));
+const h2Floor = fileURLToPath(new URL('../servers/rls-h2-floor.ts', import.meta.url));
 
 /** Gateway settings with the in-memory block off (`floodgate serve` turns it on unless a config file says otherwise). */
 const NO_BLOCK = fileURLToPath(new URL('../rls/floodgate-no-block.yaml', import.meta.url));
@@ -93,6 +94,13 @@ export default defineScenario({
       name: 'grpc-js-floor',
       description: '@grpc/grpc-js answering one constant, pre-encoded message, no decision and no Redis: what the gRPC layer alone costs',
       server: floor,
+      redis: false,
+    },
+    {
+      name: 'h2-floor',
+      description:
+        'node:http2 answering the same constant message with gRPC framing and trailers, no gRPC library: what a lean unary path could cost',
+      server: h2Floor,
       redis: false,
     },
   ],
