@@ -12,7 +12,7 @@ import type { RlsStatus } from './rls-status.js';
  * A google.protobuf.Value in the message's own shape (one of its fields set). Its field names are protobufjs's own
  * definitions of the well-known types, which are in camel case whatever the loader's keepCase.
  */
-export interface StructValueMessage {
+interface StructValueMessage {
   nullValue?: 0;
   numberValue?: number;
   stringValue?: string;
