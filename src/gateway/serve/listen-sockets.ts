@@ -78,11 +78,6 @@ export class ListenSockets {
     }
   }
 
-  /** Sockets listening now. */
-  get listening(): number {
-    return (this.server.listening ? 1 : 0) + this.others.filter((s) => s.listening).length;
-  }
-
   /** Applies a new `proxy.maxConnections` (a reload). */
   setMaxConnections(maxConnections: number): void {
     this.maxConnections = maxConnections;
