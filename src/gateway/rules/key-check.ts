@@ -56,19 +56,21 @@ export function keyCheck(key: KeySettings, policies: readonly PolicySettings[] =
  * copies into `a, b`, which would count as a key nobody owns while the
  * upstream may read either copy (one of them the victim's). The joined form
  * is recognised by its comma, so a request with one copy pays one
- * `includes` and nothing else.
+ * `includes` and nothing else; a header node keeps one copy of is looked
+ * for in the raw lines (see {@link keepsFirstCopyOnly}).
  */
 function headerCheck(key: KeySettings): KeyCheck | undefined {
   if (key.kind !== 'header') return undefined;
   const name = key.header;
   const repeated = refusal(400, 'Bad Request', `The ${name} header appears more than once; send the API key once.`, []);
   const v = key.validation;
+  const firstCopyOnly = keepsFirstCopyOnly(name);
   const invalid = refusal(401, 'Unauthorized', `The API key in ${name} is not valid.`, [['WWW-Authenticate', `ApiKey header="${name}"`]]);
   return (view) => {
     const raw = view.headers[name];
     if (raw === undefined) return undefined;
     const value = typeof raw === 'string' ? raw : String(raw);
-    if (value.includes(',') && sentMoreThanOnce(view.raw, view.headers, name)) return repeated;
+    if ((firstCopyOnly || value.includes(',')) && sentMoreThanOnce(view.raw, view.headers, name)) return repeated;
     if (v === undefined) return undefined;
     const trimmed = value.trim();
     // An empty value is a missing key: the limiter answers it (401, or the IP fallback).
@@ -78,6 +80,39 @@ function headerCheck(key: KeySettings): KeyCheck | undefined {
     if (v.allowList !== undefined && !v.allowList.has(trimmed)) return invalid;
     return undefined;
   };
+}
+
+/**
+ * Headers node keeps only the first copy of (node:http's IncomingMessage
+ * drops the rest), so a repeat leaves no comma to find: for these the raw
+ * lines are always looked at. A key read from the first copy while a
+ * proxy behind (nginx's `auth_request`, for one) passes both on is a key
+ * the client chose twice.
+ */
+const FIRST_COPY_ONLY = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
+/** Whether node keeps only the first copy of header `name` (lower case), so a repeat must be looked for in the raw lines. */
+export function keepsFirstCopyOnly(name: string): boolean {
+  return FIRST_COPY_ONLY.has(name);
 }
 
 /** True when the request carried header `name` in more than one field line. */

@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { RequestView } from '../../http/index.js';
 import type { KeyPartSettings, MatchSettings } from '../config/settings.js';
 import type { JwtClaims } from './jwt-claims.js';
-import { refusal, sentMoreThanOnce, type KeyRefusal } from './key-check.js';
+import { keepsFirstCopyOnly, refusal, sentMoreThanOnce, type KeyRefusal } from './key-check.js';
 
 /** A request as the rules see it; `query` where the target's query is not in `raw.url` (the decision endpoint). */
 export interface GatewayView extends RequestView<IncomingMessage> {
@@ -40,13 +40,29 @@ export function isRefusal(value: unknown): value is KeyRefusal {
   return typeof value === 'object' && value !== null && 'status' in value;
 }
 
+/** Methods a `method` key part counts as themselves; HEAD is GET's (the frameworks run GET handlers for it). */
+const METHODS = new Set(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']);
+
+/**
+ * A request's method as a key part: HEAD counts as GET, since Express, Koa
+ * and Fastify answer it with the GET handler (alternating the two would
+ * double a client's budget), and any other method (WebDAV's, or one a
+ * client makes up and `X-Original-Method` passes through the decision
+ * endpoint) as `OTHER`, so made-up methods are not fresh buckets.
+ */
+function methodPart(method: string): string {
+  const upper = method.toUpperCase();
+  if (upper === 'HEAD') return 'GET';
+  return METHODS.has(upper) ? upper : 'OTHER';
+}
+
 /** The reader of `part`. */
 export function partReader(part: KeyPartSettings, context: ReaderContext): PartReader {
   switch (part.kind) {
     case 'ip':
       return () => undefined;
     case 'method':
-      return (view) => view.method;
+      return (view) => methodPart(view.method);
     case 'header':
       return headerReader(part.header);
     case 'cookie':
@@ -118,11 +134,12 @@ function tokenClaims(jwt: JwtClaims): (view: GatewayView) => Promise<ClaimsOrRef
 function headerReader(name: string): PartReader {
   const repeated = refusal(400, 'Bad Request', `The ${name} header appears more than once; send the API key once.`, []);
   const missing = refusal(401, 'Unauthorized', `The ${name} header is required.`, [['WWW-Authenticate', `ApiKey header="${name}"`]], true);
+  const firstCopyOnly = keepsFirstCopyOnly(name);
   return (view) => {
     const raw = view.headers[name];
     if (raw === undefined) return missing;
     const value = typeof raw === 'string' ? raw : raw.join(', ');
-    if (value.includes(',') && sentMoreThanOnce(view.raw, view.headers, name)) return repeated;
+    if ((firstCopyOnly || value.includes(',')) && sentMoreThanOnce(view.raw, view.headers, name)) return repeated;
     const trimmed = value.trim();
     return trimmed === '' ? missing : trimmed;
   };

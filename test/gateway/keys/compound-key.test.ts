@@ -23,6 +23,10 @@ rules:
     match: { path: /a/ }
     key: "header:x-api-key + ip"
     policies: ["1/1m"]
+  - name: token-and-path
+    match: { path: /z/ }
+    key: "header:authorization + path"
+    policies: ["1/1m"]
 `;
 
 const u = (apiKey: string | undefined, user: string, extra: string[] = []): { target: string; headers: string[] } => ({
@@ -86,6 +90,19 @@ const ROWS: AttackRow[] = [
   {
     attempt: 'with ip: one key from one address, twice',
     requests: [a('k16', '198.51.100.17'), a('k16', '198.51.100.17')],
+    expect: [200, 429],
+  },
+  {
+    attempt: 'regression: Authorization twice (node keeps only the first copy, so no comma shows it) counted under the first copy; now 400',
+    requests: [{ target: '/z/x', headers: ['Authorization: attacker', 'Authorization: victim'] }],
+    expect: [400],
+  },
+  {
+    attempt: 'Authorization once inside a compound: counted, then over the limit',
+    requests: [
+      { target: '/z/y', headers: ['Authorization: one'] },
+      { target: '/z/y', headers: ['Authorization: one'] },
+    ],
     expect: [200, 429],
   },
   {
@@ -166,6 +183,7 @@ describe('config: compound keys', () => {
         { kind: 'compound', source: 'header:x-api-key + path:2' },
         { kind: 'compound', source: 'cookie:sid + query:tenant' },
         { kind: 'compound', source: 'header:x-api-key + ip' },
+        { kind: 'compound', source: 'header:authorization + path' },
       ],
     );
   });

@@ -22,9 +22,14 @@ const ROWS: AttackRow[] = [
   { attempt: 'GET twice: the second is over the limit', requests: [m('GET'), m('GET')], expect: [200, 429] },
   { attempt: 'GET and POST count apart', requests: [m('GET'), m('POST')], expect: [200, 200] },
   {
-    attempt: 'HEAD is its own method (a GET rule matches it, a method key tells it apart)',
+    attempt: 'regression: HEAD counted apart from GET, so alternating them doubled a budget the GET handler spends; HEAD counts as GET',
     requests: [m('GET'), m('HEAD')],
-    expect: [200, 200],
+    expect: [200, 429],
+  },
+  {
+    attempt: 'methods outside the standard nine (PROPFIND, MKCOL) share one OTHER bucket, so each is not a fresh one',
+    requests: [m('PROPFIND'), m('MKCOL'), m('GET')],
+    expect: [200, 429, 200],
   },
   { attempt: 'a lower-case method (get) is refused by the HTTP parser, never counted', requests: [m('get'), m('GET')], expect: [400, 200] },
   { attempt: 'an unknown method (FOO) is refused by the HTTP parser, never counted', requests: [m('FOO'), m('GET')], expect: [400, 200] },
