@@ -60,11 +60,18 @@ export class ListenSockets {
 
   /** Listens on `address` with every socket; a failure names the setting `what` and closes what was opened. */
   async listen(address: ListenAddress, what: string): Promise<void> {
-    const group = this.count > 1;
-    await listen(this.server, address, what, { reusePort: group });
-    if (!group) return;
-    // Port 0 picks a port for the first socket; the others join its group on that port.
-    const port = (this.server.address() as { port: number }).port;
+    if (this.count === 1) {
+      await listen(this.server, address, what);
+      return;
+    }
+    // SO_REUSEPORT would let this group join another process's group on the port (a gateway never stopped, a
+    // second config given the same port) and split the traffic with it: the port must first be bound alone.
+    // Port 0 picks the port there; the group then takes that one.
+    const probe = createNetServer();
+    await listen(probe, address, what);
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    await listen(this.server, address, what, { port, reusePort: true });
     try {
       for (let i = 1; i < this.count; i += 1) {
         const other = createNetServer({ noDelay: true }, (socket) => this.handOn(socket));

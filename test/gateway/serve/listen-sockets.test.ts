@@ -8,7 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { NODE22_BINARY } from '../../../scripts/test-prereqs.mjs';
 import { listenSocketCount, reusePortAvailable, AUTO_LISTEN_SOCKETS } from '../../../src/gateway/serve/listen-sockets.js';
-import { serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from '../support/harness.js';
+import { runCli, serveCli, sleep, startUpstream, stopCli, writeTemp, type Upstream } from '../support/harness.js';
 
 let upstream: Upstream;
 before(async () => {
@@ -101,6 +101,15 @@ describe('proxy.listenSockets', () => {
     try {
       const port = Number(new URL(cli.url).port);
       assert.equal(listeningSockets(port), AUTO_LISTEN_SOCKETS);
+      // Regression: with every socket bound SO_REUSEPORT, a second gateway on the same port joined the group and took
+      // part of the traffic; the port must be free for a group to start.
+      const second = runCli(
+        ['serve', '--config', writeTemp('floodgate.yaml', config('{}')), '--listen', `127.0.0.1:${port}`],
+        {},
+        NODE22_BINARY,
+      );
+      assert.notEqual(await second.exited, 0);
+      assert.match(second.stderr(), /port is in use/);
       // 60 idle connections: whichever socket each lands on, exactly 50 stay open.
       const idle = await idleConnections(port, 60);
       assert.equal(idle.open, 50);
