@@ -68,7 +68,7 @@ export function jwtSection(c: Cursor, value: unknown, baseDir: string): JwtSetti
   const issuer = j.issuer === undefined ? undefined : c.at(['jwt', 'issuer'], () => stringList(j.issuer, 'issuer'));
   const audience = j.audience === undefined ? undefined : c.at(['jwt', 'audience'], () => stringList(j.audience, 'audience'));
   const toleranceMs = j.clockTolerance === undefined ? 5000 : c.at(['jwt', 'clockTolerance'], () => tolerance(j.clockTolerance));
-  return { verify: { key, algorithms, issuer, audience, clockToleranceSec: Math.round(toleranceMs / 1000) }, line };
+  return { verify: { key, algorithms, issuer, audience, clockToleranceSec: toleranceMs / 1000 }, line };
 }
 
 function keySettings(field: 'jwks' | 'publicKey' | 'secretFile', value: unknown, baseDir: string): JwtKeySettings {
@@ -166,5 +166,7 @@ function tolerance(value: unknown): number {
   const ms = parseMs(value, true);
   if (ms > MAX_TOLERANCE_MS)
     throw new InvalidValue(`is the leeway for exp and nbf (clock drift), at most 5m; got ${describeValue(value)}.`);
+  // exp and nbf are whole seconds, and so is jose's leeway: 400ms would silently be none, 1500ms two seconds.
+  if (ms % 1000 !== 0) throw new InvalidValue(`is in whole seconds, as exp and nbf are (e.g. 5s); got ${describeValue(value)}.`);
   return ms;
 }

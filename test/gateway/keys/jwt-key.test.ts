@@ -281,5 +281,7 @@ describe('config: jwt keys', () => {
       `jwt:\n  publicKey: ${pem}\n  clockTolerance: 1h\n${rule}`,
       /jwt\.clockTolerance: is the leeway for exp and nbf \(clock drift\), at most 5m/,
     );
+    // Regression: 400ms was rounded to no leeway at all, 1500ms to two seconds, without a word.
+    await rejectsConfig(`jwt:\n  publicKey: ${pem}\n  clockTolerance: 400ms\n${rule}`, /jwt\.clockTolerance: is in whole seconds/);
   });
 });
