@@ -4,6 +4,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { nextMessage } from '../support/child-messages.js';
 import type { BurstReport } from '../support/burst-hammer.js';
 
 const CHILD = fileURLToPath(new URL('../support/burst-hammer.ts', import.meta.url));
@@ -28,18 +29,6 @@ before(async () => {
 after(async () => {
   await server.stop();
 });
-
-function nextMessage<T>(child: ChildProcess, type: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (message: { type?: string }) => {
-      if (message?.type !== type) return;
-      child.off('message', onMessage);
-      resolve(message as T);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`child exited with ${code} before sending ${type}`)));
-  });
-}
 
 /**
  * The interval of admitted units (sorted times) that most exceeds what the bucket allows, BURST + LIMIT·t/W for an

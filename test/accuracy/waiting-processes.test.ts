@@ -4,6 +4,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { nextMessage } from '../support/child-messages.js';
 import type { Admission, HammerReport } from '../support/waiting-hammer.js';
 
 const CHILD = fileURLToPath(new URL('../support/waiting-hammer.ts', import.meta.url));
@@ -21,18 +22,6 @@ before(async () => {
 after(async () => {
   await server.stop();
 });
-
-function nextMessage<T>(child: ChildProcess, type: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (message: { type?: string }) => {
-      if (message?.type !== type) return;
-      child.off('message', onMessage);
-      resolve(message as T);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`child exited with ${code} before sending ${type}`)));
-  });
-}
 
 /** Groups admissions by the window they were admitted in: window ends less than half a window apart are one window. */
 function perWindow(admissions: Admission[]): { end: number; count: number }[] {
