@@ -5,26 +5,10 @@
  */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/index.js';
 import { MAX_ENTRIES, maxRequestsPerUnit, RLS_UNITS, UNIT_SECONDS, type RlsUnit } from './rls-config.js';
+import { RESPONSE_CODES, RESPONSE_UNITS, type RateLimitResponseMessage } from './rls-codec.js';
 import type { StructMessage } from './rls-metadata.js';
 import type { RlsProtos } from './rls-protos.js';
 import { MAX_DESCRIPTORS, RlsRequestError, type RlsAnswer, type RlsDescriptorIn, type RlsRequestIn } from './rls-decide.js';
-
-/** A RateLimitResponse in the message's own shape (enums as numbers), as the service's coder encodes it. */
-export interface RateLimitResponseMessage {
-  /** Overall code. */
-  overall_code: number;
-  /** One status per descriptor. */
-  statuses: Array<{
-    code: number;
-    current_limit: { name: string; requests_per_unit: number; unit: number } | null;
-    limit_remaining: number;
-    duration_until_reset: { seconds: number; nanos: number } | null;
-  }>;
-  /** Headers for Envoy to add to the response to the client. */
-  response_headers_to_add: Array<{ key: string; value: string }>;
-  /** Dynamic metadata for the filters after Envoy's rate limit filter (`grpc.dynamicMetadata`); null when off. */
-  dynamic_metadata: StructMessage | null;
-}
 
 /** How an answer is written (the `grpc` settings that shape it). */
 export interface WireOptions {
@@ -98,6 +82,9 @@ export function readRequest(raw: unknown, units: RlsProtos['overrideUnits']): Rl
   return { domain: text(r.domain, 'domain'), descriptors, hitsAddend: count(r.hits_addend ?? 0, 'hits_addend') };
 }
 
+/** The response's enum numbers without loading the .proto files. */
+const RESPONSE_ENUMS: Pick<RlsProtos, 'codes' | 'responseUnits'> = { codes: RESPONSE_CODES, responseUnits: RESPONSE_UNITS };
+
 function duration(ms: number): { seconds: number; nanos: number } {
   const whole = Math.max(0, Math.ceil(ms));
   return { seconds: Math.floor(whole / 1000), nanos: (whole % 1000) * 1_000_000 };
@@ -107,12 +94,12 @@ function duration(ms: number): { seconds: number; nanos: number } {
  * Writes `answer` as a RateLimitResponse message, with the RateLimit fields of `options.headers` for every descriptor
  * that had a limit (each policy named `d` and the descriptor's position unless names are exposed: the limits' names
  * and places are the operator's, not the client's) and the dynamic metadata when given.
- * @param protos - the enums' numbers
+ * @param protos - the enums' numbers: by default rls-codec.ts's, the shipped .proto files' own
  */
 export function writeResponse(
   answer: RlsAnswer,
   options: WireOptions,
-  protos: Pick<RlsProtos, 'codes' | 'responseUnits'>,
+  protos: Pick<RlsProtos, 'codes' | 'responseUnits'> = RESPONSE_ENUMS,
   nowMs = Date.now(),
 ): RateLimitResponseMessage {
   const reports: PolicyReport[] = [];
