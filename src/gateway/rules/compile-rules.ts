@@ -233,7 +233,7 @@ function limiterFor(
   overrides: PolicyOverrides | undefined,
 ): RateLimiter {
   const c = p.calendar;
-  const prefix = policyPrefix(settings.store.prefix, rule.name, p);
+  const prefix = policyPrefix(settings.store.prefix, rule.name, p, p.key ?? rule.key);
   const base: RateLimiterOptions = {
     limit: p.limit,
     // A string with its unit: the config already said what it meant, and a bare number under a second would warn.

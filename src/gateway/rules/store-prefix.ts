@@ -3,7 +3,8 @@
  * One prefix per policy and numbers, and no two policies' prefixes (and so no two policies' keys) alike.
  */
 import { calendarLabel } from '../../index.js';
-import type { PolicySettings } from '../config/settings.js';
+import { keyLabel } from '../config/policy-names.js';
+import type { KeySettings, PolicySettings } from '../config/settings.js';
 
 /**
  * The segment an unnamed policy takes. An unnamed policy has always counted
@@ -33,16 +34,20 @@ export function prefixSegment(text: string): string {
 
 /**
  * Where a policy's counters live: `STORE_PREFIX:RULE:NAME:ALGORITHM:LIMIT:WINDOW:BLOCK` (then `:bBURST`,
- * `:iINITIAL` for a token bucket that sets them),
+ * `:iINITIAL` for a token bucket that sets them, and `:kKEY` for a policy not counted by address),
  * NAME being `p` for an unnamed policy and {@link prefixSegment} of the name
  * otherwise. A reload that keeps a policy keeps its counters; one that changes
- * its numbers starts it afresh instead of reading counts made under others.
+ * its numbers or who it counts against starts it afresh instead of reading counts made under others (after
+ * a reload from `ip` to `cookie:sid`, a cookie set to someone's address must not draw on that address's count).
  * Rule names hold no `:` (the config allows letters, digits, `.`, `_`, `-`).
+ * @param key - who the policy counts against (its own key, else its rule's)
  */
-export function policyPrefix(storePrefix: string, rule: string, p: PolicySettings): string {
+export function policyPrefix(storePrefix: string, rule: string, p: PolicySettings, key: KeySettings = { kind: 'ip' }): string {
   const name = p.name === undefined ? UNNAMED : prefixSegment(p.name);
   const window = p.calendar ? prefixSegment(calendarLabel(p.calendar)) : String(p.windowMs);
   // A bucket's burst and initial tokens only when set, so a policy without them keeps the counters it had.
   const bucket = `${p.burst === undefined ? '' : `:b${p.burst}`}${p.initialTokens === undefined ? '' : `:i${p.initialTokens}`}`;
-  return `${storePrefix}:${rule}:${name}:${p.algorithm}:${p.limit}:${window}:${p.blockMs}${bucket}`;
+  // The address is the default key: policies counted by it keep the counters they had before keys were in the prefix.
+  const source = key.kind === 'ip' ? '' : `:k${prefixSegment(keyLabel(key))}`;
+  return `${storePrefix}:${rule}:${name}:${p.algorithm}:${p.limit}:${window}:${p.blockMs}${bucket}${source}`;
 }

@@ -43,6 +43,23 @@ describe('F12: store prefixes are injective', () => {
     assert.equal(prefixSegment('p'), '%70');
   });
 
+  it("a reload that changes a policy's key from ip to cookie:sid starts its counters afresh: a cookie set to someone's address does not draw on that address's count", async () => {
+    const config = (key: string) => `upstream: ${fixture.upstream.url}\nrules:\n  - name: api\n    key: ${key}\n    policies: ["2/1h"]\n`;
+    const g = await fixture.start(config('ip'));
+    assert.deepEqual([await statusFrom(g.url, '127.0.0.5'), await statusFrom(g.url, '127.0.0.5')], [200, 200]);
+    g.apply(await parseConfigText(config('"cookie:sid"'), 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false }));
+    assert.equal(await statusFrom(g.url, '127.0.0.6', { cookie: 'sid=127.0.0.5' }), 200);
+    assert.equal(await statusFrom(g.url, '127.0.0.6', { cookie: 'sid=127.0.0.5' }), 200);
+    assert.equal(await statusFrom(g.url, '127.0.0.6', { cookie: 'sid=127.0.0.5' }), 429, 'the cookie key counts from 0 to its own limit');
+    const policy = { name: undefined, limit: 2, windowMs: 3_600_000, algorithm: 'fixed-window', blockMs: 0 } as PolicySettings;
+    assert.equal(
+      policyPrefix('fg', 'api', policy, { kind: 'ip' }),
+      'fg:api:p:fixed-window:2:3600000:0',
+      'address keys keep their counters',
+    );
+    assert.equal(policyPrefix('fg', 'api', policy, { kind: 'cookie', name: 'sid' }), 'fg:api:p:fixed-window:2:3600000:0:kcookie%3Asid');
+  });
+
   it('a policy named with braces cannot become the Redis Cluster hash tag of its keys: { and } are escaped, names stay distinct', () => {
     const policy = (name: string): PolicySettings =>
       ({ name, limit: 3, windowMs: 60_000, algorithm: 'fixed-window', blockMs: 0 }) as PolicySettings;
