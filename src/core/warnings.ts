@@ -46,6 +46,8 @@ export const WarningCode = {
   REDIS_URL_AS_NODE: 'FLOODGATE_REDIS_URL_AS_NODE',
   /** A gateway config counts by bearer-token claims it does not verify (`jwt: { dangerouslyUseUnverifiedClaims: true }`): a client can write its own. Cause and fix: docs/errors.md#floodgate_unverified_jwt_claims. */
   UNVERIFIED_JWT_CLAIMS: 'FLOODGATE_UNVERIFIED_JWT_CLAIMS',
+  /** A gateway verifies bearer tokens against a public key or key set without `jwt.audience`: tokens the same issuer made for other applications pass. Cause and fix: docs/errors.md#floodgate_jwt_audience_unchecked. */
+  JWT_AUDIENCE_UNCHECKED: 'FLOODGATE_JWT_AUDIENCE_UNCHECKED',
   /** A gateway's Redis Cluster or Sentinel set-up lists one node: a start while it is down cannot find the others. Cause and fix: docs/errors.md#floodgate_one_seed_node. */
   ONE_SEED_NODE: 'FLOODGATE_ONE_SEED_NODE',
   /** An HTTP middleware has `shadow: true` and an `onLimited` hook, which shadow mode never calls (nothing is refused). Cause and fix: docs/errors.md#floodgate_on_limited_in_shadow. */

@@ -1,6 +1,6 @@
 /** Warnings about a config's rules that start the gateway but probably do not do what was meant. */
 /**
- * No rules at all, and rules that can never match.
+ * No rules at all, rules that can never match, and bearer tokens checked less than they should be.
  */
 import { WarningCode, warnOnce, type WarningCodeValue } from '../../core/warnings.js';
 import type { GatewayLogger } from '../runtime/log.js';
@@ -43,6 +43,18 @@ export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
         `${where} sets dangerouslyUseUnverifiedClaims: jwt:CLAIM keys count by claims no signature vouches for, so any client can write a token with someone else's sub and spend that quota, or a new sub per request for a fresh one. ` +
         'Give the key that signs the tokens instead (jwt: { jwks: ./jwks.json }, publicKey or secretFile).',
       subject: `${file ?? ''}\u0000jwt`,
+    });
+  }
+  const verify = settings.jwt?.verify;
+  // An HMAC secret is this gateway's own; a public key or key set is usually an identity provider's, shared by every application it serves.
+  if (verify !== undefined && verify.audience === undefined && verify.key.kind !== 'secret') {
+    const where = file === undefined ? 'the jwt section' : `${file}${settings.jwt!.line === undefined ? '' : `:${settings.jwt!.line}`}`;
+    out.push({
+      code: WarningCode.JWT_AUDIENCE_UNCHECKED,
+      message:
+        `${where} verifies bearer tokens against ${verify.key.kind === 'jwks' ? 'a key set' : 'a public key'} without an audience, so a token its issuer made for another application (with its own sub) is counted here too. ` +
+        `Add the audience this API's tokens carry, e.g. jwt: { audience: https://api.example.com${verify.issuer === undefined ? ', issuer: https://id.example.com/' : ''} }.`,
+      subject: `${file ?? ''}\u0000jwt-audience`,
     });
   }
   for (const unreachable of unreachableRules(settings.rules, settings.paths.caseSensitive)) {

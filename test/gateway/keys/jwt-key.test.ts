@@ -252,6 +252,20 @@ describe('config: jwt keys', () => {
     );
   });
 
+  it('FLOODGATE_JWT_AUDIENCE_UNCHECKED: a key set or public key without an audience is warned of once (a token made for another app would pass); an audience, or an HMAC secret, is not', async () => {
+    const jwks = writeTemp('jwks.json', JSON.stringify({ keys: [rsa.publicKey.export({ format: 'jwk' })] }));
+    const rule = 'rules:\n  - { name: a, key: jwt:sub, policies: ["1/1m"] }\n';
+    const codes = async (jwt: string) =>
+      ruleWarnings(await parseConfigText(`jwt: ${jwt}\n${rule}`, 'gw.yaml')).filter((w) => w.code === 'FLOODGATE_JWT_AUDIENCE_UNCHECKED');
+    const warned = await codes(`{ jwks: ${jwks} }`);
+    assert.equal(warned.length, 1);
+    assert.match(warned[0]!.message, /^gw\.yaml:1 verifies bearer tokens against a key set without an audience/);
+    assert.match(warned[0]!.message, /issuer: https/);
+    assert.deepEqual(await codes(`{ jwks: ${jwks}, audience: https://api.example.com }`), []);
+    const secret = writeTemp('secret', 'x'.repeat(40));
+    assert.deepEqual(await codes(`{ secretFile: ${secret} }`), []);
+  });
+
   it('refuses alg none, HMAC with a public key, a private key, a short secret, a symmetric JWKS key, and a key with the opt-out', async () => {
     const pem = writeTemp('pub.pem', rsa.publicKey.export({ type: 'spki', format: 'pem' }) as string);
     const priv = writeTemp('priv.pem', rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string);
