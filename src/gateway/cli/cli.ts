@@ -117,6 +117,7 @@ function packagesOf(settings: GatewaySettings, fromFile: boolean): ReturnType<ty
     redis: settings.store.kind === 'redis',
     otel: settings.telemetry?.otel,
     grpc: settings.grpc !== undefined,
+    grpcJs: settings.grpc?.server === 'grpc-js',
   });
 }
 

@@ -20,6 +20,7 @@ const GRPC_FIELDS = [
   'quotaMode',
   'shadowMode',
   'badConfigAtStart',
+  'server',
 ] as const;
 const TLS_FIELDS = ['cert', 'key', 'clientCa'] as const;
 const EXAMPLE = 'e.g. grpc: { listen: 127.0.0.1:8081, config: ./ratelimit/ }';
@@ -69,6 +70,15 @@ function options(c: Cursor, o: Record<string, unknown>): Partial<GrpcSettings> {
         `must be "exit" (end the start, the default) or "serve" (log it and serve without limits until a good config loads); got ${describeValue(bad)}.`,
       );
     out.badConfigAtStart = bad;
+  }
+  const server = o.server;
+  if (server !== undefined) {
+    if (server !== 'http2' && server !== 'grpc-js')
+      c.fail(
+        ['grpc', 'server'],
+        `must be "http2" (node:http2 with gRPC's framing, the default) or "grpc-js" (@grpc/grpc-js); got ${describeValue(server)}.`,
+      );
+    out.server = server;
   }
   return out;
 }

@@ -333,6 +333,8 @@ export interface GrpcSettings {
   readonly shadowMode?: boolean | undefined;
   /** `grpc.badConfigAtStart`: `exit` (default) ends the start on a bad rate limit config; `serve` logs it and serves without limits until a good one loads. */
   readonly badConfigAtStart?: 'exit' | 'serve' | undefined;
+  /** `grpc.server`: `http2` (default) frames the service's calls on node:http2; `grpc-js` serves them with @grpc/grpc-js. */
+  readonly server?: 'http2' | 'grpc-js' | undefined;
 }
 
 /** The rate limit service's TLS: PEM files (resolved paths), read when it starts. */

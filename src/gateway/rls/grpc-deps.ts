@@ -1,9 +1,9 @@
-/** The rate limit service's packages with their types (@grpc/grpc-js, protobufjs). */
+/** The rate limit service's optional package with its types (@grpc/grpc-js, for `grpc.server: grpc-js`). */
 /**
  * Loaded through optional-deps.ts (its MISSING_DEPENDENCY error), typed here so the gateway's public declarations
  * never name them.
  */
-import { loadGrpcModule, loadProtobufModule } from '../runtime/optional-deps.js';
+import { loadGrpcModule } from '../runtime/optional-deps.js';
 
 /** The @grpc/grpc-js module. */
 export type GrpcJs = typeof import('@grpc/grpc-js');
@@ -14,10 +14,4 @@ export type Protobuf = typeof import('protobufjs');
 export async function loadGrpc(): Promise<GrpcJs> {
   const mod = (await loadGrpcModule()) as GrpcJs;
   return (mod as { default?: GrpcJs }).default ?? mod;
-}
-
-/** Loads protobufjs (the RLS server's .proto files and message coders), as {@link loadGrpc} does. */
-export async function loadProtobuf(): Promise<Protobuf> {
-  const mod = (await loadProtobufModule()) as Protobuf;
-  return (mod as { default?: Protobuf }).default ?? mod;
 }

@@ -3,11 +3,7 @@
  * ShouldRateLimit on the gateway's store, the gRPC health protocol, metrics and live reloads of its YAML.
  */
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import type * as Grpc from '@grpc/grpc-js';
-import { loadGrpc, loadProtobuf, type GrpcJs } from './grpc-deps.js';
-import { ErrorCode, FloodgateError, isFloodgateError, isStoreFailure } from '../../index.js';
-import { floodgateRoot } from '../runtime/own-package.js';
+import { ErrorCode, isFloodgateError, isStoreFailure } from '../../index.js';
 import { throttled } from '../../util/throttle.js';
 import type { GrpcSettings } from '../config/settings.js';
 import type { Gateway } from '../serve/gateway.js';
@@ -19,14 +15,18 @@ import { RlsLimiters } from './rls-limiters.js';
 import { RlsMetrics } from './rls-metrics.js';
 import { RlsReloader } from './rls-reload.js';
 import { storeCountsForReadiness } from '../store/store-readiness.js';
-import { loadRlsProtos, type RlsProtos } from './rls-protos.js';
 import { dynamicMetadata } from './rls-metadata.js';
-import { readRequest, writeResponse, type WireOptions } from './rls-wire.js';
-import { serverCredentials } from './rls-tls.js';
+import { writeResponse, type WireOptions } from './rls-wire.js';
+import { decodeHealthCheckRequest, decodeRateLimitRequest, encodeHealthCheckResponse, encodeRateLimitResponse } from './rls-codec.js';
+import { readTlsFiles } from './rls-tls.js';
+import { loadGrpc } from './grpc-deps.js';
+import { listenHttp2 } from './rls-http2.js';
+import { listenGrpcJs } from './rls-grpcjs.js';
+import { GrpcStatus, HEALTH_CHECK_PATH, SHOULD_RATE_LIMIT_PATH, type TlsFiles, type Transport, type UnaryReply } from './rls-transport.js';
 
 /**
- * Largest ShouldRateLimit message read, in bytes (grpc-js answers a larger
- * one RESOURCE_EXHAUSTED before decoding it). Envoy's requests are a few
+ * Largest ShouldRateLimit message read, in bytes (a larger one is answered
+ * RESOURCE_EXHAUSTED before it is read). Envoy's requests are a few
  * hundred bytes; the most a valid request holds (64 descriptors of 32
  * entries) is far more than any route makes.
  */
@@ -42,24 +42,12 @@ export interface PreparedRls {
   readonly config: RlsConfig | undefined;
   /** Why the config did not load, under `badConfigAtStart: serve`. */
   readonly configError?: Error | undefined;
-  /** @internal the listener's credentials. */
-  readonly credentials: Grpc.ServerCredentials;
-  /** @internal */
-  readonly grpc: GrpcJs;
-  /** @internal */
-  readonly protos: RlsProtos;
+  /** @internal the listener's TLS files; undefined for plaintext. */
+  readonly tls: TlsFiles | undefined;
 }
 
 /** The service name of RLS v3, as health checks name it. */
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
-
-/** The `proto/` directory shipped with floodgate (beside its package.json, from src/ and from dist/ alike). */
-function protoDir(): string {
-  const root = floodgateRoot();
-  if (root === undefined)
-    throw new FloodgateError(ErrorCode.MISSING_DEPENDENCY, "floodgate's package.json was not found, so neither were its .proto files.");
-  return join(root, 'proto');
-}
 
 /** `HOST:PORT`, with brackets around an IPv6 host. */
 function hostPort(host: string, port: number): string {
@@ -75,21 +63,19 @@ function tlsMode(settings: GrpcSettings): 'none' | 'tls' | 'mtls' {
 export class RlsServer {
   private config: RlsConfig | undefined;
   private reloader: RlsReloader | undefined;
+  private transport: Transport | undefined;
+  /** Where it listens, `HOST:PORT` (the port chosen when 0 was asked for). */
+  address = '';
   private readonly deciding: DecideOptions;
   private readonly wire: Omit<WireOptions, 'dynamicMetadata'>;
 
   private constructor(
-    private readonly grpc: GrpcJs,
-    private readonly protos: RlsProtos,
-    private readonly server: Grpc.Server,
     config: RlsConfig | undefined,
     private readonly settings: GrpcSettings,
     private readonly gateway: Gateway,
     private readonly limiters: RlsLimiters,
     private readonly metrics: RlsMetrics,
     private readonly log: GatewayLogger,
-    /** Where it listens, `HOST:PORT` (the port chosen when 0 was asked for). */
-    readonly address: string,
   ) {
     this.config = config;
     this.deciding = {
@@ -102,16 +88,15 @@ export class RlsServer {
   }
 
   /**
-   * Loads the config, the protos and the TLS files: what `floodgate check` checks, and what serve reads before anything listens.
-   * With `badConfigAtStart: serve` (and not `strict`, as `floodgate check` asks), a config that does not load is kept
-   * as `configError` instead: the service then starts without limits.
-   * @throws ConfigError for a bad rate limit config or TLS file; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs
+   * Loads the config and the TLS files (and @grpc/grpc-js under `grpc.server: grpc-js`): what `floodgate check`
+   * checks, and what serve reads before anything listens. With `badConfigAtStart: serve` (and not `strict`, as
+   * `floodgate check` asks), a config that does not load is kept as `configError` instead: the service then starts
+   * without limits.
+   * @throws ConfigError for a bad rate limit config or TLS file; MISSING_DEPENDENCY without @grpc/grpc-js under `grpc.server: grpc-js`
    */
   static async prepare(settings: GrpcSettings, strict = false): Promise<PreparedRls> {
     const tolerant = !strict && settings.badConfigAtStart === 'serve';
-    const [grpc, protobuf, loaded] = await Promise.all([
-      loadGrpc(),
-      loadProtobuf(),
+    const [loaded, tls] = await Promise.all([
       loadRlsConfig(settings.config).then(
         (config) => ({ config, error: undefined }),
         (error: unknown) => {
@@ -121,55 +106,53 @@ export class RlsServer {
           return { config: undefined, error };
         },
       ),
+      readTlsFiles(settings.tls),
+      settings.server === 'grpc-js' ? loadGrpc() : undefined,
     ]);
-    const protos = loadRlsProtos(protobuf, protoDir());
-    const credentials = await serverCredentials(grpc, settings.tls);
-    return { settings, config: loaded.config, configError: loaded.error, credentials, grpc, protos };
+    return { settings, config: loaded.config, configError: loaded.error, tls };
   }
 
   /**
    * Listens (after {@link prepare}, or preparing first when given settings).
-   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js or protobufjs; the bind error when the port is taken
+   * @throws ConfigError for a bad rate limit config; MISSING_DEPENDENCY without @grpc/grpc-js under `grpc.server: grpc-js`; the bind error when the port is taken
    */
   static async start(from: GrpcSettings | PreparedRls, gateway: Gateway, prom: PromClient, log: GatewayLogger): Promise<RlsServer> {
-    const { settings, config, configError, credentials, grpc, protos } = 'credentials' in from ? from : await RlsServer.prepare(from);
+    const { settings, config, configError, tls } = 'settings' in from ? from : await RlsServer.prepare(from);
     const limiters = new RlsLimiters(gateway.rlsTables, gateway.ruleContext, () => gateway.current);
     const metrics = new RlsMetrics(prom, gateway.metrics.registry);
-    const server = new grpc.Server({
-      // Channelz keeps per-call statistics for a debugging service this server does not offer.
-      'grpc.enable_channelz': 0,
-      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-    });
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(hostPort(settings.listen.host, settings.listen.port), credentials, (error, bound) =>
-        error === null
-          ? resolve(bound)
-          : reject(new Error(`--grpc ${hostPort(settings.listen.host, settings.listen.port)}: cannot listen: ${error.message}`)),
-      ),
-    );
-    const rls = new RlsServer(
-      grpc,
-      protos,
-      server,
-      config,
-      settings,
-      gateway,
-      limiters,
-      metrics,
-      log,
-      hostPort(settings.listen.host, port),
-    );
+    const rls = new RlsServer(config, settings, gateway, limiters, metrics, log);
+    const { host, port } = settings.listen;
+    const listen = settings.server === 'grpc-js' ? listenGrpcJs : listenHttp2;
+    try {
+      rls.transport = await listen({
+        host,
+        port,
+        tls,
+        maxMessageBytes: MAX_MESSAGE_BYTES,
+        methods: new Map([
+          [SHOULD_RATE_LIMIT_PATH, rls.shouldRateLimit],
+          [HEALTH_CHECK_PATH, rls.check],
+        ]),
+      });
+    } catch (error) {
+      throw new Error(`--grpc ${hostPort(host, port)}: cannot listen: ${(error as Error).message}`, { cause: error });
+    }
+    rls.address = hostPort(host, rls.transport.port);
     if (configError !== undefined)
       log.error(
         { path: settings.config, code: isFloodgateError(configError) ? configError.code : undefined, error: configError.message },
         'rate limit config failed to load; serving without limits (every call answered UNKNOWN) until a good config loads',
       );
-    server.addService(protos.rls, { ShouldRateLimit: rls.shouldRateLimit });
-    server.addService(protos.health, { Check: rls.check });
     rls.reloader = new RlsReloader(settings.config, (next) => rls.setConfig(next), log, gateway.metrics);
     await rls.reloader.start();
     log.info(
-      { grpc: rls.address, config: settings.config, domains: [...(config?.domains.keys() ?? [])], tls: tlsMode(settings) },
+      {
+        grpc: rls.address,
+        config: settings.config,
+        domains: [...(config?.domains.keys() ?? [])],
+        tls: tlsMode(settings),
+        server: settings.server ?? 'http2',
+      },
       'floodgate rls listening',
     );
     return rls;
@@ -190,50 +173,43 @@ export class RlsServer {
   /** Stops accepting calls, lets those in progress finish (at most `graceMs`), and stops watching the config. */
   close(graceMs = 5_000): Promise<void> {
     this.reloader?.stop();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.server.forceShutdown(), graceMs);
-      this.server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+    return this.transport?.close(graceMs) ?? Promise.resolve();
   }
 
-  private readonly shouldRateLimit = (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>): void => {
-    const { status } = this.grpc;
+  private readonly shouldRateLimit = (bytes: Buffer, reply: UnaryReply): void => {
     let request;
     try {
-      request = readRequest(call.request, this.protos.overrideUnits);
+      request = decodeRateLimitRequest(bytes);
     } catch (error) {
       this.metrics.failed('invalid_request');
       // UNKNOWN, as envoyproxy/ratelimit answers a request it cannot decide: Envoy treats both alike, and so do compatibility checks.
-      callback({ code: status.UNKNOWN, details: (error as Error).message });
+      reply({ code: GrpcStatus.UNKNOWN, details: (error as Error).message });
       return;
     }
     const config = this.config;
     if (config === undefined) {
       // As envoyproxy/ratelimit answers before its first good config: an error, so Envoy's failure_mode_deny decides.
       this.metrics.failed('no_config');
-      callback({ code: status.UNKNOWN, details: 'no rate limit configuration loaded' });
+      reply({ code: GrpcStatus.UNKNOWN, details: 'no rate limit configuration loaded' });
       return;
     }
     decideRls(config, this.limiters, request, undefined, this.deciding).then(
       (answer) => {
         this.metrics.answered(config.domains.has(request.domain) ? request.domain : '', answer.statuses, answer.overall);
-        callback(null, writeResponse(answer, this.wireFor(request, answer.statuses), this.protos));
+        reply(null, encodeRateLimitResponse(writeResponse(answer, this.wireFor(request, answer.statuses))));
       },
       (error: unknown) => {
         if (error instanceof RlsRequestError) {
           this.metrics.failed('invalid_request');
-          callback({ code: status.UNKNOWN, details: error.message });
+          reply({ code: GrpcStatus.UNKNOWN, details: error.message });
         } else if (isStoreFailure(error)) {
           // The failure policy is reject: Envoy's own failure_mode_deny decides what the client gets.
           this.metrics.failed('store_error');
-          callback({ code: status.UNAVAILABLE, details: `rate limit store unavailable: ${error.message}` });
+          reply({ code: GrpcStatus.UNAVAILABLE, details: `rate limit store unavailable: ${error.message}` });
         } else {
           this.metrics.failed('error');
           this.logInternal(error);
-          callback({ code: status.INTERNAL, details: 'internal error' });
+          reply({ code: GrpcStatus.INTERNAL, details: 'internal error' });
         }
       },
     );
@@ -249,19 +225,25 @@ export class RlsServer {
     this.log.error({ err: error, suppressed }, 'internal error while deciding a rate limit request'),
   );
 
-  private readonly check = (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>): void => {
-    const service = (call.request as { service?: string }).service ?? '';
+  private readonly check = (bytes: Buffer, reply: UnaryReply): void => {
+    let service;
+    try {
+      service = decodeHealthCheckRequest(bytes);
+    } catch (error) {
+      reply({ code: GrpcStatus.INVALID_ARGUMENT, details: (error as Error).message });
+      return;
+    }
     if (service !== '' && service !== RLS_SERVICE) {
-      callback({ code: this.grpc.status.NOT_FOUND, details: `unknown service ${JSON.stringify(service)}` });
+      reply({ code: GrpcStatus.NOT_FOUND, details: `unknown service ${JSON.stringify(service)}` });
       return;
     }
     Promise.resolve(this.gateway.notReady()).then(
       (reason) => {
         // The service's own limiters' breakers count as the HTTP rules' do: only when the store counts for readiness.
         const failing = storeCountsForReadiness(this.gateway.current) && this.limiters.circuitOpen();
-        callback(null, { status: reason === undefined && !failing ? 'SERVING' : 'NOT_SERVING' });
+        reply(null, encodeHealthCheckResponse(reason === undefined && !failing ? 'SERVING' : 'NOT_SERVING'));
       },
-      () => callback(null, { status: 'NOT_SERVING' }),
+      () => reply(null, encodeHealthCheckResponse('NOT_SERVING')),
     );
   };
 }

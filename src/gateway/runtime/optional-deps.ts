@@ -81,8 +81,6 @@ export const loadOtelApi = (): Promise<OtelApi> => load('@opentelemetry/api', ()
 // floodgate/gateway, must not name packages an app of the library has no reason to install.
 /** Loads @grpc/grpc-js (the rate limit service). */
 export const loadGrpcModule = (): Promise<unknown> => load('@grpc/grpc-js', () => import('@grpc/grpc-js'));
-/** Loads protobufjs (the rate limit service's .proto files and message coders). */
-export const loadProtobufModule = (): Promise<unknown> => load('protobufjs', () => import('protobufjs'));
 
 /** Loads the packages every `floodgate serve` needs, so a missing one is reported before anything starts. */
 export async function loadGatewayDeps(): Promise<{ undici: Undici; prom: PromClient; pino: PinoModule }> {

@@ -27,8 +27,7 @@ export const GATEWAY_PACKAGES = {
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
   '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
-  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service, --grpc', major: 1 },
-  protobufjs: { name: 'protobufjs', purpose: 'the Envoy rate limit service, --grpc', major: 7 },
+  '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service on grpc.server: grpc-js', major: 1 },
   jose: { name: 'jose', purpose: 'verifying bearer tokens for jwt:CLAIM keys', major: 6 },
 } as const satisfies Record<string, GatewayPackage>;
 
@@ -65,22 +64,23 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 /**
  * The packages `floodgate serve` needs: undici, prom-client and pino
  * always, yaml with a config file, ioredis with the Redis store,
- * @opentelemetry/api with OpenTelemetry on, @grpc/grpc-js and protobufjs with the
- * rate limit service (`--grpc`).
+ * @opentelemetry/api with OpenTelemetry on, and with the rate limit service
+ * (`--grpc`) yaml, and @grpc/grpc-js when it runs on it (`grpc.server: grpc-js`).
  */
 export function packagesFor(uses: {
   readonly config: boolean;
   readonly redis: boolean;
   readonly otel?: boolean | undefined;
   readonly grpc?: boolean;
+  readonly grpcJs?: boolean;
 }): GatewayPackage[] {
   const out: GatewayPackage[] = [GATEWAY_PACKAGES.undici, GATEWAY_PACKAGES['prom-client'], GATEWAY_PACKAGES.pino];
   if (uses.config) out.push(GATEWAY_PACKAGES.yaml);
   if (uses.redis) out.push(GATEWAY_PACKAGES.ioredis);
   if (uses.otel === true) out.push(GATEWAY_PACKAGES['@opentelemetry/api']);
   // The RLS server reads its YAML with the yaml package whether or not a --config file names it.
-  if (uses.grpc === true)
-    out.push(...(uses.config ? [] : [GATEWAY_PACKAGES.yaml]), GATEWAY_PACKAGES['@grpc/grpc-js'], GATEWAY_PACKAGES.protobufjs);
+  if (uses.grpc === true && !uses.config) out.push(GATEWAY_PACKAGES.yaml);
+  if (uses.grpc === true && uses.grpcJs === true) out.push(GATEWAY_PACKAGES['@grpc/grpc-js']);
   return out;
 }
 

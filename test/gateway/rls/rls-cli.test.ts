@@ -78,24 +78,16 @@ test('a bad rate limit file at start: exit 2 with file:line, nothing left listen
   assert.match(cli.stderr(), /FLOODGATE_INVALID_CONFIG/);
 });
 
-test('--grpc needs yaml, @grpc/grpc-js and protobufjs, checked with the others before anything starts', () => {
+test('--grpc needs yaml, and @grpc/grpc-js only on grpc.server: grpc-js, checked with the others before anything starts', () => {
   const names = (uses: Parameters<typeof packagesFor>[0]): string[] => packagesFor(uses).map((p) => p.name);
-  assert.deepEqual(names({ config: false, redis: false, grpc: true }), [
-    'undici',
-    'prom-client',
-    'pino',
-    'yaml',
-    '@grpc/grpc-js',
-    'protobufjs',
-  ]);
-  assert.deepEqual(names({ config: true, redis: true, grpc: true }), [
+  assert.deepEqual(names({ config: false, redis: false, grpc: true }), ['undici', 'prom-client', 'pino', 'yaml']);
+  assert.deepEqual(names({ config: true, redis: true, grpc: true, grpcJs: true }), [
     'undici',
     'prom-client',
     'pino',
     'yaml',
     'ioredis',
     '@grpc/grpc-js',
-    'protobufjs',
   ]);
   assert.deepEqual(names({ config: false, redis: false }), ['undici', 'prom-client', 'pino']);
 });

@@ -258,4 +258,7 @@ test('grpc options in a config file: each checked at its line', async () => {
   await fails('countRefused: yes please', /:4:\d+: grpc\.countRefused: must be true or false/);
   await fails('badConfigAtStart: ignore', /:4:\d+: grpc\.badConfigAtStart: must be "exit"/);
   await fails('headers: x-ratelimit', /:4:\d+: grpc\.headers: headers must be one of/);
+  await fails('server: grpcjs', /:4:\d+: grpc\.server: must be "http2" .* or "grpc-js"/);
+  const server = await parseConfigText('grpc:\n  listen: 9001\n  config: ./r.yaml\n  server: grpc-js\n', file);
+  assert.equal(server.grpc?.server, 'grpc-js');
 });
