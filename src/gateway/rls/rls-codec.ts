@@ -128,8 +128,10 @@ function readLength(limit: number): number {
 /** Skips a field of an unknown number. Groups (wire types 3 and 4, gone from proto3) and 6, 7 are malformed. */
 function skip(wireType: number, limit: number): void {
   if (wireType === 0) readVarint(limit);
-  else if (wireType === 2) pos += readLength(limit);
-  else if (wireType === 1 || wireType === 5) {
+  else if (wireType === 2) {
+    const n = readLength(limit); // read before `pos +=` takes pos
+    pos += n;
+  } else if (wireType === 1 || wireType === 5) {
     const n = wireType === 1 ? 8 : 4;
     if (n > limit - pos) throw malformed('truncated fixed field');
     pos += n;

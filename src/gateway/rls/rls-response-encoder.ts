@@ -101,7 +101,8 @@ function utf8Length(s: string): number {
 /** A string field's size with its tag; its byte length goes into a slot. */
 function stringSize(s: string): number {
   const n = utf8Length(s);
-  sizes[slot()] = n;
+  const at = slot(); // before `sizes[…] =` takes sizes: slot() may grow it
+  sizes[at] = n;
   return 1 + varintSize(n) + n;
 }
 
