@@ -200,6 +200,15 @@ test('a UInt64Value hits_addend above 2^53 - 1 is refused, not rounded; 2^53 - 1
   assert.equal((max as { value: RlsRequestIn }).value.descriptors[0]!.hitsAddend, Number.MAX_SAFE_INTEGER);
 });
 
+test('ASCII keys and values of every length from 0 to 20 bytes read whole (the short-string path ends at 12)', () => {
+  for (let n = 0; n <= 20; n++) {
+    const s = 'abcdefghijklmnopqrstuvwxyz'.slice(0, n);
+    const bytes = encode({ domain: s, descriptors: [{ entries: [entry(`k${s}`, s)] }] });
+    assert.deepEqual(ours(bytes), theirs(bytes));
+    assert.deepEqual(ours(bytes), { value: { domain: s, descriptors: [{ entries: [{ key: `k${s}`, value: s }] }], hitsAddend: 0 } });
+  }
+});
+
 test('keys and values of 1024 characters (ASCII, two-byte, emoji halves) are kept', () => {
   for (const s of ['k'.repeat(1024), 'é'.repeat(1024), '😀'.repeat(512)]) {
     const bytes = encode({ domain: s, descriptors: [{ entries: [entry(s, s)] }] });
