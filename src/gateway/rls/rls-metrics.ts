@@ -26,6 +26,13 @@ export class RlsMetrics {
   private readonly requests: Counter<'code'>;
   /** The labels in use per domain (domains are the config's, or ''). */
   private readonly labels = new Map<string, Set<string>>();
+  /**
+   * Each series' counter per domain, by outcome and label: prom-client hashes a label object on every `inc`, which
+   * cost more per call than the decision it counts. As bounded as the labels (at most their number × the outcomes).
+   */
+  private readonly children = new Map<string, Map<string, Counter.Internal>>();
+  /** The requests counter's series, by code. */
+  private readonly requestChildren = new Map<RlsAnswerKind, Counter.Internal>();
 
   /**
    * @param prom - the prom-client module
@@ -52,16 +59,28 @@ export class RlsMetrics {
    */
   answered(knownDomain: string, statuses: readonly RlsStatus[], overall: 'OK' | 'OVER_LIMIT'): void {
     for (const s of statuses) this.decision(knownDomain, s.metricKey, s.outcome);
-    this.requests.inc({ code: overall === 'OK' ? 'ok' : 'over_limit' });
+    this.request(overall === 'OK' ? 'ok' : 'over_limit');
   }
 
   /** Counts a request answered with an error status. */
   failed(kind: Exclude<RlsAnswerKind, 'ok' | 'over_limit'>): void {
-    this.requests.inc({ code: kind });
+    this.request(kind);
+  }
+
+  private request(code: RlsAnswerKind): void {
+    let child = this.requestChildren.get(code);
+    if (child === undefined) this.requestChildren.set(code, (child = this.requests.labels({ code })));
+    child.inc();
   }
 
   private decision(domain: string, descriptor: string, outcome: RlsOutcome): void {
-    this.decisions.inc({ domain, descriptor: this.label(domain, descriptor), outcome });
+    const label = this.label(domain, descriptor);
+    let series = this.children.get(domain);
+    if (series === undefined) this.children.set(domain, (series = new Map()));
+    const key = `${outcome}\u0000${label}`;
+    let child = series.get(key);
+    if (child === undefined) series.set(key, (child = this.decisions.labels({ domain, descriptor: label, outcome })));
+    child.inc();
   }
 
   /** `descriptor` as a label: at most MAX_KEY_BYTES (longer ones hashed, as counter keys are), and one of at most MAX_DESCRIPTOR_SERIES per domain. */
@@ -79,5 +98,6 @@ export class RlsMetrics {
   /** Forgets the labels of domains not in `domains` (after a reload), so a removed domain's count does not hold back a new one's. */
   retain(domains: ReadonlySet<string>): void {
     for (const domain of this.labels.keys()) if (domain !== '' && !domains.has(domain)) this.labels.delete(domain);
+    for (const domain of this.children.keys()) if (domain !== '' && !domains.has(domain)) this.children.delete(domain);
   }
 }
