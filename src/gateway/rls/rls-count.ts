@@ -5,6 +5,7 @@
  */
 import { consumeAll, isStoreFailure, type Decision, type LimitPart } from '../../index.js';
 import { UNIT_SECONDS } from './rls-config.js';
+import type { RecentCounts } from './rls-recent.js';
 import {
   asItStands,
   fromChecker,
@@ -12,6 +13,7 @@ import {
   MAX_UINT32,
   over,
   peekNow,
+  rememberDecision,
   resetOf,
   status,
   type Counted,
@@ -22,6 +24,8 @@ import {
 export interface CountOptions {
   /** True: a refused request's hits are still counted, as envoyproxy/ratelimit counts them by default. */
   readonly countRefused: boolean;
+  /** What counters had left when last seen: the statuses of parts a refusal left unread come from it (see rls-recent.ts). */
+  readonly recent?: RecentCounts | undefined;
 }
 
 /** One counter of a request: its descriptors (one counter named twice counts both costs in one part). */
@@ -103,7 +107,8 @@ async function decideGroups(groups: readonly Group[], alreadyOver: boolean, stat
     }
     for (const g of groups) {
       for (const c of g.members)
-        statuses[c.index] = g === tooBig ? over(c.shape, false, c.alignedResetMs ?? UNIT_SECONDS[c.unit] * 1000) : await asItStands(c);
+        statuses[c.index] =
+          g === tooBig ? over(c.shape, false, c.alignedResetMs ?? UNIT_SECONDS[c.unit] * 1000) : await asItStands(c, o.recent);
     }
     return;
   }
@@ -116,7 +121,13 @@ async function decideGroups(groups: readonly Group[], alreadyOver: boolean, stat
   for (let i = 0; i < groups.length; i++) {
     const d = decision.parts[i];
     // A part another part's refusal left unconsulted spent nothing: it is reported as it stands.
-    for (const c of groups[i]!.members) statuses[c.index] = d === undefined ? await asItStands(c) : fromDecision(c, d);
+    for (const c of groups[i]!.members) {
+      if (d === undefined) statuses[c.index] = await asItStands(c, o.recent);
+      else {
+        rememberDecision(c, d, o.recent);
+        statuses[c.index] = fromDecision(c, d);
+      }
+    }
   }
 }
 

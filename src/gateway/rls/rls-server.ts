@@ -14,6 +14,7 @@ import { decideRls, RlsRequestError, type DecideOptions, type RlsRequestIn } fro
 import { RlsLimiters } from './rls-limiters.js';
 import { RlsMetrics } from './rls-metrics.js';
 import { RlsReloader } from './rls-reload.js';
+import { RecentCounts } from './rls-recent.js';
 import { storeCountsForReadiness } from '../store/store-readiness.js';
 import { dynamicMetadata } from './rls-metadata.js';
 import { writeResponse, type WireOptions } from './rls-wire.js';
@@ -82,6 +83,7 @@ export class RlsServer {
       countRefused: settings.countRefused === true,
       quotaMode: settings.quotaMode === true,
       shadowMode: settings.shadowMode === true,
+      recent: new RecentCounts(),
     };
     // Headers reach the client: off unless asked for, and named by position unless names are exposed.
     this.wire = { headers: settings.headers ?? 'none', exposeLimitNames: settings.exposeLimitNames === true };

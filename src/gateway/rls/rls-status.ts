@@ -4,6 +4,7 @@
  */
 import type { Decision, RateLimiter } from '../../index.js';
 import { UNIT_SECONDS, type RlsMetadata, type RlsUnit } from './rls-config.js';
+import type { RecentCounts } from './rls-recent.js';
 
 /** How one descriptor ended, for `floodgate_rls_decisions_total`. */
 export type RlsOutcome = 'ok' | 'over_limit' | 'shadow_over_limit' | 'unlimited' | 'no_limit' | 'store_error';
@@ -106,12 +107,26 @@ export function fromChecker(c: Counted, d: Decision): RlsStatus {
 
 /**
  * A part that spent nothing (looked at, or left out by another part's refusal): reported OK as it stands. Read in the
- * process when the store can (local-first from the lease held for the key's window, the memory store), else by a peek:
- * a request another descriptor's in-memory block refused must not cost a store call per part left out.
+ * process when the store can (local-first from the lease held for the key's window, the memory store); else, given
+ * `recent`, from the count last seen of it within a second (see rls-recent.ts); else by a peek, remembered in `recent`.
+ * A request another descriptor's in-memory block refused must not cost a store call per part left out.
  */
-export async function asItStands(c: Counted): Promise<RlsStatus> {
-  const d = peekNow(c) ?? (await c.limiter.peek(c.key));
+export async function asItStands(c: Counted, recent?: RecentCounts): Promise<RlsStatus> {
+  let d: Pick<Decision, 'allowed' | 'remaining' | 'resetMs'> | undefined = peekNow(c);
+  if (d === undefined && recent !== undefined) {
+    const seen = recent.recall(c.limiter.storeKey(c.key), Date.now());
+    if (seen !== undefined) d = { allowed: true, remaining: seen.remaining, resetMs: seen.resetMs };
+  }
+  if (d === undefined) {
+    d = await c.limiter.peek(c.key);
+    recent?.remember(c.limiter.storeKey(c.key), d.allowed ? d.remaining : 0, d.resetMs, Date.now());
+  }
   return status('OK', 'ok', d.allowed ? Math.min(MAX_UINT32, d.remaining) : 0, resetOf(c, d), c.shape);
+}
+
+/** Remembers in `recent` what `d` says `c`'s counter has left. */
+export function rememberDecision(c: Counted, d: Decision, recent: RecentCounts | undefined): void {
+  recent?.remember(c.limiter.storeKey(c.key), d.allowed ? d.remaining : 0, d.resetMs, Date.now());
 }
 
 /** `c`'s counter as the store sees it without a call (its applyNow), or undefined when the store must be asked. */

@@ -108,6 +108,43 @@ descriptors:
   }
 });
 
+test("regression: on Redis, a request one descriptor's in-memory block refused peeked each other descriptor on Redis; now from the count seen under a second ago", async () => {
+  const file = writeTemp(
+    'ratelimit.yaml',
+    `
+domain: api
+descriptors:
+  - key: org
+    rate_limit: { unit: day, requests_per_unit: 1000 }
+  - key: user
+    rate_limit: { unit: day, requests_per_unit: 2 }
+`,
+  );
+  const a = await serveRls(file);
+  const c = rlsClient(a.address);
+  const admin = new Redis(redis.url);
+  const both = (name: string): Descriptor[] => [{ entries: [{ key: 'org', value: 'globex' }] }, user(name)];
+  try {
+    // ana spends her 2 and is blocked in memory; bob's admitted request counts the org: 3 spent of 1000.
+    for (let i = 0; i < 3; i++) await c.should('api', both('ana'));
+    assert.equal((await c.should('api', both('bob'))).statuses[0]!.limit_remaining, 997);
+    await admin.config('RESETSTAT');
+    const r = await c.should('api', both('ana'));
+    assert.equal(r.overall_code, 'OVER_LIMIT');
+    assert.deepEqual([r.statuses[0]!.code, r.statuses[0]!.limit_remaining], ['OK', 997]);
+    assert.doesNotMatch(await admin.info('commandstats'), /cmdstat_(evalsha|eval):/);
+    // Past a second the org's count is read again (once), and is exact.
+    await sleep(1_100);
+    const later = await c.should('api', both('ana'));
+    assert.equal(later.statuses[0]!.limit_remaining, 997);
+    assert.match(await admin.info('commandstats'), /cmdstat_evalsha:calls=1,/);
+  } finally {
+    admin.disconnect();
+    c.close();
+    await stopCli(a.cli);
+  }
+});
+
 test('Redis down: reject → UNAVAILABLE, fail-open → OK, fail-closed → OVER_LIMIT, insurance → counted per process; unlimited needs no store; health follows Redis under reject', async () => {
   const gatewayYaml = (policy: string): string =>
     `rules: []\nstore: { type: redis, url: "${redis.url}", onFailure: ${policy}, timeout: 200ms, prefix: "fg:${policy}" }\n`;
