@@ -20,36 +20,49 @@ const MAX_DESCRIPTOR_SERIES = 1_000;
 /** The `descriptor` label of descriptors past {@link MAX_DESCRIPTOR_SERIES} in their domain. */
 const OTHER_DESCRIPTORS = '(other)';
 
+/** One series' count not yet handed to prom-client. */
+interface Pending<L> {
+  readonly labels: L;
+  count: number;
+}
+
 /** Counters of the rate limit service. */
 export class RlsMetrics {
-  private readonly decisions: Counter<'domain' | 'descriptor' | 'outcome'>;
-  private readonly requests: Counter<'code'>;
   /** The labels in use per domain (domains are the config's, or ''). */
   private readonly labels = new Map<string, Set<string>>();
   /**
-   * Each series' counter per domain, by outcome and label: prom-client hashes a label object on every `inc`, which
-   * cost more per call than the decision it counts. As bounded as the labels (at most their number × the outcomes).
+   * Each decision series' count since the last scrape, per domain, by outcome and label. prom-client hashes a label
+   * object on every `inc`, which cost more per call than the decision it counts; the counts are handed to it when
+   * the registry is read instead (its `collect`). As bounded as the labels (at most their number × the outcomes).
    */
-  private readonly children = new Map<string, Map<string, Counter.Internal>>();
-  /** The requests counter's series, by code. */
-  private readonly requestChildren = new Map<RlsAnswerKind, Counter.Internal>();
+  private readonly pendingDecisions = new Map<string, Map<string, Pending<{ domain: string; descriptor: string; outcome: string }>>>();
+  /** The requests counter's counts since the last scrape, by code. */
+  private readonly pendingRequests = new Map<RlsAnswerKind, Pending<{ code: string }>>();
 
   /**
    * @param prom - the prom-client module
    * @param registry - the gateway's registry (its /metrics)
    */
   constructor(prom: PromClient, registry: Registry) {
-    this.decisions = new prom.Counter({
+    const decisions = this.pendingDecisions;
+    const requests = this.pendingRequests;
+    new prom.Counter({
       name: 'floodgate_rls_decisions_total',
       help: 'Rate limit service descriptors by domain, descriptor (the limit\'s place in its domain, or with detailed_metric the full descriptor) and outcome; descriptors without a limit are counted with descriptor="".',
       labelNames: ['domain', 'descriptor', 'outcome'],
       registers: [registry],
+      collect(this: Counter<'domain' | 'descriptor' | 'outcome'>) {
+        for (const series of decisions.values()) flush(this, series.values());
+      },
     });
-    this.requests = new prom.Counter({
+    new prom.Counter({
       name: 'floodgate_rls_requests_total',
       help: 'ShouldRateLimit calls by answer: ok, over_limit, invalid_request, store_error (failure policy reject), no_config (no config loaded yet, badConfigAtStart: serve), error.',
       labelNames: ['code'],
       registers: [registry],
+      collect(this: Counter<'code'>) {
+        flush(this, requests.values());
+      },
     });
   }
 
@@ -68,19 +81,19 @@ export class RlsMetrics {
   }
 
   private request(code: RlsAnswerKind): void {
-    let child = this.requestChildren.get(code);
-    if (child === undefined) this.requestChildren.set(code, (child = this.requests.labels({ code })));
-    child.inc();
+    let pending = this.pendingRequests.get(code);
+    if (pending === undefined) this.pendingRequests.set(code, (pending = { labels: { code }, count: 0 }));
+    pending.count++;
   }
 
   private decision(domain: string, descriptor: string, outcome: RlsOutcome): void {
     const label = this.label(domain, descriptor);
-    let series = this.children.get(domain);
-    if (series === undefined) this.children.set(domain, (series = new Map()));
+    let series = this.pendingDecisions.get(domain);
+    if (series === undefined) this.pendingDecisions.set(domain, (series = new Map()));
     const key = `${outcome}\u0000${label}`;
-    let child = series.get(key);
-    if (child === undefined) series.set(key, (child = this.decisions.labels({ domain, descriptor: label, outcome })));
-    child.inc();
+    let pending = series.get(key);
+    if (pending === undefined) series.set(key, (pending = { labels: { domain, descriptor: label, outcome }, count: 0 }));
+    pending.count++;
   }
 
   /** `descriptor` as a label: at most MAX_KEY_BYTES (longer ones hashed, as counter keys are), and one of at most MAX_DESCRIPTOR_SERIES per domain. */
@@ -98,6 +111,17 @@ export class RlsMetrics {
   /** Forgets the labels of domains not in `domains` (after a reload), so a removed domain's count does not hold back a new one's. */
   retain(domains: ReadonlySet<string>): void {
     for (const domain of this.labels.keys()) if (domain !== '' && !domains.has(domain)) this.labels.delete(domain);
-    for (const domain of this.children.keys()) if (domain !== '' && !domains.has(domain)) this.children.delete(domain);
+    // Their counts not yet scraped stay until the next scrape hands them over.
+    for (const [domain, series] of this.pendingDecisions)
+      if (domain !== '' && !domains.has(domain)) for (const [key, pending] of series) if (pending.count === 0) series.delete(key);
+  }
+}
+
+/** Hands each series' count since the last scrape to `counter`. */
+function flush<L extends Record<string, string>>(counter: Counter<Extract<keyof L, string>>, series: Iterable<Pending<L>>): void {
+  for (const pending of series) {
+    if (pending.count === 0) continue;
+    counter.inc(pending.labels as never, pending.count);
+    pending.count = 0;
   }
 }

@@ -124,9 +124,10 @@ export async function asItStands(c: Counted, recent?: RecentCounts): Promise<Rls
   return status('OK', 'ok', d.allowed ? Math.min(MAX_UINT32, d.remaining) : 0, resetOf(c, d), c.shape);
 }
 
-/** Remembers in `recent` what `d` says `c`'s counter has left. */
+/** Remembers in `recent` what `d` says `c`'s counter has left, unless its store can be read in the process anyway. */
 export function rememberDecision(c: Counted, d: Decision, recent: RecentCounts | undefined): void {
-  recent?.remember(c.limiter.storeKey(c.key), d.allowed ? d.remaining : 0, d.resetMs, Date.now());
+  if (recent === undefined || c.limiter.store.applyNow !== undefined) return;
+  recent.remember(c.limiter.storeKey(c.key), d.allowed ? d.remaining : 0, d.resetMs, Date.now());
 }
 
 /** `c`'s counter as the store sees it without a call (its applyNow), or undefined when the store must be asked. */

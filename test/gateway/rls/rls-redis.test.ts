@@ -125,17 +125,17 @@ descriptors:
   const admin = new Redis(redis.url);
   const both = (name: string): Descriptor[] => [{ entries: [{ key: 'org', value: 'globex' }] }, user(name)];
   try {
-    // ana spends her 2 and is blocked in memory; bob's admitted request counts the org: 3 spent of 1000.
-    for (let i = 0; i < 3; i++) await c.should('api', both('ana'));
-    assert.equal((await c.should('api', both('bob'))).statuses[0]!.limit_remaining, 997);
+    // cyd spends her 2 and is blocked in memory; dee's admitted request counts the org: 3 spent of 1000.
+    for (let i = 0; i < 3; i++) await c.should('api', both('cyd'));
+    assert.equal((await c.should('api', both('dee'))).statuses[0]!.limit_remaining, 997);
     await admin.config('RESETSTAT');
-    const r = await c.should('api', both('ana'));
+    const r = await c.should('api', both('cyd'));
     assert.equal(r.overall_code, 'OVER_LIMIT');
     assert.deepEqual([r.statuses[0]!.code, r.statuses[0]!.limit_remaining], ['OK', 997]);
     assert.doesNotMatch(await admin.info('commandstats'), /cmdstat_(evalsha|eval):/);
     // Past a second the org's count is read again (once), and is exact.
     await sleep(1_100);
-    const later = await c.should('api', both('ana'));
+    const later = await c.should('api', both('cyd'));
     assert.equal(later.statuses[0]!.limit_remaining, 997);
     assert.match(await admin.info('commandstats'), /cmdstat_evalsha:calls=1,/);
   } finally {
