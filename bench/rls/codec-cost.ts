@@ -12,8 +12,8 @@
 import { parseArgs } from 'node:util';
 import { decodeRateLimitRequest, encodeRateLimitResponse } from '../../src/gateway/rls/rls-codec.js';
 import type { RlsAnswer } from '../../src/gateway/rls/rls-decide.js';
-import { readRequest, writeResponse, type WireOptions } from '../../src/gateway/rls/rls-wire.js';
-import { enumOf, loadRoot } from '../../test/gateway/support/rls-protobuf.js';
+import { writeResponse, type WireOptions } from '../../src/gateway/rls/rls-wire.js';
+import { enumOf, loadRoot, readRequest } from '../../test/gateway/support/rls-protobuf.js';
 import rls from '../scenarios/rls.js';
 
 const { values } = parseArgs({ options: { ops: { type: 'string', default: '200000' }, rounds: { type: 'string', default: '5' } } });

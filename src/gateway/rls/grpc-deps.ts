@@ -7,8 +7,6 @@ import { loadGrpcModule } from '../runtime/optional-deps.js';
 
 /** The @grpc/grpc-js module. */
 export type GrpcJs = typeof import('@grpc/grpc-js');
-/** The protobufjs module. */
-export type Protobuf = typeof import('protobufjs');
 
 /** Loads @grpc/grpc-js (the RLS server); its exports whether an ES import puts them on `default` or not (it is CommonJS). */
 export async function loadGrpc(): Promise<GrpcJs> {

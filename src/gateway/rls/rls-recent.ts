@@ -9,7 +9,7 @@
  */
 
 /** How long a remembered count stands in for a read, in ms. */
-export const RECENT_MS = 1_000;
+const RECENT_MS = 1_000;
 /** Most counters remembered per generation (two generations are kept: at most twice this many). */
 const MAX_KEYS = 10_000;
 

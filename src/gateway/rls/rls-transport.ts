@@ -38,7 +38,7 @@ export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitServ
 export const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
 
 /** The methods a transport serves, by full path; any other path is answered UNIMPLEMENTED. */
-export type UnaryMethods = ReadonlyMap<string, UnaryMethod>;
+type UnaryMethods = ReadonlyMap<string, UnaryMethod>;
 
 /** The listener's TLS material, read and checked (rls-tls.ts). */
 export interface TlsFiles {

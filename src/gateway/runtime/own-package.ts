@@ -50,7 +50,7 @@ export function readPackageJson(file: string): PackageJson | undefined {
  * package.json files of their own (only a module type, no name), and the
  * depth differs between src/ and dist/*, so the walk checks the name.
  */
-export function floodgateRoot(from: string = ownFile()): string | undefined {
+function floodgateRoot(from: string = ownFile()): string | undefined {
   let dir = dirname(from);
   for (;;) {
     const pkg = readPackageJson(join(dir, 'package.json'));

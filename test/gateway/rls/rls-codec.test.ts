@@ -5,7 +5,7 @@ import protobuf from 'protobufjs';
 import { maxRequestsPerUnit } from '../../../src/gateway/rls/rls-config.js';
 import { decodeRateLimitRequest, OVERRIDE_UNITS, RESPONSE_CODES, RESPONSE_UNITS } from '../../../src/gateway/rls/rls-codec.js';
 import { RlsRequestError, type RlsRequestIn } from '../../../src/gateway/rls/rls-decide.js';
-import { readRequest } from '../../../src/gateway/rls/rls-wire.js';
+import { readRequest } from '../support/rls-protobuf.js';
 import { enumOf, loadRoot, prng } from '../support/rls-protobuf.js';
 
 const root = loadRoot();
