@@ -4,6 +4,12 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+/** Where Debian's postgresql package puts `program` (one directory per major version, none of them on PATH). */
+function postgresPaths(program) {
+  const root = '/usr/lib/postgresql';
+  return existsSync(root) ? readdirSync(root).map((version) => join(root, version, 'bin', program)) : [];
+}
+
 /** Each program the tests start, where it may live, and the Debian/Ubuntu package that provides it. */
 const PROGRAMS = [
   { name: 'redis-server', paths: [], apt: 'redis-server', brew: 'redis' },
@@ -19,6 +25,9 @@ const PROGRAMS = [
     brew: 'chromium',
     version: '--version',
   },
+  // PostgresStore's tests run a real server (test/support/postgres-server.ts): initdb makes its data directory.
+  { name: 'initdb', paths: postgresPaths('initdb'), apt: 'postgresql', brew: 'postgresql', version: '--version' },
+  { name: 'postgres', paths: postgresPaths('postgres'), apt: 'postgresql', brew: 'postgresql', version: '--version' },
 ];
 
 function runs(command, args) {
@@ -62,7 +71,7 @@ export function ensureTestPrograms() {
   const names = listed.length < 2 ? listed.join('') : `${listed.slice(0, -1).join(', ')} and ${listed.at(-1)}`;
   const apt = aptRunner();
   if (apt !== undefined && process.env.FLOODGATE_TEST_NO_INSTALL !== '1') {
-    const packages = missing.map((p) => p.apt);
+    const packages = [...new Set(missing.map((p) => p.apt))];
     console.log(`npm test: ${names} not found; installing ${packages.join(' ')} with apt-get`);
     const ok = run(apt, 'apt-get', ['update', '-qq']) && run(apt, 'apt-get', ['install', '-y', '-qq', ...packages]);
     if (missing.some((p) => p.name === 'nginx')) run(apt, 'service', ['nginx', 'stop']);
