@@ -50,6 +50,8 @@ export const ErrorCode = {
   STORE_TIMEOUT: 'FLOODGATE_STORE_TIMEOUT',
   /** The circuit breaker is open: the store failed repeatedly and is not being called. Cause and fix: docs/errors.md#floodgate_circuit_open. */
   CIRCUIT_OPEN: 'FLOODGATE_CIRCUIT_OPEN',
+  /** A memory store snapshot cannot be restored: cut short, not a snapshot, a newer version, or a field out of range; the message names the file and field. Cause and fix: docs/errors.md#floodgate_invalid_snapshot. */
+  INVALID_SNAPSHOT: 'FLOODGATE_INVALID_SNAPSHOT',
   /** The store or limiter was closed. Cause and fix: docs/errors.md#floodgate_closed. */
   CLOSED: 'FLOODGATE_CLOSED',
   /** A waiting `consume` or `acquire` was abandoned: its `signal` aborted before it was admitted. Cause and fix: docs/errors.md#floodgate_aborted. */

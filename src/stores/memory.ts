@@ -15,6 +15,17 @@ import { OldestEntries } from '../util/oldest-entries.js';
 import { slotCallError, type SlotAcquisition } from '../core/slots.js';
 import { SlotTable } from './slot-table.js';
 import type { Store } from './store.js';
+import {
+  adoptRestored,
+  checkSnapshot,
+  shapeOf,
+  SNAPSHOT_FORMAT,
+  SNAPSHOT_VERSION,
+  type MemorySnapshot,
+  type SnapshotEntry,
+  type SnapshotSketch,
+  type StateShape,
+} from './memory-snapshot.js';
 
 /** What a full {@link MemoryStore} does with a key it holds no state for. */
 export type OnFull = 'evict' | 'overflow';
@@ -53,6 +64,8 @@ interface Entry {
   placed: number;
   /** Written in place since then: more recently used than its place in the table says. */
   rewritten: boolean;
+  /** Restored from a snapshot and not used since: the algorithm its state is of (a policy of another starts afresh). */
+  restored: StateShape | undefined;
 }
 
 const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'onFull', 'overflowCells'] as const;
@@ -118,6 +131,8 @@ export class MemoryStore implements Store {
   /** Concurrency slots, bounded by maxKeys on their own: held slots are never evicted for counters or the reverse. */
   readonly slots: SlotTable;
   private sweeper: NodeJS.Timeout | undefined;
+  /** Sketches of a restored snapshot, by id, taken up when their policy first needs a sketch. */
+  private savedSketches: Map<string, SnapshotSketch> | undefined;
 
   /** @param options - see {@link MemoryStoreOptions} */
   constructor(options: MemoryStoreOptions = {}) {
@@ -162,6 +177,7 @@ export class MemoryStore implements Store {
     const { key } = operation;
     const entry = this.entries.get(key);
     let current = entry && entry.expiresAt > now ? entry.state : undefined;
+    if (entry?.restored !== undefined) current = adoptRestored(entry, operation.policy, current);
     if (entry === undefined && this.overflow) {
       const sketch = this.sketchFor(operation.policy);
       if (this.entries.size >= this.maxKeys && !this.reclaim(now)) {
@@ -225,6 +241,7 @@ export class MemoryStore implements Store {
       const operation = operations[i]!;
       const entry = this.entries.get(operation.key);
       let state = entry && entry.expiresAt > now ? entry.state : undefined;
+      if (entry?.restored !== undefined) state = adoptRestored(entry, operation.policy, state);
       if (entry === undefined && this.overflow) {
         const sketch = this.sketchFor(operation.policy);
         if (this.entries.size + fresh >= this.maxKeys && !this.reclaim(now)) {
@@ -315,8 +332,8 @@ export class MemoryStore implements Store {
   }
 
   /** Puts `key` at the young end of the table as a new Entry. */
-  private place(key: string, state: KeyState, expiresAt: number): void {
-    this.entries.set(key, { state, expiresAt, placed: ++this.insertions, rewritten: false });
+  private place(key: string, state: KeyState, expiresAt: number, restored?: StateShape): void {
+    this.entries.set(key, { state, expiresAt, placed: ++this.insertions, rewritten: false, restored });
   }
 
   /**
@@ -334,7 +351,7 @@ export class MemoryStore implements Store {
       }
       if (!entry.rewritten || chances === 0) return false;
       this.entries.delete(key);
-      this.place(key, entry.state, entry.expiresAt);
+      this.place(key, entry.state, entry.expiresAt, entry.restored);
     }
   }
 
@@ -362,6 +379,11 @@ export class MemoryStore implements Store {
     if (sketch === undefined && this.sketches.size < MAX_SKETCHES) {
       sketch = new OverflowSketch(this.overflowCells, policy);
       this.sketches.set(id, sketch);
+      const saved = this.savedSketches?.get(id);
+      if (saved !== undefined) {
+        this.savedSketches!.delete(id);
+        sketch.restore(saved, this.clock());
+      }
     }
     return sketch;
   }
@@ -372,6 +394,45 @@ export class MemoryStore implements Store {
       if (entry.expiresAt <= now) this.entries.delete(key);
     }
     this.slots.sweep(now);
+  }
+
+  /**
+   * The store's counters, blocks and overflow sketches as they are now (keys least recently used first), for
+   * {@link MemoryStore.restore}; expired keys and concurrency slots are left out. Plain data: `encodeSnapshot` writes it
+   * as text.
+   */
+  snapshot(): MemorySnapshot {
+    const now = this.clock();
+    const entries: SnapshotEntry[] = [];
+    for (const [key, e] of this.entries) {
+      if (e.expiresAt <= now) continue;
+      const usage = e.state.usage ?? null;
+      entries.push([key, e.restored ?? shapeOf(usage), usage, e.state.blockedUntil, Number.isFinite(e.expiresAt) ? e.expiresAt : null]);
+    }
+    const sketches: SnapshotSketch[] = [...(this.savedSketches?.values() ?? [])];
+    for (const [id, sketch] of this.sketches) {
+      const saved = sketch.snapshot(id, now);
+      if (saved !== undefined) sketches.push(saved);
+    }
+    return { format: SNAPSHOT_FORMAT, version: SNAPSHOT_VERSION, takenAt: now, entries, sketches };
+  }
+
+  /**
+   * A store made with `options` that holds what `snapshot` held: every key not yet expired by the new store's clock
+   * (at most `maxKeys`, the most recently used), with its counts and blocks, and the overflow sketches (taken up
+   * when their policy is next used, if `overflowCells` is unchanged). A restored key's state is used only by a policy
+   * of the algorithm it was made by; under another, the key starts afresh (its block stays).
+   * @throws FloodgateError INVALID_SNAPSHOT for a snapshot that is not one this floodgate reads; INVALID_OPTIONS as the constructor
+   */
+  static restore(snapshot: MemorySnapshot, options: MemoryStoreOptions = {}): MemoryStore {
+    const saved = checkSnapshot(snapshot);
+    const store = new MemoryStore(options);
+    const now = store.clock();
+    const live = saved.entries.filter((e) => (e[4] ?? Infinity) > now);
+    for (const [key, shape, usage, blockedUntil, expiresAt] of live.slice(Math.max(0, live.length - store.maxKeys)))
+      store.place(key, { usage: usage ?? undefined, blockedUntil }, expiresAt ?? Infinity, shape);
+    if (saved.sketches.length > 0) store.savedSketches = new Map(saved.sketches.map((k) => [k.id, k]));
+    return store;
   }
 
   /** Forgets every key, the overflow sketches and every concurrency slot. */

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { ALGORITHM_IMPLS, applyOperation, type AlgorithmImpl, type Applied, type KeyState } from '../algorithms/index.js';
 import type { SlidingWindowState } from '../algorithms/sliding-window.js';
 import type { Operation, Outcome, Policy } from '../core/policy.js';
+import type { SnapshotSketch } from './memory-snapshot.js';
 
 /** Rows of every sketch: a key is refused early only when all of its cells are busy, so more rows make that rarer. */
 export const SKETCH_ROWS = 4;
@@ -82,8 +83,8 @@ export class OverflowSketch {
   /** The latest expiry of any cell: after it the sketch holds nothing and its array is dropped. */
   private liveUntil = 0;
   private readonly impl: AlgorithmImpl<unknown>;
-  private readonly seed1: number;
-  private readonly seed2: number;
+  private seed1: number;
+  private seed2: number;
   private readonly index = new Array<number>(SKETCH_ROWS);
 
   /**
@@ -162,6 +163,34 @@ export class OverflowSketch {
   active(now: number): boolean {
     if (this.cells !== undefined && now >= this.liveUntil) this.cells = undefined;
     return this.cells !== undefined;
+  }
+
+  /** Its cells that hold state at `now`, for a snapshot under `id`; undefined when none does. */
+  snapshot(id: string, now: number): SnapshotSketch | undefined {
+    if (!this.active(now)) return undefined;
+    const cells: Array<[number, unknown, number, number | null]> = [];
+    this.cells!.forEach((cell, i) => {
+      if (cell !== undefined && cell.expiresAt > now)
+        cells.push([i, cell.state.usage ?? null, cell.state.blockedUntil, Number.isFinite(cell.expiresAt) ? cell.expiresAt : null]);
+    });
+    return cells.length === 0 ? undefined : { id, width: this.width, seeds: [this.seed1, this.seed2], cells };
+  }
+
+  /**
+   * Takes a snapshot's cells and seeds (so every key finds its own cells again), when it was made with this width;
+   * false, and nothing taken, otherwise.
+   */
+  restore(saved: SnapshotSketch, now: number): boolean {
+    if (saved.width !== this.width) return false;
+    [this.seed1, this.seed2] = saved.seeds;
+    this.cells = new Array<Cell | undefined>(SKETCH_ROWS * this.width);
+    for (const [i, usage, blockedUntil, expiresAt] of saved.cells) {
+      const until = expiresAt ?? Infinity;
+      if (i >= this.cells.length || until <= now) continue;
+      this.cells[i] = { state: { usage: usage ?? undefined, blockedUntil }, expiresAt: until };
+      if (until > this.liveUntil) this.liveUntil = until;
+    }
+    return true;
   }
 
   private slots(key: string, now: number): number[] {
