@@ -30,7 +30,15 @@ function gatewayLoads(): string[] {
 
 test('peerDependencies: only what the library imports, each optional, from the oldest major an app may hold', () => {
   const peers: Record<string, string> = floodgate.peerDependencies ?? {};
-  assert.deepEqual(peers, { '@valkey/valkey-glide': '>=1', express: '>=4', fastify: '>=3', ioredis: '>=4', koa: '>=2', redis: '>=4' });
+  assert.deepEqual(peers, {
+    '@valkey/valkey-glide': '>=1',
+    express: '>=4',
+    fastify: '>=3',
+    ioredis: '>=4',
+    koa: '>=2',
+    pg: '>=8',
+    redis: '>=4',
+  });
   for (const name of Object.keys(peers)) {
     assert.equal(floodgate.peerDependenciesMeta?.[name]?.optional, true, `${name} must be an optional peer`);
   }

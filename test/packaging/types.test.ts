@@ -14,6 +14,7 @@ const SUBPATHS: Record<string, string> = {
   floodgate: 'RateLimiter',
   'floodgate/redis': 'RedisStore',
   'floodgate/cluster': 'ClusterStore',
+  'floodgate/postgres': 'PostgresStore',
   'floodgate/http': 'HttpLimiter',
   'floodgate/express': 'rateLimit',
   'floodgate/koa': 'rateLimit',
