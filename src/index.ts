@@ -35,7 +35,7 @@ export { ManualClock, systemClock } from './core/clock.js';
 export type { Clock } from './core/clock.js';
 export { MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions, OnFull } from './stores/memory.js';
-export { decodeSnapshot, encodeSnapshot } from './stores/memory-snapshot.js';
+export { checkSnapshot, decodeSnapshot, encodeSnapshot } from './stores/memory-snapshot.js';
 export type { MemorySnapshot, SnapshotEntry, SnapshotSketch, StateShape } from './stores/memory-snapshot.js';
 export type { Store } from './stores/store.js';
 export { isStore } from './stores/store.js';

@@ -23,6 +23,7 @@ import {
   type StoreSettings,
 } from './settings.js';
 import { Cursor, mapping } from './yaml-cursor.js';
+import { isAbsolute, resolve } from 'node:path';
 import { REDIS_STORE_FIELDS, redisConnection } from './redis-config.js';
 
 const STORE_FIELDS = [
@@ -35,6 +36,9 @@ const STORE_FIELDS = [
   'prefix',
   'maxKeys',
   'overflowCells',
+  'snapshotFile',
+  'snapshotEvery',
+  'snapshotOnError',
   ...REDIS_STORE_FIELDS,
 ] as const;
 const PROXY_FIELDS = [
@@ -138,7 +142,39 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
       },
       DEFAULT_STORE.overflowCells,
     ),
+    ...snapshotSettings(c, s, kind, dir),
   };
+}
+
+/** Default `store.snapshotEvery`: what a crash may lose at most, against the cost of writing every table. */
+const DEFAULT_SNAPSHOT_EVERY_MS = 30_000;
+
+/** `store.snapshotFile`, `snapshotEvery`, `snapshotOnError`: the memory store's snapshots; nothing when no file is named. */
+function snapshotSettings(
+  c: Cursor,
+  s: Record<string, unknown>,
+  kind: StoreSettings['kind'],
+  dir: string,
+): { snapshot?: StoreSettings['snapshot'] } {
+  if (s.snapshotFile === undefined) {
+    for (const field of ['snapshotEvery', 'snapshotOnError'])
+      if (s[field] !== undefined) c.fail(['store', field], 'needs snapshotFile, the file the snapshots are written to.');
+    return {};
+  }
+  const file = s.snapshotFile;
+  if (typeof file !== 'string' || file === '') c.fail(['store', 'snapshotFile'], `must be a file path; got ${describeValue(file)}.`);
+  if (kind !== 'memory')
+    c.fail(['store', 'snapshotFile'], 'keeps the embedded memory store across restarts; Redis keeps its own counts (remove it).');
+  const everyMs =
+    s.snapshotEvery === undefined ? DEFAULT_SNAPSHOT_EVERY_MS : c.at(['store', 'snapshotEvery'], () => parseMs(s.snapshotEvery));
+  if (everyMs < 1000) c.fail(['store', 'snapshotEvery'], `must be at least 1s (each writes every table); got ${everyMs} ms.`);
+  const onError = s.snapshotOnError ?? 'exit';
+  if (onError !== 'exit' && onError !== 'start-empty')
+    c.fail(
+      ['store', 'snapshotOnError'],
+      `must be "exit" (refuse to start on a snapshot that cannot be restored, the default) or "start-empty" (log it, move it aside, start with no counts); got ${describeValue(onError)}.`,
+    );
+  return { snapshot: { file: isAbsolute(file) ? file : resolve(dir, file), everyMs, onError } };
 }
 
 /** The `proxy` section, with its defaults. */

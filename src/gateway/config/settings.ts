@@ -232,6 +232,18 @@ export interface StoreSettings {
   readonly maxKeys: number;
   /** Cells of each policy's overflow sketch. */
   readonly overflowCells: number;
+  /** The memory store's snapshots (`store.snapshotFile`); undefined: none, counts are lost with the process. */
+  readonly snapshot?: SnapshotSettings | undefined;
+}
+
+/** Where and how often the embedded memory store's counts are written, to be restored at the next start. */
+export interface SnapshotSettings {
+  /** The file (resolved): read at start, written every {@link everyMs} and when the gateway stops. */
+  readonly file: string;
+  /** ms between two snapshots: what a crash (SIGKILL, power loss) may lose at most. */
+  readonly everyMs: number;
+  /** A file that exists but cannot be restored: `exit` (refuse to start, the default) or `start-empty` (log it, move it aside). */
+  readonly onError: 'exit' | 'start-empty';
 }
 
 /** How the gateway reaches Redis: one server (`url`), a Redis Cluster, or a master found through Sentinel. */

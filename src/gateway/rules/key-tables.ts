@@ -10,6 +10,7 @@ import {
   type Operation,
   type Outcome,
   MemoryStore,
+  type MemorySnapshot,
   type Store,
   type SlotAcquisition,
   InstrumentedStore,
@@ -46,6 +47,8 @@ export interface GatewayStore {
   connecting?(): boolean;
   /** Closes the store and any client it opened. */
   close(): Promise<void>;
+  /** The embedded memory store's tables as they are now, for its snapshot file; absent for the other stores. */
+  snapshot?(): MemoryTablesSnapshot;
   /** Drops the per-rule tables of rules not in `rules` (after a reload); absent when tables are not per rule. */
   retain?(rules: readonly string[]): void;
   /**
@@ -196,6 +199,7 @@ export async function openStore(
   report: StoreFailureReporter,
   refusedOverride: RefusedEntry = () => {},
   tracer?: OtelTracer,
+  restored?: MemoryTablesSnapshot,
 ): Promise<GatewayStore> {
   const traced = (store: Store): Store => (tracer === undefined ? store : new InstrumentedStore(store, { tracer }));
   if (settings.kind === 'memory') {
@@ -213,7 +217,7 @@ export async function openStore(
         close: () => store.close(),
       };
     }
-    return memoryTables(settings);
+    return memoryTables(settings, restored);
   }
 
   // A Cluster or Sentinel set-up is checked here, before the gateway listens: this throws STORE_UNREACHABLE when it does not answer.
@@ -273,6 +277,13 @@ export async function openStore(
   };
 }
 
+/** Every table of the embedded memory store: the shared one, each rule's and each rate limit domain's, by name. */
+export interface MemoryTablesSnapshot {
+  readonly shared: MemorySnapshot;
+  readonly rules: Readonly<Record<string, MemorySnapshot>>;
+  readonly rls: Readonly<Record<string, MemorySnapshot>>;
+}
+
 /**
  * The embedded memory store: one MemoryStore per rule (and per domain of the
  * rate limit service), each of `settings.maxKeys` keys in overflow mode (a
@@ -283,13 +294,17 @@ export async function openStore(
  * Not wrapped in TimedStore: its operations take about a microsecond, which a
  * histogram per call would double, and every one goes through applyNow anyway.
  */
-function memoryTables(settings: StoreSettings): GatewayStore {
-  const make = (): MemoryStore =>
-    new MemoryStore({ clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells });
-  const shared = make();
+function memoryTables(settings: StoreSettings, restored?: MemoryTablesSnapshot): GatewayStore {
+  const options = { clock: systemClock, maxKeys: settings.maxKeys, onFull: 'overflow', overflowCells: settings.overflowCells } as const;
+  const make = (saved?: MemorySnapshot): MemoryStore =>
+    saved === undefined ? new MemoryStore(options) : MemoryStore.restore(saved, options);
+  const shared = make(restored?.shared);
   // The rules' tables and the rate limit service's are named apart: a gateway reload keeps the service's, and its reload the rules'.
-  const tables = new Map<string, MemoryStore>();
-  const rlsTables = new Map<string, MemoryStore>();
+  // A restored table whose rule or domain is gone is dropped at the first retain, as after a reload.
+  const tables = new Map<string, MemoryStore>(Object.entries(restored?.rules ?? {}).map(([name, saved]) => [name, make(saved)]));
+  const rlsTables = new Map<string, MemoryStore>(Object.entries(restored?.rls ?? {}).map(([name, saved]) => [name, make(saved)]));
+  const snapshotOf = (map: Map<string, MemoryStore>): Record<string, MemorySnapshot> =>
+    Object.fromEntries([...map].map(([name, table]) => [name, table.snapshot()]));
   const tableIn = (map: Map<string, MemoryStore>, name: string): MemoryStore => {
     let table = map.get(name);
     if (table === undefined) {
@@ -314,6 +329,7 @@ function memoryTables(settings: StoreSettings): GatewayStore {
     rlsStoreFor: (domain) => tableIn(rlsTables, domain),
     retainRls: (domains) => dropFrom(rlsTables, (name) => domains.has(name)),
     overflows: () => all().reduce((sum, t) => sum + t.overflows, 0),
+    snapshot: () => ({ shared: shared.snapshot(), rules: snapshotOf(tables), rls: snapshotOf(rlsTables) }),
     description: `memory (${settings.maxKeys} keys per rule)`,
     ready: () => true,
     close: async () => {

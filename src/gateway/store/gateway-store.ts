@@ -6,6 +6,7 @@ import { throttled } from '../../util/throttle.js';
 import { floodgateVersion } from '../runtime/own-package.js';
 import type { GatewaySettings } from '../config/settings.js';
 import { openStore, type GatewayStore } from '../rules/key-tables.js';
+import { keepSnapshots, readSnapshotFile } from './snapshot-file.js';
 import { keyId, type GatewayLogger } from '../runtime/log.js';
 import { GatewayMetrics } from '../runtime/metrics.js';
 import { loadOtelApi, type PromClient } from '../runtime/optional-deps.js';
@@ -31,7 +32,17 @@ export async function openCounting(
   // Off unless configured: without telemetry.otel, @opentelemetry/api is never loaded.
   const otel = settings.telemetry?.otel === true ? gatewayOtel(await loadOtelApi(), floodgateVersion()) : undefined;
   const metrics = new GatewayMetrics(deps.prom, otel?.tap);
-  const store = await openStore(settings.store, metrics, clustered, storeFailureLog(log), overrideRefusalLog(log), otel?.tracer);
+  const snapshot = clustered ? undefined : settings.store.snapshot;
+  // Read before the store opens: a snapshot that cannot be restored ends the start before anything listens.
+  const restored = snapshot === undefined ? undefined : await readSnapshotFile(snapshot, log);
+  const opened = await openStore(settings.store, metrics, clustered, storeFailureLog(log), overrideRefusalLog(log), otel?.tracer, restored);
+  const store =
+    snapshot === undefined
+      ? opened
+      : await keepSnapshots(opened, snapshot, log).catch(async (error: unknown) => {
+          await opened.close();
+          throw error;
+        });
   return { metrics, store, stopOtel: otel?.observe(metrics) };
 }
 
