@@ -1,8 +1,9 @@
-// Accuracy of a token bucket with a burst across processes: 8 forked children consume from one burst-50, 10/s bucket on one real redis-server, in phases with pauses that refill it; no interval of t ms ever holds more than 50 + 10·t/1000 admitted units.
+// Accuracy of a token bucket with a burst across processes: 8 forked children consume from one burst-50, 10/s bucket on one real redis-server, then on one real PostgreSQL, in phases with pauses that refill it; no interval of t ms ever holds more than 50 + 10·t/1000 admitted units.
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
+import { startPostgres, type PostgresServer } from '../support/postgres-server.js';
 import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { nextMessage } from '../support/child-messages.js';
 import type { BurstReport } from '../support/burst-hammer.js';
@@ -23,11 +24,12 @@ const PHASES: [number, number][] = [
 ];
 
 let server: RedisServer;
+let postgres: PostgresServer;
 before(async () => {
-  server = await startRedis();
+  [server, postgres] = await Promise.all([startRedis(), startPostgres()]);
 });
 after(async () => {
-  await server.stop();
+  await Promise.all([server.stop(), postgres.stop()]);
 });
 
 /**
@@ -49,11 +51,12 @@ function worstInterval(
   return worst;
 }
 
-test(`${PROCESSES} processes on one burst-${BURST}, ${LIMIT}/s bucket on Redis: no interval of t ms admits more than ${BURST} + ${LIMIT}·t/1000`, async () => {
+/** Runs the children on the store at `url` (redis:// or postgres://) and checks every interval of their admissions. */
+async function hammer(url: string, label: string): Promise<void> {
   const forked: ChildProcess[] = [];
   const prefix = `burstproc:${process.pid}`;
   for (let i = 0; i < PROCESSES; i++) {
-    const args = [server.url, prefix, String(LIMIT), String(WINDOW_MS), String(BURST), String(BURST)];
+    const args = [url, prefix, String(LIMIT), String(WINDOW_MS), String(BURST), String(BURST)];
     forked.push(fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   }
   await Promise.all(forked.map((child) => nextMessage(child, 'ready')));
@@ -70,7 +73,7 @@ test(`${PROCESSES} processes on one burst-${BURST}, ${LIMIT}/s bucket on Redis: 
   const inPhase = PHASES.map(([from, to]) => times.filter((t) => t >= start + from && t < start + to + 50).length);
   const firstBurst = times.filter((t) => t < times[0]! + 1000).length;
   console.log(
-    `${PROCESSES} processes, burst ${BURST}, ${LIMIT} per ${WINDOW_MS} ms: admitted ${times.length} (per phase ${inPhase.join(', ')}; ` +
+    `${label}: ${PROCESSES} processes, burst ${BURST}, ${LIMIT} per ${WINDOW_MS} ms: admitted ${times.length} (per phase ${inPhase.join(', ')}; ` +
       `per process ${all.map((r) => r.admitted.length).join(', ')}), refused ${all.reduce((n, r) => n + r.refused, 0)}; ` +
       `${firstBurst} in the first second; tightest interval ${worst.units} units in ${worst.to - worst.from} ms (allowed ${worst.allowed})`,
   );
@@ -83,4 +86,10 @@ test(`${PROCESSES} processes on one burst-${BURST}, ${LIMIT}/s bucket on Redis: 
   // Phase 2 starts 3 s after phase 1 emptied the bucket (30 tokens back), phase 3 at a full bucket.
   assert.ok(inPhase[1]! >= 30 + 10, `phase 2 admitted ${inPhase[1]}`);
   assert.ok(inPhase[2]! >= BURST, `phase 3 admitted ${inPhase[2]}`);
-});
+}
+
+test(`${PROCESSES} processes on one burst-${BURST}, ${LIMIT}/s bucket on Redis: no interval of t ms admits more than ${BURST} + ${LIMIT}·t/1000`, () =>
+  hammer(server.url, 'redis'));
+
+test(`${PROCESSES} processes on one burst-${BURST}, ${LIMIT}/s bucket on PostgreSQL: no interval of t ms admits more than ${BURST} + ${LIMIT}·t/1000`, () =>
+  hammer(postgres.url, 'postgres'));

@@ -1,10 +1,12 @@
-// Child process of the burst accuracy test: consumes from one token bucket with a burst on a real Redis in the phases it is told, then reports the time of every admitted unit.
+// Child process of the burst accuracy test: consumes from one token bucket with a burst on a real Redis or PostgreSQL in the phases it is told, then reports the time of every admitted unit.
 /**
- * The store carries this process's clock with every operation (RedisStore's `clock`), so the time
+ * The store carries this process's clock with every operation (the store's `clock`), so the time
  * each decision was made at is known exactly and recorded; every child reads the same system clock.
  */
 import { Redis } from 'ioredis';
-import { RateLimiter, type Operation, type Outcome } from '../../src/index.js';
+import pg from 'pg';
+import { RateLimiter, type Operation, type Outcome, type Store } from '../../src/index.js';
+import { PostgresStore } from '../../src/stores/postgres/index.js';
 import { RedisStore } from '../../src/stores/redis/index.js';
 
 /** What a child reports once its phases are over. */
@@ -19,21 +21,24 @@ export interface BurstReport {
 const IN_FLIGHT = 4;
 
 const [url, prefix, limit, window, burst, initialTokens] = process.argv.slice(2);
-if (initialTokens === undefined) throw new Error('usage: burst-hammer.ts <redis url> <prefix> <limit> <window> <burst> <initialTokens>');
+if (initialTokens === undefined) {
+  throw new Error('usage: burst-hammer.ts <redis:// or postgres:// url> <prefix> <limit> <window> <burst> <initialTokens>');
+}
 
-const client = new Redis(url!);
 let lastTime = 0;
-const redisStore = new RedisStore({
-  client,
-  clock: () => {
-    lastTime = Date.now();
-    return lastTime;
-  },
-});
+const clock = (): number => {
+  lastTime = Date.now();
+  return lastTime;
+};
+// Its own connection (a pool of 4 on PostgreSQL) per process, as separate app servers would have.
+const postgres = url!.startsWith('postgres://');
+const client = postgres ? new pg.Pool({ connectionString: url!, max: 4 }) : new Redis(url!);
+const realStore: Store =
+  client instanceof Redis ? new RedisStore({ client, clock }) : new PostgresStore({ client, clock, timeoutMs: 5000 });
 const admitted: number[] = [];
 let refused = 0;
 // The real store, with each consume's time taken as the store read it (apply reads its clock at once).
-const store = new Proxy(redisStore, {
+const store = new Proxy(realStore, {
   get(target, property) {
     if (property === 'apply') {
       return (operation: Operation): Promise<Outcome> => {
@@ -84,8 +89,9 @@ process.on('message', (message: { type?: string; start?: number; phases?: [numbe
       if (wait > 0) await sleep(wait);
       await hammer(message.start! + to);
     }
-    await redisStore.close();
-    client.disconnect();
+    await realStore.close!();
+    if (client instanceof Redis) client.disconnect();
+    else await client.end();
     process.send!({ type: 'report', admitted, refused } satisfies BurstReport, () => process.disconnect());
   })();
 });
