@@ -8,6 +8,9 @@ import { listenGrpcJs } from '../../../src/gateway/rls/rls-grpcjs.js';
 import { GrpcStatus, type Transport, type UnaryMethod } from '../../../src/gateway/rls/rls-transport.js';
 import { startRedis } from '../../support/redis-server.js';
 import { startRls, type RlsFixture } from '../support/rls-harness.js';
+import { runCli, writeTemp } from '../support/harness.js';
+import { dirname, join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 
 /** Anything a request made the process throw or reject without a handler: every attack must leave this empty. */
 const unhandled: unknown[] = [];
@@ -333,6 +336,25 @@ describe('HTTP/2-level abuse of the lean transport', () => {
     }
     assert.ok(await serves(t));
   });
+  test(
+    'a connection that never sends the HTTP/2 preface (or nothing after it) is closed',
+    {
+      todo: 'no idle or preface timeout on the server (rls-http2.ts listenHttp2; grpc-js alike): 3 000 silent connections held ~60 MB, for good',
+    },
+    async () => {
+      const t = await start('http2', 300);
+      const silent = await rawPeer(t.port); // preface and SETTINGS sent, then nothing
+      const mute = netConnect(t.port, '127.0.0.1'); // nothing at all
+      sockets.push(mute);
+      mute.on('error', () => {});
+      const muteClosed = new Promise<void>((r) => mute.once('close', () => r()));
+      await Promise.race([Promise.all([silent.closed, muteClosed]), sleep(1_500)]);
+      assert.ok(
+        silent.isClosed && mute.destroyed,
+        `after 1.5 s (read limit 300 ms): silent closed ${silent.isClosed}, mute closed ${mute.destroyed}`,
+      );
+    },
+  );
 });
 
 describe('deadlines and half-open calls', () => {
@@ -671,6 +693,40 @@ describe('the real service: codec lies and keys', () => {
     assert.equal(ok.status, GrpcStatus.OK);
     assert.deepEqual(ok.data, frame(Buffer.from([0x08, 0x01])));
   });
+});
+
+describe('what reaches the answer', () => {
+  test(
+    'serve --grpc with headers and exposeLimitNames: an override whose entry key is not ASCII is answered, and the process lives',
+    {
+      todo: 'sfString throws on the policy name "edge.ü" inside the .then(onFulfilled) of shouldRateLimit (rls-server.ts): an unhandled rejection kills the process',
+    },
+    async () => {
+      const gatewayFile = writeTemp(
+        'floodgate.yaml',
+        'grpc:\n  listen: 127.0.0.1:0\n  config: ./ratelimit.yaml\n  headers: ietf\n  exposeLimitNames: true\n',
+      );
+      writeFileSync(join(dirname(gatewayFile), 'ratelimit.yaml'), RLS_CONFIG);
+      const cli = runCli(['serve', '--config', gatewayFile, '--listen', '127.0.0.1:0']);
+      try {
+        const line = await cli.waitForLog((l) => l.msg === 'floodgate rls listening');
+        const s = connect(`http://${String(line.grpc)}`);
+        s.on('error', () => {});
+        sessions.push(s);
+        const a = await call(s, frame(request('edge', descriptor(entries(entry('ü', 'x')), limitOf(5, 3)))), {
+          path: SHOULD,
+          headers: { 'grpc-timeout': '2S' },
+          waitMs: 3_000,
+        });
+        await sleep(200);
+        assert.equal(cli.child.exitCode, null, `the process exited: ${cli.stderr().slice(0, 300)}`);
+        assert.notEqual(a.status, GrpcStatus.DEADLINE_EXCEEDED, 'the call was answered, not left to its deadline');
+      } finally {
+        cli.child.kill('SIGKILL');
+        await cli.exited;
+      }
+    },
+  );
 });
 
 describe('a stopped Redis', () => {
