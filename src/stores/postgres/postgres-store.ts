@@ -126,7 +126,12 @@ export class PostgresStore implements Store {
     assertKnownOptions(options, OPTION_NAMES, 'PostgresStore');
     const client = options.client as unknown;
     if (typeof client !== 'object' || client === null || typeof (client as PostgresClient).query !== 'function') {
-      invalid(ErrorCode.INVALID_OPTIONS, 'PostgresStore client', 'a node-postgres Pool or Client (an object with query())', client);
+      invalid(
+        ErrorCode.INVALID_CLIENT,
+        'PostgresStore client',
+        'a node-postgres Pool or Client (new pg.Pool({ connectionString }))',
+        client,
+      );
     }
     this.client = options.client;
     this.table = tableName(options.table, 'PostgresStore');

@@ -192,7 +192,7 @@ DECLARE
   n int;
   m int;
 BEGIN
-  DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at < now LIMIT batch FOR UPDATE SKIP LOCKED);
+  DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at <= now LIMIT batch FOR UPDATE SKIP LOCKED);
   GET DIAGNOSTICS n = ROW_COUNT;
   DELETE FROM ${slots} WHERE (key, owner) IN
     (SELECT key, owner FROM ${slots} WHERE expires_at <= now LIMIT batch FOR UPDATE SKIP LOCKED);
