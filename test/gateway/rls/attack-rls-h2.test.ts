@@ -730,6 +730,50 @@ describe('what reaches the answer', () => {
 });
 
 describe('a stopped Redis', () => {
+  for (const policy of ['fail-open', 'insurance'] as const)
+    test(
+      `countRefused on Redis (${policy}): hits_addend 2^53 - 1 × 64 descriptors drives one counter past 2^63 and unlimits the limit`,
+      {
+        todo: 'a counted cost is unbounded (rls-count.ts countPast, rls-codec.ts readUint64): the counter passes 2^63, the script answers a non-integer, the store "fails" and its breaker opens for every key',
+      },
+      async () => {
+        const redis = await startRedis();
+        let f: RlsFixture | undefined;
+        try {
+          f = await startRls(
+            RLS_CONFIG,
+            `rules: []\nstore: { type: redis, url: "${redis.url}", onFailure: ${policy}, timeout: 500ms, prefix: "fg:overflow" }\n`,
+            undefined,
+            { countRefused: true },
+          );
+          const s = connect(`http://${f.rls.address}`);
+          s.on('error', () => {});
+          sessions.push(s);
+          const send = async (body: Buffer): Promise<Answer> => call(s, frame(body), { path: SHOULD, waitMs: 3_000 });
+          const victim = request('edge', descriptor(entries(entry('user', 'victim'))));
+          for (let i = 0; i < 6; i++) await send(victim);
+          assert.equal(readResponse((await send(victim)).data).overall, 2, 'the victim is over its limit');
+          // One request: 64 descriptors naming one counter, each with hits_addend 2^53 - 1, summed into one part.
+          const flood = request(
+            'edge',
+            ...Array.from({ length: 64 }, () => descriptor(entries(entry('user', 'mallory')), addend(2n ** 53n - 1n))),
+          );
+          for (let i = 0; i < 40; i++) await send(flood);
+          const m = await send(request('edge', descriptor(entries(entry('user', 'mallory')))));
+          const v = await send(victim);
+          assert.deepEqual(
+            [m.status, m.status === GrpcStatus.OK ? readResponse(m.data).overall : -1],
+            [GrpcStatus.OK, 2],
+            'mallory is over, not unlimited',
+          );
+          assert.deepEqual([v.status, readResponse(v.data).overall], [GrpcStatus.OK, 2], 'the victim is still over');
+        } finally {
+          await f?.stop();
+          await redis.stop();
+        }
+      },
+    );
+
   test('calls in flight on a SIGSTOPped redis-server: deadlines answer, hang-ups write nothing, and all is well after SIGCONT', async () => {
     const redis = await startRedis();
     let f: RlsFixture | undefined;
