@@ -19,7 +19,7 @@ export interface PostgresServer {
   /** `postgres://postgres@127.0.0.1:port/postgres` (trust authentication: no password). */
   url: string;
   port: number;
-  /** Stops the server (fast shutdown, SIGKILL after 5 s) and removes its directory; idempotent. */
+  /** Stops the server (smart shutdown, SIGKILL after 5 s) and removes its directory; idempotent. */
   stop(): Promise<void>;
 }
 
@@ -135,8 +135,10 @@ export async function startPostgres(): Promise<PostgresServer> {
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       if (!exited) {
-        // SIGINT is the fast shutdown: sessions end, the postmaster exits and takes its children with it.
-        child.kill('SIGINT');
+        // SIGTERM is the smart shutdown: the server waits for sessions to end instead of ending them. A pool's end()
+        // resolves once its connections are told to close, before they are closed, and a session the server ended
+        // first would report an error nobody listens to anymore. SIGKILL below if a test leaked a session.
+        child.kill('SIGTERM');
         const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
         await exit;
         clearTimeout(killer);
