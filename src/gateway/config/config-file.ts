@@ -142,11 +142,6 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
       ['admin'],
       'has a token but no listen address: the admin API runs only on the admin listener (e.g. admin: { listen: 127.0.0.1:9090, tokenFile: ./admin-token }).',
     );
-  if (store.snapshot !== undefined && workers > 0)
-    c.fail(
-      ['store', 'snapshotFile'],
-      "keeps one process's memory store; under --workers the counts live in the primary, whose snapshots are not written yet. Run one process, or keep the counts in Redis.",
-    );
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);

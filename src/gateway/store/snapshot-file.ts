@@ -12,17 +12,25 @@ import type { SnapshotSettings } from '../config/settings.js';
 import type { GatewayStore, MemoryTablesSnapshot } from '../rules/key-tables.js';
 import type { GatewayLogger } from '../runtime/log.js';
 
+/** How a process keeps its tables: one per rule and domain (a single process), or `one` (a `--workers` primary). */
+export type TableLayout = 'per-rule' | 'one';
+
 /** The `format` of the gateway's snapshot file. */
 const FILE_FORMAT = 'floodgate-gateway-snapshot';
 const FILE_VERSION = 1;
 
 /**
- * The tables held in `settings.file`; undefined when there is no file yet (a first start). A file that cannot be
+ * The tables held in `settings.file`, laid out `into` this process's tables; undefined when there is no file yet (a
+ * first start). A file that cannot be
  * restored ends the start (FLOODGATE_INVALID_SNAPSHOT naming it) unless `onError` is `start-empty`: then it is logged
  * and moved aside (`FILE.bad-TIME`), so the next snapshot does not overwrite what may be worth looking at.
  * @throws FloodgateError INVALID_SNAPSHOT (the file's problem, and how to start anyway)
  */
-export async function readSnapshotFile(settings: SnapshotSettings, log: GatewayLogger): Promise<MemoryTablesSnapshot | undefined> {
+export async function readSnapshotFile(
+  settings: SnapshotSettings,
+  log: GatewayLogger,
+  into: { readonly layout: TableLayout; readonly storePrefix: string; readonly rules: readonly string[] },
+): Promise<MemoryTablesSnapshot | undefined> {
   let text: string;
   try {
     text = await readFile(settings.file, 'utf8');
@@ -38,7 +46,7 @@ export async function readSnapshotFile(settings: SnapshotSettings, log: GatewayL
     );
   }
   try {
-    const tables = parseFile(text, settings.file);
+    const tables = laidOut(parseFile(text, settings.file), into.layout, into.storePrefix, into.rules);
     log.info({ file: settings.file, keys: keysIn(tables) }, 'memory store restored from its snapshot');
     return tables;
   } catch (error) {
@@ -81,6 +89,65 @@ function parseFile(text: string, file: string): MemoryTablesSnapshot {
   return { shared: checkSnapshot(t?.shared, `${file} (tables.shared)`), rules: group('rules'), rls: group('rls') };
 }
 
+/**
+ * `saved` laid out as this process keeps its tables, whichever way it was written: `one` table for a `--workers`
+ * primary (every table merged: their keys never collide, each carrying its rule's name), or one table per rule for a
+ * single process (the keys and sketches of each of `rules` moved from the one table to that rule's: a file a primary
+ * wrote). So switching `--workers` on or off keeps the counts.
+ * @param storePrefix - `store.prefix`: a rule's keys begin with `PREFIX:RULE:`
+ * @param ruleNames - the config's rule names
+ */
+export function laidOut(
+  saved: MemoryTablesSnapshot,
+  layout: TableLayout,
+  storePrefix: string,
+  ruleNames: readonly string[],
+): MemoryTablesSnapshot {
+  if (layout === 'one') {
+    const all = [saved.shared, ...Object.values(saved.rules), ...Object.values(saved.rls)];
+    if (all.length === 1) return saved;
+    const shared = {
+      ...saved.shared,
+      takenAt: Math.max(...all.map((t) => t.takenAt)),
+      entries: all.flatMap((t) => t.entries),
+      sketches: all.flatMap((t) => t.sketches),
+    };
+    return { shared, rules: {}, rls: {} };
+  }
+  const lead = `${storePrefix}:`;
+  const known = new Set(ruleNames);
+  /** The rule whose prefix begins at `from` in `text`, when it is one of `rules`. */
+  const ruleOf = (text: string, from: number): string | undefined => {
+    if (from < 0 || !text.startsWith(lead, from)) return undefined;
+    const end = text.indexOf(':', from + lead.length);
+    const rule = end < 0 ? undefined : text.slice(from + lead.length, end);
+    return rule !== undefined && known.has(rule) ? rule : undefined;
+  };
+  const rules = new Map<string, { entries: MemorySnapshot['entries'][number][]; sketches: MemorySnapshot['sketches'][number][] }>();
+  const into = (rule: string) => {
+    let r = rules.get(rule);
+    if (r === undefined)
+      rules.set(rule, (r = { entries: [...(saved.rules[rule]?.entries ?? [])], sketches: [...(saved.rules[rule]?.sketches ?? [])] }));
+    return r;
+  };
+  const entries = saved.shared.entries.filter((e) => {
+    const rule = ruleOf(e[0], 0);
+    if (rule !== undefined) into(rule).entries.push(e);
+    return rule === undefined;
+  });
+  // A sketch's id ends with its limiter's prefix (PREFIX:RULE:...).
+  const sketches = saved.shared.sketches.filter((k) => {
+    const at = k.id.indexOf(`:${lead}`);
+    const rule = at < 0 ? undefined : ruleOf(k.id, at + 1);
+    if (rule !== undefined) into(rule).sketches.push(k);
+    return rule === undefined;
+  });
+  if (rules.size === 0) return saved;
+  const regrouped: Record<string, MemorySnapshot> = { ...saved.rules };
+  for (const [rule, r] of rules) regrouped[rule] = { ...saved.shared, entries: r.entries, sketches: r.sketches };
+  return { shared: { ...saved.shared, entries, sketches }, rules: regrouped, rls: saved.rls };
+}
+
 function keysIn(tables: MemoryTablesSnapshot): number {
   const all = [tables.shared, ...Object.values(tables.rules), ...Object.values(tables.rls)];
   return all.reduce((n, s) => n + s.entries.length, 0);
@@ -118,7 +185,11 @@ export async function writeSnapshotFile(file: string, tables: MemoryTablesSnapsh
  * Returns the store with that last write in its `close`.
  * @throws the write error of the first snapshot (a directory that does not exist, no permission)
  */
-export async function keepSnapshots(store: GatewayStore, settings: SnapshotSettings, log: GatewayLogger): Promise<GatewayStore> {
+export async function keepSnapshots<S extends Pick<GatewayStore, 'snapshot' | 'close'>>(
+  store: S,
+  settings: SnapshotSettings,
+  log: GatewayLogger,
+): Promise<S> {
   const take = store.snapshot;
   if (take === undefined) return store;
   let writing: Promise<void> = Promise.resolve();

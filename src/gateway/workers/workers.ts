@@ -16,6 +16,7 @@ import { answerMetricsRequests } from '../runtime/cluster-metrics.js';
 import { WorkerReadiness } from './cluster-ready.js';
 import { workerPort } from '../runtime/ipc.js';
 import type { GatewayDeps } from '../serve/gateway.js';
+import { keepSnapshots, readSnapshotFile } from '../store/snapshot-file.js';
 import { createLogger } from '../runtime/log.js';
 import { SharedResult } from '../runtime/shared-result.js';
 import { hopCountWarning } from '../config/trust-warning.js';
@@ -42,13 +43,35 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
   let primaryStore: { close(): Promise<void> } | undefined;
   if (settings.store.kind === 'memory') {
     const { ClusterStorePrimary } = await import('../../stores/cluster/index.js');
+    const snapshot = settings.store.snapshot;
+    // Before any worker starts: a snapshot that cannot be restored ends the start (unless snapshotOnError says otherwise).
+    const restored =
+      snapshot === undefined
+        ? undefined
+        : await readSnapshotFile(snapshot, log, {
+            layout: 'one',
+            storePrefix: settings.store.prefix,
+            rules: settings.rules.map((r) => r.name),
+          });
     // One table for every rule (its keys carry the rule's name), sized for all of them; a full table forgets
     // no live key (new keys are decided in the overflow sketch), since the keys come from clients.
-    primaryStore = new ClusterStorePrimary({
+    const primary = new ClusterStorePrimary({
       maxKeys: settings.store.maxKeys * Math.max(1, settings.rules.length),
       onFull: 'overflow',
       overflowCells: settings.store.overflowCells,
+      ...(restored === undefined ? {} : { restore: restored.shared }),
     });
+    primaryStore =
+      snapshot === undefined
+        ? primary
+        : await keepSnapshots(
+            { snapshot: () => ({ shared: primary.snapshot(), rules: {}, rls: {} }), close: () => primary.close() },
+            snapshot,
+            log,
+          ).catch(async (error: unknown) => {
+            await primary.close();
+            throw error;
+          });
   }
   let stopping = false;
   // One aggregate for the --admin listener and for the workers' own /_floodgate/metrics: every scrape

@@ -2,6 +2,7 @@
 /**
  * Its options and stats, the PM2 API it drives, and what it remembers per key (bindings, hints, leases).
  */
+import type { MemorySnapshot } from '../memory-snapshot.js';
 import type { Clock } from '../../core/clock.js';
 import type { Policy } from '../../core/policy.js';
 import type { OnFull } from '../memory.js';
@@ -35,6 +36,11 @@ export interface ClusterStorePrimaryOptions {
    * serves worker threads or PM2.
    */
   cluster?: boolean;
+  /**
+   * A snapshot (`primary.snapshot()`, `MemoryStore#snapshot()`) to start from: counts, blocks and calendar quotas of
+   * an earlier run, as {@link MemoryStore.restore} restores them.
+   */
+  restore?: MemorySnapshot;
 }
 
 /** Counters of a {@link ClusterStorePrimary}, for tests and metrics. */

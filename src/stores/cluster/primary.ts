@@ -11,6 +11,7 @@ import { systemClock } from '../../core/clock.js';
 import { describeValue } from '../../core/describe-value.js';
 import { ErrorCode, FloodgateError } from '../../core/errors.js';
 import { assertKnownOptions } from '../../core/validate.js';
+import type { MemorySnapshot } from '../memory-snapshot.js';
 import { MemoryStore, memoryOptions } from '../memory.js';
 import { claimLocalPrimary, releaseLocalPrimary, type LocalPrimary } from './local.js';
 import { PROTOCOL_VERSION, type PrimaryMessage, type WorkerMessage } from './protocol.js';
@@ -21,7 +22,7 @@ import type { ClusterStorePrimaryOptions, ClusterPrimaryStats, Pm2Api, Peer } fr
 // read a missing `.default`; the namespace works in both builds.
 const cluster: Cluster = (clusterModule as unknown as { default?: Cluster }).default ?? (clusterModule as unknown as Cluster);
 
-const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster', 'onFull', 'overflowCells'] as const;
+const OPTION_NAMES = ['maxKeys', 'sweepIntervalMs', 'clock', 'cluster', 'onFull', 'overflowCells', 'restore'] as const;
 
 /**
  * The primary side of the cluster store: one {@link MemoryStore} that every
@@ -83,7 +84,8 @@ export class ClusterStorePrimary {
       );
     }
     const { maxKeys, sweepIntervalMs, clock, onFull, overflowCells } = memoryOptions(options, 'ClusterStorePrimary');
-    this.store = new MemoryStore({ maxKeys, sweepIntervalMs, clock, onFull, overflowCells });
+    const memory = { maxKeys, sweepIntervalMs, clock, onFull, overflowCells };
+    this.store = options.restore === undefined ? new MemoryStore(memory) : MemoryStore.restore(options.restore, memory);
     this.applier = new BatchApplier(this.store, clock, maxKeys, clock === systemClock);
     this.local = {
       receive: (message, reply) => this.receive(message, reply, false),
@@ -157,6 +159,11 @@ export class ClusterStorePrimary {
   }
 
   /** Stops answering, detaches every thread, port and PM2 bus, and frees the process's primary slot. Idempotent. */
+  /** The counts, blocks and overflow sketches every worker shares, as {@link MemoryStore}'s snapshot; restore with the `restore` option. */
+  snapshot(): MemorySnapshot {
+    return this.store.snapshot();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
