@@ -210,3 +210,20 @@ test('a schema dropped under a running store is made again on the next call', as
   assert.equal((await store.apply({ kind: 'peek', key: 'k', amount: 0, policy: policy() })).allowed, true);
   await store.close();
 });
+
+test('keys with NUL and backslashes, which PostgreSQL text cannot hold as they are, stay apart', async () => {
+  const clock = new ManualClock(1_800_000_000_000);
+  const store = new PostgresStore({ client: pool, clock: clock.now, table: freshTable(), cleanupIntervalMs: 0 });
+  const keys = ['a\0b', 'a\\0b', 'a\\\\0b', 'a\\\0b', '\0', '\\', 'a'];
+  const outcomes = await Promise.all(keys.map((key) => store.apply({ kind: 'consume', key, amount: 1, policy: policy({ limit: 1 }) })));
+  assert.deepEqual(
+    outcomes.map((o) => o.allowed),
+    keys.map(() => true),
+    'each key is its own',
+  );
+  for (const key of keys)
+    assert.equal((await store.apply({ kind: 'consume', key, amount: 1, policy: policy({ limit: 1 }) })).allowed, false);
+  assert.equal((await store.acquireSlot('s\0', 1, 'o', 1000)).admitted, true);
+  assert.equal(await store.releaseSlot('s\0', 'o'), true);
+  await store.close();
+});

@@ -3,6 +3,7 @@
  * Loads no PostgreSQL client; pass in your own node-postgres Pool or Client.
  */
 
-export { PostgresStore, postgresSchemaSql } from './postgres-store.js';
-export type { PostgresStoreOptions } from './postgres-store.js';
+export { PostgresStore } from './postgres-store.js';
+export { postgresSchemaSql } from './schema-sql.js';
+export type { PostgresStoreOptions } from './postgres-options.js';
 export type { PostgresClient, PostgresQuery } from './postgres-client.js';

@@ -12,49 +12,10 @@ import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, optionalFun
 import { PolicyBindings } from '../redis/bindings.js';
 import type { Store } from '../store.js';
 import type { PostgresClient } from './postgres-client.js';
+import { OPTION_NAMES, tableName, type PostgresStoreOptions } from './postgres-options.js';
 import { schemaSql } from './schema-sql.js';
 import { decodeOutcomes, TurnQueries, type ApplyBatch } from './turn-queries.js';
 
-/** Options of {@link PostgresStore}. */
-export interface PostgresStoreOptions {
-  /**
-   * A node-postgres (8 or later) `Pool` (recommended: calls of one turn run on several connections) or connected
-   * `Client`. The store only calls `query`; it never connects or ends it.
-   */
-  client: PostgresClient;
-  /**
-   * The table the counters live in, `name` or `schema.name` (lower-case letters, digits and `_`, at most 40 characters
-   * each). Default `floodgate_counters`. The store also uses `<table>_slots` and functions named `<table>_*_v1`.
-   */
-  table?: string;
-  /**
-   * Create the table `UNLOGGED`: writes skip the write-ahead log, so each decision costs less, but a crash or an
-   * unclean shutdown of PostgreSQL empties the table (every count, block and slot is forgotten, so keys get a fresh
-   * quota) and replicas never see it. Default false. Only applies when the store creates the table.
-   */
-  unlogged?: boolean;
-  /**
-   * How long a turn's calls wait for PostgreSQL before they reject with STORE_TIMEOUT, in ms. Default 500. A late
-   * answer is ignored, but PostgreSQL may still have applied it.
-   */
-  timeoutMs?: number;
-  /**
-   * Time source. By default the functions read PostgreSQL's clock, so hosts with skewed clocks still agree. With a
-   * clock, each operation carries the clock's time instead (tests drive the store with a ManualClock); expired rows
-   * are then cleaned up a minute late, so a host whose clock lags never loses state it still counts.
-   */
-  clock?: Clock;
-  /**
-   * Create the tables and functions at first use (`CREATE TABLE IF NOT EXISTS`, `CREATE OR REPLACE FUNCTION`).
-   * Default true. False when the database user may not create them: run {@link postgresSchemaSql}'s SQL once instead.
-   */
-  createSchema?: boolean;
-  /** How often expired rows are deleted, in ms; 0 for never (clean up yourself with `<table>_clean_v1`). Default 60 000. */
-  cleanupIntervalMs?: number;
-}
-
-const OPTION_NAMES = ['client', 'table', 'unlogged', 'timeoutMs', 'clock', 'createSchema', 'cleanupIntervalMs'] as const;
-const TABLE_NAME = /^([a-z_][a-z0-9_]{0,39}\.)?[a-z_][a-z0-9_]{0,39}$/;
 /** Algorithm codes of the functions (step-sql.ts). */
 const ALGORITHM_CODE: Readonly<Record<Policy['algorithm'], number>> = {
   'fixed-window': 0,
@@ -68,22 +29,6 @@ const MAX_OPS_PER_BATCH = 500;
 const CLEANUP_BATCH = 1000;
 /** How late expired rows are deleted when the store has a client clock (as RedisStore's TTLs with one). */
 const CLIENT_TIME_SLACK_MS = 60_000;
-
-/**
- * The SQL that creates PostgresStore's tables and functions, for `createSchema: false`: run it once (it is idempotent)
- * as a user allowed to create them.
- */
-export function postgresSchemaSql(options: { table?: string; unlogged?: boolean } = {}): string {
-  return schemaSql(tableName(options.table, 'postgresSchemaSql'), optionalBoolean(options.unlogged, 'postgresSchemaSql unlogged') ?? false);
-}
-
-function tableName(value: unknown, owner: string): string {
-  if (value === undefined) return 'floodgate_counters';
-  if (typeof value !== 'string' || !TABLE_NAME.test(value)) {
-    invalid(ErrorCode.INVALID_OPTIONS, `${owner} table`, 'a table name like "floodgate_counters" or "app.rate_limits"', value);
-  }
-  return value;
-}
 
 /**
  * A {@link Store} on PostgreSQL through node-postgres, for apps that run PostgreSQL and no Redis.
@@ -198,7 +143,8 @@ export class PostgresStore implements Store {
       let batch = this.openBatches.get(operation.key);
       if (batch === undefined || !samePolicy(batch.policyObject, policy) || batch.waiters.length >= MAX_OPS_PER_BATCH) {
         // A new batch also takes over the key, so a later operation never joins one ahead of this one.
-        batch = { key: operation.key, policy: this.columns(policy), policyObject: policy, kinds: [], amounts: [], nows: [], waiters: [] };
+        const row = rowKey(operation.key);
+        batch = { key: row, policy: this.columns(policy, t), policyObject: policy, kinds: [], amounts: [], nows: [], waiters: [] };
         this.openBatches.set(operation.key, batch);
         this.queries.pushBatch(batch);
       }
@@ -230,8 +176,8 @@ export class PostgresStore implements Store {
     }
     const columns: unknown[][] = Array.from({ length: 10 }, () => []);
     for (const o of operations) {
-      columns[0]!.push(o.key);
-      this.columns(o.policy).forEach((value, i) => columns[i + 1]!.push(value));
+      columns[0]!.push(rowKey(o.key));
+      this.columns(o.policy, t).forEach((value, i) => columns[i + 1]!.push(value));
       columns[9]!.push(o.amount);
     }
     const table = this.table;
@@ -263,22 +209,29 @@ export class PostgresStore implements Store {
   acquireSlot(key: string, limit: number, owner: string, ttlMs: number): Promise<SlotAcquisition> {
     const bad = slotCallError('PostgresStore', key, owner, ttlMs, limit);
     if (bad) return Promise.reject(bad);
-    return this.slot('acquire_slot_v1', [key, limit, owner, ttlMs], '$1::text, $2::bigint, $3::text, $4::bigint, $5::bigint', (r) => {
-      const v = Array.isArray(r) && r.length === 3 ? r.map(Number) : [];
-      return v.length === 3 ? { admitted: v[0] === 1, inUse: v[1]!, retryAfterMs: v[2]! } : undefined;
-    });
+    return this.slot(
+      'acquire_slot_v1',
+      [rowKey(key), limit, owner, ttlMs],
+      '$1::text, $2::bigint, $3::text, $4::bigint, $5::bigint',
+      (r) => {
+        const v = Array.isArray(r) && r.length === 3 ? r.map(Number) : [];
+        return v.length === 3 ? { admitted: v[0] === 1, inUse: v[1]!, retryAfterMs: v[2]! } : undefined;
+      },
+    );
   }
 
   /** Frees `owner`'s unexpired slot of `key` (see SlotStore.releaseSlot), in one function call. */
   releaseSlot(key: string, owner: string): Promise<boolean> {
     const bad = slotCallError('PostgresStore', key, owner);
-    return bad ? Promise.reject(bad) : this.slot('release_slot_v1', [key, owner], '$1::text, $2::text, $3::bigint', flag);
+    return bad ? Promise.reject(bad) : this.slot('release_slot_v1', [rowKey(key), owner], '$1::text, $2::text, $3::bigint', flag);
   }
 
   /** Extends `owner`'s unexpired slot of `key` (see SlotStore.renewSlot), in one function call. */
   renewSlot(key: string, owner: string, ttlMs: number): Promise<boolean> {
     const bad = slotCallError('PostgresStore', key, owner, ttlMs);
-    return bad ? Promise.reject(bad) : this.slot('renew_slot_v1', [key, owner, ttlMs], '$1::text, $2::text, $3::bigint, $4::bigint', flag);
+    return bad
+      ? Promise.reject(bad)
+      : this.slot('renew_slot_v1', [rowKey(key), owner, ttlMs], '$1::text, $2::text, $3::bigint, $4::bigint', flag);
   }
 
   /**
@@ -347,11 +300,15 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** A policy as the functions' columns: algorithm code, limit, bucket size, initial tokens, window, period ends, block. */
-  private columns(policy: Policy): ApplyBatch['policy'] {
+  /**
+   * A policy as the functions' columns: algorithm code, limit, bucket size, initial tokens, window, period ends, block.
+   * `t` is the store clock's time of the call (the time base of the host's performance.now() without one).
+   */
+  private columns(policy: Policy, t: number): ApplyBatch['policy'] {
     const cap = capacityOf(policy);
     // A calendar window's period ends come from this host's clock (or the store's); the function picks by its now.
-    const [, e1 = '0', e2 = '0'] = windowArgument(policy.windowMs, policy.calendar, this.clock ? this.clock() : Date.now()).split(':');
+    const at = this.clock ? t : Date.now();
+    const [, e1 = '0', e2 = '0'] = windowArgument(policy.windowMs, policy.calendar, at).split(':');
     return [
       ALGORITHM_CODE[policy.algorithm],
       policy.limit,
@@ -363,6 +320,14 @@ export class PostgresStore implements Store {
       policy.blockMs,
     ];
   }
+}
+
+/**
+ * A store key as the table's key: PostgreSQL text cannot hold NUL, so NUL becomes `\0` and, so that no two keys meet,
+ * a backslash becomes two. Other keys, nearly all, are kept as they are.
+ */
+function rowKey(key: string): string {
+  return key.includes('\0') || key.includes('\\') ? key.replaceAll('\\', '\\\\').replaceAll('\0', '\\0') : key;
 }
 
 function flag(r: unknown): boolean | undefined {

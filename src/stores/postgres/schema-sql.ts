@@ -2,6 +2,8 @@
 /**
  * Every function is versioned (`_v1`): a changed one gets a new name, so processes of two versions never mix them.
  */
+import { optionalBoolean } from '../../core/validate.js';
+import { tableName } from './postgres-options.js';
 import { stepFunctionsSql } from './step-sql.js';
 
 /**
@@ -200,6 +202,14 @@ BEGIN
   RETURN n + m;
 END $fn$;
 `;
+}
+
+/**
+ * The SQL that creates PostgresStore's tables and functions, for `createSchema: false`: run it once (it is idempotent)
+ * as a user allowed to create them.
+ */
+export function postgresSchemaSql(options: { table?: string; unlogged?: boolean } = {}): string {
+  return schemaSql(tableName(options.table, 'postgresSchemaSql'), optionalBoolean(options.unlogged, 'postgresSchemaSql unlogged') ?? false);
 }
 
 /** `text` as an SQL string literal. */
