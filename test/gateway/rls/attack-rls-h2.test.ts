@@ -1,4 +1,4 @@
-// A hostile client against the rate limit service's lean HTTP/2 transport and protobuf codec, on real sockets: what holds, pinned; what breaks, as todo.
+// A hostile client against the rate limit service's HTTP/2 transport and codec: what holds, pinned; what breaks, todo.
 import assert from 'node:assert/strict';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
@@ -9,6 +9,25 @@ import { GrpcStatus, type Transport, type UnaryMethod } from '../../../src/gatew
 import { startRedis } from '../../support/redis-server.js';
 import { startRls, type RlsFixture } from '../support/rls-harness.js';
 import { runCli, writeTemp } from '../support/harness.js';
+import {
+  addend,
+  descriptor,
+  entries,
+  entry,
+  F,
+  GRPC_HEAD,
+  h2frame,
+  HEALTH,
+  hpack,
+  len,
+  limitOf,
+  rawPeer,
+  readResponse,
+  request,
+  SHOULD,
+  tag,
+  varint,
+} from '../support/rls-raw-h2.js';
 import { dirname, join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 
@@ -116,100 +135,6 @@ function call(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// A raw HTTP/2 peer: frames written by hand, so it can do what node's client refuses to (ignore the stream limit,
-// reset at once, flood PINGs, send CONTINUATION without end).
-
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
-const enum F {
-  DATA = 0,
-  HEADERS = 1,
-  RST_STREAM = 3,
-  SETTINGS = 4,
-  PING = 6,
-  GOAWAY = 7,
-  CONTINUATION = 9,
-}
-
-function h2frame(type: number, flags: number, streamId: number, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(streamId, 5);
-  return Buffer.concat([head, payload]);
-}
-
-/** An HPACK integer with an N-bit prefix. */
-function hpackInt(n: number, prefixBits: number, first = 0): Buffer {
-  const max = (1 << prefixBits) - 1;
-  if (n < max) return Buffer.from([first | n]);
-  const out = [first | max];
-  n -= max;
-  while (n >= 128) {
-    out.push((n % 128) + 128);
-    n = Math.floor(n / 128);
-  }
-  out.push(n);
-  return Buffer.from(out);
-}
-
-/** A header block of literals without indexing (no Huffman): what any HPACK decoder must read. */
-function hpack(headers: Array<[string, string]>): Buffer {
-  const parts: Buffer[] = [];
-  for (const [name, value] of headers) {
-    parts.push(Buffer.from([0]), hpackInt(name.length, 7), Buffer.from(name), hpackInt(Buffer.byteLength(value), 7), Buffer.from(value));
-  }
-  return Buffer.concat(parts);
-}
-
-const GRPC_HEAD = (path = ECHO): Array<[string, string]> => [
-  [':method', 'POST'],
-  [':scheme', 'http'],
-  [':path', path],
-  [':authority', 'x'],
-  ['content-type', 'application/grpc'],
-  ['te', 'trailers'],
-];
-
-interface RawPeer {
-  socket: Socket;
-  /** Frames the server sent, by type. */
-  seen: Map<number, number>;
-  /** The GOAWAY error code, once received. */
-  goaway?: number;
-  closed: Promise<void>;
-  isClosed: boolean;
-  send(buf: Buffer): boolean;
-}
-
-async function rawPeer(port: number): Promise<RawPeer> {
-  const socket = netConnect(port, '127.0.0.1');
-  sockets.push(socket);
-  socket.on('error', () => {});
-  await new Promise<void>((r) => socket.once('connect', () => r()));
-  const peer: RawPeer = {
-    socket,
-    seen: new Map(),
-    isClosed: false,
-    closed: new Promise((r) => socket.once('close', () => ((peer.isClosed = true), r()))),
-    send: (buf) => !socket.destroyed && socket.write(buf),
-  };
-  let pending = Buffer.alloc(0);
-  socket.on('data', (d: Buffer) => {
-    pending = Buffer.concat([pending, d]);
-    while (pending.length >= 9) {
-      const len = pending.readUIntBE(0, 3);
-      if (pending.length < 9 + len) break;
-      const type = pending[3]!;
-      peer.seen.set(type, (peer.seen.get(type) ?? 0) + 1);
-      if (type === F.GOAWAY) peer.goaway = pending.readUInt32BE(9 + 4);
-      pending = pending.subarray(9 + len);
-    }
-  });
-  peer.send(Buffer.concat([PREFACE, h2frame(F.SETTINGS, 0, 0)]));
-  return peer;
-}
-
 /** Whether a fresh connection gets a call answered within `ms`. */
 async function serves(t: Transport, ms = 2_000): Promise<boolean> {
   const s = session(t);
@@ -224,9 +149,9 @@ describe('HTTP/2-level abuse of the lean transport', () => {
   test('rapid reset (CVE-2023-44487): 20 000 streams opened with a whole request and reset at once cost no unbounded work', async (t2) => {
     const t = await start();
     const before = calls;
-    const peer = await rawPeer(t.port);
+    const peer = await rawPeer(t.port, sockets);
     const body = frame(Buffer.from('x'));
-    const block = hpack(GRPC_HEAD());
+    const block = hpack(GRPC_HEAD(ECHO));
     const started = Date.now();
     let id = 1;
     for (let burst = 0; burst < 20 && !peer.isClosed; burst++) {
@@ -252,7 +177,7 @@ describe('HTTP/2-level abuse of the lean transport', () => {
   test('more streams than SETTINGS_MAX_CONCURRENT_STREAMS (1 000) from a peer that ignores it are refused, not queued', async (t2) => {
     const t = await start();
     const before = calls;
-    const peer = await rawPeer(t.port);
+    const peer = await rawPeer(t.port, sockets);
     const block = hpack(GRPC_HEAD(SLOW));
     const out: Buffer[] = [];
     // 1 200 requests, all ended, all held by the slow method: past 1 000 the server must refuse the stream.
@@ -269,7 +194,7 @@ describe('HTTP/2-level abuse of the lean transport', () => {
 
   test('PING and SETTINGS floods from a peer that never reads are cut, not buffered without bound', async () => {
     const t = await start();
-    const peer = await rawPeer(t.port);
+    const peer = await rawPeer(t.port, sockets);
     peer.socket.pause(); // never reads the PING ACKs
     const ping = h2frame(F.PING, 0, 0, Buffer.alloc(8));
     const settings = h2frame(F.SETTINGS, 0, 0);
@@ -285,8 +210,8 @@ describe('HTTP/2-level abuse of the lean transport', () => {
 
   test('CONTINUATION flood: a header block that never ends is cut (CVE-2024-27983 class), the server serves on', async () => {
     const t = await start();
-    const peer = await rawPeer(t.port);
-    peer.send(h2frame(F.HEADERS, 0, 1, hpack(GRPC_HEAD())));
+    const peer = await rawPeer(t.port, sockets);
+    peer.send(h2frame(F.HEADERS, 0, 1, hpack(GRPC_HEAD(ECHO))));
     const cont = h2frame(F.CONTINUATION, 0, 1, hpack([['x-pad', 'a'.repeat(1_000)]]));
     for (let i = 0; i < 2_000 && !peer.isClosed; i++) {
       peer.send(cont);
@@ -343,7 +268,7 @@ describe('HTTP/2-level abuse of the lean transport', () => {
     },
     async () => {
       const t = await start('http2', 300);
-      const silent = await rawPeer(t.port); // preface and SETTINGS sent, then nothing
+      const silent = await rawPeer(t.port, sockets); // preface and SETTINGS sent, then nothing
       const mute = netConnect(t.port, '127.0.0.1'); // nothing at all
       sockets.push(mute);
       mute.on('error', () => {});
@@ -429,76 +354,6 @@ describe('deadlines and half-open calls', () => {
 
 // ---------------------------------------------------------------------------------------------------------------
 // The real service: protobuf lies, keys, health, and a stopped Redis.
-
-/** Minimal protobuf writer for hand-made requests. */
-function varint(n: bigint | number): Buffer {
-  let v = BigInt(n);
-  const out: number[] = [];
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v > 0n) b |= 0x80;
-    out.push(b);
-  } while (v > 0n);
-  return Buffer.from(out);
-}
-const tag = (field: number, wire: number): Buffer => varint((field << 3) | wire);
-const len = (field: number, body: Buffer | string): Buffer => {
-  const b = typeof body === 'string' ? Buffer.from(body) : body;
-  return Buffer.concat([tag(field, 2), varint(b.length), b]);
-};
-const entry = (key: string | Buffer, value: string | Buffer): Buffer => Buffer.concat([len(1, key as Buffer), len(2, value as Buffer)]);
-const descriptor = (...parts: Buffer[]): Buffer => len(2, Buffer.concat(parts));
-const entries = (...es: Buffer[]): Buffer => Buffer.concat(es.map((e) => len(1, e)));
-const limitOf = (rpu: number, unit: number): Buffer => len(2, Buffer.concat([tag(1, 0), varint(rpu), tag(2, 0), varint(unit)]));
-const addend = (n: bigint | number): Buffer => len(3, Buffer.concat([tag(1, 0), varint(n)]));
-const request = (domain: string, ...descriptors: Buffer[]): Buffer => Buffer.concat([len(1, domain), ...descriptors]);
-
-const SHOULD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
-const HEALTH = '/grpc.health.v1.Health/Check';
-
-/** The RateLimitResponse's overall_code and the statuses' limit_remaining, read by hand. */
-function readResponse(data: Buffer): { overall: number; remaining: number[] } {
-  const body = data.subarray(5);
-  let pos = 0;
-  const rv = (): number => {
-    let n = 0;
-    let mul = 1;
-    for (;;) {
-      const b = body[pos++]!;
-      n += (b & 0x7f) * mul;
-      mul *= 128;
-      if (b < 0x80) return n;
-    }
-  };
-  const out = { overall: 0, remaining: [] as number[] };
-  while (pos < body.length) {
-    const t = rv();
-    if ((t & 7) === 0) {
-      const v = rv();
-      if (t >>> 3 === 1) out.overall = v;
-    } else if ((t & 7) === 2) {
-      const n = rv();
-      const end = pos + n;
-      if (t >>> 3 === 2) {
-        let remaining = 0;
-        while (pos < end) {
-          const st = rv();
-          if ((st & 7) === 0) {
-            const v = rv();
-            if (st >>> 3 === 3) remaining = v;
-          } else if ((st & 7) === 2) {
-            const n = rv(); // read before `pos +=` takes pos
-            pos += n;
-          } else throw new Error(`wire type ${st & 7}`);
-        }
-        out.remaining.push(remaining);
-      }
-      pos = end;
-    } else throw new Error(`wire type ${t & 7}`);
-  }
-  return out;
-}
 
 const RLS_CONFIG = `
 domain: edge
