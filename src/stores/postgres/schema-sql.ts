@@ -48,6 +48,7 @@ RETURNS bigint[] LANGUAGE plpgsql AS $fn$
 DECLARE
   res bigint[] := array_fill(0::bigint, ARRAY[cardinality(kinds) * 5]);
   server_now bigint := ${t}_now_v1();
+  ordered int[] := ARRAY[1];
   bi int;
   oi int;
   last int;
@@ -57,7 +58,11 @@ DECLARE
   r record;
   inserted int;
 BEGIN
-  FOR bi IN SELECT g FROM generate_subscripts(keys, 1) g ORDER BY keys[g] COLLATE "C", g LOOP
+  -- One batch, the common case on a quiet store, needs no sort (a query of its own).
+  IF cardinality(keys) > 1 THEN
+    ordered := ARRAY(SELECT g FROM generate_subscripts(keys, 1) g ORDER BY keys[g] COLLATE "C", g);
+  END IF;
+  FOREACH bi IN ARRAY ordered LOOP
     last := CASE WHEN bi < cardinality(firsts) THEN firsts[bi + 1] - 1 ELSE cardinality(kinds) END;
     LOOP
       SELECT c.x, c.y, c.z, c.lg, c.blocked_until INTO x, y, z, lg, b FROM ${t} c WHERE c.key = keys[bi] FOR UPDATE;
@@ -65,7 +70,7 @@ BEGIN
       IF NOT had THEN b := 0; END IF;
       x0 := x; y0 := y; z0 := z; lg0 := lg; b0 := b;
       FOR oi IN firsts[bi] .. last LOOP
-        SELECT * INTO r FROM ${t}_step_v1(x, y, z, lg, b, kinds[oi], amounts[oi], coalesce(nows[oi], server_now), algos[bi],
+        r := ${t}_step_v1(x, y, z, lg, b, kinds[oi], amounts[oi], coalesce(nows[oi], server_now), algos[bi],
           limits[bi], caps[bi], inits[bi], windows[bi], ends1[bi], ends2[bi], blocks[bi]);
         x := r.x; y := r.y; z := r.z; lg := r.lg; b := r.b;
         res[oi * 5 - 4] := r.allowed;
@@ -113,7 +118,7 @@ BEGIN
   FOR i IN SELECT g FROM generate_subscripts(keys, 1) g ORDER BY keys[g] COLLATE "C" LOOP
     INSERT INTO ${t} (key, blocked_until, expires_at) VALUES (keys[i], 0, 0) ON CONFLICT (key) DO NOTHING;
     SELECT c.x, c.y, c.z, c.lg, c.blocked_until AS b INTO s FROM ${t} c WHERE c.key = keys[i] FOR UPDATE;
-    SELECT * INTO r FROM ${t}_step_v1(s.x, s.y, s.z, s.lg, s.b, 1, costs[i], now, algos[i], limits[i], caps[i], inits[i],
+    r := ${t}_step_v1(s.x, s.y, s.z, s.lg, s.b, 1, costs[i], now, algos[i], limits[i], caps[i], inits[i],
       windows[i], ends1[i], ends2[i], blocks[i]);
     fits[i] := r.allowed = 1;
     IF NOT fits[i] THEN everyone := false; END IF;
@@ -121,7 +126,7 @@ BEGIN
   -- Phase 2: spend everywhere, or refuse (and block) where it did not fit and report a peek where it did.
   FOR i IN 1 .. cardinality(keys) LOOP
     SELECT c.x, c.y, c.z, c.lg, c.blocked_until AS b INTO s FROM ${t} c WHERE c.key = keys[i];
-    SELECT * INTO r FROM ${t}_step_v1(s.x, s.y, s.z, s.lg, s.b, CASE WHEN everyone OR NOT fits[i] THEN 1 ELSE 2 END,
+    r := ${t}_step_v1(s.x, s.y, s.z, s.lg, s.b, CASE WHEN everyone OR NOT fits[i] THEN 1 ELSE 2 END,
       costs[i], now, algos[i], limits[i], caps[i], inits[i], windows[i], ends1[i], ends2[i], blocks[i]);
     res[i * 5 - 4] := r.allowed;
     res[i * 5 - 3] := r.remaining;
