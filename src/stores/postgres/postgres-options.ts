@@ -4,7 +4,7 @@ import { ErrorCode } from '../../core/errors.js';
 import { invalid } from '../../core/validate.js';
 import type { PostgresClient } from './postgres-client.js';
 
-/** Options of {@link PostgresStore}. */
+/** Options of `PostgresStore` (postgres-store.ts). */
 export interface PostgresStoreOptions {
   /**
    * A node-postgres (8 or later) `Pool` (recommended: calls of one turn run on several connections) or connected

@@ -4,7 +4,7 @@ import type { Outcome } from '../../core/policy.js';
 import type { PostgresClient, PostgresQuery } from './postgres-client.js';
 
 /** One caller waiting on an outcome. */
-export interface Waiter {
+interface Waiter {
   resolve(outcome: Outcome): void;
   reject(error: FloodgateError): void;
 }
@@ -44,7 +44,7 @@ export interface TurnQueriesOptions {
 /** Operations per apply query: a bigger one would hold its row locks, and other callers, for longer. */
 const MAX_OPS_PER_QUERY = 1000;
 /** Numbers per outcome in the apply and composite functions' arrays. */
-export const OUTCOME_WIDTH = 5;
+const OUTCOME_WIDTH = 5;
 
 /**
  * Queues calls and sends them when the turn ends: every apply batch of the turn in one query (the apply function
