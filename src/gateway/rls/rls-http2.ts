@@ -9,6 +9,7 @@
  */
 import { constants, createSecureServer, createServer, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { IncomingHttpHeaders } from 'node:http2';
+import type { Socket } from 'node:net';
 import { GrpcStatus, type GrpcFailure, type Transport, type TransportOptions, type UnaryMethod } from './rls-transport.js';
 
 /** Streams one connection may have open at once (grpc-js leaves it unbounded; Envoy opens another connection past it). */
@@ -17,6 +18,10 @@ const MAX_CONCURRENT_STREAMS = 1_000;
 const DEFAULT_REQUEST_READ_MS = 10_000;
 /** The longest `grpc-timeout` honoured as a timer (larger ones would overflow setTimeout; a call that long has no deadline to speak of). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A connection with no activity at all (calls, pings, window updates) this long is closed; Envoy opens another when it needs one. */
+const IDLE_MS = 300_000;
+/** After GOAWAY, how long an idle connection has to close itself before it is destroyed. */
+const CLOSE_GRACE_MS = 1_000;
 /** The gRPC message prefix: a compressed flag and a 32-bit length. */
 const PREFIX_BYTES = 5;
 
@@ -55,9 +60,11 @@ class UnaryCall {
   /** The request message's length, once its prefix has arrived. */
   private expected = -1;
   private answered = false;
+  /** The whole request is in (its stream ended): the read limit no longer applies. */
+  private requestIn = false;
   private timer: NodeJS.Timeout | undefined;
-  /** Whether the client set a deadline (`grpc-timeout`); without one, the timer only limits reading the request. */
-  private readonly hasDeadline: boolean;
+  /** When the client's deadline (`grpc-timeout`) passes, epoch ms; undefined without one. */
+  private readonly deadlineAt: number | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -66,12 +73,17 @@ class UnaryCall {
     deadlineMs: number | undefined,
     private readonly requestReadMs: number,
   ) {
-    this.hasDeadline = deadlineMs !== undefined;
-    // One timer per call: the deadline when there is one, else the time allowed to send the request.
-    const delay = Math.min(Math.max(0, Math.ceil(deadlineMs ?? requestReadMs)), MAX_TIMER_MS);
-    this.timer = setTimeout(() => this.expire(), delay);
+    const now = Date.now();
+    this.deadlineAt = deadlineMs === undefined ? undefined : now + deadlineMs;
+    // One timer: the request must be in by the read limit whatever deadline the client chose, and the answer out by
+    // the deadline; when the first of the two passes with the request in, the timer is set again for the deadline.
+    this.arm(Math.min(deadlineMs ?? Infinity, requestReadMs));
     stream.on('data', (chunk: Buffer) => this.read(chunk));
     stream.once('end', () => this.ended());
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(() => this.expire(), Math.min(Math.max(0, Math.ceil(ms)), MAX_TIMER_MS));
   }
 
   private read(chunk: Buffer): void {
@@ -110,7 +122,8 @@ class UnaryCall {
     }
     const whole = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.received);
     this.chunks = [];
-    if (this.timer !== undefined && !this.hasDeadline) {
+    this.requestIn = true;
+    if (this.timer !== undefined && this.deadlineAt === undefined) {
       // The request is in: the read limit is over, and no deadline was asked for.
       clearTimeout(this.timer);
       this.timer = undefined;
@@ -123,9 +136,12 @@ class UnaryCall {
   private expire(): void {
     this.timer = undefined;
     if (this.answered) return;
-    if (this.hasDeadline) this.fail({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
-    else if (this.expected < 0 || this.received < PREFIX_BYTES + this.expected)
+    const left = this.deadlineAt === undefined ? Infinity : this.deadlineAt - Date.now();
+    if (left <= 0) this.fail({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+    // Not ended by the read limit: trickled, cut short, or a whole message on a stream left open.
+    else if (!this.requestIn)
       this.fail({ code: GrpcStatus.CANCELLED, details: `the request was not received within ${this.requestReadMs} ms` });
+    else if (left !== Infinity) this.arm(left);
   }
 
   /** Marks the call answered; false when it already was, or its client is gone (nothing more is written then). */
@@ -168,6 +184,42 @@ function respondFailure(stream: ServerHttp2Stream, failure: GrpcFailure): void {
     { ...RESPONSE_HEAD, 'grpc-status': String(failure.code), 'grpc-message': encodeGrpcMessage(failure.details) },
     { endStream: true },
   );
+}
+
+/**
+ * The connections of a server by their peer's address and port, as raw sockets: a session's own socket is a proxy
+ * that may not be destroyed, and a session closed before the client's preface leaves its socket half-open for as long
+ * as the client does not read. So a quiet connection is ended here, on the socket itself.
+ */
+class Connections {
+  private readonly byPeer = new Map<string, Socket>();
+
+  add(socket: Socket): string {
+    const peer = `${socket.remoteAddress}|${socket.remotePort}`;
+    this.byPeer.set(peer, socket);
+    socket.once('close', () => {
+      if (this.byPeer.get(peer) === socket) this.byPeer.delete(peer);
+    });
+    return peer;
+  }
+
+  /** The peer key of `session`'s connection (read while the session still holds its socket). */
+  static peerOf(session: Http2Session): string | undefined {
+    try {
+      return `${session.socket.remoteAddress}|${session.socket.remotePort}`;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** GOAWAY to `session` when it has one, then its connection destroyed after a grace (at once without a session). */
+  end(peer: string | undefined, session?: Http2Session): void {
+    if (session !== undefined && !session.closed && !session.destroyed) session.close();
+    const socket = peer === undefined ? undefined : this.byPeer.get(peer);
+    if (socket === undefined) return;
+    if (session === undefined) socket.destroy();
+    else setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+  }
 }
 
 /** Routes one stream: to its method, or answers it without reading it. */
@@ -221,6 +273,20 @@ export async function listenHttp2(options: TransportOptions): Promise<Transport>
           ...(tls.ca === undefined ? {} : { ca: tls.ca, requestCert: true, rejectUnauthorized: true }),
         });
   const sessions = new Set<Http2Session>();
+  const connections = new Connections();
+  /** Peers (address and port) of connections that have made a call: from then on only a long silence closes them. */
+  const calling = new Set<string>();
+  const readMs = options.requestReadMs ?? DEFAULT_REQUEST_READ_MS;
+  // Silent connections would otherwise be held until the process ends (only the file-descriptor limit bounds them):
+  // a connection must start a call within the time a call has to send its request, preface included.
+  server.on('connection', (socket: Socket) => {
+    const peer = connections.add(socket);
+    socket.once('close', () => calling.delete(peer));
+    setTimeout(() => {
+      if (!calling.has(peer)) connections.end(peer);
+    }, readMs).unref();
+  });
+  server.on('secureConnection', (socket: Socket) => connections.add(socket));
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
     session.on('error', noop);
@@ -228,7 +294,18 @@ export async function listenHttp2(options: TransportOptions): Promise<Transport>
   });
   // A TLS handshake that fails (no client certificate, a plaintext client) is the client's problem, not the server's.
   server.on('tlsClientError', noop);
-  server.on('stream', (stream, headers) => onStream(options, stream, headers));
+  const called = new WeakSet<Http2Session>();
+  server.on('stream', (stream, headers) => {
+    const session = stream.session;
+    // Once per connection: its peer is looked up on its first call only.
+    if (session !== undefined && !called.has(session)) {
+      called.add(session);
+      const peer = Connections.peerOf(session);
+      if (peer !== undefined) calling.add(peer);
+      session.setTimeout(IDLE_MS, () => connections.end(peer, session));
+    }
+    onStream(options, stream, headers);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
