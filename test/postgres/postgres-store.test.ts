@@ -227,3 +227,16 @@ test('keys with NUL and backslashes, which PostgreSQL text cannot hold as they a
   assert.equal(await store.releaseSlot('s\0', 'o'), true);
   await store.close();
 });
+
+test('a single pg.Client serves the store as a Pool does', async () => {
+  const client = new pg.Client({ connectionString: server.url });
+  await client.connect();
+  const clock = new ManualClock(1_800_000_000_000);
+  const store = new PostgresStore({ client, clock: clock.now, table: freshTable(), cleanupIntervalMs: 0 });
+  const limiter = new RateLimiter({ store, clock: clock.now, limit: 5, window: '1s' });
+  const decisions = await Promise.all(Array.from({ length: 8 }, () => limiter.consume('k')));
+  assert.equal(decisions.filter((d) => d.allowed).length, 5);
+  assert.equal((await store.acquireSlot('k', 1, 'o', 1000)).admitted, true);
+  await store.close();
+  await client.end();
+});
