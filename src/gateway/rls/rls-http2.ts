@@ -10,6 +10,7 @@
 import { constants, createSecureServer, createServer, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { Socket } from 'node:net';
+import { printableAscii } from './printable-ascii.js';
 import { GrpcStatus, type GrpcFailure, type Transport, type TransportOptions, type UnaryMethod } from './rls-transport.js';
 
 /** Streams one connection may have open at once (grpc-js leaves it unbounded; Envoy opens another connection past it). */
@@ -37,16 +38,6 @@ export function parseGrpcTimeout(value: string | string[] | undefined): number |
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !/^\d{1,8}[HMSmun]$/.test(value)) return Number.NaN;
   return Number(value.slice(0, -1)) * TIMEOUT_UNITS[value.slice(-1)]!;
-}
-
-/** A status message as `grpc-message` carries it: bytes outside printable ASCII, and `%`, percent-encoded (UTF-8). */
-export function encodeGrpcMessage(details: string): string {
-  if (/^[\x20-\x24\x26-\x7e]*$/.test(details)) return details;
-  let out = '';
-  for (const byte of Buffer.from(details, 'utf8'))
-    out +=
-      byte >= 0x20 && byte <= 0x7e && byte !== 0x25 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  return out;
 }
 
 /** The head of every gRPC answer. */
@@ -181,7 +172,7 @@ class UnaryCall {
 function respondFailure(stream: ServerHttp2Stream, failure: GrpcFailure): void {
   if (stream.headersSent || stream.destroyed || stream.closed) return;
   stream.respond(
-    { ...RESPONSE_HEAD, 'grpc-status': String(failure.code), 'grpc-message': encodeGrpcMessage(failure.details) },
+    { ...RESPONSE_HEAD, 'grpc-status': String(failure.code), 'grpc-message': printableAscii(failure.details) },
     { endStream: true },
   );
 }

@@ -197,8 +197,18 @@ export class RlsServer {
     }
     decideRls(config, this.limiters, request, undefined, this.deciding).then(
       (answer) => {
+        let message: Buffer;
+        try {
+          message = encodeRateLimitResponse(writeResponse(answer, this.wireFor(request, answer.statuses)));
+        } catch (error) {
+          // A throw here would reject a promise nothing waits on: the call would never be answered (and Node would end).
+          this.metrics.failed('error');
+          this.logInternal(error);
+          reply({ code: GrpcStatus.INTERNAL, details: 'internal error' });
+          return;
+        }
         this.metrics.answered(config.domains.has(request.domain) ? request.domain : '', answer.statuses, answer.overall);
-        reply(null, encodeRateLimitResponse(writeResponse(answer, this.wireFor(request, answer.statuses))));
+        reply(null, message);
       },
       (error: unknown) => {
         if (error instanceof RlsRequestError) {

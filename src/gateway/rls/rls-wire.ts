@@ -4,6 +4,7 @@
  */
 import { rateLimitHeaders, type HeaderMode, type PolicyReport } from '../../http/index.js';
 import { UNIT_SECONDS } from './rls-config.js';
+import { printableAscii } from './printable-ascii.js';
 import { RESPONSE_CODES, RESPONSE_UNITS, type RateLimitResponseMessage } from './rls-codec.js';
 import type { StructMessage } from './rls-metadata.js';
 import type { RlsAnswer } from './rls-decide.js';
@@ -39,7 +40,8 @@ export function writeResponse(answer: RlsAnswer, options: WireOptions, nowMs = D
       const limited = s.outcome === 'over_limit' || s.outcome === 'shadow_over_limit';
       const resetMs = s.resetMs ?? windowMs;
       reports.push({
-        name: options.exposeLimitNames ? (s.policyName ?? s.metricKey) : `d${i}`,
+        // Printable ASCII, as a Structured Field String must be: a name from an entry key Envoy sent may be anything.
+        name: options.exposeLimitNames ? printableAscii(s.policyName ?? s.metricKey) : `d${i}`,
         limit: s.limit.requestsPerUnit,
         windowMs,
         allowed: !limited,

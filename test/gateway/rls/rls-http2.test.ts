@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
 import { after, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { listenHttp2, encodeGrpcMessage, parseGrpcTimeout } from '../../../src/gateway/rls/rls-http2.js';
+import { listenHttp2, parseGrpcTimeout } from '../../../src/gateway/rls/rls-http2.js';
+import { printableAscii } from '../../../src/gateway/rls/printable-ascii.js';
 import { listenGrpcJs } from '../../../src/gateway/rls/rls-grpcjs.js';
 import { GrpcStatus, type Transport, type UnaryMethod, type UnaryReply } from '../../../src/gateway/rls/rls-transport.js';
 
@@ -307,8 +308,8 @@ test('parseGrpcTimeout reads every unit and refuses what the spec does not allow
   assert.ok(Number.isNaN(parseGrpcTimeout('')));
 });
 
-test('encodeGrpcMessage percent-encodes what grpc-message may not carry, and only that', () => {
-  assert.equal(encodeGrpcMessage('plain text: ok'), 'plain text: ok');
-  assert.equal(encodeGrpcMessage('100%'), '100%25');
-  assert.equal(encodeGrpcMessage('é\n'), '%C3%A9%0A');
+test('printableAscii percent-encodes what grpc-message may not carry, and only that', () => {
+  assert.equal(printableAscii('plain text: ok'), 'plain text: ok');
+  assert.equal(printableAscii('100%'), '100%25');
+  assert.equal(printableAscii('é\n'), '%C3%A9%0A');
 });
