@@ -240,3 +240,31 @@ test('a single pg.Client serves the store as a Pool does', async () => {
   await store.close();
   await client.end();
 });
+
+test('calls that take the same keys in opposite orders, from two processes, never deadlock', async () => {
+  const table = freshTable();
+  const pools = [new pg.Pool({ connectionString: server.url, max: 4 }), new pg.Pool({ connectionString: server.url, max: 4 })];
+  const clock = new ManualClock(1_800_000_000_000);
+  const [a, b] = pools.map((client) => new PostgresStore({ client, clock: clock.now, table, cleanupIntervalMs: 0 })) as [
+    PostgresStore,
+    PostgresStore,
+  ];
+  const keys = Array.from({ length: 20 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+  const p = policy({ limit: 1_000_000, windowMs: 60_000 });
+  const consume = (key: string) => ({ kind: 'consume' as const, key, amount: 1, policy: p });
+  let decided = 0;
+  for (let round = 0; round < 30; round++) {
+    const calls = [
+      ...keys.map((k) => a.apply(consume(k))),
+      ...[...keys].reverse().map((k) => b.apply(consume(k))),
+      a.consumeAll(keys.slice(0, 5).map(consume)),
+      b.consumeAll(keys.slice(0, 5).reverse().map(consume)),
+    ];
+    decided += (await Promise.all(calls)).length;
+  }
+  assert.equal(decided, 30 * 42);
+  const { rows } = await pool.query<{ x: string }>(`SELECT x FROM ${table} WHERE key = 'k00'`);
+  assert.equal(rows[0]!.x, String(30 * 4), 'each round spent four units of k00');
+  await Promise.all([a.close(), b.close()]);
+  await Promise.all(pools.map((p) => p.end()));
+});

@@ -63,6 +63,8 @@ export class PostgresStore implements Store {
   /** The batch still open for more operations, per key: this turn's, replaced when the turn's calls are taken. */
   private openBatches = new Map<string, ApplyBatch & { readonly policyObject: Policy }>();
   private schema: Promise<void> | undefined;
+  /** Set when a call found the schema gone: the next {@link ready} makes it without asking first. */
+  private schemaLost = false;
   private readonly cleanup: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -100,7 +102,10 @@ export class PostgresStore implements Store {
       onError: (error) => {
         // 42883 undefined_function, 42P01 undefined_table: the schema went away (a restored database); make it again.
         const code = (error as { code?: unknown } | null)?.code;
-        if (code === '42883' || code === '42P01') this.schema = undefined;
+        if (code === '42883' || code === '42P01') {
+          this.schema = undefined;
+          this.schemaLost = true;
+        }
       },
     });
     this.queries.onTake = () => {
@@ -265,16 +270,26 @@ export class PostgresStore implements Store {
     this.queries.abort(closedError());
   }
 
-  /** Resolves once the schema exists: made once per store (unless `createSchema: false`), again after a failure. */
+  /**
+   * Resolves once the schema exists: made once per store (unless `createSchema: false`), again after a failure or
+   * when a call found it gone. A schema whose last function exists is left alone: the DDL would lock the table (its
+   * `CREATE INDEX IF NOT EXISTS` takes a SHARE lock before it finds the index), stalling writes at every start.
+   */
   private ready(): Promise<void> {
     if (!this.createSchema) return Promise.resolve();
-    this.schema ??= this.client.query({ text: schemaSql(this.table, this.unlogged) }).then(
-      () => undefined,
-      (error: unknown) => {
-        this.schema = undefined;
-        throw toStoreError(error, this.name);
-      },
-    );
+    this.schema ??= (async () => {
+      if (!this.schemaLost) {
+        const probe = await this.client.query({
+          text: `SELECT to_regprocedure('${this.table}_clean_v1(bigint,bigint,integer)') IS NOT NULL AS made`,
+        });
+        if ((probe.rows[0] as { made?: unknown } | undefined)?.made === true) return;
+      }
+      await this.client.query({ text: schemaSql(this.table, this.unlogged) });
+      this.schemaLost = false;
+    })().catch((error: unknown) => {
+      this.schema = undefined;
+      throw toStoreError(error, this.name);
+    });
     return this.schema;
   }
 
