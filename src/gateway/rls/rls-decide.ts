@@ -8,7 +8,7 @@ import { MAX_KEY_BYTES } from '../rules/compile-rules.js';
 import { UNIT_SECONDS, type RlsConfig, type RlsLimit, type RlsUnit } from './rls-config.js';
 import { decideApart, decideEnforced, type CountOptions } from './rls-count.js';
 import type { RlsLimiters } from './rls-limiters.js';
-import { descriptorName, matchDescriptor, type DescriptorEntry } from './rls-match.js';
+import { counterName, descriptorName, matchDescriptor, type DescriptorEntry } from './rls-match.js';
 import { MAX_UINT32, over, status, type Counted, type RlsStatus, type Shape } from './rls-status.js';
 
 export type { RlsOutcome, RlsStatus } from './rls-status.js';
@@ -147,7 +147,7 @@ function matchAll(config: RlsConfig, request: RlsRequestIn): Array<Matched | und
     if (d.entries.length === 0) return undefined;
     if (d.override !== undefined) {
       // Kept in the store under at most MAX_KEY_BYTES, as the HTTP rules' keys are: longer descriptors are hashed.
-      const counter = boundKey(descriptorName(d.entries), MAX_KEY_BYTES);
+      const counter = boundKey(counterName(d.entries), MAX_KEY_BYTES);
       // Envoy's own limit: never in shadow mode.
       const limit: RlsLimit = {
         fullKey: `${domain}.${overridePlace(config, domain, d.entries)}`,

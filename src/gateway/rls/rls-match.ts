@@ -16,14 +16,34 @@ export interface DescriptorEntry {
 export interface RlsMatch {
   /** The limit. */
   readonly limit: RlsLimit;
-  /** The values the counter is kept under: the entries' `key_value`s, with a `share_threshold` wildcard's pattern in place of the value it matched. */
+  /**
+   * The values the counter is kept under: the entries' `key_value`s joined by `.`, with a `share_threshold` wildcard's
+   * pattern in place of the value it matched. Unescaped, as envoyproxy/ratelimit names its keys: a limit's path fixes
+   * its keys and their number, so two descriptors share a counter only when one's own value holds `.KEY_` of the next.
+   */
   readonly counter: string;
 }
 
-/** The full descriptor as it came (`key_value.key2_value2`): a counter's name for a limit Envoy sent, and `detailed_metric`'s label. */
+/** The full descriptor as it came (`key_value.key2_value2`): `detailed_metric`'s label (counters use {@link counterName}). */
 export function descriptorName(entries: readonly DescriptorEntry[]): string {
   let name = '';
   for (let i = 0; i < entries.length; i++) name += `${i === 0 ? '' : '.'}${entries[i]!.key}_${entries[i]!.value}`;
+  return name;
+}
+
+/** `.`, `_` and `%` percent-encoded: the separators of a counter's name, so no two descriptors' names read alike. */
+function counterPart(text: string): string {
+  return /[._%]/.test(text) ? text.replace(/[._%]/g, (c) => (c === '.' ? '%2E' : c === '_' ? '%5F' : '%25')) : text;
+}
+
+/**
+ * The counter's name of a limit Envoy sent (`key_value.key2_value2`, each key and value with `.`, `_` and `%`
+ * escaped). Every such limit with the same numbers in a domain counts in one limiter, whatever its descriptor's shape:
+ * unescaped, a client's `[{user: "victim.tier_gold"}]` would spend `[{user: "victim"}, {tier: "gold"}]`'s counter.
+ */
+export function counterName(entries: readonly DescriptorEntry[]): string {
+  let name = '';
+  for (let i = 0; i < entries.length; i++) name += `${i === 0 ? '' : '.'}${counterPart(entries[i]!.key)}_${counterPart(entries[i]!.value)}`;
   return name;
 }
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError } from '../../../src/gateway/config/config-error.js';
 import { loadRlsConfig, parseRlsText, type RlsConfig } from '../../../src/gateway/rls/rls-config.js';
-import { descriptorName, matchDescriptor, wildcardMatch } from '../../../src/gateway/rls/rls-match.js';
+import { counterName, descriptorName, matchDescriptor, wildcardMatch } from '../../../src/gateway/rls/rls-match.js';
 
 const ENVOY_EXAMPLE = `
 domain: mongo_cps
@@ -159,4 +159,25 @@ test('a directory: every .yaml and .yml file, one domain each; the same domain t
   writeFileSync(join(dir, 'c.yaml'), 'domain: a\n');
   await assert.rejects(loadRlsConfig(dir), /duplicate domain "a"/);
   await assert.rejects(loadRlsConfig(join(dir, 'missing.yaml')), /cannot read the rate limit config/);
+});
+
+test('counterName, the counter of a limit Envoy sends, escapes "." "_" "%" so descriptors of any shape never share a name', () => {
+  assert.notEqual(
+    counterName([{ key: 'user', value: 'victim.tier_gold' }]),
+    counterName([
+      { key: 'user', value: 'victim' },
+      { key: 'tier', value: 'gold' },
+    ]),
+  );
+  assert.equal(counterName([{ key: 'remote_address', value: '10.0.0.1' }]), 'remote%5Faddress_10%2E0%2E0%2E1');
+  assert.equal(
+    counterName([
+      { key: 'user', value: 'ana' },
+      { key: 'tier', value: 'gold' },
+    ]),
+    'user_ana.tier_gold',
+  );
+  assert.notEqual(counterName([{ key: 'a', value: '%2E' }]), counterName([{ key: 'a', value: '.' }]));
+  // detailed_metric's label is the descriptor as it came.
+  assert.equal(descriptorName([{ key: 'user', value: 'a.tier_b' }]), 'user_a.tier_b');
 });
