@@ -1,4 +1,4 @@
-// `npm test`: makes sure redis-server, nginx, chromium and the deploy validators are installed (installing them when it may), builds, then runs every test/**/*.test.ts.
+// `npm test`: makes sure redis-server, PostgreSQL, nginx, chromium and the deploy validators are installed (installing them when it may), builds, then runs every test/**/*.test.ts.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

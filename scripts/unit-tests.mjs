@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 /** Folders left out whole: they start gateways or validators, type-check the packed build, or measure time: the full run's. */
 const FULL_ONLY = ['accuracy', 'bench', 'deploy', 'gateway', 'packaging'];
 /** What a test file, or a support file it imports, names when it starts a program the machine must have. */
-const NEEDS_PROGRAM = /redis-server|redis-cli|\bnginx\b|chromium|validate-deploy|kubeconform|hadolint/;
+const NEEDS_PROGRAM = /redis-server|redis-cli|\bnginx\b|\binitdb\b|chromium|validate-deploy|kubeconform|hadolint/;
 const SPECIFIER = /\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]/g;
 
 /** Every *.test.ts file under dir. */
