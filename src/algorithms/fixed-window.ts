@@ -4,7 +4,7 @@
  */
 import { periodEnd } from '../core/calendar-window.js';
 import type { Policy } from '../core/policy.js';
-import { fullView, type AlgorithmImpl, type View } from './types.js';
+import { fullView, MAX_USAGE, type AlgorithmImpl, type View } from './types.js';
 
 /** Fixed-window state: units used `c`, absolute window end `r`. */
 export interface FixedWindowState {
@@ -38,7 +38,7 @@ export const fixedWindow: AlgorithmImpl<FixedWindowState> = {
   },
   add(state, amount, policy, now) {
     const next = open(state, policy, now);
-    next.c += amount;
+    next.c = Math.min(next.c + amount, MAX_USAGE);
     return next;
   },
   remove(state, amount) {

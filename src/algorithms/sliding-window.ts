@@ -3,7 +3,7 @@
  * Windows are aligned to multiples of the window length.
  */
 import type { Policy } from '../core/policy.js';
-import { ceilDiv, fullView, type AlgorithmImpl, type View } from './types.js';
+import { ceilDiv, fullView, MAX_USAGE, type AlgorithmImpl, type View } from './types.js';
 
 /** Sliding-window state: previous window's count `p`, current count `c`, current window start `s`. */
 export interface SlidingWindowState {
@@ -53,7 +53,7 @@ export const slidingWindow: AlgorithmImpl<SlidingWindowState> = {
   },
   add(state, amount, policy, now) {
     const next = open(state, policy, now);
-    next.c += amount;
+    next.c = Math.min(next.c + amount, MAX_USAGE);
     return next;
   },
   remove(state, amount) {

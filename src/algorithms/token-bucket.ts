@@ -1,6 +1,6 @@
 /** Token bucket as GCRA: one theoretical arrival time per key, kept exact as ms plus a remainder in 1/limit ms. */
 import { capacityOf, type Policy } from '../core/policy.js';
-import { ceilDiv, type AlgorithmImpl, type View } from './types.js';
+import { ceilDiv, MAX_USAGE, type AlgorithmImpl, type View } from './types.js';
 
 /**
  * GCRA state: the theoretical arrival time is `m + r / limit` ms. Splitting it
@@ -56,7 +56,7 @@ export const tokenBucket: AlgorithmImpl<TokenBucketState> = {
     return units <= policy.windowMs * capacityOf(policy) ? fromDebt(units, policy, now)! : null;
   },
   add(state, amount, policy, now) {
-    return fromDebt(debt(state, policy, now) + amount * policy.windowMs, policy, now)!;
+    return fromDebt(Math.min(debt(state, policy, now) + amount * policy.windowMs, MAX_USAGE), policy, now)!;
   },
   remove(state, amount, policy, now) {
     return fromDebt(debt(state, policy, now) - amount * policy.windowMs, policy, now);

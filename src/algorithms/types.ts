@@ -21,6 +21,15 @@ export interface View {
  * arithmetic whose intermediate values stay below 2^52, so the Lua version in
  * `src/stores/redis/lua/` computes the same numbers.
  */
+/**
+ * The most usage a key's state holds (2^52 units; a token bucket's debt in units × ms): a penalty past it saturates.
+ * Every count stays an exact integer, in the TypeScript algorithms and in Lua (whose numbers are doubles): a caller
+ * that penalises without bound (counting a client's claimed cost) cannot push a counter past 2^53, where Lua would
+ * answer a number that is not an integer and the store would seem to fail. No real limit comes near it: a limit times
+ * its window stays under 2^50.
+ */
+export const MAX_USAGE = 2 ** 52;
+
 export interface AlgorithmImpl<S> {
   /** Drops what has expired by `now`; returns undefined when nothing is left. */
   normalize(state: S | undefined, policy: Policy, now: number): S | undefined;

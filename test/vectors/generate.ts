@@ -88,6 +88,22 @@ const scenarios: { name: string; limit: number; windowMs: number; blockMs?: numb
     ],
   },
   { name: 'sub-second', limit: 2, windowMs: 50, steps: [...c(0, 3), ...c(25), ...c(49), ...c(50, 3), ...c(130, 3)] },
+  // Penalties past 2^53 (a caller charging a client's claimed cost without bound): usage saturates at 2^52, so every
+  // number stays an exact integer in Lua as in TypeScript, and the key is over, not a store failure.
+  {
+    name: 'penalties past 2^53 saturate',
+    limit: 5,
+    windowMs: 60_000,
+    steps: [
+      ...c(0),
+      op(1, 'penalty', 2 ** 53 - 1),
+      op(2, 'penalty', 2 ** 53 - 1),
+      op(3, 'peek'),
+      ...c(4),
+      op(5, 'reward', 3),
+      op(6, 'peek'),
+    ],
+  },
   // A penalty beyond the limit: the sliding log keeps only `limit` of its points (the same refusals, so a reward frees it sooner); the others keep all.
   {
     name: 'penalty beyond the limit',

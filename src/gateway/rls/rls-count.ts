@@ -89,7 +89,8 @@ export async function decideEnforced(
     const group = groups.find((g) => g.part.limiter === c.limiter && g.part.key === c.key);
     if (group === undefined) groups.push({ part: { limiter: c.limiter, key: c.key, cost: c.cost }, members: [c] });
     else {
-      group.part.cost += c.cost;
+      // hits_addend may be up to 2^53 - 1 each: the sum stays a whole number a limiter takes (it is over either way).
+      group.part.cost = Math.min(group.part.cost + c.cost, Number.MAX_SAFE_INTEGER);
       group.members.push(c);
     }
   }

@@ -20,7 +20,7 @@ local impl = {
   end,
   add = function(c, r, _, amount, now)
     if not c then c, r = 0, window_end(now) end
-    return c + amount, r
+    return math.min(c + amount, MAX_USAGE), r
   end,
   remove = function(c, r, _, amount)
     if not c then return nil end

@@ -10,6 +10,9 @@
 -- Returns five integers per operation: allowed (1/0), remaining, resetMs, retryAfterMs, emptyMs;
 -- -1 stands for Infinity (blocked until unblocked).
 
+-- src/algorithms/types.ts MAX_USAGE: a penalty saturates a state's usage at 2^52, so it stays an exact integer.
+local MAX_USAGE = 4503599627370496
+
 -- src/core/calendar-window.ts windowArgument: 'ms', or 'ms:end:nextEnd' for a calendar window (E1, E2; 0 otherwise).
 -- A plain number, the common case, skips the pattern match.
 local function parse_window(arg)

@@ -36,7 +36,7 @@ local impl = {
   end,
   add = function(p, c, s, amount, now)
     if not p then p, c, s = 0, 0, now - math.fmod(now, W) end
-    return p, c + amount, s
+    return p, math.min(c + amount, MAX_USAGE), s
   end,
   remove = function(p, c, s, amount)
     if not p then return nil end

@@ -48,7 +48,7 @@ local impl = {
     return nil
   end,
   add = function(m, r, _, amount, now)
-    return from_debt(debt(m, r, now) + amount * W, now)
+    return from_debt(math.min(debt(m, r, now) + amount * W, MAX_USAGE), now)
   end,
   remove = function(m, r, _, amount, now)
     return from_debt(debt(m, r, now) - amount * W, now)
