@@ -17,20 +17,18 @@ export function stepFunctionsSql(name: string): string {
   return `
 CREATE OR REPLACE FUNCTION ${name}_wait_v1(p bigint, c bigint, s bigint, cost bigint, now bigint, l bigint, w bigint)
 RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $fn$
--- sliding-window.ts waitFor: ms until cost fits; NULL for never (a cost above the limit, JavaScript's Infinity).
+-- sliding-window.ts waitFor: ms until cost fits; NULL for never (a cost above the limit, JavaScript's Infinity). The
+-- products are taken in double precision, as JavaScript and Lua take them: a count saturated at 2^52 times a window
+-- is past bigint, and the same IEEE operations in the same order give the same numbers.
 DECLARE
   e bigint := now - s;
-  a bigint;
 BEGIN
-  IF p * (w - e) + (c + cost) * w <= l * w THEN RETURN 0; END IF;
+  IF p::float8 * (w - e) + (c + cost)::float8 * w <= (l * w)::float8 THEN RETURN 0; END IF;
   IF c + cost <= l THEN
-    RETURN w - ((l - c - cost) * w) / p - e;
+    RETURN w - floor(((l - c - cost) * w)::float8 / p)::bigint - e;
   END IF;
   IF c = 0 THEN RETURN NULL; END IF;
-  a := (l - cost) * w;
-  -- Math.floor of a negative quotient (a cost above the limit): bigint division truncates toward zero.
-  IF a < 0 THEN a := -((-a + c - 1) / c); ELSE a := a / c; END IF;
-  RETURN s + w + (w - a) - now;
+  RETURN (s + w + (w - floor((l - cost)::float8 * w / c)) - now)::bigint;
 END $fn$;
 
 CREATE OR REPLACE FUNCTION ${name}_step_v1(
@@ -46,6 +44,7 @@ DECLARE
   i int;
   st bigint;
   units bigint;
+  uf float8;
   full_units bigint;
   lft bigint;
   w1 bigint;
@@ -97,14 +96,15 @@ BEGIN
       ELSE
         fits := kind = 4 OR x + amount <= l;
       END IF;
-      IF fits THEN x := x + amount; ELSE ok := false; END IF;
+      -- MAX_USAGE (types.ts): a penalty saturates the count at 2^52.
+      IF fits THEN x := least(x + amount, 4503599627370496); ELSE ok := false; END IF;
     ELSIF algo = 1 THEN
       IF x IS NULL THEN
         fits := kind = 4 OR coalesce(${name}_wait_v1(0, 0, now - now % w, amount, now, l, w), 1) = 0;
-        IF fits THEN x := 0; y := amount; z := now - now % w; END IF;
+        IF fits THEN x := 0; y := least(amount, 4503599627370496); z := now - now % w; END IF;
       ELSE
         fits := kind = 4 OR coalesce(${name}_wait_v1(x, y, z, amount, now, l, w), 1) = 0;
-        IF fits THEN y := y + amount; END IF;
+        IF fits THEN y := least(y + amount, 4503599627370496); END IF;
       END IF;
       IF NOT fits THEN ok := false; END IF;
     ELSIF algo = 2 THEN
@@ -119,8 +119,10 @@ BEGIN
       END IF;
       IF lg = '{}' THEN lg := NULL; END IF;
     ELSE
-      units := CASE WHEN x IS NOT NULL AND (x - now) * l + y > 0 THEN (x - now) * l + y ELSE (cap - init) * w END + amount * w;
-      IF kind = 4 OR units <= w * cap THEN
+      -- In double precision, as in JavaScript: a penalty's amount × window may be past bigint; it saturates at 2^52.
+      uf := CASE WHEN x IS NOT NULL AND (x - now) * l + y > 0 THEN (x - now) * l + y ELSE (cap - init) * w END::float8 + amount::float8 * w;
+      IF kind = 4 OR uf <= (w * cap)::float8 THEN
+        units := least(uf, 4503599627370496::float8)::bigint;
         IF units > 0 THEN x := now + units / l; y := units % l; ELSE x := NULL; y := NULL; END IF;
       ELSE
         ok := false;
@@ -139,8 +141,8 @@ BEGIN
         IF n - amount <= 0 THEN lg := NULL; ELSE lg := lg[1:(n - amount)::int]; END IF;
       END IF;
     ELSE
-      units := CASE WHEN x IS NOT NULL AND (x - now) * l + y > 0 THEN (x - now) * l + y ELSE (cap - init) * w END - amount * w;
-      IF units > 0 THEN x := now + units / l; y := units % l; ELSE x := NULL; y := NULL; END IF;
+      uf := CASE WHEN x IS NOT NULL AND (x - now) * l + y > 0 THEN (x - now) * l + y ELSE (cap - init) * w END::float8 - amount::float8 * w;
+      IF uf > 0 THEN units := uf::bigint; x := now + units / l; y := units % l; ELSE x := NULL; y := NULL; END IF;
     END IF;
   END IF;
 
@@ -160,7 +162,7 @@ BEGIN
     retry_ms := CASE WHEN x + cost <= l THEN 0 ELSE y - now END;
     empty_ms := CASE WHEN remaining >= 1 THEN 0 ELSE y - now END;
   ELSIF algo = 1 THEN
-    remaining := greatest(0, l - y - (x * (w - (now - z)) + w - 1) / w);
+    remaining := greatest(0, l - y - floor((x::float8 * (w - (now - z)) + w - 1) / w))::bigint;
     reset_ms := CASE WHEN y > 0 THEN z + 2 * w - now WHEN x > 0 THEN z + w - now ELSE 0 END;
     retry_ms := coalesce(${name}_wait_v1(x, y, z, cost, now, l, w), -1);
     empty_ms := CASE WHEN remaining >= 1 THEN 0 ELSE coalesce(${name}_wait_v1(x, y, z, 1, now, l, w), -1) END;
