@@ -15,6 +15,8 @@ export type { GrpcLoad };
  * - `FLOODGATE_BENCH_VARIANT`: the variant's name;
  * - `FLOODGATE_BENCH_REDIS_URL`: `redis://host:port` of the run's Redis, when
  *   the scenario run started one (some variant has `redis: true`);
+ * - `FLOODGATE_BENCH_POSTGRES_URL`: `postgres://…` of the run's PostgreSQL,
+ *   when some variant has `postgres: true`;
  * - `FLOODGATE_BENCH_DIST`: the run's private copy of dist/; import the
  *   package from there with `importDist` (bench/lib/serve.ts), so a build
  *   started elsewhere during the run cannot change or delete it;
@@ -41,6 +43,8 @@ export interface Variant {
   readonly redis?: boolean;
   /** True when the variant counts on a Redis Cluster; the harness then starts one 3-master cluster for the whole run. */
   readonly redisCluster?: boolean;
+  /** True when the variant talks to PostgreSQL; the harness then starts one for the whole run (FLOODGATE_BENCH_POSTGRES_URL). */
+  readonly postgres?: boolean;
 }
 
 /**

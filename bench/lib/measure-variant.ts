@@ -8,6 +8,7 @@ import type { CpuPlan } from './processes.js';
 import { runFixedRate, type RateResult } from './rate.js';
 import type { BenchRedis } from './redis.js';
 import type { BenchRedisCluster } from './redis-cluster.js';
+import type { BenchPostgres } from './postgres.js';
 import { indent, startServer, type RunningServer } from './server.js';
 import { runWrk, type WrkOptions, type WrkResult } from './wrk.js';
 import type { Scenario, Variant } from '../types.js';
@@ -55,10 +56,12 @@ export async function measureVariant(
   { options, plan, dist, root, upstreamUrl }: Context,
   redis: BenchRedis | undefined,
   cluster?: BenchRedisCluster,
+  postgres?: BenchPostgres,
 ): Promise<Measured> {
-  // Every variant starts from an empty Redis so none inherits another's keys.
+  // Every variant starts from an empty Redis (and PostgreSQL) so none inherits another's keys.
   await redis?.reset();
   await cluster?.reset();
+  await postgres?.reset();
   log(`[${scenario.name}] ${variant.name}: starting server`);
   const server = await startServer(variant, {
     cwd: root,
@@ -66,6 +69,7 @@ export async function measureVariant(
     dist,
     redisUrl: variant.redis ? redis?.url : undefined,
     clusterNodes: variant.redisCluster ? cluster?.nodes : undefined,
+    postgresUrl: variant.postgres ? postgres?.url : undefined,
     upstreamUrl,
     cpuProfDir: options.cpuProfDir,
   });

@@ -8,6 +8,7 @@ import { measureVariant, type Context, type MeasureSettings, type Measured } fro
 import { hasOha } from './oha.js';
 import { BenchRedis } from './redis.js';
 import { BenchRedisCluster } from './redis-cluster.js';
+import { BenchPostgres } from './postgres.js';
 import type { Row, RunInfo } from './report.js';
 import { toRow } from './result-row.js';
 import { combineRounds, roundOrder } from './rounds.js';
@@ -66,12 +67,17 @@ export async function runScenario(scenario: Scenario, runContext: RunContext): P
     redis = await BenchRedis.start(plan.redis);
   }
   let cluster: BenchRedisCluster | undefined;
+  let postgres: BenchPostgres | undefined;
   let upstream: RunningServer | undefined;
   let context = runContext;
   try {
     if (variants.some((v) => v.redisCluster)) {
       log(`[${scenario.name}] starting a 3-master Redis Cluster`);
       cluster = await BenchRedisCluster.start(plan.redis);
+    }
+    if (variants.some((v) => v.postgres)) {
+      log(`[${scenario.name}] starting PostgreSQL`);
+      postgres = await BenchPostgres.start(plan.redis);
     }
     if (scenario.upstream === true) {
       // One upstream for every variant, on the load generator's core: outside the server's CPU count and off its core.
@@ -89,7 +95,7 @@ export async function runScenario(scenario: Scenario, runContext: RunContext): P
       const measured = new Map<Variant, Measured | Error>();
       for (const variant of roundOrder(variants, round)) {
         try {
-          measured.set(variant, await measureVariant(scenario, variant, context, redis, cluster));
+          measured.set(variant, await measureVariant(scenario, variant, context, redis, cluster, postgres));
         } catch (error) {
           // One broken variant should not cost the others' numbers; it is reported in its row.
           const failure = error instanceof Error ? error : new Error(String(error));
@@ -116,7 +122,7 @@ export async function runScenario(scenario: Scenario, runContext: RunContext): P
           : []),
         `${cpus()[0]?.model.trim() ?? 'unknown CPU'}; ${plan.note}`,
         ...(upstream === undefined ? [] : [upstreamLine(plan)]),
-        `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}`,
+        `Node ${process.version}; Linux ${release()}${redis ? `; Redis ${redis.version}` : ''}${postgres ? `; PostgreSQL ${postgres.version} (fsync off)` : ''}`,
         `1-min load average ${loadBefore.toFixed(2)} before the run, ${loadavg()[0]!.toFixed(2)} after (the run itself raises it)`,
       ],
     };
@@ -125,6 +131,7 @@ export async function runScenario(scenario: Scenario, runContext: RunContext): P
     await upstream?.stop();
     await redis?.stop();
     await cluster?.stop();
+    await postgres?.stop();
   }
 }
 

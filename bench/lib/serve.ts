@@ -11,6 +11,8 @@ export interface BenchEnv {
   readonly variant: string;
   /** URL of the run's Redis, when the harness started one. */
   readonly redisUrl: string | undefined;
+  /** The run's PostgreSQL, for variants with `postgres: true`. */
+  readonly postgresUrl: string | undefined;
   /** `host:port,…` of the run's Redis Cluster, when the harness started one. */
   readonly redisCluster: string | undefined;
 }
@@ -25,8 +27,19 @@ export function benchEnv(): BenchEnv {
     port,
     variant: process.env.FLOODGATE_BENCH_VARIANT ?? '',
     redisUrl: process.env.FLOODGATE_BENCH_REDIS_URL || undefined,
+    postgresUrl: process.env.FLOODGATE_BENCH_POSTGRES_URL || undefined,
     redisCluster: process.env.FLOODGATE_BENCH_REDIS_CLUSTER || undefined,
   };
+}
+
+/** Returns the PostgreSQL URL or throws a message that says why it is missing. */
+export function requirePostgresUrl(env: BenchEnv): string {
+  if (!env.postgresUrl) {
+    throw new Error(
+      `variant ${env.variant} needs PostgreSQL but FLOODGATE_BENCH_POSTGRES_URL is not set; mark the variant with postgres: true.`,
+    );
+  }
+  return env.postgresUrl;
 }
 
 /** Returns the Redis URL or throws a message that says why it is missing. */

@@ -31,6 +31,8 @@ export interface StartServerOptions {
   readonly redisUrl: string | undefined;
   /** `host:port,…` of the run's Redis Cluster for variants that need it. */
   readonly clusterNodes?: string | undefined;
+  /** The run's PostgreSQL URL for variants that need it. */
+  readonly postgresUrl?: string | undefined;
   /** The run's upstream (a scenario with `upstream: true`), passed as FLOODGATE_BENCH_UPSTREAM_URL. */
   readonly upstreamUrl?: string | undefined;
   /** Where the server writes a V8 CPU profile when it exits (node `--cpu-prof`); undefined: none. */
@@ -66,6 +68,8 @@ export async function startServer(variant: Variant, options: StartServerOptions)
   else delete env.FLOODGATE_BENCH_REDIS_URL;
   if (options.clusterNodes !== undefined) env.FLOODGATE_BENCH_REDIS_CLUSTER = options.clusterNodes;
   else delete env.FLOODGATE_BENCH_REDIS_CLUSTER;
+  if (options.postgresUrl !== undefined) env.FLOODGATE_BENCH_POSTGRES_URL = options.postgresUrl;
+  else delete env.FLOODGATE_BENCH_POSTGRES_URL;
   if (options.upstreamUrl !== undefined) env.FLOODGATE_BENCH_UPSTREAM_URL = options.upstreamUrl;
   else delete env.FLOODGATE_BENCH_UPSTREAM_URL;
 
