@@ -97,7 +97,7 @@ function parseFile(text: string, file: string): MemoryTablesSnapshot {
  * @param storePrefix - `store.prefix`: a rule's keys begin with `PREFIX:RULE:`
  * @param ruleNames - the config's rule names
  */
-export function laidOut(
+function laidOut(
   saved: MemoryTablesSnapshot,
   layout: TableLayout,
   storePrefix: string,
@@ -157,7 +157,7 @@ function keysIn(tables: MemoryTablesSnapshot): number {
  * Writes `tables` to `file` so that a reader only ever sees a whole file: a temporary file in the same directory,
  * flushed to disk, renamed over it, and the directory flushed so the rename survives a power loss.
  */
-export async function writeSnapshotFile(file: string, tables: MemoryTablesSnapshot): Promise<void> {
+async function writeSnapshotFile(file: string, tables: MemoryTablesSnapshot): Promise<void> {
   const temporary = `${file}.${process.pid}.tmp`;
   const text = JSON.stringify({ format: FILE_FORMAT, version: FILE_VERSION, takenAt: Date.now(), tables });
   const handle = await open(temporary, 'w', 0o600);
