@@ -2,7 +2,7 @@
 // lately however many new keys come, a key bound two generations ago is forgotten, and the table stays bounded.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { PolicyBindings } from '../../src/stores/redis/bindings.js';
+import { PolicyBindings } from '../../src/stores/policy-bindings.js';
 import type { Policy } from '../../src/core/policy.js';
 
 const perMinute: Policy = { algorithm: 'fixed-window', limit: 10, windowMs: 60_000, blockMs: 0 };

@@ -9,7 +9,7 @@ import { ErrorCode, FloodgateError, toStoreError } from '../../core/errors.js';
 import { ALGORITHMS, capacityOf, OP_CODE, samePolicy, type Operation, type Outcome, type Policy } from '../../core/policy.js';
 import { slotCallError, type SlotAcquisition } from '../../core/slots.js';
 import { assertKnownOptions, invalid, MAX_TIMER_MS, optionalBoolean, optionalFunction, wholeNumber } from '../../core/validate.js';
-import { PolicyBindings } from '../redis/bindings.js';
+import { PolicyBindings } from '../policy-bindings.js';
 import type { Store } from '../store.js';
 import type { PostgresClient } from './postgres-client.js';
 import { OPTION_NAMES, tableName, type PostgresStoreOptions } from './postgres-options.js';

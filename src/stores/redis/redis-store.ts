@@ -13,7 +13,7 @@ import { compositeCall, crossSlotError, unsupportedOperation } from './composite
 import { consumeAcrossSlots, slotGroups } from './cross-slot.js';
 import { adaptStoreClient } from './clients.js';
 import { isClusterKind, type ClientKind, type RedisAdapter, type RedisClient } from './client-adapter.js';
-import { PolicyBindings } from './bindings.js';
+import { PolicyBindings } from '../policy-bindings.js';
 import { redisKeys } from './key-names.js';
 import { keySlot } from './key-slot.js';
 import { LUA_SCRIPTS, type LuaScript } from './lua/scripts.generated.js';

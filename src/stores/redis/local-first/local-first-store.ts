@@ -11,7 +11,7 @@ import type { Store } from '../../store.js';
 import type { SlotAcquisition } from '../../../core/slots.js';
 import type { ClientKind } from '../client-adapter.js';
 import { RedisStore } from '../redis-store.js';
-import { conflictError } from '../bindings.js';
+import { conflictError } from '../../policy-bindings.js';
 import { publishCall, subscribe, type MessageKind } from './broadcast.js';
 import type { Subscription } from './subscription.js';
 import { Hearing } from './hearing.js';

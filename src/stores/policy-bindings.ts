@@ -1,10 +1,10 @@
-/** Which policy last used each Redis key from this process. */
+/** Which policy last used each key of a shared store (Redis, PostgreSQL) from this process. */
 /**
  * So two limiters whose prefixes collide fail loudly instead of sharing a counter.
  */
-import { ErrorCode, FloodgateError } from '../../core/errors.js';
-import { sameFamily, type Policy } from '../../core/policy.js';
-import { describePolicy } from '../cluster/protocol.js';
+import { ErrorCode, FloodgateError } from '../core/errors.js';
+import { sameFamily, type Policy } from '../core/policy.js';
+import { describePolicy } from './cluster/protocol.js';
 
 /**
  * Keys whose policy is remembered, about: two generations of half this many keys each; a key bound in neither is
