@@ -5,7 +5,8 @@
  * `grpc-status`. That is all ShouldRateLimit and Health/Check need, and @grpc/grpc-js's generality (interceptors,
  * channelz, streaming, compression) cost about as much per call as the decision itself. What it must still do is
  * here: deadlines (`grpc-timeout`), the message-size limit (answered before the message is read), status codes and
- * messages (percent-encoded), refusing compressed messages, and never writing to a call its client hung up on.
+ * messages (percent-encoded), refusing compressed messages, never writing to a call its client hung up on, and
+ * bounds on what a client that trickles, stays silent or never ends its stream can hold.
  */
 import { constants, createSecureServer, createServer, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { IncomingHttpHeaders } from 'node:http2';
@@ -15,7 +16,10 @@ import { GrpcStatus, type GrpcFailure, type Transport, type TransportOptions, ty
 
 /** Streams one connection may have open at once (grpc-js leaves it unbounded; Envoy opens another connection past it). */
 const MAX_CONCURRENT_STREAMS = 1_000;
-/** A call without `grpc-timeout` must have sent its whole request within this: a trickling client does not hold a stream longer. */
+/**
+ * A call must have sent its whole request, its stream's end included, within this, whatever its `grpc-timeout`; and a
+ * connection must start a call within it. A trickling or silent client holds nothing longer.
+ */
 const DEFAULT_REQUEST_READ_MS = 10_000;
 /** The longest `grpc-timeout` honoured as a timer (larger ones would overflow setTimeout; a call that long has no deadline to speak of). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
