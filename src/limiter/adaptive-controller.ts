@@ -13,10 +13,14 @@
  *   limit ← limit × (minRTT + buffer) / sampleRTT + headroom, the gradient clamped to [0.5, 2].
  *
  * This is Envoy's gradient with its periodic no-load probe, smoothed as Gradient2 smooths (so one noisy window moves the
- * limit a fraction of the way), plus an AIMD fallback: a window that saw an error or a drop multiplies the limit by
+ * limit a fraction of the way; 0.5 by default, between Envoy's none and Gradient2's 0.2), plus an AIMD fallback: a window that saw an error or a drop multiplies the limit by
  * `backoffRatio` and ignores its latency, since an upstream that fails fast under overload shows no queueing delay.
  * At a steady overload the limit settles where limit = limit × target / latency + queueSize; with latency growing as
  * in-flight / capacity past capacity that is capacity × tolerance + queueSize: just enough queue to keep every worker busy.
+ *
+ * The no-load latency comes from probes only. Lowering it whenever a window's mean came in under it looked free, but with
+ * noisy latency the lowest of many window means sits well under the true mean, the target sinks below what an idle upstream
+ * answers in, and the limit shrinks to queueSize / (1 − target / latency): a tenth of capacity in the simulation.
  *
  * Nothing here reads a clock or sets a timer: every call takes `now`, windows close on the first call after their end, so a
  * run is a function of its calls and a ManualClock drives it in tests.
@@ -39,7 +43,7 @@ export interface AdaptiveStats {
   readonly inFlight: number;
   /** Measuring the no-load latency (`probe`) or following latency (`steady`). */
   readonly phase: AdaptivePhase;
-  /** The no-load latency estimate in ms (the last probe's median, lowered by any faster window since); undefined before the first probe ends. */
+  /** The no-load latency estimate in ms: the last probe's median; undefined before the first probe ends. */
   readonly noLoadLatencyMs: number | undefined;
   /** The latency aimed at in ms: noLoad × tolerance; undefined before the first probe ends. */
   readonly targetLatencyMs: number | undefined;
@@ -204,9 +208,7 @@ export class AdaptiveController {
   private follow(sampleMs: number): void {
     const s = this.settings;
     this.lastSampleMs = sampleMs;
-    // A window faster than the estimate means the upstream got faster: believe it now rather than at the next probe.
-    const noLoad = Math.min(this.noLoadMs ?? sampleMs, sampleMs);
-    this.noLoadMs = noLoad;
+    const noLoad = this.noLoadMs ?? sampleMs;
     const gradient = Math.min(2, Math.max(0.5, (noLoad * s.tolerance) / sampleMs));
     const proposed = this.estimate * gradient + s.queueSize;
     // Raising a limit the traffic does not reach would only store up a burst for later (Gradient2 holds it the same way).

@@ -13,7 +13,7 @@ export interface AdaptiveControllerOptions {
   maxLimit?: number;
   /**
    * How far one sample window moves the limit toward what that window's latency asks for: 1 jumps at once, 0.1 moves a tenth of
-   * the way. Lower is steadier and slower. A number in (0, 1]. Default 0.2.
+   * the way. Lower is steadier and slower. A number in (0, 1]. Default 0.5.
    */
   smoothing?: number;
   /**
@@ -38,7 +38,7 @@ export interface AdaptiveControllerOptions {
   probeInterval?: Duration;
   /** The limit during a no-load probe. A whole number from `minLimit` to `maxLimit`. Default 3, raised to `minLimit` / lowered to `maxLimit`. */
   probeLimit?: number;
-  /** Completions a no-load probe measures. A whole number from 1 to 1000. Default 25. */
+  /** Completions a no-load probe measures (more is a steadier median and a longer probe). A whole number from 1 to 1000. Default 50. */
   probeSamples?: number;
   /** What an error or a drop does to the limit: it is multiplied by this once per window that saw one. A number in [0.5, 1). Default 0.9. */
   backoffRatio?: number;
@@ -126,14 +126,14 @@ export function parseAdaptiveOptions(options: unknown, owner: string, extra: rea
     initialLimit,
     minLimit,
     maxLimit,
-    smoothing: o.smoothing === undefined ? 0.2 : ratio(o.smoothing, `${owner} smoothing`, 0, 1, true),
+    smoothing: o.smoothing === undefined ? 0.5 : ratio(o.smoothing, `${owner} smoothing`, 0, 1, true),
     tolerance: o.tolerance === undefined ? 1.1 : ratio(o.tolerance, `${owner} tolerance`, 1, 10, false),
     queueSize: o.queueSize === undefined ? 2 : wholeNumber(o.queueSize, `${owner} queueSize`, { max: 1000 }),
     sampleWindowMs: o.sampleWindow === undefined ? 100 : parseDuration(o.sampleWindow, `${owner} sampleWindow`),
     minSamples: o.minSamples === undefined ? 10 : wholeNumber(o.minSamples, `${owner} minSamples`, { min: 1, max: 10_000 }),
     probeIntervalMs: o.probeInterval === undefined ? 60_000 : parseDuration(o.probeInterval, `${owner} probeInterval`),
     probeLimit,
-    probeSamples: o.probeSamples === undefined ? 25 : wholeNumber(o.probeSamples, `${owner} probeSamples`, { min: 1, max: 1000 }),
+    probeSamples: o.probeSamples === undefined ? 50 : wholeNumber(o.probeSamples, `${owner} probeSamples`, { min: 1, max: 1000 }),
     backoffRatio: o.backoffRatio === undefined ? 0.9 : ratio(o.backoffRatio, `${owner} backoffRatio`, 0.5, 1, false, true),
   };
 }

@@ -207,9 +207,9 @@ test('errors and drops lower the limit to minLimit while they last, and it recov
       `${failure}: limit before ${before.map((t) => t.limit).join(',')}`,
     );
     const during = steady(r, 13_000, 15_000);
-    // A window of 10 calls with none failing (0.8¹⁰ ≈ 11 %) lets it up a step before the next error takes it back.
+    // A window of 10 calls with none failing (0.8¹⁰ ≈ 11 %) lets it up a step or two before the next error takes it back.
     assert.ok(
-      during.every((t) => t.limit <= 3),
+      during.every((t) => t.limit <= 5),
       `${failure}: limit during ${during.map((t) => t.limit).join(',')}`,
     );
     assert.ok(
@@ -223,6 +223,26 @@ test('errors and drops lower the limit to minLimit while they last, and it recov
     const s = r.limiter.stats();
     assert.ok(s.overloads > 0 && s.lowered > 0 && s.raised > 0);
   }
+});
+
+test('noisy latency does not drag the limit down to a fraction of capacity', () => {
+  // Latency uniform in base ± 50 %: the lowest of many window means once became the no-load estimate, the target fell under
+  // the idle upstream's mean latency and the limit sank to about 45 for 100 workers (with these settings, the defaults then).
+  const workers = 100;
+  const r = run({
+    baseMs: BASE,
+    phases: [{ fromMs: 0, workers }],
+    loadFactor: 3,
+    durationMs: 30_000,
+    jitter: 0.5,
+    limiter: { smoothing: 0.2, probeSamples: 25 },
+  });
+  const limits = steady(r, 12_000, 30_000).map((t) => t.limit);
+  assert.ok(
+    limits.every((l) => Math.abs(l - workers) <= 0.3 * workers),
+    `limits ${Math.min(...limits)}–${Math.max(...limits)}`,
+  );
+  assert.ok(goodput(r, 12_000, 29_000) >= 0.9 * ((workers / BASE) * 1000));
 });
 
 test('a run is deterministic: the same seed gives the same limits', () => {
