@@ -25,6 +25,8 @@
  * Nothing here reads a clock or sets a timer: every call takes `now`, windows close on the first call after their end, so a
  * run is a function of its calls and a ManualClock drives it in tests.
  */
+import { ErrorCode } from '../core/errors.js';
+import { invalid } from '../core/validate.js';
 import { parseAdaptiveOptions, type AdaptiveControllerOptions, type AdaptiveSettings } from './adaptive-options.js';
 
 export type { AdaptiveControllerOptions } from './adaptive-options.js';
@@ -150,8 +152,12 @@ export class AdaptiveController {
    * @param now - the current time in ms
    * @param admittedAt - when the call was admitted: a probe only counts calls admitted during it, at the probe's limit
    * @param latencyMs - how long the upstream took, in ms (a finite number ≥ 0)
+   * @throws FloodgateError INVALID_OPTIONS when `latencyMs` is not a finite number ≥ 0 (one NaN would poison every window after it)
    */
   succeeded(now: number, admittedAt: number, latencyMs: number): void {
+    if (typeof latencyMs !== 'number' || !Number.isFinite(latencyMs) || latencyMs < 0) {
+      invalid(ErrorCode.INVALID_OPTIONS, 'AdaptiveController latencyMs', 'a finite number of ms, 0 or more', latencyMs);
+    }
     this.release();
     const latency = Math.max(MIN_LATENCY_MS, latencyMs);
     if (this.phase === 'probe') {

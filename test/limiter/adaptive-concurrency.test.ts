@@ -1,7 +1,7 @@
 /** AdaptiveConcurrencyLimiter and its controller against a simulated upstream (c workers, queueing beyond), on a ManualClock. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AdaptiveConcurrencyLimiter, AdaptiveController, FloodgateError, ManualClock } from '../../src/index.js';
+import { AdaptiveConcurrencyLimiter, AdaptiveController, ConcurrencyLimiter, FloodgateError, ManualClock } from '../../src/index.js';
 import { percentile, run, type RunResult } from './support/simulated-upstream.js';
 
 const code = (c: string) => (error: unknown) => error instanceof FloodgateError && error.code === c;
@@ -73,6 +73,27 @@ test('a slot ends once; a refused slot frees nothing; a bad outcome is a typed e
   assert.equal(limiter.stats().inFlight, 0);
   const stats = limiter.stats();
   assert.deepEqual([stats.admitted, stats.refused, stats.overloads], [1, 1, 0]);
+});
+
+test('with a shared ConcurrencyLimiter behind it: a call the ceiling refuses is cancelled, neither a sample nor an overload', async () => {
+  const clock = new ManualClock(0);
+  const adaptive = new AdaptiveConcurrencyLimiter({ clock: clock.now, probeLimit: 2, probeSamples: 1 });
+  const ceiling = new ConcurrencyLimiter({ limit: 1, heartbeat: false });
+  const first = adaptive.acquire();
+  const held = await ceiling.acquire('upstream');
+  assert.equal(held.allowed, true);
+  const second = adaptive.acquire();
+  assert.equal(second.allowed, true, 'the adaptive limit (2 while probing) has room');
+  const refused = await ceiling.acquire('upstream');
+  assert.equal(refused.allowed, false, 'the shared ceiling of 1 does not');
+  clock.advance(500);
+  assert.equal(second.cancel(), true);
+  // Had the cancel been a sample, this 500 ms would be the no-load latency; had it been an overload, it would count.
+  assert.deepEqual([adaptive.stats().phase, adaptive.stats().overloads, adaptive.stats().inFlight], ['probe', 0, 1]);
+  assert.equal(first.release({ latencyMs: 40 }), true);
+  await held.release();
+  assert.deepEqual([adaptive.stats().phase, adaptive.stats().noLoadLatencyMs], ['steady', 40]);
+  assert.throws(() => new AdaptiveController().succeeded(0, 0, Number.NaN), code('FLOODGATE_INVALID_OPTIONS'));
 });
 
 test('the first probe measures the no-load latency at probeLimit (median of probeSamples), then the limit starts at initialLimit', () => {
