@@ -115,6 +115,7 @@ function packagesOf(settings: GatewaySettings, fromFile: boolean): ReturnType<ty
   return packagesFor({
     config: fromFile,
     redis: settings.store.kind === 'redis',
+    postgres: settings.store.kind === 'postgres',
     otel: settings.telemetry?.otel,
     grpc: settings.grpc !== undefined,
     grpcJs: settings.grpc?.server === 'grpc-js',

@@ -39,6 +39,8 @@ const STORE_FIELDS = [
   'snapshotFile',
   'snapshotEvery',
   'snapshotOnError',
+  'table',
+  'unlogged',
   ...REDIS_STORE_FIELDS,
 ] as const;
 const PROXY_FIELDS = [
@@ -101,12 +103,20 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
   const kind = at(
     'type',
     (v) => {
-      if (v !== 'memory' && v !== 'redis') throw new InvalidValue(`must be "memory" or "redis"; got ${describeValue(v)}.`);
+      if (v !== 'memory' && v !== 'redis' && v !== 'postgres')
+        throw new InvalidValue(`must be "memory", "redis" or "postgres"; got ${describeValue(v)}.`);
       return v;
     },
-    // A server to reach says Redis: `type: redis` may be left out.
-    s.url === undefined && s.cluster === undefined && s.sentinel === undefined ? 'memory' : 'redis',
+    // A server to reach says which: a postgres:// URL PostgreSQL, any other Redis (`type` may be left out).
+    s.url === undefined && s.cluster === undefined && s.sentinel === undefined
+      ? 'memory'
+      : typeof s.url === 'string' && /^postgres(ql)?:\/\//i.test(s.url)
+        ? 'postgres'
+        : 'redis',
   ) as StoreSettings['kind'];
+  if (kind === 'postgres') return postgresStore(c, s, at);
+  for (const field of ['table', 'unlogged'])
+    if (s[field] !== undefined) c.fail(['store', field], 'is a setting of the PostgreSQL store (type: postgres).');
   const url = at('url', parseRedisUrl, undefined);
   if (url !== undefined && kind === 'memory') c.fail(['store', 'url'], 'is only used with type: redis; remove it or set type: redis.');
   const connection = redisConnection(c, s, dir);
@@ -143,6 +153,44 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
       DEFAULT_STORE.overflowCells,
     ),
     ...snapshotSettings(c, s, kind, dir),
+  };
+}
+
+/** The fields of the store section the PostgreSQL store takes (the others are the memory store's or Redis's). */
+const POSTGRES_FIELDS = new Set(['type', 'url', 'table', 'unlogged', 'timeout', 'onFailure', 'prefix']);
+
+/**
+ * `store: { type: postgres, url: postgres://USER@HOST:5432/DB, table, unlogged }`: the shared store of apps that run
+ * PostgreSQL and no Redis (floodgate/postgres's PostgresStore, through a pool of node-postgres connections). The
+ * password comes from the URL or, better, node-postgres's own PGPASSWORD (never written in the file).
+ */
+function postgresStore(
+  c: Cursor,
+  s: Record<string, unknown>,
+  at: <T>(key: string, parse: (v: unknown) => T, fallback: T) => T,
+): StoreSettings {
+  for (const field of Object.keys(s))
+    if (!POSTGRES_FIELDS.has(field)) c.fail(['store', field], 'is not a setting of the PostgreSQL store (type: postgres).');
+  const url = s.url;
+  if (typeof url !== 'string' || !/^postgres(ql)?:\/\/[^/]/i.test(url))
+    c.fail(['store', 'url'], `must be the PostgreSQL connection URL, e.g. postgres://floodgate@db:5432/app; got ${describeValue(url)}.`);
+  const table = at(
+    'table',
+    (v) => {
+      if (typeof v !== 'string' || !/^([a-z_][a-z0-9_]{0,39}\.)?[a-z_][a-z0-9_]{0,39}$/.test(v))
+        throw new InvalidValue(`must be a table name like floodgate_counters or app.rate_limits; got ${describeValue(v)}.`);
+      return v;
+    },
+    undefined,
+  );
+  return {
+    ...DEFAULT_STORE,
+    kind: 'postgres',
+    url,
+    postgres: { table, unlogged: at('unlogged', parseBoolean, false) },
+    timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
+    onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
+    prefix: s.prefix === undefined ? DEFAULT_STORE.prefix : (storeSettings(c, { prefix: s.prefix }).prefix as string),
   };
 }
 

@@ -205,10 +205,15 @@ export type FailurePolicy = 'insurance' | 'fail-open' | 'fail-closed' | 'reject'
 
 /** Where the counters live. */
 export interface StoreSettings {
-  /** `memory` (embedded; the cluster store under `--workers`), or `redis`. */
-  readonly kind: 'memory' | 'redis';
-  /** Redis URL when `kind` is `redis` on one server; undefined on a Cluster or through Sentinel (see {@link connection}). */
+  /** `memory` (embedded; the cluster store under `--workers`), `redis`, or `postgres`. */
+  readonly kind: 'memory' | 'redis' | 'postgres';
+  /**
+   * Redis URL when `kind` is `redis` on one server (undefined on a Cluster or through Sentinel, see {@link connection}),
+   * or the PostgreSQL connection URL when `kind` is `postgres`.
+   */
   readonly url: string | undefined;
+  /** `postgres` only: the table (`store.table`, default `floodgate_counters`) and whether it is UNLOGGED (`store.unlogged`). */
+  readonly postgres?: { readonly table: string | undefined; readonly unlogged: boolean } | undefined;
   /**
    * How Redis is reached besides one plain URL: a Cluster's seed nodes, a
    * Sentinel set-up, or one server's ACL user, password and TLS files.

@@ -16,7 +16,7 @@ import {
   InstrumentedStore,
   type OtelTracer,
 } from '../../index.js';
-import { loadIoredis } from '../runtime/optional-deps.js';
+import { loadIoredis, loadPg } from '../runtime/optional-deps.js';
 import type { GatewayMetrics, LatencyChild } from '../runtime/metrics.js';
 import type { StoreSettings } from '../config/settings.js';
 import type { KnownKeysClient } from './known-keys.js';
@@ -219,6 +219,7 @@ export async function openStore(
     }
     return memoryTables(settings, restored);
   }
+  if (settings.kind === 'postgres') return postgresTables(settings, metrics, report, traced);
 
   // A Cluster or Sentinel set-up is checked here, before the gateway listens: this throws STORE_UNREACHABLE when it does not answer.
   const { client, description: reached } = await openRedisClient(await loadIoredis(), settings);
@@ -273,6 +274,56 @@ export async function openStore(
       overrideSync.close();
       await store.close?.();
       client.disconnect();
+    },
+  };
+}
+
+/** The slice of node-postgres the gateway uses: a pool of connections it opens and ends. */
+interface PgModule {
+  Pool: new (options: { connectionString: string; max: number }) => {
+    query(...args: unknown[]): Promise<unknown>;
+    on(event: 'error', listener: (error: Error) => void): unknown;
+    end(): Promise<void>;
+  };
+}
+
+/** Connections of the gateway's pool to PostgreSQL: pg.Pool's default, enough for one turn's call and the clean-up. */
+const POSTGRES_POOL_SIZE = 10;
+
+/**
+ * The PostgreSQL store (floodgate/postgres's PostgresStore) on a pool the gateway opens: every rule and rate limit
+ * domain counts in it, as on Redis. A connection that fails is replaced by the pool; the store's calls fail meanwhile,
+ * and the failure policy decides.
+ */
+async function postgresTables(
+  settings: StoreSettings,
+  metrics: GatewayMetrics,
+  report: StoreFailureReporter,
+  traced: (store: Store) => Store,
+): Promise<GatewayStore> {
+  const mod = (await loadPg()) as PgModule & { default?: PgModule };
+  const pg = mod.default ?? mod;
+  const pool = new pg.Pool({ connectionString: settings.url!, max: POSTGRES_POOL_SIZE });
+  // An idle connection that dies emits 'error' on the pool: unhandled, it would end the process.
+  pool.on('error', () => {});
+  const { PostgresStore } = await import('../../stores/postgres/index.js');
+  const store = new PostgresStore({
+    client: pool as never,
+    timeoutMs: settings.timeoutMs,
+    unlogged: settings.postgres?.unlogged === true,
+    ...(settings.postgres?.table === undefined ? {} : { table: settings.postgres.table }),
+  });
+  const timed = new TimedStore(traced(store), metrics, report);
+  const { host, pathname } = new URL(settings.url!);
+  return {
+    store: timed,
+    storeFor: () => timed,
+    rlsStoreFor: () => timed,
+    description: `postgres ${host}${pathname}${settings.postgres?.unlogged === true ? ' (unlogged)' : ''}`,
+    ready: () => true,
+    close: async () => {
+      await store.close();
+      await pool.end();
     },
   };
 }

@@ -72,6 +72,8 @@ export const loadYaml = (): Promise<Yaml> => load('yaml', () => import('yaml'));
 const loadPino = (): Promise<PinoModule> => load('pino', () => import('pino'));
 /** Loads ioredis. */
 export const loadIoredis = (): Promise<Ioredis> => load('ioredis', () => import('ioredis'));
+/** Loads pg (node-postgres, the PostgreSQL store's client); typed by its caller (rules/postgres-store.ts). */
+export const loadPg = (): Promise<unknown> => load('pg', () => import('pg'));
 /** Loads jose (with `jwt:CLAIM` keys: it verifies or decodes the bearer token); typed by its caller (rules/jwt-claims.ts), as gRPC's are. */
 export const loadJose = (): Promise<unknown> => load('jose', () => import('jose'));
 /** Loads @opentelemetry/api (only with telemetry.otel: the operator's SDK registers the providers it reports to). */

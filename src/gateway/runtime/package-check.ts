@@ -26,6 +26,7 @@ export const GATEWAY_PACKAGES = {
   pino: { name: 'pino', purpose: 'structured logs', major: 9 },
   yaml: { name: 'yaml', purpose: 'reading --config files', major: 2 },
   ioredis: { name: 'ioredis', purpose: 'the Redis store', major: 5 },
+  pg: { name: 'pg', purpose: 'the PostgreSQL store (store.type: postgres)', major: 8 },
   '@opentelemetry/api': { name: '@opentelemetry/api', purpose: 'OpenTelemetry metrics and spans (telemetry.otel, --otel)', major: 1 },
   '@grpc/grpc-js': { name: '@grpc/grpc-js', purpose: 'the Envoy rate limit service on grpc.server: grpc-js', major: 1 },
   jose: { name: 'jose', purpose: 'verifying bearer tokens for jwt:CLAIM keys', major: 6 },
@@ -70,6 +71,7 @@ export function packageState(pkg: GatewayPackage, chain: readonly string[] = nod
 export function packagesFor(uses: {
   readonly config: boolean;
   readonly redis: boolean;
+  readonly postgres?: boolean;
   readonly otel?: boolean | undefined;
   readonly grpc?: boolean;
   readonly grpcJs?: boolean;
@@ -77,6 +79,7 @@ export function packagesFor(uses: {
   const out: GatewayPackage[] = [GATEWAY_PACKAGES.undici, GATEWAY_PACKAGES['prom-client'], GATEWAY_PACKAGES.pino];
   if (uses.config) out.push(GATEWAY_PACKAGES.yaml);
   if (uses.redis) out.push(GATEWAY_PACKAGES.ioredis);
+  if (uses.postgres === true) out.push(GATEWAY_PACKAGES.pg);
   if (uses.otel === true) out.push(GATEWAY_PACKAGES['@opentelemetry/api']);
   // The RLS server reads its YAML with the yaml package whether or not a --config file names it.
   if (uses.grpc === true && !uses.config) out.push(GATEWAY_PACKAGES.yaml);

@@ -122,7 +122,7 @@ export class Gateway implements AdminSource {
     this.ruleContext = {
       ...(limited === undefined ? {} : { onLimited: (rule: string, policy: string, key: string) => limited.note(rule, policy, key) }),
       storeFor: (rule) => store.storeFor(rule),
-      storeCanFail: settings.store.kind === 'redis' || clustered,
+      storeCanFail: settings.store.kind !== 'memory' || clustered,
       insuranceStore,
       redis: store.redis,
       knownKeyChanges: store.knownKeyChanges,

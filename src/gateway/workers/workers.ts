@@ -121,7 +121,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     });
   }
   log.info(
-    { workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : 'redis', admin: settings.admin },
+    { workers: settings.workers, store: settings.store.kind === 'memory' ? 'cluster' : settings.store.kind, admin: settings.admin },
     'floodgate primary started',
   );
   const trustWarning = hopCountWarning(settings.trustProxy, settings.listen);
