@@ -45,7 +45,7 @@ export interface AdaptiveStats {
   readonly inFlight: number;
   /** Measuring the no-load latency (`probe`) or following latency (`steady`). */
   readonly phase: AdaptivePhase;
-  /** The no-load latency estimate in ms: the last probe's median; undefined before the first probe ends. */
+  /** The no-load latency estimate in ms: the median of the last probe that measured any; undefined before the first. */
   readonly noLoadLatencyMs: number | undefined;
   /** The latency aimed at in ms: noLoad × tolerance; undefined before the first probe ends. */
   readonly targetLatencyMs: number | undefined;
@@ -163,6 +163,7 @@ export class AdaptiveController {
     if (this.phase === 'probe') {
       if (admittedAt >= this.probeStartedAt) this.probeLatencies.push(latency);
       if (this.probeLatencies.length >= this.settings.probeSamples) this.endProbe(now);
+      else this.advance(now);
       return;
     }
     this.windowCount++;
@@ -188,9 +189,15 @@ export class AdaptiveController {
     if (this.held > 0) this.held--;
   }
 
-  /** Starts a due probe, or closes a window that is long enough and full enough. */
+  /** Ends a probe past its timeout, starts a due probe, or closes a window that is long enough and full enough. */
   private advance(now: number): void {
-    if (this.phase === 'probe') return;
+    if (this.phase === 'probe') {
+      // Past its timeout a probe ends with the samples it has (one is enough), or with none when there is an estimate to keep:
+      // a slow upstream must not spend half its time at probeLimit, nor calls that never end hold the probe for ever.
+      const late = now - this.probeStartedAt >= this.settings.probeTimeoutMs;
+      if (late && (this.probeLatencies.length > 0 || this.noLoadMs !== undefined)) this.endProbe(now);
+      return;
+    }
     if (now >= this.nextProbeAt) {
       this.startProbe(now);
       return;
@@ -233,7 +240,7 @@ export class AdaptiveController {
   private endProbe(now: number): void {
     const sorted = this.probeLatencies.sort((a, b) => a - b);
     const mid = sorted.length >> 1;
-    this.noLoadMs = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+    if (sorted.length > 0) this.noLoadMs = sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
     this.probeLatencies = [];
     this.phase = 'steady';
     this.estimate = this.resumeAt ?? this.settings.initialLimit;

@@ -38,6 +38,12 @@ export interface AdaptiveControllerOptions {
   probeInterval?: Duration;
   /** The limit during a no-load probe. A whole number from `minLimit` to `maxLimit`. Default 3, raised to `minLimit` / lowered to `maxLimit`. */
   probeLimit?: number;
+  /**
+   * The longest a no-load probe runs: past it, the probe ends with the samples it has (one is enough; with none, the last
+   * estimate stays). Keeps a slow upstream (a model answering in seconds) from spending much of its time at `probeLimit`, and
+   * calls that never end from holding a probe open. Default `"2s"`.
+   */
+  probeTimeout?: Duration;
   /** Completions a no-load probe measures (more is a steadier median and a longer probe). A whole number from 1 to 1000. Default 50. */
   probeSamples?: number;
   /** What an error or a drop does to the limit: it is multiplied by this once per window that saw one. A number in [0.5, 1). Default 0.9. */
@@ -56,6 +62,7 @@ export interface AdaptiveSettings {
   readonly minSamples: number;
   readonly probeIntervalMs: number;
   readonly probeLimit: number;
+  readonly probeTimeoutMs: number;
   readonly probeSamples: number;
   readonly backoffRatio: number;
 }
@@ -72,6 +79,7 @@ const ADAPTIVE_OPTIONS = [
   'minSamples',
   'probeInterval',
   'probeLimit',
+  'probeTimeout',
   'probeSamples',
   'backoffRatio',
 ] as const;
@@ -133,6 +141,7 @@ export function parseAdaptiveOptions(options: unknown, owner: string, extra: rea
     minSamples: o.minSamples === undefined ? 10 : wholeNumber(o.minSamples, `${owner} minSamples`, { min: 1, max: 10_000 }),
     probeIntervalMs: o.probeInterval === undefined ? 60_000 : parseDuration(o.probeInterval, `${owner} probeInterval`),
     probeLimit,
+    probeTimeoutMs: o.probeTimeout === undefined ? 2000 : parseDuration(o.probeTimeout, `${owner} probeTimeout`),
     probeSamples: o.probeSamples === undefined ? 50 : wholeNumber(o.probeSamples, `${owner} probeSamples`, { min: 1, max: 1000 }),
     backoffRatio: o.backoffRatio === undefined ? 0.9 : ratio(o.backoffRatio, `${owner} backoffRatio`, 0.5, 1, false, true),
   };

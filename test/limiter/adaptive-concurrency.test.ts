@@ -45,6 +45,7 @@ test('bad options throw typed errors that say what to write', () => {
   assert.throws(() => new AdaptiveConcurrencyLimiter({ probeSamples: 1001 }), code('FLOODGATE_INVALID_OPTIONS'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ sampleWindow: 'soon' }), code('FLOODGATE_INVALID_DURATION'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ probeInterval: 0 }), code('FLOODGATE_INVALID_DURATION'));
+  assert.throws(() => new AdaptiveConcurrencyLimiter({ probeTimeout: '-1s' }), code('FLOODGATE_INVALID_DURATION'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ clock: 5 as never }), code('FLOODGATE_INVALID_OPTIONS'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ limit: 5 } as never), code('FLOODGATE_UNKNOWN_OPTION'));
   assert.throws(() => new AdaptiveController({ clock: Date.now } as never), code('FLOODGATE_UNKNOWN_OPTION'));
@@ -125,6 +126,22 @@ test('a later probe counts only calls admitted after it began, then puts the lim
   assert.equal(c.tryAdmit(1020), true);
   c.succeeded(1032, 1020, 12);
   assert.deepEqual([c.stats().phase, c.limit, c.stats().noLoadLatencyMs], ['steady', 5, 12]);
+});
+
+test('a probe ends at probeTimeout with the samples it has; calls that never end do not hold it open', () => {
+  const c = new AdaptiveController({ probeLimit: 2, initialLimit: 10 }, 0);
+  c.tryAdmit(0);
+  c.tryAdmit(0);
+  assert.equal(c.tryAdmit(2500), false, 'the first probe has no sample yet: it goes on');
+  assert.equal(c.stats().phase, 'probe');
+  c.succeeded(3000, 0, 3000);
+  const s = c.stats();
+  assert.deepEqual([s.phase, s.limit, s.noLoadLatencyMs], ['steady', 10, 3000], 'one sample past the 2 s timeout is enough');
+  for (let i = 0; i < 5; i++) assert.equal(c.tryAdmit(4000), true);
+  assert.equal(c.tryAdmit(63_000), false, 'the next probe began at 63 s with 6 calls that never end in flight');
+  assert.equal(c.stats().phase, 'probe');
+  assert.equal(c.tryAdmit(65_000), true, 'at its timeout it ends with no sample, keeping the estimate');
+  assert.deepEqual([c.stats().phase, c.stats().noLoadLatencyMs, c.stats().probes], ['steady', 3000, 2]);
 });
 
 test('a cancelled call is neither a sample nor an overload; an app using under half the limit does not raise it', () => {
