@@ -5,7 +5,7 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import { describeValue } from '../../core/describe-value.js';
-import { parseHeaders, parseListen } from './values.js';
+import { parseHeaders, parseListen, parseMs } from './values.js';
 import type { GrpcSettings, GrpcTlsSettings } from './settings.js';
 import { mapping, type Cursor, type Path } from './yaml-cursor.js';
 
@@ -21,6 +21,8 @@ const GRPC_FIELDS = [
   'shadowMode',
   'badConfigAtStart',
   'server',
+  'maxConnectionAge',
+  'maxConnectionAgeGrace',
 ] as const;
 const TLS_FIELDS = ['cert', 'key', 'clientCa'] as const;
 const EXAMPLE = 'e.g. grpc: { listen: 127.0.0.1:8081, config: ./ratelimit/ }';
@@ -79,6 +81,11 @@ function options(c: Cursor, o: Record<string, unknown>): Partial<GrpcSettings> {
         `must be "http2" (node:http2 with gRPC's framing, the default) or "grpc-js" (@grpc/grpc-js); got ${describeValue(server)}.`,
       );
     out.server = server;
+  }
+  if (o.maxConnectionAge !== undefined) out.maxConnectionAgeMs = c.at(['grpc', 'maxConnectionAge'], () => parseMs(o.maxConnectionAge));
+  if (o.maxConnectionAgeGrace !== undefined) {
+    if (o.maxConnectionAge === undefined) c.fail(['grpc', 'maxConnectionAgeGrace'], 'needs maxConnectionAge, the age it is a grace after.');
+    out.maxConnectionAgeGraceMs = c.at(['grpc', 'maxConnectionAgeGrace'], () => parseMs(o.maxConnectionAgeGrace, true));
   }
   return out;
 }

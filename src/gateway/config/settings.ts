@@ -352,6 +352,13 @@ export interface GrpcSettings {
   readonly badConfigAtStart?: 'exit' | 'serve' | undefined;
   /** `grpc.server`: `http2` (default) frames the service's calls on node:http2; `grpc-js` serves them with @grpc/grpc-js. */
   readonly server?: 'http2' | 'grpc-js' | undefined;
+  /**
+   * `grpc.maxConnectionAge`: ms after which a connection is sent GOAWAY (±10 %), so clients reconnect and spread over
+   * the processes behind a balancer (envoyproxy/ratelimit's GRPC_MAX_CONNECTION_AGE); undefined: connections stay.
+   */
+  readonly maxConnectionAgeMs?: number | undefined;
+  /** `grpc.maxConnectionAgeGrace`: ms the calls in flight get after that GOAWAY before the connection is closed (default 10 s). */
+  readonly maxConnectionAgeGraceMs?: number | undefined;
 }
 
 /** The rate limit service's TLS: PEM files (resolved paths), read when it starts. */

@@ -37,6 +37,12 @@ export async function listenGrpcJs(options: TransportOptions): Promise<Transport
     // Channelz keeps per-call statistics for a debugging service this server does not offer.
     'grpc.enable_channelz': 0,
     'grpc.max_receive_message_length': options.maxMessageBytes,
+    ...(options.maxConnectionAgeMs === undefined
+      ? {}
+      : {
+          'grpc.max_connection_age_ms': options.maxConnectionAgeMs,
+          'grpc.max_connection_age_grace_ms': options.maxConnectionAgeGraceMs ?? 10_000,
+        }),
   });
   const tls = options.tls;
   const credentials =

@@ -27,6 +27,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const IDLE_MS = 300_000;
 /** After GOAWAY, how long an idle connection has to close itself before it is destroyed. */
 const CLOSE_GRACE_MS = 1_000;
+/** After the GOAWAY of `maxConnectionAge`, how long calls in flight have by default (grpc-go's default is infinite; the decision takes ms). */
+const DEFAULT_AGE_GRACE_MS = 10_000;
 /** The gRPC message prefix: a compressed flag and a 32-bit length. */
 const PREFIX_BYTES = 5;
 
@@ -207,13 +209,16 @@ class Connections {
     }
   }
 
-  /** GOAWAY to `session` when it has one, then its connection destroyed after a grace (at once without a session). */
-  end(peer: string | undefined, session?: Http2Session): void {
+  /**
+   * GOAWAY to `session` when it has one (calls in flight finish; no new ones start), then its connection destroyed after
+   * `graceMs` (at once without a session).
+   */
+  end(peer: string | undefined, session?: Http2Session, graceMs = CLOSE_GRACE_MS): void {
     if (session !== undefined && !session.closed && !session.destroyed) session.close();
     const socket = peer === undefined ? undefined : this.byPeer.get(peer);
     if (socket === undefined) return;
     if (session === undefined) socket.destroy();
-    else setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+    else setTimeout(() => socket.destroy(), graceMs).unref();
   }
 }
 
@@ -282,9 +287,20 @@ export async function listenHttp2(options: TransportOptions): Promise<Transport>
     }, readMs).unref();
   });
   server.on('secureConnection', (socket: Socket) => connections.add(socket));
+  const maxAge = options.maxConnectionAgeMs;
   server.on('session', (session: Http2Session) => {
     sessions.add(session);
     session.on('error', noop);
+    if (maxAge !== undefined) {
+      // Spread by ±10 %: connections opened together (a fleet of Envoys started at once) do not all reconnect together.
+      const peer = Connections.peerOf(session);
+      const aged = setTimeout(
+        () => connections.end(peer, session, options.maxConnectionAgeGraceMs ?? DEFAULT_AGE_GRACE_MS),
+        maxAge * (0.9 + Math.random() * 0.2),
+      );
+      aged.unref();
+      session.once('close', () => clearTimeout(aged));
+    }
     session.once('close', () => sessions.delete(session));
   });
   // A TLS handshake that fails (no client certificate, a plaintext client) is the client's problem, not the server's.

@@ -131,6 +131,8 @@ export class RlsServer {
         port,
         tls,
         maxMessageBytes: MAX_MESSAGE_BYTES,
+        maxConnectionAgeMs: settings.maxConnectionAgeMs,
+        maxConnectionAgeGraceMs: settings.maxConnectionAgeGraceMs,
         methods: new Map([
           [SHOULD_RATE_LIMIT_PATH, rls.shouldRateLimit],
           [HEALTH_CHECK_PATH, rls.check],

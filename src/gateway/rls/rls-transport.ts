@@ -64,6 +64,10 @@ export interface TransportOptions {
   readonly methods: UnaryMethods;
   /** How long a call without `grpc-timeout` may take to send its request (default 10 s); then it is cancelled. */
   readonly requestReadMs?: number | undefined;
+  /** A connection's age (±10 %) at which it is sent GOAWAY, so clients reconnect elsewhere; undefined: no limit. */
+  readonly maxConnectionAgeMs?: number | undefined;
+  /** What the calls in flight get after that GOAWAY before the connection is closed. */
+  readonly maxConnectionAgeGraceMs?: number | undefined;
 }
 
 /** A listening transport. */

@@ -42,9 +42,13 @@ after(async () => {
   for (const [, t] of transports) await t.close(100);
 });
 
-async function start(kind: 'http2' | 'grpc-js', requestReadMs?: number): Promise<Transport> {
+async function start(
+  kind: 'http2' | 'grpc-js',
+  requestReadMs?: number,
+  age?: { maxConnectionAgeMs: number; maxConnectionAgeGraceMs: number },
+): Promise<Transport> {
   const listen = kind === 'http2' ? listenHttp2 : listenGrpcJs;
-  const t = await listen({ host: '127.0.0.1', port: 0, tls: undefined, maxMessageBytes: MAX, methods, requestReadMs });
+  const t = await listen({ host: '127.0.0.1', port: 0, tls: undefined, maxMessageBytes: MAX, methods, requestReadMs, ...age });
   transports.push([kind, t]);
   return t;
 }
@@ -124,6 +128,18 @@ describe('both transports, where gRPC defines the answer', () => {
       assert.equal(a.headers[':status'], 200);
       assert.equal(a.status, GrpcStatus.OK);
       assert.deepEqual(a.data, frame(Buffer.from('echo:hi')));
+    });
+
+    test(`${kind}: maxConnectionAge sends GOAWAY to an old connection, and the call in flight still gets its answer`, async () => {
+      const t = await start(kind, undefined, { maxConnectionAgeMs: 400, maxConnectionAgeGraceMs: 2_000 });
+      const s = session(t);
+      const goaway = new Promise<number>((resolve) => s.once('goaway', () => resolve(Date.now())));
+      const opened = Date.now();
+      const pending = rawCall(s, { path: SLOW, chunks: [frame(Buffer.from('in-flight'))] });
+      const at = await goaway;
+      assert.ok(at - opened >= 300 && at - opened < 1_500, `GOAWAY after ${at - opened} ms (age 400 ms ± 10 %)`);
+      for (const release of held.splice(0)) release();
+      assert.equal((await pending).status, GrpcStatus.OK);
     });
 
     test(`${kind}: an unknown method is UNIMPLEMENTED and reaches no method`, async () => {

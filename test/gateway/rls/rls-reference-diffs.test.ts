@@ -261,4 +261,11 @@ test('grpc options in a config file: each checked at its line', async () => {
   await fails('server: grpcjs', /:4:\d+: grpc\.server: must be "http2" .* or "grpc-js"/);
   const server = await parseConfigText('grpc:\n  listen: 9001\n  config: ./r.yaml\n  server: grpc-js\n', file);
   assert.equal(server.grpc?.server, 'grpc-js');
+  const aged = await parseConfigText(
+    'grpc:\n  listen: 9001\n  config: ./r.yaml\n  maxConnectionAge: 30m\n  maxConnectionAgeGrace: 5s\n',
+    file,
+  );
+  assert.deepEqual([aged.grpc?.maxConnectionAgeMs, aged.grpc?.maxConnectionAgeGraceMs], [1_800_000, 5_000]);
+  await fails('maxConnectionAgeGrace: 5s', /:4:\d+: grpc\.maxConnectionAgeGrace: needs maxConnectionAge/);
+  await fails('maxConnectionAge: soon', /:4:\d+: grpc\.maxConnectionAge: /);
 });
