@@ -32,8 +32,8 @@ export interface AdaptiveControllerOptions {
   minSamples?: number;
   /**
    * How often the no-load latency is measured again: the limit drops to `probeLimit` until `probeSamples` calls admitted at that
-   * level have completed, their median becomes the no-load latency, and the limit goes back where it was. Without this the
-   * estimate would only ever go down, and could not notice an upstream that got slower for good. Default `"60s"`.
+   * level have completed (or `probeTimeout` passed), their median becomes the no-load latency, and the limit goes back where it
+   * was. An upstream that got slower or faster for good is judged against a stale no-load latency until then. Default `"60s"`.
    */
   probeInterval?: Duration;
   /** The limit during a no-load probe. A whole number from `minLimit` to `maxLimit`. Default 3, raised to `minLimit` / lowered to `maxLimit`. */
