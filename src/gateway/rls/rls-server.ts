@@ -65,8 +65,7 @@ export class RlsServer {
   private config: RlsConfig | undefined;
   private reloader: RlsReloader | undefined;
   private transport: Transport | undefined;
-  /** Where it listens, `HOST:PORT` (the port chosen when 0 was asked for). */
-  address = '';
+  private listening = '';
   private readonly deciding: DecideOptions;
   private readonly wire: Omit<WireOptions, 'dynamicMetadata'>;
 
@@ -141,7 +140,7 @@ export class RlsServer {
     } catch (error) {
       throw new Error(`--grpc ${hostPort(host, port)}: cannot listen: ${(error as Error).message}`, { cause: error });
     }
-    rls.address = hostPort(host, rls.transport.port);
+    rls.listening = hostPort(host, rls.transport.port);
     if (configError !== undefined)
       log.error(
         { path: settings.config, code: isFloodgateError(configError) ? configError.code : undefined, error: configError.message },
@@ -160,6 +159,11 @@ export class RlsServer {
       'floodgate rls listening',
     );
     return rls;
+  }
+
+  /** Where it listens, `HOST:PORT` (the port chosen when 0 was asked for). */
+  get address(): string {
+    return this.listening;
   }
 
   /** Serves `config` from the next request on (limits whose numbers did not change keep their counters). */
