@@ -94,10 +94,11 @@ export class AdaptiveController {
 
   /**
    * @param options - see {@link AdaptiveControllerOptions}; every one has a default
-   * @param now - the time of construction in ms (the first probe starts then)
+   * @param now - the time of construction in ms, on the clock every later call's `now` is read from (the first probe starts
+   *   then; no default, since a 0 against wall-clock calls would time that probe out at its first sample)
    * @throws FloodgateError on a bad option (see parseAdaptiveOptions)
    */
-  constructor(options: AdaptiveControllerOptions = {}, now = 0) {
+  constructor(options: AdaptiveControllerOptions, now: number) {
     this.settings = parseAdaptiveOptions(options, 'AdaptiveController');
     this.estimate = this.settings.initialLimit;
     this.probeStartedAt = now;

@@ -48,7 +48,7 @@ test('bad options throw typed errors that say what to write', () => {
   assert.throws(() => new AdaptiveConcurrencyLimiter({ probeTimeout: '-1s' }), code('FLOODGATE_INVALID_DURATION'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ clock: 5 as never }), code('FLOODGATE_INVALID_OPTIONS'));
   assert.throws(() => new AdaptiveConcurrencyLimiter({ limit: 5 } as never), code('FLOODGATE_UNKNOWN_OPTION'));
-  assert.throws(() => new AdaptiveController({ clock: Date.now } as never), code('FLOODGATE_UNKNOWN_OPTION'));
+  assert.throws(() => new AdaptiveController({ clock: Date.now } as never, 0), code('FLOODGATE_UNKNOWN_OPTION'));
   // minLimit above the default probe limit (3) moves the probe limit up rather than failing.
   assert.equal(new AdaptiveConcurrencyLimiter({ minLimit: 8 }).limit, 8);
 });
@@ -94,7 +94,7 @@ test('with a shared ConcurrencyLimiter behind it: a call the ceiling refuses is 
   assert.equal(first.release({ latencyMs: 40 }), true);
   await held.release();
   assert.deepEqual([adaptive.stats().phase, adaptive.stats().noLoadLatencyMs], ['steady', 40]);
-  assert.throws(() => new AdaptiveController().succeeded(0, 0, Number.NaN), code('FLOODGATE_INVALID_OPTIONS'));
+  assert.throws(() => new AdaptiveController({}, 0).succeeded(0, 0, Number.NaN), code('FLOODGATE_INVALID_OPTIONS'));
 });
 
 test('the first probe measures the no-load latency at probeLimit (median of probeSamples), then the limit starts at initialLimit', () => {
