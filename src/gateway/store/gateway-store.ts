@@ -34,14 +34,7 @@ export async function openCounting(
   const metrics = new GatewayMetrics(deps.prom, otel?.tap);
   const snapshot = clustered ? undefined : settings.store.snapshot;
   // Read before the store opens: a snapshot that cannot be restored ends the start before anything listens.
-  const restored =
-    snapshot === undefined
-      ? undefined
-      : await readSnapshotFile(snapshot, log, {
-          layout: 'per-rule',
-          storePrefix: settings.store.prefix,
-          rules: settings.rules.map((r) => r.name),
-        });
+  const restored = snapshot === undefined ? undefined : await readSnapshotFile(settings, log, 'per-rule');
   const opened = await openStore(settings.store, metrics, clustered, storeFailureLog(log), overrideRefusalLog(log), otel?.tracer, restored);
   const store =
     snapshot === undefined

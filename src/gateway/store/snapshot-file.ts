@@ -8,7 +8,7 @@
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { checkSnapshot, ErrorCode, FloodgateError, type MemorySnapshot } from '../../index.js';
-import type { SnapshotSettings } from '../config/settings.js';
+import type { GatewaySettings, SnapshotSettings } from '../config/settings.js';
 import type { GatewayStore, MemoryTablesSnapshot } from '../rules/key-tables.js';
 import type { GatewayLogger } from '../runtime/log.js';
 
@@ -20,17 +20,19 @@ const FILE_FORMAT = 'floodgate-gateway-snapshot';
 const FILE_VERSION = 1;
 
 /**
- * The tables held in `settings.file`, laid out `into` this process's tables; undefined when there is no file yet (a
- * first start). A file that cannot be
+ * The tables held in `gateway.store.snapshot.file`, laid out as this process keeps its tables (`layout`); undefined
+ * without snapshots, or when there is no file yet (a first start). A file that cannot be
  * restored ends the start (FLOODGATE_INVALID_SNAPSHOT naming it) unless `onError` is `start-empty`: then it is logged
  * and moved aside (`FILE.bad-TIME`), so the next snapshot does not overwrite what may be worth looking at.
  * @throws FloodgateError INVALID_SNAPSHOT (the file's problem, and how to start anyway)
  */
 export async function readSnapshotFile(
-  settings: SnapshotSettings,
+  gateway: GatewaySettings,
   log: GatewayLogger,
-  into: { readonly layout: TableLayout; readonly storePrefix: string; readonly rules: readonly string[] },
+  layout: TableLayout,
 ): Promise<MemoryTablesSnapshot | undefined> {
+  const settings = gateway.store.snapshot;
+  if (settings === undefined) return undefined;
   let text: string;
   try {
     text = await readFile(settings.file, 'utf8');
@@ -46,7 +48,8 @@ export async function readSnapshotFile(
     );
   }
   try {
-    const tables = laidOut(parseFile(text, settings.file), into.layout, into.storePrefix, into.rules);
+    const rules = gateway.rules.map((r) => r.name);
+    const tables = laidOut(parseFile(text, settings.file), layout, gateway.store.prefix, rules);
     log.info({ file: settings.file, keys: keysIn(tables) }, 'memory store restored from its snapshot');
     return tables;
   } catch (error) {

@@ -45,14 +45,7 @@ export async function runPrimary(settings: GatewaySettings, deps: GatewayDeps): 
     const { ClusterStorePrimary } = await import('../../stores/cluster/index.js');
     const snapshot = settings.store.snapshot;
     // Before any worker starts: a snapshot that cannot be restored ends the start (unless snapshotOnError says otherwise).
-    const restored =
-      snapshot === undefined
-        ? undefined
-        : await readSnapshotFile(snapshot, log, {
-            layout: 'one',
-            storePrefix: settings.store.prefix,
-            rules: settings.rules.map((r) => r.name),
-          });
+    const restored = await readSnapshotFile(settings, log, 'one');
     // One table for every rule (its keys carry the rule's name), sized for all of them; a full table forgets
     // no live key (new keys are decided in the overflow sketch), since the keys come from clients.
     const primary = new ClusterStorePrimary({
