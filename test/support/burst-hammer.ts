@@ -95,4 +95,6 @@ process.on('message', (message: { type?: string; start?: number; phases?: [numbe
     process.send!({ type: 'report', admitted, refused } satisfies BurstReport, () => process.disconnect());
   })();
 });
-process.send!({ type: 'ready' });
+// Ready once the store has answered a first call (on another key): PostgresStore makes its schema at first use, under
+// an advisory lock the 8 processes take in turn, and that must not eat into the first phase's second.
+void limiter.peek(`warm-up:${process.pid}`).then(() => process.send!({ type: 'ready' }));
