@@ -1,10 +1,11 @@
 // Starts a real PostgreSQL (initdb into a temp dir, a free port) for tests, as an unprivileged user when run as root.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './redis-server.js';
+import { dirs, installExitHook, live } from './exit-cleanup.js';
 
 const HOST = '127.0.0.1';
 const START_TIMEOUT_MS = 30_000;
@@ -21,30 +22,6 @@ export interface PostgresServer {
   port: number;
   /** Stops the server (smart shutdown, SIGKILL after 5 s) and removes its directory; idempotent. */
   stop(): Promise<void>;
-}
-
-// Every server still running and every temp dir, cleaned up when this process exits so no postgres outlives a test run.
-const live = new Set<ChildProcess>();
-const dirs = new Set<string>();
-let exitHookInstalled = false;
-
-function cleanupAll(): void {
-  for (const child of live) child.kill('SIGKILL');
-  live.clear();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  dirs.clear();
-}
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', cleanupAll);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      cleanupAll();
-      process.kill(process.pid, signal);
-    });
-  }
 }
 
 /** The directory holding initdb and postgres: PATH first, then Debian's versioned directories, newest first. */

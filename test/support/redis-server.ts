@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { dirs, installExitHook, live } from './exit-cleanup.js';
 
 const HOST = '127.0.0.1';
 const START_TIMEOUT_MS = 10_000;
@@ -65,31 +66,6 @@ export interface RedisSentinel {
   /** `NAME@HOST:PORT,HOST:PORT,…` as `--redis-sentinel` takes it. */
   spec: string;
   stop(): Promise<void>;
-}
-
-// Every child still running and every temp dir, cleaned up when this process exits so no redis-server outlives a test run.
-const live = new Set<ChildProcess>();
-const dirs = new Set<string>();
-let exitHookInstalled = false;
-
-function cleanupAll(): void {
-  for (const child of live) child.kill('SIGKILL');
-  live.clear();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  dirs.clear();
-}
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', cleanupAll);
-  // Signals skip 'exit' handlers, so clean up, then die of the same signal.
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    process.once(signal, () => {
-      cleanupAll();
-      process.kill(process.pid, signal);
-    });
-  }
 }
 
 let installChecked = false;
