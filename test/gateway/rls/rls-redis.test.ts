@@ -16,6 +16,16 @@ descriptors:
     rate_limit: { unlimited: true }
 `;
 
+/** Per org 1 000 a day (never reached here), per user 2: the user's block refuses while the org still has room. */
+const ORG_AND_USER = `
+domain: api
+descriptors:
+  - key: org
+    rate_limit: { unit: day, requests_per_unit: 1000 }
+  - key: user
+    rate_limit: { unit: day, requests_per_unit: 2 }
+`;
+
 const user = (value: string): Descriptor => ({ entries: [{ key: 'user', value }] });
 
 let redis: RedisServer;
@@ -70,17 +80,7 @@ test('--local-first: the service answers from a lease of the shared Redis quota'
 });
 
 test("regression: --local-first, a request one descriptor's in-memory block refused peeked each other descriptor on Redis; now read from its lease", async () => {
-  const file = writeTemp(
-    'ratelimit.yaml',
-    `
-domain: api
-descriptors:
-  - key: org
-    rate_limit: { unit: day, requests_per_unit: 1000 }
-  - key: user
-    rate_limit: { unit: day, requests_per_unit: 2 }
-`,
-  );
+  const file = writeTemp('ratelimit.yaml', ORG_AND_USER);
   const a = await serveRls(file, ['--local-first']);
   const c = rlsClient(a.address);
   const admin = new Redis(redis.url);
@@ -109,17 +109,7 @@ descriptors:
 });
 
 test("regression: on Redis, a request one descriptor's in-memory block refused peeked each other descriptor on Redis; now from the count seen under a second ago", async () => {
-  const file = writeTemp(
-    'ratelimit.yaml',
-    `
-domain: api
-descriptors:
-  - key: org
-    rate_limit: { unit: day, requests_per_unit: 1000 }
-  - key: user
-    rate_limit: { unit: day, requests_per_unit: 2 }
-`,
-  );
+  const file = writeTemp('ratelimit.yaml', ORG_AND_USER);
   const a = await serveRls(file);
   const c = rlsClient(a.address);
   const admin = new Redis(redis.url);
