@@ -30,14 +30,7 @@ export function enumOf(root: protobuf.Root, name: string): Record<string, number
 }
 
 /** A seeded PRNG (mulberry32) in [0, 1): the same cases on every run, unlike Math.random. */
-export function prng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 as prng } from '../../accuracy/traffic.js';
 
 const MAX_KEY_LENGTH = 1_024;
 

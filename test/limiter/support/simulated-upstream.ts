@@ -1,17 +1,6 @@
 /** A simulated upstream and load for the adaptive limiter: c workers, queueing beyond them, run in ManualClock time. */
+import { mulberry32 } from '../../accuracy/traffic.js';
 import { AdaptiveConcurrencyLimiter, ManualClock, type AdaptiveConcurrencyLimiterOptions, type AdaptiveSlot } from '../../../src/index.js';
-
-/** mulberry32: a small seeded PRNG, so a run is the same every time. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** One phase of a run: `workers` from `fromMs` on (the upstream's capacity is workers / baseMs calls per ms). */
 export interface CapacityPhase {
@@ -65,7 +54,8 @@ export interface RunResult {
  */
 export function run(settings: RunSettings): RunResult {
   const clock = new ManualClock(0);
-  const random = seeded(settings.seed ?? 42);
+  // mulberry32, seeded: a run is the same every time.
+  const random = mulberry32(settings.seed ?? 42);
   const jitter = settings.jitter ?? 0.1;
   const limiter = new AdaptiveConcurrencyLimiter({ ...settings.limiter, clock: clock.now });
   const ending = new Map<number, { slot: AdaptiveSlot; failure: Failure | undefined }[]>();
