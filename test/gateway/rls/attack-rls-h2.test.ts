@@ -27,6 +27,7 @@ import {
   SHOULD,
   tag,
   varint,
+  frame,
 } from '../support/rls-raw-h2.js';
 import { dirname, join } from 'node:path';
 import { writeFileSync } from 'node:fs';
@@ -80,14 +81,6 @@ function session(t: Transport, options: Parameters<typeof connect>[1] = {}): Cli
   s.on('error', () => {});
   sessions.push(s);
   return s;
-}
-
-/** A gRPC message frame: flag, 32-bit length, body. */
-function frame(body: Buffer, flag = 0, length = body.length): Buffer {
-  const head = Buffer.alloc(5);
-  head[0] = flag;
-  head.writeUInt32BE(length, 1);
-  return Buffer.concat([head, body]);
 }
 
 interface Answer {

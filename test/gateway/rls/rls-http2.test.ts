@@ -5,6 +5,7 @@ import { after, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { listenHttp2, parseGrpcTimeout } from '../../../src/gateway/rls/rls-http2.js';
 import { printableAscii } from '../../../src/gateway/rls/printable-ascii.js';
+import { frame } from '../support/rls-raw-h2.js';
 import { listenGrpcJs } from '../../../src/gateway/rls/rls-grpcjs.js';
 import { GrpcStatus, type Transport, type UnaryMethod, type UnaryReply } from '../../../src/gateway/rls/rls-transport.js';
 
@@ -51,14 +52,6 @@ async function start(
   const t = await listen({ host: '127.0.0.1', port: 0, tls: undefined, maxMessageBytes: MAX, methods, requestReadMs, ...age });
   transports.push([kind, t]);
   return t;
-}
-
-/** A gRPC message frame: flag, 32-bit length, body. */
-function frame(body: Buffer, flag = 0, length = body.length): Buffer {
-  const head = Buffer.alloc(5);
-  head[0] = flag;
-  head.writeUInt32BE(length, 1);
-  return Buffer.concat([head, body]);
 }
 
 interface RawAnswer {

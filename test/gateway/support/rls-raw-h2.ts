@@ -100,6 +100,14 @@ export async function rawPeer(port: number, track: Socket[]): Promise<RawPeer> {
   return peer;
 }
 
+/** A gRPC message frame: flag, 32-bit length, body. */
+export function frame(body: Buffer, flag = 0, length = body.length): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = flag;
+  head.writeUInt32BE(length, 1);
+  return Buffer.concat([head, body]);
+}
+
 /** Minimal protobuf writer for hand-made requests. */
 export function varint(n: bigint | number): Buffer {
   let v = BigInt(n);
