@@ -128,20 +128,7 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
     leaseMs: at('lease', parseLeaseMs, 0),
     timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
     onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
-    prefix: at(
-      'prefix',
-      (v) => {
-        if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
-          throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describeValue(v)}.`);
-        // On a Redis Cluster, braces in a key choose its slot: the prefix's would put every counter on one master.
-        if (/[{}]/.test(v))
-          throw new InvalidValue(
-            `must not hold { or } (on a Redis Cluster they would pick one slot for every key); got ${describeValue(v)}.`,
-          );
-        return v;
-      },
-      DEFAULT_STORE.prefix,
-    ),
+    prefix: at('prefix', parsePrefix, DEFAULT_STORE.prefix),
     maxKeys: at('maxKeys', (v) => parsePositiveInt(v, 100_000_000), DEFAULT_STORE.maxKeys),
     overflowCells: at(
       'overflowCells',
@@ -154,6 +141,16 @@ export function storeSettings(c: Cursor, value: unknown, dir = process.cwd()): S
     ),
     ...snapshotSettings(c, s, kind, dir),
   };
+}
+
+/** `store.prefix`: the namespace of the gateway's keys in any store. */
+function parsePrefix(v: unknown): string {
+  if (typeof v !== 'string' || !/^[\x21-\x7e]{1,64}$/.test(v))
+    throw new InvalidValue(`must be 1–64 printable characters without spaces; got ${describeValue(v)}.`);
+  // On a Redis Cluster, braces in a key choose its slot: the prefix's would put every counter on one master.
+  if (/[{}]/.test(v))
+    throw new InvalidValue(`must not hold { or } (on a Redis Cluster they would pick one slot for every key); got ${describeValue(v)}.`);
+  return v;
 }
 
 /** The fields of the store section the PostgreSQL store takes (the others are the memory store's or Redis's). */
@@ -190,7 +187,7 @@ function postgresStore(
     postgres: { table, unlogged: at('unlogged', parseBoolean, false) },
     timeoutMs: at('timeout', (v) => parseMs(v), DEFAULT_STORE.timeoutMs),
     onFailure: at('onFailure', parseFailurePolicy, DEFAULT_STORE.onFailure),
-    prefix: s.prefix === undefined ? DEFAULT_STORE.prefix : (storeSettings(c, { prefix: s.prefix }).prefix as string),
+    prefix: at('prefix', parsePrefix, DEFAULT_STORE.prefix),
   };
 }
 
