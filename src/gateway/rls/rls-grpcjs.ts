@@ -5,12 +5,7 @@
  */
 import type * as Grpc from '@grpc/grpc-js';
 import { loadGrpc } from './grpc-deps.js';
-import type { Transport, TransportOptions, UnaryMethod } from './rls-transport.js';
-
-/** `HOST:PORT`, with brackets around an IPv6 host. */
-function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
+import { hostPort, type Transport, type TransportOptions, type UnaryMethod } from './rls-transport.js';
 
 const bytes = (value: Buffer): Buffer => value;
 

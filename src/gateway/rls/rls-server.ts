@@ -23,7 +23,15 @@ import { readTlsFiles } from './rls-tls.js';
 import { loadGrpc } from './grpc-deps.js';
 import { listenHttp2 } from './rls-http2.js';
 import { listenGrpcJs } from './rls-grpcjs.js';
-import { GrpcStatus, HEALTH_CHECK_PATH, SHOULD_RATE_LIMIT_PATH, type TlsFiles, type Transport, type UnaryReply } from './rls-transport.js';
+import {
+  GrpcStatus,
+  HEALTH_CHECK_PATH,
+  hostPort,
+  SHOULD_RATE_LIMIT_PATH,
+  type TlsFiles,
+  type Transport,
+  type UnaryReply,
+} from './rls-transport.js';
 
 /**
  * Largest ShouldRateLimit message read, in bytes (a larger one is answered
@@ -49,11 +57,6 @@ export interface PreparedRls {
 
 /** The service name of RLS v3, as health checks name it. */
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
-
-/** `HOST:PORT`, with brackets around an IPv6 host. */
-function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
 
 /** How the listener is secured, for the listening line. */
 function tlsMode(settings: GrpcSettings): 'none' | 'tls' | 'mtls' {

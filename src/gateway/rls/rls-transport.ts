@@ -37,6 +37,11 @@ export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitServ
 /** The full path of the gRPC health protocol's Check. */
 export const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
 
+/** `HOST:PORT`, with brackets around an IPv6 host: how grpc-js binds and how the service says where it listens. */
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 /** The methods a transport serves, by full path; any other path is answered UNIMPLEMENTED. */
 type UnaryMethods = ReadonlyMap<string, UnaryMethod>;
 
