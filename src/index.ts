@@ -16,6 +16,15 @@ export type { ConcurrencyLimiterOptions, Slot } from './limiter/concurrency-limi
 export { AdaptiveConcurrencyLimiter } from './limiter/adaptive-concurrency-limiter.js';
 export type { AdaptiveConcurrencyLimiterOptions, AdaptiveOutcome, AdaptiveSlot } from './limiter/adaptive-concurrency-limiter.js';
 export { AdaptiveController } from './limiter/adaptive-controller.js';
+export { OverloadLimiter } from './limiter/overload-limiter.js';
+export type {
+  OverloadLimiterOptions,
+  OverloadQueueOptions,
+  OverloadRefusal,
+  OverloadRequest,
+  OverloadSlot,
+  OverloadStats,
+} from './limiter/overload-limiter.js';
 export type { AdaptiveControllerOptions, AdaptivePhase, AdaptiveStats } from './limiter/adaptive-controller.js';
 export type { SlotAcquisition, SlotStore } from './core/slots.js';
 export { consumeAll, consumeAllNow, MAX_PARTS } from './limiter/composite.js';

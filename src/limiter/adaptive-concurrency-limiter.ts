@@ -88,34 +88,47 @@ export class AdaptiveConcurrencyLimiter {
 
   /** Takes a slot when fewer than `limit` calls are in flight; otherwise a refused slot (`allowed: false`). Never waits. */
   acquire(): AdaptiveSlot {
-    const controller = this.controller;
-    const clock = this.clock;
-    const admittedAt = clock();
-    const allowed = controller.tryAdmit(admittedAt);
-    const limit = controller.limit;
-    const inFlight = controller.inFlight;
-    let open = allowed;
-    const end = (finish: (now: number) => void): boolean => {
-      if (!open) return false;
-      open = false;
-      finish(clock());
-      return true;
-    };
-    return {
-      allowed,
-      limit,
-      inFlight,
-      release(outcome?: AdaptiveOutcome): boolean {
-        const { latencyMs, error } = checkOutcome(outcome);
-        return end((now) => {
-          if (error === true) controller.overloaded(now);
-          else controller.succeeded(now, admittedAt, latencyMs ?? Math.max(1, now - admittedAt));
-        });
-      },
-      drop: () => end((now) => controller.overloaded(now)),
-      cancel: () => end((now) => controller.cancelled(now)),
-    };
+    const admittedAt = this.clock();
+    const allowed = this.controller.tryAdmit(admittedAt);
+    return openSlot(this.controller, this.clock, allowed, admittedAt);
   }
+}
+
+/**
+ * The slot of one call the controller decided about at `admittedAt`: ending it (once) completes the call on the controller,
+ * then runs `ended` (the overload limiter admits its next waiter there). Shared by every limiter built on the controller.
+ */
+export function openSlot(
+  controller: AdaptiveController,
+  clock: Clock,
+  allowed: boolean,
+  admittedAt: number,
+  ended?: () => void,
+): AdaptiveSlot {
+  const limit = controller.limit;
+  const inFlight = controller.inFlight;
+  let open = allowed;
+  const end = (finish: (now: number) => void): boolean => {
+    if (!open) return false;
+    open = false;
+    finish(clock());
+    ended?.();
+    return true;
+  };
+  return {
+    allowed,
+    limit,
+    inFlight,
+    release(outcome?: AdaptiveOutcome): boolean {
+      const { latencyMs, error } = checkOutcome(outcome);
+      return end((now) => {
+        if (error === true) controller.overloaded(now);
+        else controller.succeeded(now, admittedAt, latencyMs ?? Math.max(1, now - admittedAt));
+      });
+    },
+    drop: () => end((now) => controller.overloaded(now)),
+    cancel: () => end((now) => controller.cancelled(now)),
+  };
 }
 
 /** The outcome's fields checked: INVALID_OPTIONS for a latency that is not a finite number ≥ 0 or an error that is not a boolean. */

@@ -133,12 +133,13 @@ export class AdaptiveController {
    * Admits one call when fewer than `limit` are in flight (then it counts as in flight until completed).
    *
    * @param now - the current time in ms
+   * @param countRefusal - false for a caller that only looks for room for a waiter it already counted (not a new refusal)
    * @returns true when admitted, false when refused
    */
-  tryAdmit(now: number): boolean {
+  tryAdmit(now: number, countRefusal = true): boolean {
     this.advance(now);
     if (this.held >= this.limit) {
-      this.counts.refused++;
+      if (countRefusal) this.counts.refused++;
       return false;
     }
     this.held++;
