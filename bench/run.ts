@@ -34,7 +34,7 @@ async function main(): Promise<number> {
   const selected = wanted === 'all' ? scenarios : scenarios.filter((s) => s.name === wanted);
   if (selected.length === 0) throw new UsageError(`no scenario ${JSON.stringify(wanted)}; run \`npm run bench\` for the list`);
   if (options.variants !== undefined && selected.length > 1) throw new UsageError('--variants needs a single scenario');
-  if (selected.some((s) => s.grpc === undefined)) assertWrk();
+  if (selected.some((s) => s.grpc === undefined && s.run === undefined)) assertWrk();
   if (selected.some((s) => s.grpc !== undefined)) assertGhz();
   if (options.openLoopRates !== undefined) assertOha();
   lockRun(ROOT);
@@ -44,6 +44,19 @@ async function main(): Promise<number> {
   pinSelf(plan.load);
   const rows: Row[] = [];
   for (const scenario of selected) {
+    if (scenario.run !== undefined) {
+      const own = await scenario.run({
+        root: ROOT,
+        dist,
+        plan,
+        durationS: options.given.duration,
+        warmupS: options.given.warmup,
+        phases: options.phases,
+      });
+      rows.push(...own.rows);
+      if (!options.json) process.stdout.write(`${own.text}\n`);
+      continue;
+    }
     const result = await runScenario(scenario, { options, plan, dist, root: ROOT });
     rows.push(...result.rows);
     if (!options.json) process.stdout.write(`${formatTable(result.info, result.rows)}\n`);

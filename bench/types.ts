@@ -1,7 +1,30 @@
 /** The scenario contract of the benchmark harness: what a file in bench/scenarios/ exports. */
 import type { GrpcLoad } from './lib/ghz.js';
+import type { CpuPlan } from './lib/processes.js';
+import type { Row } from './lib/report.js';
 
 export type { GrpcLoad };
+
+/** What the harness hands a scenario that runs itself ({@link Scenario.run}). */
+export interface OwnRunContext {
+  /** Repository root: the working directory of every process it starts. */
+  readonly root: string;
+  /** The run's private copy of dist/ (pass it to `startServer`). */
+  readonly dist: string;
+  /** Where the server under test and the load generator run; the harness itself is already pinned to `plan.load`. */
+  readonly plan: CpuPlan;
+  /** `--duration` / `--warmup` when given on the command line, else undefined (the scenario's own defaults apply). */
+  readonly durationS: number | undefined;
+  readonly warmupS: number | undefined;
+  /** `--phases a,c`: the parts of the scenario to run; undefined: all. */
+  readonly phases: readonly string[] | undefined;
+}
+
+/** What a scenario that runs itself returns: its JSON rows and the text printed in place of the harness's table. */
+export interface OwnRunResult {
+  readonly rows: readonly Row[];
+  readonly text: string;
+}
 
 /**
  * One way of serving the scenario's endpoint: a server process the harness
@@ -107,6 +130,14 @@ export interface Scenario {
    * then counts the proxy alone, and the upstream does not compete for its core.
    */
   readonly upstream?: boolean;
+  /**
+   * When set, the harness hands the whole run to this function instead of
+   * measuring each variant with wrk or ghz: for a scenario whose load is not
+   * a saturating loop (the overload scenario's open-loop phases with their own
+   * upstream). The run lock, the copy of dist/ and the harness's pinning are
+   * still the harness's; `variants` then only lists the parts for `npm run bench`.
+   */
+  readonly run?: (context: OwnRunContext) => Promise<OwnRunResult>;
 }
 
 /** Identity function that type-checks a scenario literal: `export default defineScenario({ ... })`. */

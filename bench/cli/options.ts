@@ -23,6 +23,7 @@ options:
                     load every variant open-loop with oha at these requests/s,
                     the same for all (in place of the scenario's shares of each
                     variant's own saturating rate): p50/p99 columns per rate
+  --phases a,c      the parts of a scenario that has them (overload: a to f) to run
   --cpu-prof DIR    write V8 CPU profiles of every server process into DIR/VARIANT
                     (open it in Chrome DevTools; profiling slows the servers,
                     so read its ratios as a profile's, not a measurement's)
@@ -34,6 +35,10 @@ export interface Options extends RunSettings {
   readonly scenario: string | undefined;
   readonly json: boolean;
   readonly redisCpu: RedisPlacement;
+  /** `--phases`: the parts of a scenario that runs itself (bench/types.ts `Scenario.run`); undefined: all. */
+  readonly phases: readonly string[] | undefined;
+  /** `--duration` and `--warmup` as given, undefined when left out: a scenario that runs itself has defaults of its own. */
+  readonly given: { readonly duration: number | undefined; readonly warmup: number | undefined };
 }
 
 /**
@@ -55,6 +60,7 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
       rounds: { type: 'string' },
       'cpu-prof': { type: 'string' },
       'open-loop': { type: 'string' },
+      phases: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -74,6 +80,14 @@ export function parseOptions(argv: readonly string[]): Options | 'help' {
     rounds: values.rounds === undefined ? 1 : wholeNumber(values.rounds, 'rounds', 1),
     cpuProfDir: values['cpu-prof'] === undefined ? undefined : resolve(values['cpu-prof']),
     openLoopRates: values['open-loop'] === undefined ? undefined : rates(values['open-loop']),
+    phases: values.phases
+      ?.split(',')
+      .map((p) => p.trim())
+      .filter((p) => p.length > 0),
+    given: {
+      duration: values.duration === undefined ? undefined : seconds(values.duration, 'duration', 10, 1),
+      warmup: values.warmup === undefined ? undefined : seconds(values.warmup, 'warmup', 2, 0),
+    },
   };
 }
 
