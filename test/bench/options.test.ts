@@ -1,4 +1,4 @@
-/** The bench CLI's command line: --open-loop's rates, and a bad value of it refused as a usage error (exit 2), not run. */
+/** The bench CLI's command line: --open-loop's rates (a bad value refused as a usage error, exit 2, not run), --phases. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseOptions, USAGE, type Options } from '../../bench/cli/options.js';
@@ -32,6 +32,14 @@ describe('bench options', () => {
       );
     });
   }
+
+  it('--phases lists the parts of a scenario that runs itself; --duration and --warmup are told apart from their defaults', () => {
+    const options = parse('overload', '--phases', 'a, c', '--duration', '5');
+    assert.deepEqual(options.phases, ['a', 'c']);
+    assert.deepEqual(options.given, { duration: 5, warmup: undefined });
+    assert.equal(options.durationS, 5);
+    assert.equal(parse('overload').phases, undefined);
+  });
 
   it('the usage text lists --open-loop', () => {
     assert.match(USAGE, /--open-loop RPS\[,RPS\.\.\.\]/);
