@@ -52,6 +52,8 @@ export const WarningCode = {
   ONE_SEED_NODE: 'FLOODGATE_ONE_SEED_NODE',
   /** An HTTP middleware has `shadow: true` and an `onLimited` hook, which shadow mode never calls (nothing is refused). Cause and fix: docs/errors.md#floodgate_on_limited_in_shadow. */
   ON_LIMITED_IN_SHADOW: 'FLOODGATE_ON_LIMITED_IN_SHADOW',
+  /** A gateway's overload section gives a class above the default to requests by a header alone: any client can send it. Cause and fix: docs/errors.md#floodgate_priority_from_header. */
+  PRIORITY_FROM_HEADER: 'FLOODGATE_PRIORITY_FROM_HEADER',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

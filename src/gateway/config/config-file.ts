@@ -23,6 +23,7 @@ import { ruleList } from './rule-sections.js';
 import { planSettings } from './override-config.js';
 import { adminSection } from './admin-config.js';
 import { telemetrySettings } from './telemetry-config.js';
+import { overloadSettings } from './overload-config.js';
 import { grpcSection, GRPC_WORKERS } from './grpc-config.js';
 import { jwtSection, UNVERIFIED_FIELD } from './jwt-config.js';
 import { keyParts } from './key-settings.js';
@@ -58,6 +59,7 @@ const TOP_FIELDS = [
   'telemetry',
   'grpc',
   'jwt',
+  'overload',
 ] as const;
 
 /**
@@ -145,6 +147,9 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
+  const overload = overloadSettings(c, top.overload);
+  if (overload !== undefined && upstream === undefined)
+    c.fail(['overload'], 'protects the upstream, but there is none: set upstream, or remove overload.');
   const grpc = grpcSection(c, top.grpc, dirname(file), o.grpcOverrides);
   if (grpc !== undefined && workers > 0) c.fail(['grpc'], GRPC_WORKERS);
   // The rate limit service is a gateway's job of its own: its file may leave out the HTTP rules.
@@ -220,6 +225,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
     ...(telemetry === undefined ? {} : { telemetry }),
     ...(grpc === undefined ? {} : { grpc }),
     ...(jwt === undefined ? {} : { jwt }),
+    ...(overload === undefined ? {} : { overload }),
   };
 }
 

@@ -248,7 +248,8 @@ function policyKey(c: Cursor, path: Path, value: unknown): KeySettings {
   return c.at(path, () => parseKeySpec(value));
 }
 
-function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
+/** Parses a `match` mapping (a rule's, or a priority class's): methods, path prefix or pattern, hosts, headers. */
+export function matchSettings(c: Cursor, path: Path, value: unknown): MatchSettings {
   if (value === undefined)
     return { methods: undefined, pathPrefix: undefined, pathPattern: undefined, hosts: undefined, headers: undefined };
   const m = mapping(c, path, value, MATCH_FIELDS);

@@ -1,5 +1,5 @@
 /** The gateway's validated settings (from flags and the config file) and their defaults. */
-import type { Algorithm, CalendarSpec, PolicyOverride } from '../../index.js';
+import type { AdaptiveControllerOptions, Algorithm, CalendarSpec, PolicyOverride } from '../../index.js';
 import type { HeaderMode, TrustProxy } from '../../http/index.js';
 import type { ProxySettings } from './proxy-settings.js';
 import type { LogLevel } from '../runtime/log.js';
@@ -431,6 +431,30 @@ export interface GatewaySettings {
   readonly telemetry?: TelemetrySettings;
   /** The Envoy rate limit service (`grpc`, `--grpc`); undefined when off. */
   readonly grpc?: GrpcSettings | undefined;
+  /** The upstream's in-flight limit with priority classes and tenant-fair waiting (`overload`); undefined when off. */
+  readonly overload?: OverloadSettings | undefined;
+}
+
+/** One priority class: its name, and the requests it takes (undefined: every request no class above took). */
+export interface PriorityClassSettings {
+  readonly name: string;
+  readonly match: MatchSettings | undefined;
+}
+
+/** The `overload` section, checked. */
+export interface OverloadSettings {
+  /** `adaptive`, or a fixed number of requests in flight to the upstream per process. */
+  readonly limit: number | 'adaptive';
+  /** The adaptive controller's options, as the library takes them; empty for its defaults. */
+  readonly adaptive: AdaptiveControllerOptions;
+  /** The classes, highest first; a request takes the first whose match fits, else the one without a match. */
+  readonly priorities: readonly PriorityClassSettings[];
+  /** Whose line a waiting request joins: ip, global or header:NAME. */
+  readonly tenant: KeySettings;
+  /** The wait for a slot, or false to refuse at once at the limit. */
+  readonly queue: { readonly timeoutMs: number; readonly maxQueue: number } | false;
+  /** Upstream statuses read as overload (the limit backs off); a failure to connect or a timeout always is. */
+  readonly errorStatuses: readonly number[];
 }
 
 /** The `telemetry` section. */

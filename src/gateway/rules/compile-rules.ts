@@ -298,13 +298,13 @@ function waitOption(wait: WaitSettings): WaitOptions {
 }
 
 /**
- * Compiles a rule's match. Paths match case-insensitively unless
+ * Compiles a rule's (or a priority class's) match. Paths match case-insensitively unless
  * `caseSensitive` (Express and Koa route `/API/x` to a handler for
  * `/api/x`), and a rule for GET also matches HEAD (Express, Fastify and
  * @koa/router run the GET handler for HEAD); one that lists HEAD alone
  * matches only HEAD.
  */
-function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
+export function compileMatch(m: MatchSettings, caseSensitive = false): Rule['matches'] {
   const checks: Array<(method: string, path: string, host: string | undefined, headers: IncomingHttpHeaders) => boolean> = [];
   if (m.methods !== undefined) {
     const methods = new Set(m.methods);

@@ -26,7 +26,12 @@ export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
   const out: RuleWarning[] = [];
   const file = settings.configFile;
   // A rate limit service without an upstream has nothing to forward: no HTTP rules is its usual shape.
-  if (file !== undefined && settings.rules.length === 0 && (settings.grpc === undefined || settings.upstream !== undefined)) {
+  if (
+    file !== undefined &&
+    settings.rules.length === 0 &&
+    settings.overload === undefined &&
+    (settings.grpc === undefined || settings.upstream !== undefined)
+  ) {
     out.push({
       code: WarningCode.NO_RULES,
       message:
@@ -57,6 +62,28 @@ export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
       subject: `${file ?? ''}\u0000jwt-audience`,
     });
   }
+  const classes = settings.overload?.priorities ?? [];
+  const rest = classes.findIndex((p) => p.match === undefined);
+  classes.slice(0, rest).forEach((p) => {
+    const m = p.match!;
+    // A path, host or method is the request's own; a header alone is whatever the client chose to send.
+    if (
+      m.headers === undefined ||
+      m.pathPrefix !== undefined ||
+      m.pathPattern !== undefined ||
+      m.hosts !== undefined ||
+      m.methods !== undefined
+    )
+      return;
+    const names = m.headers.map(([name]) => name).join(', ');
+    out.push({
+      code: WarningCode.PRIORITY_FROM_HEADER,
+      message:
+        `overload class ${JSON.stringify(p.name)} is given to any request that carries ${names}, and any client can send that: under overload it is served ahead of ${classes[rest]!.name} traffic. ` +
+        'If a proxy of yours in front of the gateway sets the header, make sure it drops any value the client sent; otherwise match the class by path or host.',
+      subject: `${file ?? ''}\u0000overload\u0000${p.name}`,
+    });
+  });
   for (const unreachable of unreachableRules(settings.rules, settings.paths.caseSensitive)) {
     out.push({
       code: WarningCode.UNREACHABLE_RULE,

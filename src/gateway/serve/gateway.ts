@@ -21,6 +21,8 @@ import { adminLimits, applyClientLimits, closeServer, createAdminServer, createP
 import { liveSettings } from './live-settings.js';
 import { GatewayMetrics } from '../runtime/metrics.js';
 import { UpstreamProxy } from './proxy.js';
+import { OverloadGate } from '../rules/overload-gate.js';
+import { registerOverloadMetrics } from '../runtime/overload-metrics.js';
 import { handleUpgrade } from './upgrade.js';
 import type { RuleContext, RuleSet } from '../rules/rule-set.js';
 import { compileRules } from '../rules/compile-rules.js';
@@ -111,6 +113,7 @@ export class Gateway implements AdminSource {
     );
     metrics.inFlight = () => this.requests.inFlight;
     if (store.overflows !== undefined) metrics.overflows = store.overflows;
+    registerOverloadMetrics(deps.prom, metrics, () => this.proxy?.gate?.limiter);
     // Keys come from clients here too: a full table must not forget the live ones.
     const insuranceStore = new MemoryStore({
       maxKeys: settings.store.maxKeys,
@@ -290,7 +293,10 @@ export class Gateway implements AdminSource {
     const proxyChanged =
       prev.upstream?.href !== effective.upstream?.href ||
       JSON.stringify(prev.proxy) !== JSON.stringify(effective.proxy) ||
-      JSON.stringify(prev.trustProxy) !== JSON.stringify(effective.trustProxy);
+      JSON.stringify(prev.trustProxy) !== JSON.stringify(effective.trustProxy) ||
+      // A changed overload section starts its limit afresh on a new proxy (a RegExp match compared by its source).
+      JSON.stringify(prev.overload, withPatterns) !== JSON.stringify(effective.overload, withPatterns) ||
+      prev.paths.caseSensitive !== effective.paths.caseSensitive;
     const proxy = proxyChanged ? this.makeProxy(effective) : this.proxy;
     const old = this.proxy;
     this.rules = rules;
@@ -370,6 +376,12 @@ export class Gateway implements AdminSource {
       this.metrics,
       this.log,
       () => this.draining,
+      settings.overload === undefined ? undefined : new OverloadGate(settings.overload, settings.trustProxy, settings.paths.caseSensitive),
     );
   }
+}
+
+/** JSON.stringify's replacer for settings that hold regular expressions (a class's pathPattern): each by its source and flags. */
+function withPatterns(_key: string, value: unknown): unknown {
+  return value instanceof RegExp ? value.toString() : value;
 }

@@ -21,6 +21,9 @@ import { askingUsage } from './request-usage.js';
 import { UpstreamAbort } from './upstream-abort.js';
 import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
 import type { Hold } from '../rules/rule-slots.js';
+import type { OverloadGate } from '../rules/overload-gate.js';
+import type { OverloadSlot } from '../../index.js';
+import { endFailed, openTicket, passGate, refuseOverloaded, type Ticket } from './overload-pass.js';
 import type { Charge } from '../rules/rule-cost.js';
 import type { GatewayLogger } from '../runtime/log.js';
 import type { GatewayMetrics, LatencyChild } from '../runtime/metrics.js';
@@ -61,6 +64,7 @@ export class UpstreamProxy {
    * @param metrics - the gateway's metrics
    * @param log - the gateway's logger
    * @param draining - true once the gateway drains: a response whose head is written then closes its connection
+   * @param gate - the `overload` section's gate: a request waits there for a slot before it takes an upstream connection
    */
   constructor(
     undici: Undici,
@@ -70,6 +74,7 @@ export class UpstreamProxy {
     private readonly metrics: GatewayMetrics,
     private readonly log: GatewayLogger,
     private readonly draining: () => boolean = () => false,
+    readonly gate?: OverloadGate,
   ) {
     this.origin = upstream.origin;
     this.basePath = upstream.pathname === '/' ? '' : upstream.pathname.replace(/\/$/, '');
@@ -169,10 +174,10 @@ export class UpstreamProxy {
   }
 
   /**
-   * Waits for a free upstream connection (see UpstreamQueue), then
-   * dispatches; 503 when none frees up in time. The hold ends only once the
-   * request is in the pool (or answered, or its client gone), so a retired
-   * pool is not closed under a request still waiting in this queue.
+   * Passes the `overload` gate, when there is one: a slot at once, a wait in the request's class and tenant line (given up
+   * when the client leaves), or a 503. The body is read by then, so a client that trickles its body waits before the gate
+   * and its upload is not counted as the upstream's latency. Then on to the connection queue. Ends the caller's hold when
+   * the request is not forwarded.
    */
   private enqueue(
     req: IncomingMessage,
@@ -182,9 +187,67 @@ export class UpstreamProxy {
     streaming: boolean,
     relay: ResponseRelay | undefined,
   ): void {
+    const gate = this.gate;
+    if (gate === undefined) {
+      this.enterPool(req, res, extra, body, streaming, relay, undefined);
+      return;
+    }
+    passGate(
+      gate,
+      req,
+      res,
+      (slot) => this.passed(req, res, extra, body, streaming, relay, slot),
+      () => {
+        relay?.ended();
+        this.release();
+      },
+    );
+  }
+
+  /** The gate's decision: on to the connection queue with the slot, or the refusal. */
+  private passed(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly HeaderPair[],
+    body: OutgoingBody,
+    streaming: boolean,
+    relay: ResponseRelay | undefined,
+    slot: OverloadSlot,
+  ): void {
+    if (!slot.allowed) {
+      refuseOverloaded(res, extra, slot);
+      relay?.ended();
+      this.release();
+      return;
+    }
+    this.enterPool(req, res, extra, body, streaming, relay, openTicket(slot, req, streaming));
+  }
+
+  /**
+   * Waits for a free upstream connection (see UpstreamQueue), then
+   * dispatches; 503 when none frees up in time. The hold ends only once the
+   * request is in the pool (or answered, or its client gone), so a retired
+   * pool is not closed under a request still waiting in this queue.
+   */
+  private enterPool(
+    req: IncomingMessage,
+    res: ServerResponse,
+    extra: readonly HeaderPair[],
+    body: OutgoingBody,
+    streaming: boolean,
+    relay: ResponseRelay | undefined,
+    ticket: Ticket | undefined,
+  ): void {
+    if (res.destroyed) {
+      // The client left while it waited at the gate: its slot goes back unused.
+      ticket?.slot.cancel();
+      relay?.ended();
+      this.release();
+      return;
+    }
     if (this.queue.tryEnter()) {
       try {
-        this.dispatch(req, res, extra, body, streaming, relay);
+        this.dispatch(req, res, extra, body, streaming, relay, ticket);
       } finally {
         this.release();
       }
@@ -194,13 +257,15 @@ export class UpstreamProxy {
       () => {
         res.off('close', left);
         try {
-          this.dispatch(req, res, extra, body, streaming, relay);
+          this.dispatch(req, res, extra, body, streaming, relay, ticket);
         } finally {
           this.release();
         }
       },
       () => {
         res.off('close', left);
+        // No connection freed in time: the gateway itself is saturated, an overload signal like the upstream's own.
+        ticket?.slot.drop();
         this.release();
         this.overloaded(res, extra);
         relay?.ended();
@@ -208,6 +273,7 @@ export class UpstreamProxy {
     );
     const left = (): void => {
       if (!giveUp()) return;
+      ticket?.slot.cancel();
       relay?.ended();
       this.release();
     };
@@ -221,6 +287,7 @@ export class UpstreamProxy {
     body: OutgoingBody,
     streaming: boolean,
     relay: ResponseRelay | undefined,
+    ticket: Ticket | undefined,
   ): void {
     const started = performance.now();
     const cut = new UpstreamAbort();
@@ -261,7 +328,11 @@ export class UpstreamProxy {
         },
         ({ statusCode, headers }) => {
           headersReceived = true;
-          this.responseLatency.observe((performance.now() - started) / 1000);
+          const now = performance.now();
+          this.responseLatency.observe((now - started) / 1000);
+          // The sample is taken at the head: a client that reads the body slowly must not read as a slow upstream.
+          if (ticket !== undefined)
+            ticket.outcome = { latencyMs: Math.max(0, now - ticket.since), error: this.gate!.overloaded(statusCode) };
           // One writeHead with a flat list: each setHeader would validate and store a field only to
           // have writeHead walk them again, which cost more than the limiter's whole decision.
           if (this.draining()) res.shouldKeepAlive = false;
@@ -277,16 +348,18 @@ export class UpstreamProxy {
       )
       .then(
         // Bodiless requests, the common case, share one bound callback rather than a closure each.
-        stopWatch === undefined && relay === undefined
+        stopWatch === undefined && relay === undefined && ticket === undefined
           ? this.leaveQueue
           : () => {
               stopWatch?.();
               this.queue.leave();
+              if (ticket !== undefined) ticket.slot.release(ticket.outcome);
               relay?.ended();
             },
         (error: unknown) => {
           stopWatch?.();
           this.queue.leave();
+          if (ticket !== undefined) endFailed(ticket, error, res);
           this.failed(error, res, extra, started, headersReceived);
           relay?.ended();
         },

@@ -1,0 +1,86 @@
+/** A request's way through the overload gate: its slot or its refusal, the latency its upstream exchange gives, its end. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { HeaderPair } from '../../http/index.js';
+import type { OverloadSlot } from '../../index.js';
+import type { OverloadGate } from '../rules/overload-gate.js';
+
+/**
+ * Asks the gate for a slot: `decided` gets it (admitted, or refused with a reason) at once or after a wait in the request's
+ * class and tenant line. A client that leaves while it waits gives up its place at once: `left` runs instead, and nothing
+ * is held for it.
+ */
+export function passGate(
+  gate: OverloadGate,
+  req: IncomingMessage,
+  res: ServerResponse,
+  decided: (slot: OverloadSlot) => void,
+  left: () => void,
+): void {
+  const request = gate.request(req);
+  const now = gate.limiter.tryAcquire(request);
+  if (now !== undefined) {
+    decided(now);
+    return;
+  }
+  const gone = new AbortController();
+  const leave = (): void => gone.abort();
+  res.once('close', leave);
+  gate.limiter.acquire({ ...request, signal: gone.signal }).then(
+    (slot) => {
+      res.off('close', leave);
+      decided(slot);
+    },
+    // Only an abort rejects: the client left while it waited, so nobody is answered.
+    left,
+  );
+}
+
+/** A request admitted by the overload gate: its slot, when the upstream's latency started, and the sample its head gave. */
+export interface Ticket {
+  readonly slot: OverloadSlot;
+  since: number;
+  outcome: { latencyMs: number; error: boolean } | undefined;
+}
+
+/** The ticket of an admitted request. A streamed body is still arriving: the upstream's latency starts once the client has sent it all. */
+export function openTicket(slot: OverloadSlot, req: IncomingMessage, streaming: boolean): Ticket {
+  const ticket: Ticket = { slot, since: performance.now(), outcome: undefined };
+  if (streaming) req.once('end', () => void (ticket.since = Math.max(ticket.since, performance.now())));
+  return ticket;
+}
+
+/**
+ * Ends the slot of an exchange that failed: with its sample when the head had come (the body failed after it), as
+ * neither when the client's leaving cut it (not the upstream's doing), else as an overload (a timeout, a refused connection).
+ */
+export function endFailed(ticket: Ticket, error: unknown, res: ServerResponse): void {
+  if (ticket.outcome !== undefined) {
+    ticket.slot.release(ticket.outcome);
+    return;
+  }
+  const code = (error as { code?: string; name?: string }).code ?? (error as { name?: string }).name ?? '';
+  if (code === 'UND_ERR_ABORTED' || code === 'AbortError' || res.destroyed) ticket.slot.cancel();
+  else ticket.slot.drop();
+}
+
+/** The gate refused the request: 503, and why (`Floodgate-Overload`), so a client can tell it from the upstream's own 503. */
+export function refuseOverloaded(res: ServerResponse, extra: readonly HeaderPair[], slot: OverloadSlot): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = JSON.stringify({
+    type: 'about:blank',
+    title: 'Service Unavailable',
+    status: 503,
+    detail:
+      slot.reason === 'timeout'
+        ? 'The upstream is at its limit and no slot freed up in time; try again shortly.'
+        : 'The upstream is at its limit; try again shortly.',
+  });
+  res.statusCode = 503;
+  for (const pair of extra) res.setHeader(pair[0], pair[1]);
+  res.setHeader('Retry-After', '1');
+  res.setHeader('Floodgate-Overload', slot.reason ?? 'limit');
+  res.setHeader('Content-Type', 'application/problem+json');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
+}
