@@ -9,6 +9,8 @@ import { parseAdaptiveOptions } from './adaptive-options.js';
 export interface AdaptiveConcurrencyLimiterOptions extends AdaptiveControllerOptions {
   /** Where time comes from (ms). Default: wall time. Pass a `ManualClock`'s `now` to drive it in tests or simulations. */
   clock?: Clock;
+  /** Numbers in [0, 1) for the probes' jitter. Default Math.random; a seeded generator makes a simulation repeatable. */
+  random?: () => number;
 }
 
 /** How an admitted call ended, given to {@link AdaptiveSlot.release}. */
@@ -70,10 +72,10 @@ export class AdaptiveConcurrencyLimiter {
    * @throws FloodgateError UNKNOWN_OPTION, INVALID_OPTIONS, INVALID_LIMIT, INVALID_DURATION or CONFLICTING_OPTIONS on a bad option
    */
   constructor(options: AdaptiveConcurrencyLimiterOptions = {}) {
-    parseAdaptiveOptions(options, OWNER, ['clock']);
-    const { clock, ...controllerOptions } = options;
+    parseAdaptiveOptions(options, OWNER, ['clock', 'random']);
+    const { clock, random, ...controllerOptions } = options;
     this.clock = optionalFunction(clock, `${OWNER} clock`) ?? systemClock;
-    this.controller = new AdaptiveController(controllerOptions, this.clock());
+    this.controller = new AdaptiveController(controllerOptions, this.clock(), optionalFunction(random, `${OWNER} random`));
   }
 
   /** In-flight calls allowed now. */

@@ -96,9 +96,15 @@ export class AdaptiveController {
    * @param options - see {@link AdaptiveControllerOptions}; every one has a default
    * @param now - the time of construction in ms, on the clock every later call's `now` is read from (the first probe starts
    *   then; no default, since a 0 against wall-clock calls would time that probe out at its first sample)
+   * @param random - a number in [0, 1) per call, for the probes' jitter (`probeJitter`); default Math.random, a seeded
+   *   generator makes a simulation repeatable
    * @throws FloodgateError on a bad option (see parseAdaptiveOptions)
    */
-  constructor(options: AdaptiveControllerOptions, now: number) {
+  constructor(
+    options: AdaptiveControllerOptions,
+    now: number,
+    private readonly random: () => number = Math.random,
+  ) {
     this.settings = parseAdaptiveOptions(options, 'AdaptiveController');
     this.estimate = this.settings.initialLimit;
     this.probeStartedAt = now;
@@ -246,7 +252,8 @@ export class AdaptiveController {
     this.probeLatencies = [];
     this.phase = 'steady';
     this.estimate = this.resumeAt ?? this.settings.initialLimit;
-    this.nextProbeAt = now + this.settings.probeIntervalMs;
+    const s = this.settings;
+    this.nextProbeAt = now + s.probeIntervalMs * (1 - s.probeJitter * this.random());
     this.resetWindow(now);
   }
 

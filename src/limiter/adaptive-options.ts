@@ -36,6 +36,12 @@ export interface AdaptiveControllerOptions {
    * was. An upstream that got slower or faster for good is judged against a stale no-load latency until then. Default `"60s"`.
    */
   probeInterval?: Duration;
+  /**
+   * How much earlier than `probeInterval` each later probe may come, as a share of it, drawn at random each time: several
+   * processes in front of one upstream started together do not all drop to `probeLimit` at once (each probe would read
+   * the others' load as the no-load latency). A number in [0, 0.5]. Default 0.1 (a probe every 54–60 s by default).
+   */
+  probeJitter?: number;
   /** The limit during a no-load probe. A whole number from `minLimit` to `maxLimit`. Default 3, raised to `minLimit` / lowered to `maxLimit`. */
   probeLimit?: number;
   /**
@@ -62,6 +68,7 @@ export interface AdaptiveSettings {
   readonly minSamples: number;
   readonly probeIntervalMs: number;
   readonly probeLimit: number;
+  readonly probeJitter: number;
   readonly probeTimeoutMs: number;
   readonly probeSamples: number;
   readonly backoffRatio: number;
@@ -79,6 +86,7 @@ const ADAPTIVE_OPTIONS = [
   'minSamples',
   'probeInterval',
   'probeLimit',
+  'probeJitter',
   'probeTimeout',
   'probeSamples',
   'backoffRatio',
@@ -141,6 +149,7 @@ export function parseAdaptiveOptions(options: unknown, owner: string, extra: rea
     minSamples: o.minSamples === undefined ? 10 : wholeNumber(o.minSamples, `${owner} minSamples`, { min: 1, max: 10_000 }),
     probeIntervalMs: o.probeInterval === undefined ? 60_000 : parseDuration(o.probeInterval, `${owner} probeInterval`),
     probeLimit,
+    probeJitter: o.probeJitter === undefined ? 0.1 : ratio(o.probeJitter, `${owner} probeJitter`, 0, 0.5, false),
     probeTimeoutMs: o.probeTimeout === undefined ? 2000 : parseDuration(o.probeTimeout, `${owner} probeTimeout`),
     probeSamples: o.probeSamples === undefined ? 50 : wholeNumber(o.probeSamples, `${owner} probeSamples`, { min: 1, max: 1000 }),
     backoffRatio: o.backoffRatio === undefined ? 0.9 : ratio(o.backoffRatio, `${owner} backoffRatio`, 0.5, 1, false, true),

@@ -34,6 +34,8 @@ export interface OverloadLimiterOptions {
   queue?: OverloadQueueOptions | false;
   /** Where time comes from (ms). Default: wall time. A ManualClock's `now` drives a simulation. */
   clock?: Clock;
+  /** Numbers in [0, 1) for the adaptive probes' jitter. Default Math.random; a seeded generator makes a simulation repeatable. */
+  random?: () => number;
   /** Runs `fn` after `ms` and returns a function that cancels it: the waiters' deadlines. Default `setTimeout`; a simulation passes its own. */
   schedule?: (fn: () => void, ms: number) => () => void;
 }
@@ -82,7 +84,7 @@ interface Waiter {
 }
 
 const OWNER = 'OverloadLimiter';
-const OPTIONS = ['limit', 'adaptive', 'priorities', 'defaultPriority', 'queue', 'clock', 'schedule'] as const;
+const OPTIONS = ['limit', 'adaptive', 'priorities', 'defaultPriority', 'queue', 'clock', 'random', 'schedule'] as const;
 const DEFAULT_PRIORITIES = ['critical', 'default', 'sheddable'] as const;
 
 /**
@@ -125,7 +127,7 @@ export class OverloadLimiter {
     assertKnownOptions(options, OPTIONS, OWNER);
     this.clock = optionalFunction(options.clock, `${OWNER} clock`) ?? systemClock;
     this.schedule = optionalFunction(options.schedule, `${OWNER} schedule`) ?? timerScheduler;
-    this.controller = new AdaptiveController(controllerOptions(options), this.clock());
+    this.controller = new AdaptiveController(controllerOptions(options), this.clock(), optionalFunction(options.random, `${OWNER} random`));
     this.priorities = priorityList(options.priorities);
     this.index = new Map(this.priorities.map((name, i) => [name, i]));
     const fallback = this.index.has('default') ? 'default' : this.priorities[this.priorities.length - 1]!;

@@ -128,6 +128,28 @@ test('a later probe counts only calls admitted after it began, then puts the lim
   assert.deepEqual([c.stats().phase, c.limit, c.stats().noLoadLatencyMs], ['steady', 5, 12]);
 });
 
+test('later probes come up to probeJitter × probeInterval early, at random, so processes started together do not probe together', () => {
+  const next = (draw: number): number => {
+    const c = new AdaptiveController(
+      { probeLimit: 1, probeSamples: 1, probeInterval: '10s', probeJitter: 0.5, initialLimit: 5 },
+      0,
+      () => draw,
+    );
+    c.tryAdmit(0);
+    c.succeeded(10, 0, 10);
+    for (let t = 10; t < 20_000; t += 10) {
+      if (c.tryAdmit(t)) c.cancelled(t);
+      if (c.stats().phase === 'probe') return t;
+    }
+    return Infinity;
+  };
+  // The first probe ended at 10 ms; the next is due 10 s later less up to half of it.
+  assert.equal(next(0), 10_010);
+  assert.equal(next(0.5), 7510);
+  assert.ok(next(0.99) >= 5010 && next(0.99) <= 5070);
+  assert.throws(() => new AdaptiveController({ probeJitter: 0.6 }, 0), code('FLOODGATE_INVALID_OPTIONS'));
+});
+
 test('a probe ends at probeTimeout with the samples it has; calls that never end do not hold it open', () => {
   const c = new AdaptiveController({ probeLimit: 2, initialLimit: 10 }, 0);
   c.tryAdmit(0);

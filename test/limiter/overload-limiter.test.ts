@@ -241,7 +241,12 @@ async function simulate(options: {
   const baseMs = 50;
   const clock = new ManualClock(0);
   const timers = new ManualTimers(clock);
-  const limiter = new OverloadLimiter({ clock: clock.now, schedule: timers.schedule, queue: { timeout: '500ms', maxQueue: 200 } });
+  const limiter = new OverloadLimiter({
+    clock: clock.now,
+    random: mulberry32(8),
+    schedule: timers.schedule,
+    queue: { timeout: '500ms', maxQueue: 200 },
+  });
   const random = mulberry32(7);
   const ending = new Map<number, OverloadSlot[]>();
   let inFlight = 0;

@@ -57,7 +57,8 @@ export function run(settings: RunSettings): RunResult {
   // mulberry32, seeded: a run is the same every time.
   const random = mulberry32(settings.seed ?? 42);
   const jitter = settings.jitter ?? 0.1;
-  const limiter = new AdaptiveConcurrencyLimiter({ ...settings.limiter, clock: clock.now });
+  // The probes' jitter draws from a generator of its own, so the latencies' sequence is the same with or without it.
+  const limiter = new AdaptiveConcurrencyLimiter({ ...settings.limiter, clock: clock.now, random: mulberry32((settings.seed ?? 42) + 1) });
   const ending = new Map<number, { slot: AdaptiveSlot; failure: Failure | undefined }[]>();
   const calls: Call[] = [];
   const trace: RunResult['trace'] = [];
