@@ -6,6 +6,9 @@ import { setHeaders, viewOf, writeResponse } from '../respond.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
 import { endAbandoned } from '../handler-done.js';
 import { factoryMisused, isRequestLike } from '../slips.js';
+import { overloadCheck, type OverloadOutcome, type OverloadProtectionOptions } from '../overload-guard.js';
+
+export type { OverloadProtectionOptions } from '../overload-guard.js';
 
 const OWNER = 'floodgate/express rateLimit';
 
@@ -93,5 +96,38 @@ export function rateLimit<Req extends ExpressRequestLike = ExpressRequestLike>(o
     }
     // Express 4 ignores a returned promise, so the chain ends here, with every path calling next or answering.
     void decided.then((outcome) => act(req, res, next, outcome)).catch((error: unknown) => limiter.reportError(error, raw));
+  };
+}
+
+/**
+ * Creates an Express middleware that protects what comes after it from overload: every request takes a slot of an
+ * `OverloadLimiter` (adaptive by default) until the app is done with its response, waiting by priority class and tenant when
+ * none is free, or is answered 503 with `Retry-After` and `Floodgate-Overload`. Mount it after the rate limit, so requests
+ * refused for their quota never take a slot. See docs/overload.md.
+ *
+ * @example
+ * const overload = new OverloadLimiter({ adaptive: { maxLimit: 200 } });
+ * app.use('/api', overloadProtection({ limiter: overload, priority: (req) => (req.path.startsWith('/batch') ? 'sheddable' : undefined) }));
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function overloadProtection<Req extends ExpressRequestLike = ExpressRequestLike>(
+  options: OverloadProtectionOptions<Req>,
+): ExpressMiddleware {
+  const check = overloadCheck(options, 'floodgate/express overloadProtection');
+  const act = (res: ServerResponse, next: (error?: unknown) => void, outcome: OverloadOutcome): void => {
+    if (outcome.action === 'continue') next();
+    else if (outcome.action === 'respond') writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
+  };
+  return (req, res, next) => {
+    let decided: OverloadOutcome | Promise<OverloadOutcome>;
+    try {
+      decided = check(req as Req, req, res);
+    } catch (error) {
+      next(error);
+      return;
+    }
+    if (decided instanceof Promise) void decided.then((outcome) => act(res, next, outcome), next);
+    else act(res, next, decided);
   };
 }

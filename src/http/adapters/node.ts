@@ -9,6 +9,9 @@ import { setHeaders, viewOf, writeResponse } from '../respond.js';
 import { abandoned, abortOnClose, goneBeforeAdmission } from '../client-gone.js';
 import { endAbandoned } from '../handler-done.js';
 import { factoryMisused, isRequestLike } from '../slips.js';
+import { overloadCheck, type OverloadProtectionOptions } from '../overload-guard.js';
+
+export type { OverloadProtectionOptions } from '../overload-guard.js';
 
 const OWNER = 'floodgate/node rateLimit';
 const INTERNAL_ERROR = JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500 });
@@ -75,6 +78,33 @@ export function rateLimit<Req extends IncomingMessage = IncomingMessage>(options
         writeResponse(res, 500, [], 'application/problem+json', INTERNAL_ERROR);
         return false;
     }
+  };
+}
+
+/**
+ * Creates an overload check for a plain node:http server: every request takes a slot of an `OverloadLimiter` until the
+ * handler is done with its response, waiting by priority class and tenant when none is free. Resolves true when the request
+ * may go on, false when it was answered (503 with `Retry-After` and `Floodgate-Overload`) or its client left while it
+ * waited. Rejects only when a callback threw. See docs/overload.md.
+ *
+ * @example
+ * const overload = overloadProtection({ limiter: new OverloadLimiter(), tenant: (req) => req.headers['x-tenant'] as string });
+ * http.createServer(async (req, res) => {
+ *   if (!(await overload(req, res))) return;
+ *   res.end(await work());
+ * });
+ *
+ * @throws FloodgateError for invalid options
+ */
+export function overloadProtection<Req extends IncomingMessage = IncomingMessage>(
+  options: OverloadProtectionOptions<Req>,
+): NodeRateLimit<Req> {
+  const check = overloadCheck(options, 'floodgate/node overloadProtection');
+  return async (req, res) => {
+    const decided = check(req, req, res);
+    const outcome = decided instanceof Promise ? await decided : decided;
+    if (outcome.action === 'respond') writeResponse(res, outcome.status, outcome.headers, outcome.contentType, outcome.body);
+    return outcome.action === 'continue';
   };
 }
 
