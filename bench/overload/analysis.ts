@@ -60,6 +60,23 @@ export function count(outcomes: readonly Outcome[], deadlineMs: number): Counts 
   return { offered: outcomes.length, admitted, good, refused, refusedBy, deadline, other };
 }
 
+/**
+ * 200 responses within the deadline that ended in each second of the
+ * measured period, whenever they were due: what the upstream delivered in
+ * time during that second (counted by when they were due instead, a queue
+ * that holds the period's last requests past its end would add their answers
+ * to it).
+ */
+export function goodPerSecond(outcomes: readonly Outcome[], durationS: number, deadlineMs: number): number[] {
+  const seconds = new Array<number>(durationS).fill(0);
+  for (const o of outcomes) {
+    if (!isOk(o) || o.latencyMs > deadlineMs) continue;
+    const s = Math.floor((o.at + o.latencyMs) / 1000);
+    if (s >= 0 && s < durationS) seconds[s]! += 1;
+  }
+  return seconds;
+}
+
 /** Per second of the measured period (by when each request was due): `value` of that second's outcomes. */
 export function perSecond(outcomes: readonly Outcome[], durationS: number, value: (second: readonly Outcome[]) => number): number[] {
   const buckets: Outcome[][] = Array.from({ length: durationS }, () => []);

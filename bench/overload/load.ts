@@ -10,9 +10,9 @@ export interface Mix {
   readonly classes: Readonly<Record<string, number>>;
 }
 
-/** One request of the measured period, as its client saw it. */
+/** One request, as its client saw it. */
 export interface Outcome {
-  /** When it was due, ms after the measured period began. */
+  /** When it was due, ms after the measured period began (negative in the warm-up). */
   readonly at: number;
   /** The response status, 0 when none came before the deadline (the client gave up) or the socket failed. */
   readonly status: number;
@@ -65,7 +65,8 @@ function picker(weights: Readonly<Record<string, number>>, random: () => number)
  * number, so no request waits for a socket of the client's own. Each carries
  * `x-tenant` and (unless its class is `default`) `x-priority`. A request
  * with no response by its deadline is destroyed, closing its connection.
- * Resolves with the measured period's outcomes, once the last has ended.
+ * Resolves with every request's outcome, the warm-up's too (a request of
+ * the warm-up may end in the measured period), once the last has ended.
  */
 export async function runOpenLoop(options: LoadOptions): Promise<Outcome[]> {
   const { rate, deadlineMs, mix } = options;
@@ -85,17 +86,14 @@ export async function runOpenLoop(options: LoadOptions): Promise<Outcome[]> {
   const send = (dueAt: number, start: number): void => {
     const who = tenant();
     const what = cls();
-    const measured = dueAt >= measureFrom;
     pending += 1;
     let ended = false;
     const end = (status: number, reason: string | undefined, error: boolean): void => {
       if (ended) return;
       ended = true;
       clearTimeout(timer);
-      if (measured) {
-        const latencyMs = performance.now() - start - dueAt;
-        outcomes.push({ at: dueAt - measureFrom, status, latencyMs, tenant: who, cls: what, reason, error });
-      }
+      const latencyMs = performance.now() - start - dueAt;
+      outcomes.push({ at: dueAt - measureFrom, status, latencyMs, tenant: who, cls: what, reason, error });
       pending -= 1;
       if (pending === 0 && scheduled) done();
     };

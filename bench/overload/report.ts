@@ -88,12 +88,19 @@ function mainTable(summaries: readonly PhaseSummary[]): string[] {
 function classTable(s: PhaseSummary): string[] {
   const classes = s.classes ?? {};
   const lines = table(
-    ['class', 'offered/s', 'admitted/s', 'refused', 'no answer'],
+    ['class', 'offered/s', 'admitted/s', 'admitted p99 ms', 'refused', 'no answer'],
     Object.keys(classes)
       .sort()
       .map((name) => {
         const c = classes[name]!;
-        return [name, fixed(c.offered / s.durationS, 0), fixed(c.admittedRps, 0), String(c.refused), String(c.deadline + c.other)];
+        return [
+          name,
+          fixed(c.offered / s.durationS, 0),
+          fixed(c.admittedRps, 0),
+          fixed(c.p99Ms, 1),
+          String(c.refused),
+          String(c.deadline + c.other),
+        ];
       }),
   );
   return [
@@ -106,16 +113,16 @@ function classTable(s: PhaseSummary): string[] {
 function tenantTable(s: PhaseSummary): string[] {
   const tenants = s.tenants ?? {};
   const lines = table(
-    ['tenant', 'offered/s', 'admitted/s', 'fair share/s', 'share ratio'],
+    ['tenant', 'offered/s', 'admitted/s', 'fair share/s', 'share ratio', 'admitted p99 ms'],
     Object.keys(tenants).map((name) => {
       const t = tenants[name]!;
-      return [name, fixed(t.offeredRps, 1), fixed(t.admittedRps, 1), fixed(t.fairShareRps, 1), fixed(t.shareRatio, 3)];
+      return [name, fixed(t.offeredRps, 1), fixed(t.admittedRps, 1), fixed(t.fairShareRps, 1), fixed(t.shareRatio, 3), fixed(t.p99Ms, 1)];
     }),
   );
   return [
     `${s.variant}: ${s.description}`,
     ...lines,
-    `Jain's fairness index over the quiet tenants' share ratios: ${fixed(s.jainQuiet, 3)}`,
+    `Jain's fairness index of the share ratios: quiet tenants ${fixed(s.jainQuiet, 3)}, all four ${fixed(s.jainAll, 3)}`,
   ];
 }
 
@@ -131,9 +138,9 @@ function settleTable(s: PhaseSummary): string[] {
   return [
     `${s.variant}: ${s.description}`,
     ...lines,
-    `capacity ${CAPACITY}/s → ${fixed(f.floorRps / 0.8, 0)}/s at ${f.dropAtS} s: the limit came within ±30 % of its settled ${fixed(f.downSettled, 0)} after N = ${fixed(f.downS, 1)} s;` +
-      ` lowest goodput of a second from then to ${f.returnAtS} s: ${fixed(f.minGoodputAfterSettle, 0)}/s (floor ${fixed(f.floorRps, 0)}/s)`,
-    `capacity back to ${CAPACITY}/s at ${f.returnAtS} s: the limit came within ±30 % of its settled ${fixed(f.upSettled, 0)} after ${fixed(f.upS, 1)} s`,
+    `capacity ${CAPACITY}/s → ${fixed(f.floorRps / 0.8, 0)}/s at ${fixed(f.dropAtS, 1)} s: the limit came within ±30 % of its settled ${fixed(f.downSettled, 0)} after N = ${fixed(f.downS, 1)} s;` +
+      ` lowest goodput of a second from then to ${fixed(f.returnAtS, 1)} s: ${fixed(f.minGoodputAfterSettle, 0)}/s (floor ${fixed(f.floorRps, 0)}/s)`,
+    `capacity back to ${CAPACITY}/s at ${fixed(f.returnAtS, 1)} s: the limit came within ±30 % of its settled ${fixed(f.upSettled, 0)} after ${fixed(f.upS, 1)} s`,
   ];
 }
 
@@ -152,7 +159,7 @@ export function formatReport(summaries: readonly PhaseSummary[], header: readonl
   }
   out.push(
     '',
-    `goodput = 200 responses within ${DEADLINE_MS} ms per second; capacity = workers × 1000 / base. p50/p99 = admitted (200) responses, from when each was due.`,
+    `goodput = 200 responses within ${DEADLINE_MS} ms that ended in the measured period, per second; capacity = workers × 1000 / base. p50/p99 = admitted (200) responses, from when each was due.`,
     "p99/unloaded = p99 ÷ a-unloaded's p99 (target ≤ 2). refused = 503 with Floodgate-Overload, by reason. no answer = none by the deadline (the client closed) or a socket error.",
     'upstream wasted = requests the upstream worked on after their client had gone. limit = floodgate_overload_limit, sampled every 100 ms.',
     "Per second = by when each request was due. Fair share = max-min fair share of the admitted total given each tenant's offered rate.",

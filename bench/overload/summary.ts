@@ -1,11 +1,25 @@
 /** The overload scenario's figures of each run against issue 35's targets: goodput, tails, classes, tenants, the limit's settling. */
-import { count, isOk, isRefused, jain, maxMinFair, median, perSecond, percentile, settleTime, type Counts } from './analysis.js';
+import {
+  count,
+  goodPerSecond,
+  isOk,
+  isRefused,
+  jain,
+  maxMinFair,
+  median,
+  perSecond,
+  percentile,
+  settleTime,
+  type Counts,
+} from './analysis.js';
 import type { PhaseMeasured } from './measure.js';
 import { CAPACITY, DEADLINE_MS, UPSTREAM, type PhaseRun } from './phases.js';
 
 /** Per class (phase d). */
 export interface ClassFigures extends Counts {
   readonly admittedRps: number;
+  /** Its admitted requests' p99 latency, ms. */
+  readonly p99Ms: number | null;
 }
 
 /** Per tenant (phase e). */
@@ -16,6 +30,8 @@ export interface TenantFigures {
   readonly fairShareRps: number;
   /** admitted ÷ fair share. */
   readonly shareRatio: number;
+  /** Its admitted requests' p99 latency, ms. */
+  readonly p99Ms: number | null;
 }
 
 /** The capacity change (phase f). */
@@ -26,7 +42,7 @@ export interface SettleFigures {
   /** The same after capacity came back. */
   readonly upS: number | null;
   readonly upSettled: number | null;
-  /** Goodput per second of the measured period (by when requests were due). */
+  /** Goodput per second of the measured period (by when the answers ended). */
   readonly goodputPerSecond: readonly number[];
   /** The limit per second (median of that second's samples). */
   readonly limitPerSecond: readonly (number | null)[];
@@ -45,7 +61,7 @@ export interface PhaseSummary {
   readonly offeredRps: number;
   readonly durationS: number;
   readonly counts: Counts;
-  /** 200 responses within the deadline per second, and that ÷ the upstream's capacity. */
+  /** 200 responses within the deadline that ended in the measured period, per second, and that ÷ the upstream's capacity. */
   readonly goodputRps: number;
   readonly goodputShare: number;
   /** Admitted (200) responses' latency from when each request was due, ms. */
@@ -65,8 +81,9 @@ export interface PhaseSummary {
   readonly criticalRefusedWhileSheddableAdmitted?: number;
   readonly secondsSheddableAdmitted?: number;
   readonly tenants?: Readonly<Record<string, TenantFigures>>;
-  /** Jain's index over the quiet tenants' share ratios. */
+  /** Jain's index over the quiet tenants' share ratios (equal starvation scores 1 too), and over every tenant's. */
   readonly jainQuiet?: number | null;
+  readonly jainAll?: number | null;
   readonly settle?: SettleFigures;
 }
 
@@ -83,8 +100,11 @@ const by = <T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> 
 
 /** The figures of one measured run; `unloadedP99` is phase a's admitted p99 when it ran. */
 export function summarize(m: PhaseMeasured, unloadedP99: number | null): PhaseSummary {
-  const { run, durationS, outcomes } = m;
+  const { run, durationS } = m;
+  // The requests due in the measured period; goodput alone counts answers that ended in it (see goodPerSecond).
+  const outcomes = m.outcomes.filter((o) => o.at >= 0);
   const counts = count(outcomes, DEADLINE_MS);
+  const good = goodPerSecond(m.outcomes, durationS, DEADLINE_MS).reduce((a, b) => a + b, 0);
   const admitted = outcomes.filter(isOk).map((o) => o.latencyMs);
   const p99Ms = percentile(admitted, 0.99);
   const offered = counts.offered;
@@ -95,8 +115,8 @@ export function summarize(m: PhaseMeasured, unloadedP99: number | null): PhaseSu
     offeredRps: offered / durationS,
     durationS,
     counts,
-    goodputRps: counts.good / durationS,
-    goodputShare: counts.good / durationS / CAPACITY,
+    goodputRps: good / durationS,
+    goodputShare: good / durationS / CAPACITY,
     p50Ms: percentile(admitted, 0.5),
     p90Ms: percentile(admitted, 0.9),
     p99Ms,
@@ -107,8 +127,9 @@ export function summarize(m: PhaseMeasured, unloadedP99: number | null): PhaseSu
     gatewayCpuUsPerReq: m.gatewayCpuMs === null || offered === 0 ? null : (m.gatewayCpuMs * 1000) / offered,
     decisions: m.decisions,
   };
-  if (run.phase === 'd') return { ...summary, ...classFigures(m) };
-  if (run.phase === 'e') return { ...summary, ...tenantFigures(m) };
+  const measured = { ...m, outcomes };
+  if (run.phase === 'd') return { ...summary, ...classFigures(measured) };
+  if (run.phase === 'e') return { ...summary, ...tenantFigures(measured) };
   if (run.phase === 'f') return { ...summary, settle: settleFigures(m) };
   return summary;
 }
@@ -119,7 +140,14 @@ function classFigures(
   const classes: Record<string, ClassFigures> = {};
   for (const [name, group] of by(m.outcomes, (o) => o.cls)) {
     const counts = count(group, DEADLINE_MS);
-    classes[name] = { ...counts, admittedRps: counts.admitted / m.durationS };
+    classes[name] = {
+      ...counts,
+      admittedRps: counts.admitted / m.durationS,
+      p99Ms: percentile(
+        group.filter(isOk).map((o) => o.latencyMs),
+        0.99,
+      ),
+    };
   }
   const sheddableAdmitted = perSecond(m.outcomes, m.durationS, (s) => s.filter((o) => o.cls === 'sheddable' && isOk(o)).length);
   const criticalRefused = perSecond(m.outcomes, m.durationS, (s) => s.filter((o) => o.cls === 'critical' && isRefused(o)).length);
@@ -133,7 +161,7 @@ function classFigures(
   return { classes, criticalRefusedWhileSheddableAdmitted: both, secondsSheddableAdmitted: seconds };
 }
 
-function tenantFigures(m: PhaseMeasured): Pick<PhaseSummary, 'tenants' | 'jainQuiet'> {
+function tenantFigures(m: PhaseMeasured): Pick<PhaseSummary, 'tenants' | 'jainQuiet' | 'jainAll'> {
   const groups = by(m.outcomes, (o) => o.tenant);
   const offered: Record<string, number> = {};
   const admitted: Record<string, number> = {};
@@ -150,12 +178,23 @@ function tenantFigures(m: PhaseMeasured): Pick<PhaseSummary, 'tenants' | 'jainQu
       admittedRps: admitted[name]!,
       fairShareRps: fair[name]!,
       shareRatio: admitted[name]! / fair[name]!,
+      p99Ms: percentile(
+        groups
+          .get(name)!
+          .filter(isOk)
+          .map((o) => o.latencyMs),
+        0.99,
+      ),
     };
   }
   // The noisy tenant is the one sending most; the others are the quiet ones the target is about.
   const noisy = Object.keys(offered).sort((a, b) => offered[b]! - offered[a]!)[0];
   const quiet = Object.keys(tenants).filter((name) => name !== noisy);
-  return { tenants, jainQuiet: jain(quiet.map((name) => tenants[name]!.shareRatio)) };
+  return {
+    tenants,
+    jainQuiet: jain(quiet.map((name) => tenants[name]!.shareRatio)),
+    jainAll: jain(Object.values(tenants).map((t) => t.shareRatio)),
+  };
 }
 
 function settleFigures(m: PhaseMeasured): SettleFigures {
@@ -167,7 +206,7 @@ function settleFigures(m: PhaseMeasured): SettleFigures {
   const window = Math.min(3000, (returnMs - dropMs) / 2);
   const down = settleTime(m.samples, dropMs, returnMs, 0.3, window);
   const up = settleTime(m.samples, returnMs, durationMs, 0.3, Math.min(3000, (durationMs - returnMs) / 2));
-  const goodputPerSecond = perSecond(m.outcomes, m.durationS, (s) => s.filter((o) => isOk(o) && o.latencyMs <= DEADLINE_MS).length);
+  const goodputPerSecond = goodPerSecond(m.outcomes, m.durationS, DEADLINE_MS);
   const limitPerSecond = Array.from({ length: m.durationS }, (_, i) =>
     median(m.samples.filter((s) => s.at >= i * 1000 && s.at < (i + 1) * 1000 && s.limit !== null).map((s) => s.limit!)),
   );
