@@ -54,7 +54,9 @@ async function main(): Promise<number> {
         phases: options.phases,
       });
       rows.push(...own.rows);
-      if (!options.json) process.stdout.write(`${own.text}\n`);
+      // With --json, its tables (which hold more than its rows show at a glance) go to stderr: one run gives both.
+      if (options.json) log(own.text);
+      else process.stdout.write(`${own.text}\n`);
       continue;
     }
     const result = await runScenario(scenario, { options, plan, dist, root: ROOT });

@@ -88,7 +88,7 @@ function mainTable(summaries: readonly PhaseSummary[]): string[] {
 function classTable(s: PhaseSummary): string[] {
   const classes = s.classes ?? {};
   const lines = table(
-    ['class', 'offered/s', 'admitted/s', 'admitted p99 ms', 'refused', 'no answer'],
+    ['class', 'offered/s', 'admitted', 'admitted/s', 'admitted p99 ms', 'refused', 'no answer'],
     Object.keys(classes)
       .sort()
       .map((name) => {
@@ -96,7 +96,8 @@ function classTable(s: PhaseSummary): string[] {
         return [
           name,
           fixed(c.offered / s.durationS, 0),
-          fixed(c.admittedRps, 0),
+          String(c.admitted),
+          fixed(c.admittedRps, 1),
           fixed(c.p99Ms, 1),
           String(c.refused),
           String(c.deadline + c.other),
@@ -162,7 +163,7 @@ export function formatReport(summaries: readonly PhaseSummary[], header: readonl
     `goodput = 200 responses within ${DEADLINE_MS} ms that ended in the measured period, per second; capacity = workers × 1000 / base. p50/p99 = admitted (200) responses, from when each was due.`,
     "p99/unloaded = p99 ÷ a-unloaded's p99 (target ≤ 2). refused = 503 with Floodgate-Overload, by reason. no answer = none by the deadline (the client closed) or a socket error.",
     'upstream wasted = requests the upstream worked on after their client had gone. limit = floodgate_overload_limit, sampled every 100 ms.',
-    "Per second = by when each request was due. Fair share = max-min fair share of the admitted total given each tenant's offered rate.",
+    "Other counts and per-second figures go by when each request was due. Fair share = max-min fair share of the admitted total given each tenant's offered rate.",
   );
   return `${out.join('\n')}\n`;
 }
