@@ -56,6 +56,10 @@ export const ErrorCode = {
   CLOSED: 'FLOODGATE_CLOSED',
   /** A waiting `consume` or `acquire` was abandoned: its `signal` aborted before it was admitted. Cause and fix: docs/errors.md#floodgate_aborted. */
   ABORTED: 'FLOODGATE_ABORTED',
+  /** A scheduled call was refused because `maxQueue` calls already waited in this process (OutboundLimiter); nothing was spent. */
+  QUEUE_FULL: 'FLOODGATE_QUEUE_FULL',
+  /** A scheduled call could not start within its timeout (OutboundLimiter); nothing was spent. */
+  DEADLINE_EXCEEDED: 'FLOODGATE_DEADLINE_EXCEEDED',
   /** A gateway config file field is missing, of the wrong type or out of range; the message names the file, line and field. Cause and fix: docs/errors.md#floodgate_invalid_config. */
   INVALID_CONFIG: 'FLOODGATE_INVALID_CONFIG',
   /** A gateway config file is not valid YAML; the message names the file and line. Cause and fix: docs/errors.md#floodgate_config_syntax. */

@@ -91,6 +91,12 @@ export class FairQueue<T> {
     return entry;
   }
 
+  /** The waiter {@link shift} would take next, left in place; undefined when none waits. */
+  peek(): FairEntry<T> | undefined {
+    for (const cls of this.classes) if (cls.ringHead !== undefined) return cls.ringHead.head;
+    return undefined;
+  }
+
   /** Takes the next waiter: the highest class that has one, the tenant whose turn it is; undefined when none waits. */
   shift(): FairEntry<T> | undefined {
     for (const cls of this.classes) {
