@@ -9,6 +9,10 @@ interface ResultRow {
   readonly ratio: number | null;
   readonly p99Ms: number | null;
   readonly serverCpuUsPerReq: number | null;
+  /** What the bars measure when it is not requests/s ÷ the baseline's (the overload scenario's: goodput ÷ the upstream's capacity). */
+  readonly ratioLabel?: string;
+  /** Whether the row is floodgate's (blue), when its variant's name does not start with floodgate or gateway. */
+  readonly floodgate?: boolean;
 }
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -37,14 +41,15 @@ function chart(scenario: string, rows: readonly ResultRow[]): string {
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
-    `<text x="10" y="20" font-size="14" font-weight="bold">${escape(scenario)}: requests/s as a ratio to the bare baseline (longer is faster)</text>`,
+    `<text x="10" y="20" font-size="14" font-weight="bold">${escape(scenario)}: ${escape(rows[0]?.ratioLabel ?? 'requests/s as a ratio to the bare baseline (longer is faster)')}</text>`,
   ];
   const one = LABEL + scale;
   out.push(`<line x1="${one}" y1="${TOP - 6}" x2="${one}" y2="${TOP + rows.length * ROW}" stroke="#999" stroke-dasharray="3,3"/>`);
   rows.forEach((row, i) => {
     const y = TOP + i * ROW;
     const w = Math.max(1, (row.ratio ?? 0) * scale);
-    const colour = i === 0 ? '#aaa' : row.variant.startsWith('floodgate') || row.variant.startsWith('gateway') ? '#2a6fdb' : '#e07b39';
+    const ours = row.floodgate ?? (row.variant.startsWith('floodgate') || row.variant.startsWith('gateway'));
+    const colour = i === 0 ? '#aaa' : ours ? '#2a6fdb' : '#e07b39';
     out.push(`<text x="${LABEL - 8}" y="${y + 15}" text-anchor="end">${escape(row.variant)}</text>`);
     out.push(`<rect x="${LABEL}" y="${y + 3}" width="${w.toFixed(1)}" height="${ROW - 8}" fill="${colour}"/>`);
     out.push(

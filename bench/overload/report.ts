@@ -3,8 +3,15 @@ import type { Row } from '../lib/report.js';
 import { CAPACITY, DEADLINE_MS, UPSTREAM } from './phases.js';
 import type { PhaseSummary } from './summary.js';
 
-/** A harness row for the JSON and the chart: rps = goodput/s, ratio = goodput ÷ capacity; `overload` holds every figure. */
-export type OverloadRow = Row & { readonly overload: PhaseSummary };
+/**
+ * A harness row for the JSON and the chart (scripts/bench-chart.ts): rps =
+ * goodput/s, ratio = goodput ÷ capacity (said by `ratioLabel`), `floodgate`
+ * when the gate is on; `overload` holds every figure.
+ */
+export type OverloadRow = Row & { readonly ratioLabel: string; readonly floodgate: boolean; readonly overload: PhaseSummary };
+
+/** The chart's title for these rows' ratio. */
+const RATIO_LABEL = "goodput ÷ the upstream's capacity (longer is better)";
 
 const fixed = (value: number | null | undefined, digits: number): string => (value == null ? '-' : value.toFixed(digits));
 const pct = (value: number | null | undefined): string => (value == null ? '-' : `${(value * 100).toFixed(1)} %`);
@@ -39,6 +46,8 @@ export function toRow(s: PhaseSummary): OverloadRow {
     redisCommands: null,
     durationS: s.durationS,
     connections: 0,
+    ratioLabel: RATIO_LABEL,
+    floodgate: s.limitMedian !== null,
     overload: s,
   };
 }
