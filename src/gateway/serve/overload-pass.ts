@@ -36,18 +36,62 @@ export function passGate(
   );
 }
 
-/** A request admitted by the overload gate: its slot, when the upstream's latency started, and the sample its head gave. */
-export interface Ticket {
+/** What the upstream's head says of its load: the latency from admission (or from the body's end) to it, and whether its status is an overload. */
+export interface HeadSample {
+  latencyMs: number;
+  error: boolean;
+}
+
+/**
+ * A request admitted by the overload gate: its slot, when the upstream's latency started, and the sample its head gave.
+ * A head that came while the client was still sending its body (an upstream that answers 413 at its body limit, or 401
+ * before reading) measured the client's upload as much as the upstream: it gives no latency sample (its slot ends as
+ * cancelled), else a client that trickles its upload to such an endpoint would read as a slow upstream and shrink the
+ * limit for everyone. An overload status still counts.
+ */
+export class Ticket {
+  /** The slot as the proxy ends it: its release drops the sample of a head that came mid-upload. */
   readonly slot: OverloadSlot;
+  /** When the upstream's latency started: admission, or the end of a streamed body. */
   since: number;
-  outcome: { latencyMs: number; error: boolean } | undefined;
+  private sample: HeadSample | undefined;
+  private uploading: boolean;
+  private early = false;
+
+  /**
+   * @param slot - the gate's slot
+   * @param req - the request, whose streamed body may still be arriving
+   * @param streaming - true when its body streams (larger than proxy.requestBuffer)
+   */
+  constructor(slot: OverloadSlot, req: IncomingMessage, streaming: boolean) {
+    this.since = performance.now();
+    this.uploading = streaming && !req.readableEnded;
+    if (this.uploading)
+      req.once('end', () => {
+        this.uploading = false;
+        this.since = Math.max(this.since, performance.now());
+      });
+    const release = slot.release;
+    this.slot = {
+      ...slot,
+      release: (outcome) => (this.early && outcome?.error !== true ? slot.cancel() : release(outcome)),
+    };
+  }
+
+  /** The sample the upstream's head gave; undefined until it came. */
+  get outcome(): HeadSample | undefined {
+    return this.sample;
+  }
+
+  set outcome(sample: HeadSample | undefined) {
+    this.sample = sample;
+    if (sample !== undefined && this.uploading) this.early = true;
+  }
 }
 
 /** The ticket of an admitted request. A streamed body is still arriving: the upstream's latency starts once the client has sent it all. */
 export function openTicket(slot: OverloadSlot, req: IncomingMessage, streaming: boolean): Ticket {
-  const ticket: Ticket = { slot, since: performance.now(), outcome: undefined };
-  if (streaming) req.once('end', () => void (ticket.since = Math.max(ticket.since, performance.now())));
-  return ticket;
+  return new Ticket(slot, req, streaming);
 }
 
 /**

@@ -1,0 +1,596 @@
+// The overload gate under attack: a client that wants a higher class, more than its tenant's share, or to shrink the limit
+// for everyone (hang-ups at every point, trickled bodies, upgrades, refused requests, reloads), through a real gateway and upstream.
+import assert from 'node:assert/strict';
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { parseConfigText } from '../../../src/gateway/config/config-file.js';
+import type { Gateway } from '../../../src/gateway/serve/gateway.js';
+import { get, leaveAfter } from '../../http/support/http.js';
+import { parseMetrics, sleep, startGateway } from '../support/harness.js';
+import { requestBytes, sendRaw } from '../support/raw.js';
+
+/** What the upstream saw of one request. */
+interface Seen {
+  readonly id: string;
+  readonly path: string;
+  readonly method: string;
+  readonly forwardedHost: string | undefined;
+}
+
+/**
+ * An upstream that answers `?ms=N` after N ms (503 for `/busy`), `/stream` with its head at once and its body after N ms,
+ * `/big` with 16 MB, `/limited` with 413 once 4 KB of the body came (as a body-size limit does, before the body ends), and
+ * WebSocket upgrades with 101; it records what reached it and how many requests ran at once.
+ */
+class Upstream {
+  url = '';
+  server!: Server;
+  seen: Seen[] = [];
+  now = 0;
+  most = 0;
+  tunnels = 0;
+  readonly sockets = new Set<Socket>();
+
+  ids(): string[] {
+    return this.seen.map((s) => s.id);
+  }
+}
+
+async function startUpstream(): Promise<Upstream> {
+  const up = new Upstream();
+  up.server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    up.seen.push({
+      id: url.searchParams.get('id') ?? '-',
+      path: url.pathname,
+      method: req.method ?? '',
+      forwardedHost: req.headers['x-forwarded-host'] as string | undefined,
+    });
+    up.now += 1;
+    up.most = Math.max(up.most, up.now);
+    let done = false;
+    const end = (): void => {
+      if (!done) up.now -= 1;
+      done = true;
+    };
+    res.on('close', end);
+    const ms = Number(url.searchParams.get('ms') ?? 0);
+    if (url.pathname === '/limited') {
+      let got = 0;
+      req.on('data', (chunk: Buffer) => {
+        got += chunk.length;
+        if (got >= 4096 && !res.headersSent) {
+          res.writeHead(413, { connection: 'close' });
+          res.end('too large');
+        }
+      });
+      return;
+    }
+    req.resume();
+    if (url.pathname === '/stream') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('start\n');
+      setTimeout(() => res.end('done\n'), ms);
+      return;
+    }
+    if (url.pathname === '/big') {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      let left = 256;
+      const chunk = Buffer.alloc(64 * 1024, 120);
+      const pump = (): void => {
+        while (left > 0) {
+          left -= 1;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+      return;
+    }
+    const answer = (): void => {
+      if (done) return;
+      res.writeHead(url.pathname === '/busy' ? 503 : 200, { 'content-type': 'text/plain' });
+      res.end('ok');
+    };
+    // The answer waits for the whole body, as most handlers do.
+    if (req.readableEnded) setTimeout(answer, ms);
+    else req.on('end', () => setTimeout(answer, ms));
+  });
+  up.server.on('upgrade', (_req, socket: Socket) => {
+    up.tunnels += 1;
+    socket.on('error', () => undefined);
+    socket.on('close', () => (up.tunnels -= 1));
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
+  });
+  up.server.on('connection', (socket: Socket) => {
+    up.sockets.add(socket);
+    socket.on('close', () => up.sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => up.server.listen(0, '127.0.0.1', resolve));
+  up.url = `http://127.0.0.1:${(up.server.address() as AddressInfo).port}`;
+  return up;
+}
+
+/** The gateways a suite starts one after another: each start stops the one before, and {@link stop} the last. */
+function gateways(): { start(yaml: string): Promise<Gateway>; stop(): Promise<void> } {
+  let current: Gateway | undefined;
+  const stop = async (): Promise<void> => {
+    const gw = current;
+    current = undefined;
+    await gw?.shutdown();
+  };
+  return {
+    async start(yaml) {
+      await stop();
+      current = await startGateway(yaml);
+      return current;
+    },
+    stop,
+  };
+}
+
+/** Stops an upstream, cutting the connections pools of stopped gateways may still keep open. */
+async function stopUpstream(up: Upstream): Promise<void> {
+  up.server.closeAllConnections();
+  for (const s of up.sockets) s.destroy();
+  await new Promise((r) => up.server.close(r));
+}
+
+async function metricsOf(gw: Gateway): Promise<Map<string, number>> {
+  return parseMetrics((await get(`${gw.url}/_floodgate/metrics`)).body);
+}
+
+/** Requests each class admitted so far (at once or after a wait). */
+async function admittedByClass(gw: Gateway): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const [name, v] of await metricsOf(gw)) {
+    const m = /^floodgate_overload_decisions_total\{priority="([^"]+)",outcome="(admitted|waited)"\}$/.exec(name);
+    if (m !== null) out.set(m[1]!, (out.get(m[1]!) ?? 0) + v);
+  }
+  return out;
+}
+
+/** Sends `bytes` as they are and says which class admitted the request (`none` when the gate never saw it) and its status. */
+async function classOf(gw: Gateway, bytes: string): Promise<{ cls: string; status: number | undefined }> {
+  const before = await admittedByClass(gw);
+  const reply = await sendRaw(gw.url, bytes);
+  const after = await admittedByClass(gw);
+  const rose = [...after].filter(([name, n]) => n > (before.get(name) ?? 0)).map(([name]) => name);
+  assert.ok(rose.length <= 1, `more than one class admitted: ${rose.join(', ')}`);
+  return { cls: rose[0] ?? 'none', status: reply.statuses[0] };
+}
+
+/** Nothing held or waiting at the gate, and a next request is admitted at once. */
+async function assertSettled(gw: Gateway, what: string): Promise<void> {
+  let m = await metricsOf(gw);
+  // A hang-up is seen by the gateway a moment after the client's close.
+  for (let i = 0; i < 40 && m.get('floodgate_overload_in_flight') !== 0; i++) {
+    await sleep(25);
+    m = await metricsOf(gw);
+  }
+  assert.equal(m.get('floodgate_overload_in_flight'), 0, `${what}: a slot is still held`);
+  for (const [name, v] of m) if (name.startsWith('floodgate_overload_queued{')) assert.equal(v, 0, `${what}: ${name}`);
+  const next = await get(`${gw.url}/?id=next`, { timeoutMs: 2000 });
+  assert.equal(next.status, 200, `${what}: the next request was not admitted`);
+}
+
+const limitOf = async (gw: Gateway): Promise<number> => (await metricsOf(gw)).get('floodgate_overload_limit')!;
+
+/** An adaptive gate whose limit moves after every request (one-request windows), so any sample a client can forge shows. */
+const QUICK_ADAPTIVE =
+  '  adaptive: { initialLimit: 20, maxLimit: 40, probeSamples: 1, sampleWindow: 1ms, minSamples: 1, probeInterval: 1h }\n';
+
+/** Sends the head of a request with a `total`-byte body, then `sent` bytes of it; the socket is returned open. */
+function startUpload(gw: Gateway, path: string, total: number, sent: number): Promise<Socket> {
+  const { port } = new URL(gw.url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1', () => {
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${total}\r\nContent-Type: application/octet-stream\r\n\r\n`);
+      if (sent > 0) socket.write(Buffer.alloc(sent, 120));
+      resolve(socket);
+    });
+    socket.on('error', () => undefined);
+    socket.resume();
+  });
+}
+
+const closed = (socket: Socket): Promise<void> =>
+  new Promise((resolve) => (socket.destroyed ? resolve() : socket.once('close', () => resolve())));
+
+describe('overload attack: claiming a higher class, escaping a lower one', () => {
+  let up: Upstream;
+  let gw: Gateway;
+  before(async () => {
+    up = await startUpstream();
+    gw = await startGateway(`upstream: ${up.url}
+rules: []
+overload:
+  limit: 50
+  priorities:
+    - { name: critical, match: { path: /checkout } }
+    - { name: vip, match: { host: vip.example.com } }
+    - { name: flagged, match: { headers: { x-class: gold } } }
+    - { name: default }
+    - { name: sheddable, match: { path: /batch } }
+`);
+  });
+  after(async () => {
+    await gw?.shutdown();
+    await stopUpstream(up);
+  });
+
+  it('a path dressed up (case, escapes, //, /./, .., trailing slash) is classed as the canonical path the upstream is sent', async () => {
+    const cases: Array<[string, string]> = [
+      ['/CHECKOUT', 'critical'],
+      ['/%63heckout', 'critical'],
+      ['//checkout', 'critical'],
+      ['/./checkout', 'critical'],
+      ['/x/../checkout', 'critical'],
+      ['/checkout/', 'critical'],
+      ['/search/..%2Fcheckout', 'none'],
+      ['/BATCH', 'sheddable'],
+      ['/%62atch', 'sheddable'],
+      ['//batch', 'sheddable'],
+      ['/./batch/', 'sheddable'],
+      ['/x/../batch', 'sheddable'],
+      ['/%2562atch', 'none'],
+    ];
+    for (const [target, cls] of cases) {
+      up.seen = [];
+      const got = await classOf(gw, requestBytes(`GET ${target} HTTP/1.1`));
+      assert.equal(got.cls, cls, target);
+      // Whatever the class, the upstream serves the path the class was chosen by.
+      if (cls === 'critical') assert.match(up.seen[0]!.path, /^\/checkout\/?$/i, target);
+      if (cls === 'sheddable') assert.match(up.seen[0]!.path, /^\/batch\/?$/i, target);
+      if (cls === 'none') assert.equal(got.status, 400, target);
+    }
+  });
+
+  it('a query, a fragment or ; parameters do not move a request into or out of a class', async () => {
+    assert.equal((await classOf(gw, requestBytes('GET /search?/checkout HTTP/1.1'))).cls, 'default');
+    assert.equal((await classOf(gw, requestBytes('GET /search?x=1&path=/checkout HTTP/1.1'))).cls, 'default');
+    assert.equal((await classOf(gw, requestBytes('GET /batch?/checkout HTTP/1.1'))).cls, 'sheddable');
+    // A fragment and `;` parameters are refused (paths.semicolons: reject by default) before any class is chosen.
+    assert.deepEqual(await classOf(gw, requestBytes('GET /batch#/checkout HTTP/1.1')), { cls: 'none', status: 400 });
+    assert.deepEqual(await classOf(gw, requestBytes('GET /batch;/checkout HTTP/1.1')), { cls: 'none', status: 400 });
+    assert.deepEqual(await classOf(gw, requestBytes('GET /checkout;x HTTP/1.1')), { cls: 'none', status: 400 });
+  });
+
+  it('HEAD is classed as GET, and a method-override header changes no class', async () => {
+    assert.equal((await classOf(gw, requestBytes('HEAD /batch HTTP/1.1'))).cls, 'sheddable');
+    assert.equal(
+      (await classOf(gw, requestBytes('POST /batch HTTP/1.1', ['Content-Length: 0', 'X-HTTP-Method-Override: GET']))).cls,
+      'sheddable',
+    );
+    assert.equal(
+      (await classOf(gw, requestBytes('GET /x HTTP/1.1', ['X-HTTP-Method-Override: POST', 'X-Original-URL: /checkout']))).cls,
+      'default',
+    );
+  });
+
+  it('an absolute-form target is classed by its own path and authority, which replace the Host header', async () => {
+    up.seen = [];
+    assert.equal((await classOf(gw, requestBytes('GET http://api.example.com/batch HTTP/1.1'))).cls, 'sheddable');
+    assert.equal((await classOf(gw, requestBytes('GET http://api.example.com//checkout HTTP/1.1'))).cls, 'critical');
+    // The Host header says vip, the target says otherwise: the target wins, for the class and for the upstream.
+    assert.equal((await classOf(gw, requestBytes('GET http://api.example.com/x HTTP/1.1', [], 'vip.example.com'))).cls, 'default');
+    assert.equal(up.seen.at(-1)!.forwardedHost, 'api.example.com');
+    assert.equal((await classOf(gw, requestBytes('GET http://vip.example.com/x HTTP/1.1', [], 'api.example.com'))).cls, 'vip');
+    assert.equal(up.seen.at(-1)!.forwardedHost, 'vip.example.com');
+  });
+
+  it('a Host header dressed up (case, trailing dot, port) is classed as its host; of two Host headers the first classes and is forwarded', async () => {
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', [], 'VIP.Example.COM.'))).cls, 'vip');
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', [], 'vip.example.com:8443'))).cls, 'vip');
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', [], 'vip.example.com.evil.test'))).cls, 'default');
+    // Node keeps the first Host and drops the rest; the upstream is told the same one (X-Forwarded-Host), so class and service agree.
+    up.seen = [];
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', ['Host: vip.example.com'], 'api.example.com'))).cls, 'default');
+    assert.equal(up.seen.at(-1)!.forwardedHost, 'api.example.com');
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', ['Host: api.example.com'], 'vip.example.com'))).cls, 'vip');
+    assert.equal(up.seen.at(-1)!.forwardedHost, 'vip.example.com');
+  });
+
+  it('a class header sent twice, or with another case of its value, is not the class header', async () => {
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', ['X-Class: gold']))).cls, 'flagged');
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', ['X-Class: gold', 'X-Class: gold']))).cls, 'default');
+    assert.equal((await classOf(gw, requestBytes('GET /x HTTP/1.1', ['X-Class: GOLD']))).cls, 'default');
+  });
+});
+
+describe('overload attack: more than a tenant’s share', () => {
+  let up: Upstream;
+  const gws = gateways();
+  before(async () => {
+    up = await startUpstream();
+  });
+  after(async () => {
+    await gws.stop();
+    await stopUpstream(up);
+  });
+
+  it('a flood of new tenant values holds at most maxQueue waiters, and every line goes when its waiters do', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { connections: 64 }\noverload:\n  limit: 1\n  tenant: header:x-tenant\n  queue: { timeout: 300ms, maxQueue: 20 }\n`,
+    );
+    const first = get(`${gw.url}/?ms=200&id=first`);
+    await sleep(30);
+    const flood = Array.from({ length: 200 }, (_, i) => get(`${gw.url}/?id=f${i}`, { headers: { 'x-tenant': `t${i}` } }));
+    await sleep(100);
+    const m = await metricsOf(gw);
+    assert.equal(m.get('floodgate_overload_queued{priority="default"}'), 20);
+    const replies = await Promise.all([first, ...flood]);
+    const full = replies.filter((r) => r.headers['floodgate-overload'] === 'full').length;
+    assert.ok(full >= 180, `refused as full: ${full}`);
+    assert.ok(replies.every((r) => r.status === 200 || r.status === 503));
+    await assertSettled(gw, 'after the tenant flood');
+  });
+
+  it('a noisy tenant that filled the queue is shed for a quiet tenant’s first request', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\noverload:\n  limit: 1\n  tenant: header:x-tenant\n  queue: { timeout: 3s, maxQueue: 4 }\n`,
+    );
+    up.seen = [];
+    const first = get(`${gw.url}/?ms=200&id=first`);
+    await sleep(30);
+    const noisy = [0, 1, 2, 3].map((i) => get(`${gw.url}/?ms=5&id=n${i}`, { headers: { 'x-tenant': 'noisy' } }));
+    await sleep(30);
+    const quiet = get(`${gw.url}/?ms=5&id=q`, { headers: { 'x-tenant': 'quiet' } });
+    const replies = await Promise.all([first, quiet, ...noisy]);
+    assert.equal(replies[1]!.status, 200);
+    assert.equal(replies[5]!.headers['floodgate-overload'], 'shed');
+    assert.deepEqual(up.ids(), ['first', 'n0', 'q', 'n1', 'n2']);
+  });
+
+  it('tenant values in another case are other tenants; whitespace around a value and a missing header are not', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\noverload:\n  limit: 1\n  tenant: header:x-tenant\n  queue: { timeout: 3s }\n`,
+    );
+    // One line per tenant served in turn: the order at the upstream tells who shares a line.
+    const order = async (tenants: Array<string | undefined>): Promise<string[]> => {
+      up.seen = [];
+      const first = get(`${gw.url}/?ms=150&id=first`);
+      await sleep(30);
+      const waiting: Array<Promise<unknown>> = [];
+      for (const [i, t] of tenants.entries()) {
+        const raw = requestBytes(`GET /?ms=5&id=${i} HTTP/1.1`, t === undefined ? [] : [`X-Tenant: ${t}`]);
+        waiting.push(sendRaw(gw.url, raw));
+        await sleep(10);
+      }
+      await Promise.all([first, ...waiting]);
+      return up.ids().slice(1);
+    };
+    // `acme` twice then `other`: one line for acme, so other goes second.
+    assert.deepEqual(await order(['acme', ' acme ', 'other']), ['0', '2', '1']);
+    assert.deepEqual(await order(['acme', 'ACME', 'other']), ['0', '1', '2']);
+    // No header: one shared line (''), whoever sends none.
+    assert.deepEqual(await order([undefined, undefined, 'other']), ['0', '2', '1']);
+    // An empty header is a tenant of its own, not the headerless line.
+    assert.deepEqual(await order([undefined, '', undefined]), ['0', '1', '2']);
+  });
+
+  it('under tenant: ip, addresses of one IPv6 /64 share a line, and X-Forwarded-For from an untrusted peer opens none', async () => {
+    const order = async (gw: Gateway, forwarded: string[]): Promise<string[]> => {
+      up.seen = [];
+      const first = get(`${gw.url}/?ms=150&id=first`);
+      await sleep(30);
+      const waiting: Array<Promise<unknown>> = [];
+      for (const [i, xff] of forwarded.entries()) {
+        waiting.push(sendRaw(gw.url, requestBytes(`GET /?ms=5&id=${i} HTTP/1.1`, [`X-Forwarded-For: ${xff}`])));
+        await sleep(10);
+      }
+      await Promise.all([first, ...waiting]);
+      return up.ids().slice(1);
+    };
+    const trusting = await gws.start(
+      `upstream: ${up.url}\nrules: []\ntrustProxy: [loopback]\noverload:\n  limit: 1\n  queue: { timeout: 3s }\n`,
+    );
+    assert.deepEqual(await order(trusting, ['2001:db8::1', '2001:db8::ffff:2', '2001:db8:0:1::1']), ['0', '2', '1']);
+    assert.deepEqual(await order(trusting, ['203.0.113.1', '203.0.113.1', '203.0.113.2']), ['0', '2', '1']);
+    const untrusting = await gws.start(`upstream: ${up.url}\nrules: []\noverload:\n  limit: 1\n  queue: { timeout: 3s }\n`);
+    // Without trustProxy the header is the client's word: every request is 127.0.0.1's, one line, in arrival order.
+    assert.deepEqual(await order(untrusting, ['203.0.113.1', '203.0.113.1', '203.0.113.2']), ['0', '1', '2']);
+  });
+});
+
+describe('overload attack: hanging up at every point leaves nothing held and the limit where it was', () => {
+  let up: Upstream;
+  const gws = gateways();
+  before(async () => {
+    up = await startUpstream();
+  });
+  after(async () => {
+    await gws.stop();
+    await stopUpstream(up);
+  });
+
+  it('hanging up before the body, mid-body (streamed past requestBuffer) or mid-response frees the slot without shrinking the limit', async () => {
+    const gw = await gws.start(`upstream: ${up.url}\nrules: []\nproxy: { requestBuffer: 1024 }\noverload:\n${QUICK_ADAPTIVE}`);
+    for (let i = 0; i < 3; i++) assert.equal((await get(`${gw.url}/?ms=2`)).status, 200);
+    const limit = await limitOf(gw);
+    for (let i = 0; i < 10; i++) {
+      // Before any of the body: the request never reaches the gate.
+      const early = await startUpload(gw, '/?ms=1', 100, 0);
+      await sleep(10);
+      early.destroy();
+      // Mid-body of a body too large to buffer: admitted, streaming to the upstream, then cut.
+      const mid = await startUpload(gw, '/?ms=1', 64 * 1024, 8 * 1024);
+      await sleep(30);
+      mid.destroy();
+      // Mid-response: after the head, while the body streams.
+      await new Promise<void>((resolve) => {
+        const req = httpRequest(`${gw.url}/stream?ms=300`, { agent: false }, () => {
+          req.destroy();
+          resolve();
+        });
+        req.on('error', () => resolve());
+        req.end();
+      });
+    }
+    await assertSettled(gw, 'after hang-ups before, mid-body and mid-response');
+    assert.ok((await limitOf(gw)) >= limit, `limit fell from ${limit} to ${await limitOf(gw)}`);
+  });
+
+  it('hanging up while queued, just as admitted, or while the upstream works leaves no waiter and no slot', async () => {
+    const gw = await gws.start(`upstream: ${up.url}\nrules: []\noverload:\n  limit: 1\n  queue: { timeout: 5s, maxQueue: 100 }\n`);
+    up.seen = [];
+    for (const leaveMs of [20, 95, 100, 105, 110, 150]) {
+      const first = get(`${gw.url}/?ms=100&id=first`);
+      await sleep(5);
+      // Each leaves around the moment the first request's slot frees (100 ms after it started).
+      await Promise.all([0, 1, 2].map((i) => leaveAfter(`${gw.url}/?ms=50&id=gone${leaveMs}-${i}`, leaveMs - 5)));
+      assert.equal((await first).status, 200);
+      await assertSettled(gw, `clients that left after ${leaveMs} ms`);
+    }
+  });
+
+  it('a slow reader holds its slot only until clientWriteTimeout cuts it', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { clientWriteTimeout: 300ms }\noverload:\n  limit: 1\n  queue: { timeout: 5s }\n`,
+    );
+    const { port } = new URL(gw.url);
+    const reader = connect(Number(port), '127.0.0.1', () => reader.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n'));
+    reader.on('error', () => undefined);
+    // Never read: the 16 MB answer fills the socket's buffers and stops.
+    reader.pause();
+    await sleep(100);
+    assert.equal((await metricsOf(gw)).get('floodgate_overload_in_flight'), 1);
+    const waited = await get(`${gw.url}/?id=after`, { timeoutMs: 3000 });
+    assert.equal(waited.status, 200);
+    assert.ok(waited.elapsedMs >= 150, `admitted after ${waited.elapsedMs} ms, while the reader still held the slot?`);
+    reader.destroy();
+    await assertSettled(gw, 'after the slow reader');
+  });
+
+  it('a trickled body is cut at minBodyRate and frees its slot without shrinking the limit', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { requestBuffer: 1024, minBodyRate: 4096 }\noverload:\n${QUICK_ADAPTIVE}`,
+    );
+    for (let i = 0; i < 3; i++) await get(`${gw.url}/?ms=2`);
+    const limit = await limitOf(gw);
+    const socket = await startUpload(gw, '/?ms=1', 64 * 1024, 2048);
+    const timer = setInterval(() => socket.writable && socket.write('x'), 50);
+    await closed(socket);
+    clearInterval(timer);
+    await assertSettled(gw, 'after the trickled body');
+    assert.ok((await limitOf(gw)) >= limit, `limit fell from ${limit} to ${await limitOf(gw)}`);
+  });
+
+  it('an upload the upstream answers before it ends (413 at its body limit) is no latency sample: a slow uploader cannot shrink the limit', async () => {
+    const gw = await gws.start(`upstream: ${up.url}\nrules: []\nproxy: { requestBuffer: 1024 }\noverload:\n${QUICK_ADAPTIVE}`);
+    for (let i = 0; i < 3; i++) await get(`${gw.url}/?ms=2`);
+    const limit = await limitOf(gw);
+    for (let i = 0; i < 5; i++) {
+      // 2 KB at once, then the rest 512 bytes every 50 ms: the upstream answers 413 at 4 KB, 200 ms after admission.
+      const socket = await startUpload(gw, '/limited', 64 * 1024, 2048);
+      const timer = setInterval(() => socket.writable && socket.write(Buffer.alloc(512, 120)), 50);
+      let reply = '';
+      socket.on('data', (d: Buffer) => (reply += d.toString('latin1')));
+      for (let t = 0; t < 100 && !reply.includes('413'); t++) await sleep(20);
+      clearInterval(timer);
+      socket.destroy();
+      assert.match(reply, /^HTTP\/1\.1 413/);
+    }
+    await assertSettled(gw, 'after the early answers');
+    assert.ok((await limitOf(gw)) >= limit, `limit fell from ${limit} to ${await limitOf(gw)}`);
+  });
+});
+
+describe('overload attack: shrinking the limit or passing the gate with what never reaches the upstream', () => {
+  let up: Upstream;
+  const gws = gateways();
+  before(async () => {
+    up = await startUpstream();
+  });
+  after(async () => {
+    await gws.stop();
+    await stopUpstream(up);
+  });
+
+  it('requests the rules refuse, and those the gateway answers itself, take no slot and give no sample', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules:\n  - name: few\n    match: { path: /limited-by-rule }\n    key: ip\n    policies: ["1/1h"]\noverload:\n${QUICK_ADAPTIVE}`,
+    );
+    for (let i = 0; i < 3; i++) await get(`${gw.url}/?ms=2`);
+    const before = await metricsOf(gw);
+    const statuses: number[] = [];
+    for (let i = 0; i < 20; i++) statuses.push((await get(`${gw.url}/limited-by-rule`)).status);
+    for (let i = 0; i < 10; i++) {
+      await get(`${gw.url}/_floodgate/healthz`);
+      await get(`${gw.url}/_floodgate/decide`, { headers: { 'x-original-uri': '/limited-by-rule' } });
+      await sendRaw(gw.url, requestBytes('GET /bad;target HTTP/1.1'));
+    }
+    assert.deepEqual(statuses, [200, ...Array(19).fill(429)]);
+    const after = await admittedByClass(gw);
+    assert.equal(after.get('default'), (before.get('floodgate_overload_decisions_total{priority="default",outcome="admitted"}') ?? 0) + 1);
+    assert.equal(await limitOf(gw), before.get('floodgate_overload_limit'));
+    await assertSettled(gw, 'after refused requests');
+  });
+
+  it('a WebSocket upgrade passes the gate: tunnels open while every slot is taken and hold none', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { upgrades: [websocket] }\noverload:\n  limit: 1\n  queue: { timeout: 2s }\n`,
+    );
+    const busy = get(`${gw.url}/?ms=300&id=busy`);
+    await sleep(30);
+    const { port } = new URL(gw.url);
+    const sockets: Socket[] = [];
+    const answers = await Promise.all(
+      [0, 1, 2].map(
+        () =>
+          new Promise<string>((resolve) => {
+            const s = connect(Number(port), '127.0.0.1', () =>
+              s.write(
+                'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+                  'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+              ),
+            );
+            sockets.push(s);
+            s.on('error', () => resolve('error'));
+            s.once('data', (d: Buffer) => resolve(d.toString('latin1').split('\r\n')[0]!));
+          }),
+      ),
+    );
+    // Opened at once, while the one slot was busy: the handshake waits for no slot.
+    assert.deepEqual(answers, Array(3).fill('HTTP/1.1 101 Switching Protocols'));
+    assert.equal((await metricsOf(gw)).get('floodgate_overload_in_flight'), 1);
+    assert.equal((await busy).status, 200);
+    for (const s of sockets) s.destroy();
+    await assertSettled(gw, 'with tunnels open and closed');
+  });
+});
+
+describe('overload attack: a reload while requests wait and run', () => {
+  let up: Upstream;
+  const gws = gateways();
+  before(async () => {
+    up = await startUpstream();
+  });
+  after(async () => {
+    await gws.stop();
+    await stopUpstream(up);
+  });
+
+  const config = (limit: number): string =>
+    `upstream: ${up.url}\nrules: []\noverload:\n  limit: ${limit}\n  queue: { timeout: 3s, maxQueue: 100 }\n`;
+
+  for (const [what, next] of [
+    ['changes the overload section', 2],
+    ['keeps the overload section', 1],
+  ] as const) {
+    it(`a reload that ${what} answers every waiting and running request and leaves nothing held`, async () => {
+      const gw = await gws.start(config(1));
+      up.most = 0;
+      const replies = Array.from({ length: 8 }, (_, i) => get(`${gw.url}/?ms=60&id=${i}`, { timeoutMs: 4000 }));
+      await sleep(30);
+      gw.apply(await parseConfigText(config(next), 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false }));
+      const after = Array.from({ length: 4 }, (_, i) => get(`${gw.url}/?ms=20&id=a${i}`, { timeoutMs: 4000 }));
+      const statuses = (await Promise.all([...replies, ...after])).map((r) => r.status);
+      assert.deepEqual(statuses, Array(12).fill(200));
+      await assertSettled(gw, `after a reload that ${what}`);
+      // The old gate's requests and the new one's run side by side for a moment: at most both limits.
+      assert.ok(up.most <= 1 + next, `${up.most} at once`);
+    });
+  }
+});
