@@ -5,6 +5,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
+import { FairQueue, type FairEntry } from '../../../src/waiting/fair-queue.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get, leaveAfter } from '../../http/support/http.js';
 import { parseMetrics, sleep, startGateway } from '../support/harness.js';
@@ -593,4 +594,67 @@ describe('overload attack: a reload while requests wait and run', () => {
       assert.ok(up.most <= 1 + next, `${up.most} at once`);
     });
   }
+});
+
+describe('overload attack: a flood of tenant values against a large queue', () => {
+  /** The line a full queue evicts from, found the slow way: the first longest line of the lowest class below `priority` that waits. */
+  const bruteVictim = (
+    entries: ReadonlyArray<FairEntry<number>>,
+    classes: number,
+    priority: number,
+    tenant: string,
+  ): number | undefined => {
+    const lengths = (p: number): Map<string, number> => {
+      const m = new Map<string, number>();
+      for (const e of entries) if (e.priority === p) m.set(e.tenant, (m.get(e.tenant) ?? 0) + 1);
+      return m;
+    };
+    for (let p = classes - 1; p > priority; p--) {
+      const m = lengths(p);
+      if (m.size > 0) return Math.max(...m.values());
+    }
+    const m = lengths(priority);
+    if (m.size === 0) return undefined;
+    const most = Math.max(...m.values());
+    return most > (m.get(tenant) ?? 0) + 1 ? most : undefined;
+  };
+
+  it('evicts from a longest line however waiters come and go (the lengths kept by count agree with a count of the lines)', () => {
+    let seed = 7;
+    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const q = new FairQueue<number>(3);
+    const entries: Array<FairEntry<number>> = [];
+    for (let step = 0; step < 20_000; step++) {
+      const op = random(10);
+      if (op < 5 || entries.length === 0) entries.push(q.push(random(3), `t${random(12)}`, step));
+      else if (op < 8) {
+        const [gone] = entries.splice(random(entries.length), 1);
+        assert.ok(q.remove(gone!));
+      } else {
+        const shifted = q.shift()!;
+        entries.splice(entries.indexOf(shifted), 1);
+      }
+      const priority = random(3);
+      const tenant = `t${random(12)}`;
+      const victim = q.victimFor(priority, tenant);
+      const want = bruteVictim(entries, 3, priority, tenant);
+      assert.equal(victim === undefined ? undefined : victim.line!.count, want, `step ${step}`);
+      if (victim !== undefined) assert.equal(victim.line!.tail, victim, 'the newest of its line');
+    }
+  });
+
+  it('a newcomer to a full queue of 100 000 one-request tenants costs no walk over every line', () => {
+    const cost = (lines: number): number => {
+      const q = new FairQueue<number>(3);
+      for (let i = 0; i < lines; i++) q.push(1, `t${i}`, i);
+      const started = performance.now();
+      for (let i = 0; i < 20_000; i++) q.victimFor(1, `new${i}`);
+      return performance.now() - started;
+    };
+    cost(1000);
+    const small = cost(1000);
+    const large = cost(100_000);
+    // A walk over the lines made the large queue ~60 times slower per newcomer; kept by count, both cost the same.
+    assert.ok(large < small * 10 + 20, `1000 lines: ${small.toFixed(1)} ms, 100 000 lines: ${large.toFixed(1)} ms for 20 000 newcomers`);
+  });
 });
