@@ -1,7 +1,14 @@
 // The overload gate under attack: a client that wants a higher class, more than its tenant's share, or to shrink the limit
 // for everyone (hang-ups at every point, trickled bodies, upgrades, refused requests, reloads), through a real gateway and upstream.
 import assert from 'node:assert/strict';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
@@ -17,6 +24,7 @@ interface Seen {
   readonly path: string;
   readonly method: string;
   readonly forwardedHost: string | undefined;
+  readonly headers: IncomingHttpHeaders;
 }
 
 /**
@@ -47,6 +55,7 @@ async function startUpstream(): Promise<Upstream> {
       path: url.pathname,
       method: req.method ?? '',
       forwardedHost: req.headers['x-forwarded-host'] as string | undefined,
+      headers: req.headers,
     });
     up.now += 1;
     up.most = Math.max(up.most, up.now);
@@ -259,6 +268,7 @@ overload:
   });
 
   it('HEAD is classed as GET, and a method-override header changes no class', async () => {
+    up.seen = [];
     assert.equal((await classOf(gw, requestBytes('HEAD /batch HTTP/1.1'))).cls, 'sheddable');
     assert.equal(
       (await classOf(gw, requestBytes('POST /batch HTTP/1.1', ['Content-Length: 0', 'X-HTTP-Method-Override: GET']))).cls,
@@ -268,6 +278,15 @@ overload:
       (await classOf(gw, requestBytes('GET /x HTTP/1.1', ['X-HTTP-Method-Override: POST', 'X-Original-URL: /checkout']))).cls,
       'default',
     );
+    // The upstream never hears of the override: it serves the method and path the class was chosen by.
+    assert.deepEqual(
+      up.seen.map((seen) => `${seen.method} ${seen.path}`),
+      ['HEAD /batch', 'POST /batch', 'GET /x'],
+    );
+    for (const seen of up.seen.slice(-2)) {
+      assert.equal(seen.headers['x-http-method-override'], undefined);
+      assert.equal(seen.headers['x-original-url'], undefined);
+    }
   });
 
   it('an absolute-form target is classed by its own path and authority, which replace the Host header', async () => {
@@ -527,6 +546,34 @@ describe('overload attack: shrinking the limit or passing the gate with what nev
     assert.equal(after.get('default'), (before.get('floodgate_overload_decisions_total{priority="default",outcome="admitted"}') ?? 0) + 1);
     assert.equal(await limitOf(gw), before.get('floodgate_overload_limit'));
     await assertSettled(gw, 'after refused requests');
+  });
+
+  it('a client that asks for a path the upstream answers 503 for shrinks everyone’s limit, unless errorStatuses leaves 503 out', async () => {
+    const shrinks = async (errorStatuses: string): Promise<[number, number]> => {
+      const gw = await gws.start(`upstream: ${up.url}\nrules: []\noverload:\n${QUICK_ADAPTIVE}${errorStatuses}`);
+      for (let i = 0; i < 3; i++) await get(`${gw.url}/?ms=2`);
+      const before = await limitOf(gw);
+      for (let i = 0; i < 10; i++) assert.equal((await get(`${gw.url}/busy`)).status, 503);
+      return [before, await limitOf(gw)];
+    };
+    const [was, now] = await shrinks('');
+    assert.ok(now < was / 2, `limit ${was} → ${now}`);
+    const [kept, still] = await shrinks('  errorStatuses: [504]\n');
+    assert.ok(still >= kept, `limit ${kept} → ${still}`);
+  });
+
+  it('pipelined requests on one connection wait at the gate like separate ones and leave nothing held', async () => {
+    const gw = await gws.start(`upstream: ${up.url}\nrules: []\noverload:\n  limit: 1\n  queue: { timeout: 3s }\n`);
+    up.most = 0;
+    const busy = get(`${gw.url}/?ms=100&id=busy`);
+    await sleep(20);
+    const one = (i: number, last: boolean): string =>
+      `GET /?ms=5&id=p${i} HTTP/1.1\r\nHost: x\r\n${last ? 'Connection: close\r\n' : ''}\r\n`;
+    const reply = await sendRaw(gw.url, [0, 1, 2, 3, 4].map((i) => one(i, i === 4)).join(''));
+    assert.deepEqual(reply.statuses, [200, 200, 200, 200, 200]);
+    assert.equal((await busy).status, 200);
+    assert.equal(up.most, 1);
+    await assertSettled(gw, 'after pipelined requests');
   });
 
   it('a WebSocket upgrade passes the gate: tunnels open while every slot is taken and hold none', async () => {
