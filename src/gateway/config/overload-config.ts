@@ -14,8 +14,14 @@ const CLASS_NAME = /^[A-Za-z0-9_.-]{1,32}$/;
 /** The longest wait: each waiting request is an open client connection. */
 const MAX_WAIT_MS = 60_000;
 
-/** Parses the `overload` section; undefined when absent. */
-export function overloadSettings(c: Cursor, value: unknown): OverloadSettings | undefined {
+/**
+ * Parses the `overload` section; undefined when absent.
+ *
+ * @param connections - `proxy.connections`: the adaptive limit's default maxLimit is no higher. The gate orders waiters by
+ *   class and tenant only while its limit fits the pool: a request it admits past the pool's size waits for a connection in
+ *   arrival order (UpstreamQueue), so a critical request would queue behind sheddable ones admitted before it.
+ */
+export function overloadSettings(c: Cursor, value: unknown, connections = Infinity): OverloadSettings | undefined {
   if (value === undefined) return undefined;
   const path: Path = ['overload'];
   const o = mapping(c, path, value, FIELDS);
@@ -29,6 +35,17 @@ export function overloadSettings(c: Cursor, value: unknown): OverloadSettings | 
       c.fail([...path, 'adaptive'], `must be the adaptive limit's options, e.g. { maxLimit: 200 }; got ${describeValue(o.adaptive)}.`);
     if (limit !== 'adaptive') c.fail([...path, 'adaptive'], `applies to limit: adaptive, but limit is ${limit}; remove one of them.`);
     adaptive = o.adaptive as AdaptiveControllerOptions;
+  }
+  if (limit === 'adaptive' && adaptive.maxLimit === undefined && connections < 1000) {
+    for (const field of ['minLimit', 'initialLimit', 'probeLimit'] as const) {
+      const n = adaptive[field];
+      if (typeof n === 'number' && n > connections)
+        c.fail(
+          [...path, 'adaptive', field],
+          `is ${n}, above proxy.connections ${connections}: requests admitted past the pool's size wait for a connection in arrival order, not by class and tenant; lower ${field} or raise proxy.connections.`,
+        );
+    }
+    adaptive = { ...adaptive, maxLimit: connections };
   }
   const priorities =
     o.priorities === undefined ? [{ name: 'default', match: undefined }] : classList(c, [...path, 'priorities'], o.priorities);

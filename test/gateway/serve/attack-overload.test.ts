@@ -12,6 +12,8 @@ import {
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
+import { overloadSettings } from '../../../src/gateway/config/overload-config.js';
+import { readYaml } from '../../../src/gateway/config/yaml-cursor.js';
 import { FairQueue, type FairEntry } from '../../../src/waiting/fair-queue.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get, leaveAfter } from '../../http/support/http.js';
@@ -497,6 +499,36 @@ describe('overload attack: hanging up at every point leaves nothing held and the
     assert.ok((await limitOf(gw)) >= limit, `limit fell from ${limit} to ${await limitOf(gw)}`);
   });
 
+  it('an upload refused at the gate (a full queue, a wait timed out) is answered 503 at once though its body is still coming', async () => {
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { requestBuffer: 1024 }\noverload:\n  limit: 1\n  queue: { timeout: 200ms, maxQueue: 1 }\n`,
+    );
+    const busy = get(`${gw.url}/?ms=600&id=busy`);
+    await sleep(30);
+    const replyOf = (socket: Socket): Promise<string> =>
+      new Promise((resolve) => {
+        let reply = '';
+        socket.on('data', (d: Buffer) => {
+          reply += d.toString('latin1');
+          if (reply.includes('\r\n\r\n')) resolve(reply);
+        });
+        socket.on('close', () => resolve(reply));
+      });
+    // One waits (its body streams in slowly), a second finds the queue full.
+    const waiting = await startUpload(gw, '/?id=w', 64 * 1024, 2048);
+    const waited = replyOf(waiting);
+    await sleep(20);
+    const full = await startUpload(gw, '/?id=f', 64 * 1024, 2048);
+    const started = Date.now();
+    assert.match(await replyOf(full), /^HTTP\/1\.1 503[\s\S]*floodgate-overload: full/i);
+    assert.ok(Date.now() - started < 150, `the full answer took ${Date.now() - started} ms`);
+    assert.match(await waited, /^HTTP\/1\.1 503[\s\S]*floodgate-overload: timeout/i);
+    waiting.destroy();
+    full.destroy();
+    assert.equal((await busy).status, 200);
+    await assertSettled(gw, 'after refused uploads');
+  });
+
   it('an upload the upstream answers before it ends (413 at its body limit) is no latency sample: a slow uploader cannot shrink the limit', async () => {
     const gw = await gws.start(`upstream: ${up.url}\nrules: []\nproxy: { requestBuffer: 1024 }\noverload:\n${QUICK_ADAPTIVE}`);
     for (let i = 0; i < 3; i++) await get(`${gw.url}/?ms=2`);
@@ -574,6 +606,30 @@ describe('overload attack: shrinking the limit or passing the gate with what nev
     assert.equal((await busy).status, 200);
     assert.equal(up.most, 1);
     await assertSettled(gw, 'after pipelined requests');
+  });
+
+  it('an adaptive limit above proxy.connections let sheddable requests admitted first hold the connection queue ahead of a critical one: maxLimit defaults to the pool size', async () => {
+    const parse = async (yaml: string, connections: number): Promise<number | undefined> => {
+      const { cursor, value } = await readYaml(yaml, 'test.yaml');
+      return overloadSettings(cursor, (value as { overload: unknown }).overload, connections)!.adaptive.maxLimit;
+    };
+    assert.equal(await parse('overload: {}\n', 128), 128);
+    assert.equal(await parse('overload: { adaptive: { maxLimit: 50 } }\n', 128), 50);
+    assert.equal(await parse('overload: {}\n', 4096), undefined);
+    await assert.rejects(parse('overload: { adaptive: { minLimit: 200 } }\n', 128), /minLimit.*above proxy\.connections 128/);
+    await assert.rejects(parse('overload: { adaptive: { initialLimit: 200 } }\n', 128), /initialLimit.*above proxy\.connections 128/);
+    // What the default prevents: a fixed limit past the pool gives the order to the connection queue, first come first served.
+    const gw = await gws.start(
+      `upstream: ${up.url}\nrules: []\nproxy: { connections: 1 }\noverload:\n  limit: 10\n  priorities:\n    - { name: critical, match: { path: /checkout } }\n    - { name: default }\n    - { name: sheddable, match: { path: /batch } }\n`,
+    );
+    up.seen = [];
+    const first = get(`${gw.url}/?ms=150&id=first`);
+    await sleep(30);
+    const batch = [1, 2].map((i) => get(`${gw.url}/batch?ms=5&id=b${i}`));
+    await sleep(20);
+    const critical = get(`${gw.url}/checkout?ms=5&id=c`);
+    await Promise.all([first, critical, ...batch]);
+    assert.deepEqual(up.ids(), ['first', 'b1', 'b2', 'c']);
   });
 
   it('a WebSocket upgrade passes the gate: tunnels open while every slot is taken and hold none', async () => {
