@@ -32,6 +32,13 @@ export interface OverloadLimiterOptions {
   defaultPriority?: string;
   /** The wait for a slot (see {@link OverloadQueueOptions}), or `false` to refuse at once when the limit is reached. */
   queue?: OverloadQueueOptions | false;
+  /**
+   * The most of the limit one tenant may hold in flight, above 0 and at most 1: at `0.25` a tenant holds at most a quarter of
+   * the slots (at least one); its other requests wait in its line even while slots are free, which stay for the others.
+   * Without it a tenant that holds its slots long (slow endpoints, a client that reads its answers slowly) can take every
+   * slot while nobody waits, and the tenants that come after wait until those end. Default 1: no share.
+   */
+  tenantShare?: number;
   /** Where time comes from (ms). Default: wall time. A ManualClock's `now` drives a simulation. */
   clock?: Clock;
   /** Numbers in [0, 1) for the adaptive probes' jitter. Default Math.random; a seeded generator makes a simulation repeatable. */
@@ -84,7 +91,7 @@ interface Waiter {
 }
 
 const OWNER = 'OverloadLimiter';
-const OPTIONS = ['limit', 'adaptive', 'priorities', 'defaultPriority', 'queue', 'clock', 'random', 'schedule'] as const;
+const OPTIONS = ['limit', 'adaptive', 'priorities', 'defaultPriority', 'queue', 'tenantShare', 'clock', 'random', 'schedule'] as const;
 const DEFAULT_PRIORITIES = ['critical', 'default', 'sheddable'] as const;
 
 /**
@@ -96,6 +103,8 @@ const DEFAULT_PRIORITIES = ['critical', 'default', 'sheddable'] as const;
  * - **Fairness:** within a class, each tenant's waiters form a line and the lines are served in turn, so a tenant sending
  *   ten times the others gets no more of the capacity than an equal share while they wait; a full queue evicts from the
  *   longest line.
+ * - **Share:** with `tenantShare`, no tenant holds more than that share of the limit in flight; its other requests wait
+ *   (and a lower class of another tenant may be admitted meanwhile: the share is the tenant's, whatever the class).
  * - **Deadlines:** a waiter is refused when its timeout passes or its signal aborts, and nothing is left behind.
  *
  * ```ts
@@ -118,6 +127,12 @@ export class OverloadLimiter {
   private readonly queue: FairQueue<Waiter>;
   private readonly counts: Array<Record<'admitted' | 'waited' | OverloadRefusal, number>>;
   private readonly pump = (): void => this.admitWaiters();
+  /** `tenantShare`; 1 when every tenant may hold the whole limit. */
+  private readonly share: number;
+  /** Slots each tenant holds now, while `share` < 1 (a tenant holding none is absent: as many keys as slots in flight). */
+  private readonly held = new Map<string, number>();
+  /** True when `tenant` holds less than its share; undefined when there is no share (every tenant is eligible). */
+  private readonly eligible: ((tenant: string) => boolean) | undefined;
 
   /**
    * @param options - see {@link OverloadLimiterOptions}
@@ -144,6 +159,8 @@ export class OverloadLimiter {
       this.maxQueue =
         queue?.maxQueue === undefined ? 1000 : wholeNumber(queue.maxQueue, `${OWNER} queue.maxQueue`, { min: 1, max: 1_000_000 });
     }
+    this.share = tenantShare(options.tenantShare);
+    this.eligible = this.share >= 1 ? undefined : (tenant) => (this.held.get(tenant) ?? 0) < this.tenantCap();
     this.queue = new FairQueue(this.priorities.length);
     this.counts = this.priorities.map(() => ({ admitted: 0, waited: 0, limit: 0, full: 0, timeout: 0, shed: 0 }));
   }
@@ -173,11 +190,12 @@ export class OverloadLimiter {
    */
   tryAcquire(request: OverloadRequest = {}): OverloadSlot | undefined {
     const priority = this.requestPriority(request);
+    const tenant = request.tenant ?? '';
     const now = this.clock();
-    if (!this.queue.waitingAtOrAbove(priority) && this.controller.tryAdmit(now)) return this.admitted(priority, now, 0);
+    if (!this.waitsAhead(priority) && (this.eligible?.(tenant) ?? true) && this.controller.tryAdmit(now))
+      return this.admitted(priority, tenant, now, 0);
     if (this.maxQueue === 0) return this.refused(priority, 'limit', 0);
-    if (this.queue.size >= this.maxQueue && this.queue.victimFor(priority, request.tenant ?? '') === undefined)
-      return this.refused(priority, 'full', 0);
+    if (this.queue.size >= this.maxQueue && this.queue.victimFor(priority, tenant) === undefined) return this.refused(priority, 'full', 0);
     return undefined;
   }
 
@@ -231,6 +249,8 @@ export class OverloadLimiter {
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
+      // With a share, waiters of tenants at their share may stand ahead of this one while slots are free: it may go at once.
+      if (this.eligible !== undefined) this.admitWaiters();
     });
   }
 
@@ -249,21 +269,47 @@ export class OverloadLimiter {
     if (waiter.onAbort !== undefined) waiter.signal!.removeEventListener('abort', waiter.onAbort);
   }
 
-  /** Gives freed slots to waiters, highest class first, tenants in turn, while the limit has room. */
+  /** Gives freed slots to waiters, highest class first, tenants in turn (passing over those at their share), while the limit has room. */
   private admitWaiters(): void {
     while (this.queue.size > 0) {
+      const entry = this.queue.next(this.eligible);
+      if (entry === undefined) return;
       const now = this.clock();
       if (!this.controller.tryAdmit(now, false)) return;
-      const entry = this.queue.shift()!;
+      this.queue.take(entry);
       const waiter = entry.item;
       this.leave(waiter);
-      waiter.settle(this.admitted(waiter.priority, now, now - waiter.since));
+      waiter.settle(this.admitted(waiter.priority, entry.tenant, now, now - waiter.since));
     }
   }
 
-  private admitted(priority: number, now: number, waitedMs: number): OverloadSlot {
+  /** True when a waiter of class `priority` or higher could take a free slot: a newcomer of `priority` goes behind it. */
+  private waitsAhead(priority: number): boolean {
+    if (this.eligible === undefined) return this.queue.waitingAtOrAbove(priority);
+    // Waiters of tenants at their share cannot take a free slot: they do not stand in a newcomer's way.
+    const next = this.queue.next(this.eligible);
+    return next !== undefined && next.priority <= priority;
+  }
+
+  /** Counts a slot against `tenant`'s share; the function returned gives it back when the slot ends, then serves the waiters. */
+  private holding(tenant: string): () => void {
+    this.held.set(tenant, (this.held.get(tenant) ?? 0) + 1);
+    return () => {
+      const n = this.held.get(tenant)! - 1;
+      if (n === 0) this.held.delete(tenant);
+      else this.held.set(tenant, n);
+      this.admitWaiters();
+    };
+  }
+
+  /** The most slots one tenant may hold now: its share of the limit, at least one. */
+  private tenantCap(): number {
+    return Math.max(1, Math.floor(this.controller.limit * this.share));
+  }
+
+  private admitted(priority: number, tenant: string, now: number, waitedMs: number): OverloadSlot {
     this.counts[priority]![waitedMs > 0 ? 'waited' : 'admitted']++;
-    const slot = openSlot(this.controller, this.clock, true, now, this.pump);
+    const slot = openSlot(this.controller, this.clock, true, now, this.eligible === undefined ? this.pump : this.holding(tenant));
     return { ...slot, priority: this.priorities[priority]!, reason: undefined, waitedMs };
   }
 
@@ -307,6 +353,13 @@ function controllerOptions(options: OverloadLimiterOptions): AdaptiveControllerO
       `${OWNER} limit ${fixed} is fixed, so its adaptive options would never apply; remove adaptive, or write limit: 'adaptive'.`,
     );
   return { minLimit: fixed, maxLimit: fixed, initialLimit: fixed, probeLimit: fixed, probeInterval: MAX_TIMER_MS };
+}
+
+function tenantShare(value: unknown): number {
+  if (value === undefined) return 1;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > 1)
+    invalid(ErrorCode.INVALID_OPTIONS, `${OWNER} tenantShare`, 'a number above 0 and at most 1, e.g. 0.25', value);
+  return value;
 }
 
 function priorityList(value: unknown): readonly string[] {

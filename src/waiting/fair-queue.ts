@@ -114,19 +114,33 @@ export class FairQueue<T> {
 
   /** Takes the next waiter: the highest class that has one, the tenant whose turn it is; undefined when none waits. */
   shift(): FairEntry<T> | undefined {
+    const entry = this.next();
+    if (entry !== undefined) this.take(entry);
+    return entry;
+  }
+
+  /**
+   * The waiter {@link shift} would take, left in place: the highest class that has one, the first tenant in turn. With
+   * `eligible`, tenants it refuses are passed over (they keep their turn); the walk is as long as the lines passed over.
+   */
+  next(eligible?: (tenant: string) => boolean): FairEntry<T> | undefined {
     for (const cls of this.classes) {
-      const line = cls.ringHead;
-      if (line === undefined) continue;
-      const entry = line.head!;
-      this.remove(entry);
-      // The tenant served goes to the back of the ring when it still waits (remove dropped it when its line emptied).
-      if (line.count > 0 && cls.ringTail !== line) {
-        unlinkLine(cls, line);
-        appendLine(cls, line);
-      }
-      return entry;
+      for (let line = cls.ringHead; line !== undefined; line = line.next)
+        if (eligible === undefined || eligible(line.tenant)) return line.head;
     }
     return undefined;
+  }
+
+  /** Takes `entry` (from {@link next}) out, and sends its tenant to the back of its class's ring when it still waits. */
+  take(entry: FairEntry<T>): void {
+    const line = entry.line;
+    if (line === undefined || !this.remove(entry)) return;
+    // remove dropped the line from the ring when it emptied.
+    const cls = this.classes[entry.priority]!;
+    if (line.count > 0 && cls.ringTail !== line) {
+      unlinkLine(cls, line);
+      appendLine(cls, line);
+    }
   }
 
   /** Takes `entry` out wherever it is; false when it was not queued (already shifted or removed). */

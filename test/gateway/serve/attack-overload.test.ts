@@ -15,6 +15,9 @@ import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import { overloadSettings } from '../../../src/gateway/config/overload-config.js';
 import { readYaml } from '../../../src/gateway/config/yaml-cursor.js';
 import { FairQueue, type FairEntry } from '../../../src/waiting/fair-queue.js';
+import { ErrorCode } from '../../../src/core/errors.js';
+import { OverloadLimiter, type OverloadSlot } from '../../../src/index.js';
+import { mulberry32 } from '../../accuracy/traffic.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get, leaveAfter } from '../../http/support/http.js';
 import { parseMetrics, sleep, startGateway } from '../support/harness.js';
@@ -759,5 +762,85 @@ describe('overload attack: a flood of tenant values against a large queue', () =
     const large = cost(100_000);
     // A walk over the lines made the large queue ~60 times slower per newcomer; kept by count, both cost the same.
     assert.ok(large < small * 10 + 20, `1000 lines: ${small.toFixed(1)} ms, 100 000 lines: ${large.toFixed(1)} ms for 20 000 newcomers`);
+  });
+});
+
+describe('overload attack: one tenant that holds every slot (tenantShare)', () => {
+  /** Settles pending acquire() promises. */
+  const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  it('a tenant that holds its slots long took every slot while nobody waited; with tenantShare it holds its share and others go at once', async () => {
+    // Without a share: four slow requests of one tenant take the four slots, and the next tenant waits for one to end.
+    const open = new OverloadLimiter({ limit: 4, queue: { timeout: '1m' } });
+    const hog = [0, 1, 2, 3].map(() => open.tryAcquire({ tenant: 'hog' })!);
+    assert.ok(hog.every((s) => s.allowed));
+    assert.equal(open.tryAcquire({ tenant: 'quiet' }), undefined);
+    // With half the limit each: two are admitted, two wait though slots are free, and those slots stay for the others.
+    const shared = new OverloadLimiter({ limit: 4, tenantShare: 0.5, queue: { timeout: '1m' } });
+    const first = [0, 1].map(() => shared.tryAcquire({ tenant: 'hog' })!);
+    assert.ok(first.every((s) => s.allowed));
+    assert.equal(shared.tryAcquire({ tenant: 'hog' }), undefined);
+    const waiting = [0, 1].map(() => shared.acquire({ tenant: 'hog' }));
+    const quiet = shared.tryAcquire({ tenant: 'quiet' });
+    assert.equal(quiet?.allowed, true);
+    assert.deepEqual(shared.stats().queued, { critical: 0, default: 2, sheddable: 0 });
+    // When one of the hog's slots ends, its next waiter takes it; the free slot left is still not the hog's.
+    first[0]!.release({ latencyMs: 1 });
+    const next = await waiting[0]!;
+    assert.equal(next.allowed, true);
+    assert.equal(shared.stats().inFlight, 3);
+    assert.equal(shared.stats().queued.default, 1);
+    // Another tenant waiting behind the hog's waiter goes at once: the hog's waiter is passed over, keeping its turn.
+    const late = await shared.acquire({ tenant: 'late' });
+    assert.equal(late.allowed, true);
+    for (const s of [first[1]!, next, quiet!, late]) s.release({ latencyMs: 1 });
+    assert.equal((await waiting[1]!).allowed, true);
+    for (const s of hog) s.release({ latencyMs: 1 });
+  });
+
+  it('with tenantShare no tenant ever holds more than its share, and no slot stays free while a tenant under its share waits', async () => {
+    const random = mulberry32(35);
+    const limiter = new OverloadLimiter({ limit: 6, tenantShare: 0.34, queue: { timeout: '1m', maxQueue: 50 } });
+    const cap = 2;
+    const held: Array<{ tenant: string; slot: OverloadSlot }> = [];
+    const waiting = new Map<string, number>();
+    // Whoever still waits at the end gives up, so no wait outlives the test.
+    const end = new AbortController();
+    for (let step = 0; step < 2000; step++) {
+      if (random() < 0.55) {
+        const tenant = `t${Math.floor(random() * 5)}`;
+        const priority = (['critical', 'default', 'sheddable'] as const)[Math.floor(random() * 3)];
+        waiting.set(tenant, (waiting.get(tenant) ?? 0) + 1);
+        limiter.acquire({ tenant, priority, signal: end.signal }).then(
+          (slot) => {
+            waiting.set(tenant, waiting.get(tenant)! - 1);
+            if (slot.allowed) held.push({ tenant, slot });
+          },
+          () => undefined,
+        );
+      } else if (held.length > 0) {
+        const [gone] = held.splice(Math.floor(random() * held.length), 1);
+        gone!.slot.release({ latencyMs: 1 });
+      }
+      await tick();
+      const per = new Map<string, number>();
+      for (const h of held) per.set(h.tenant, (per.get(h.tenant) ?? 0) + 1);
+      for (const [tenant, n] of per) assert.ok(n <= cap, `step ${step}: ${tenant} holds ${n}`);
+      assert.equal(limiter.stats().inFlight, held.length);
+      if (held.length < 6) {
+        const starved = [...waiting].filter(([tenant, n]) => n > 0 && (per.get(tenant) ?? 0) < cap);
+        assert.deepEqual(starved, [], `step ${step}: ${held.length} held while these wait`);
+      }
+    }
+    end.abort();
+    for (const h of held) h.slot.release({ latencyMs: 1 });
+  });
+
+  it('refuses a tenantShare that is not above 0 and at most 1', () => {
+    for (const bad of [0, -0.5, 1.5, Number.NaN, '0.5'])
+      assert.throws(
+        () => new OverloadLimiter({ tenantShare: bad as number }),
+        (e: unknown) => (e as { code?: string }).code === ErrorCode.INVALID_OPTIONS,
+      );
   });
 });
