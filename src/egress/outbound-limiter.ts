@@ -65,10 +65,21 @@ export interface OutboundLimiterOptions {
   maxQueue?: number;
   /** The longest a call may wait to start unless it says otherwise; then FLOODGATE_DEADLINE_EXCEEDED. Default `"1m"`. */
   timeout?: Duration;
-  /** Hold the key (every process) until the reset when an answer says this many units or fewer remain. Default 0. */
+  /**
+   * Hold the key (every process) until the reset when an answer says this many calls or fewer remain, and this process's
+   * own count had more left (it does not know of the calls that spent them: another client of the upstream, or a window
+   * that opened early). Default 0.
+   */
   holdAt?: number;
+  /**
+   * A window learnt from the upstream (`RateLimit-Policy`'s `w`) is taken this share longer, so a window of ours never
+   * opens before the upstream's has closed (calls sent at the start of ours would land at the end of its). Default 0.02.
+   */
+  windowMargin?: number;
   /** Where time comes from (ms). Default wall time. */
   clock?: Clock;
+  /** Runs `fn` after `ms` and returns a function that cancels it: retries and deadlines. Default `setTimeout`; a simulation passes its own. */
+  timers?: (fn: () => void, ms: number) => () => void;
 }
 
 /** How one call is scheduled. */
@@ -110,6 +121,8 @@ interface Waiter {
 interface Held {
   readonly reservation: Reservation | undefined;
   readonly slot: Slot | undefined;
+  /** Calls the key had left in this limiter's count when this one was admitted; undefined without a rate budget. */
+  readonly rateRemaining?: number | undefined;
 }
 
 /** One key's line in this process, and what this process learnt of the key. */
@@ -129,7 +142,20 @@ interface Learnt {
 }
 
 const OWNER = 'OutboundLimiter';
-const OPTIONS = ['store', 'prefix', 'rate', 'tokens', 'concurrency', 'priorities', 'maxQueue', 'timeout', 'holdAt', 'clock'] as const;
+const OPTIONS = [
+  'store',
+  'prefix',
+  'rate',
+  'tokens',
+  'concurrency',
+  'priorities',
+  'maxQueue',
+  'timeout',
+  'holdAt',
+  'windowMargin',
+  'clock',
+  'timers',
+] as const;
 const DEFAULT_PRIORITIES = ['high', 'normal', 'low'] as const;
 /** How often a line whose head waits for a slot freed in another process looks again, in ms. */
 const SLOT_POLL_MS = 25;
@@ -153,6 +179,7 @@ const MIN_RETRY_MS = 2;
  */
 export class OutboundLimiter {
   private readonly clock: Clock;
+  private readonly timers: (fn: () => void, ms: number) => () => void;
   private readonly rate: RateLimiter | undefined;
   private readonly tokens: RateLimiter | undefined;
   private readonly slots: ConcurrencyLimiter | undefined;
@@ -162,6 +189,7 @@ export class OutboundLimiter {
   private readonly maxQueue: number;
   private readonly timeoutMs: number;
   private readonly holdAt: number;
+  private readonly windowMargin: number;
   private readonly lines = new Map<string, Line>();
   private waiting = 0;
 
@@ -173,6 +201,7 @@ export class OutboundLimiter {
   constructor(options: OutboundLimiterOptions) {
     assertKnownOptions(options, OPTIONS, OWNER);
     this.clock = optionalFunction(options.clock, `${OWNER} clock`) ?? systemClock;
+    this.timers = optionalFunction(options.timers, `${OWNER} timers`) ?? timerScheduler;
     const store = options.store ?? new MemoryStore();
     const prefix = options.prefix ?? 'fg:out';
     if (options.rate === undefined && options.tokens === undefined && options.concurrency === undefined)
@@ -200,6 +229,10 @@ export class OutboundLimiter {
     if (this.timeoutMs > MAX_TIMER_MS)
       invalid(ErrorCode.INVALID_DURATION, `${OWNER} timeout`, `at most ${MAX_TIMER_MS} ms`, options.timeout);
     this.holdAt = wholeNumber(options.holdAt ?? 0, `${OWNER} holdAt`);
+    const margin = options.windowMargin ?? 0.02;
+    if (typeof margin !== 'number' || !(margin >= 0 && margin <= 1))
+      invalid(ErrorCode.INVALID_OPTIONS, `${OWNER} windowMargin`, 'a number from 0 to 1', margin);
+    this.windowMargin = margin;
   }
 
   /** Calls waiting in this process, every key together. */
@@ -228,7 +261,7 @@ export class OutboundLimiter {
           settled = true;
           await held.reservation!.commit(actual);
         },
-        learn: (answer) => this.learn(key, answer),
+        learn: (answer) => this.learnFrom(key, answer, held.rateRemaining),
       };
       try {
         return await fn(context);
@@ -244,23 +277,35 @@ export class OutboundLimiter {
    * blocks the key in the store until the stated reset (or Retry-After), so every process sharing the store holds back; a
    * stated limit under the configured one becomes this process's limit for the key (never above it).
    */
-  async learn(key: string, answer: UpstreamAnswer): Promise<void> {
+  learn(key: string, answer: UpstreamAnswer): Promise<void> {
+    return this.learnFrom(key, answer, undefined);
+  }
+
+  /** {@link learn}, knowing how many calls this limiter's count had left when the answered call was admitted. */
+  private async learnFrom(key: string, answer: UpstreamAnswer, ours: number | undefined): Promise<void> {
     const line = this.line(key);
     const { requests, tokens, status } = answer;
     if (requests?.limit !== undefined && this.rateCeiling !== undefined)
-      line.learnt = lower(this.rateCeiling, requests.limit, requests.windowMs ?? this.rateCeiling.windowMs);
+      line.learnt = lower(this.rateCeiling, requests.limit, this.learntWindow(requests.windowMs, this.rateCeiling));
     if (tokens?.limit !== undefined && this.tokenCeiling !== undefined)
-      line.learntTokens = lower(this.tokenCeiling, tokens.limit, tokens.windowMs ?? this.tokenCeiling.windowMs);
+      line.learntTokens = lower(this.tokenCeiling, tokens.limit, this.learntWindow(tokens.windowMs, this.tokenCeiling));
     let holdMs: number | undefined;
     if (status === 429 || status === 503)
       holdMs = requests?.retryAfterMs ?? tokens?.retryAfterMs ?? Math.max(requests?.resetMs ?? 0, tokens?.resetMs ?? 0, 1000);
     else {
-      if (requests?.remaining !== undefined && requests.remaining <= this.holdAt) holdMs = requests.resetMs;
+      // Out by the upstream's count but not by ours: someone else spent them, or our window opened early. Hold every process.
+      if (requests?.remaining !== undefined && requests.remaining <= this.holdAt && (ours === undefined || ours > requests.remaining))
+        holdMs = requests.resetMs;
       if (tokens?.remaining === 0 && tokens.resetMs !== undefined) holdMs = Math.max(holdMs ?? 0, tokens.resetMs);
     }
     if (holdMs === undefined || holdMs <= 0) return;
     const limiter = this.rate ?? this.tokens;
     if (limiter !== undefined) await limiter.block(key, holdMs).catch(() => undefined);
+  }
+
+  /** A stated window, lengthened by `windowMargin`; the ceiling's when none was stated. */
+  private learntWindow(stated: number | undefined, ceiling: Learnt): number {
+    return stated === undefined ? ceiling.windowMs : Math.ceil(stated * (1 + this.windowMargin));
   }
 
   private line(key: string): Line {
@@ -315,7 +360,7 @@ export class OutboundLimiter {
       };
       const entry = line.queue.push(priority, '', waiter);
       this.waiting++;
-      waiter.cancelTimer = timerScheduler(() => {
+      waiter.cancelTimer = this.timers(() => {
         if (!this.leave(line, entry)) return;
         reject(
           new FloodgateError(
@@ -330,7 +375,8 @@ export class OutboundLimiter {
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }
-      this.pump(key);
+      // A line waiting for its retry asks the store then, not at every arrival: the budget is spent until that time.
+      if (line.retry === undefined) this.pump(key);
     });
   }
 
@@ -366,7 +412,7 @@ export class OutboundLimiter {
       }
       const taken = await this.take(key, head.item);
       if ('retryInMs' in taken) {
-        line.retry = timerScheduler(
+        line.retry = this.timers(
           () => {
             line.retry = undefined;
             this.pump(key);
@@ -391,12 +437,14 @@ export class OutboundLimiter {
       reservation = await this.tokens.reserve(key, waiter.cost);
       if (!reservation.allowed) return { retryInMs: reservation.decision.retryAfterMs };
     }
+    let rateRemaining: number | undefined;
     if (this.rate !== undefined) {
       const decision = await this.rate.consume(key);
       if (!decision.allowed) {
         if (reservation !== undefined) await reservation.cancel().catch(() => undefined);
         return { retryInMs: decision.retryAfterMs };
       }
+      rateRemaining = decision.remaining;
     }
     let slot: Slot | undefined;
     if (this.slots !== undefined) {
@@ -407,7 +455,7 @@ export class OutboundLimiter {
         return { retryInMs: Math.min(SLOT_POLL_MS, slot.retryAfterMs || SLOT_POLL_MS) };
       }
     }
-    return { reservation, slot };
+    return { reservation, slot, rateRemaining };
   }
 }
 
@@ -421,7 +469,6 @@ function lower(ceiling: Learnt, limit: number, windowMs: number): Learnt | undef
   if (limit < 1 || windowMs < 1) return undefined;
   // Lower in both its burst and its rate; anything else would let the upstream's own words raise a ceiling.
   if (limit > ceiling.limit || limit / windowMs > ceiling.limit / ceiling.windowMs) return undefined;
-  if (limit === ceiling.limit && windowMs === ceiling.windowMs) return undefined;
   return { limit, windowMs };
 }
 

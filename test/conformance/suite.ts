@@ -17,6 +17,7 @@ import { overrideCases } from './overrides.js';
 import { concurrencyCases } from './concurrency.js';
 import { calendarCases } from './calendar.js';
 import { burstCases } from './burst.js';
+import { outboundCases } from './outbound.js';
 import { failureScopeCases, type FailureScopeExpectation, type ScopeReader } from './failure-scope.js';
 
 /** What a store factory returns: the store (built with the given clock) and how to dispose of it. */
@@ -116,6 +117,7 @@ export function runConformance(label: string, factory: ConformanceFactory): void
     concurrencyCases({ clock, store: () => counting });
     calendarCases({ clock, limiter });
     burstCases({ clock, limiter });
+    outboundCases({ clock, store: () => counting });
     failureScopeCases({
       expectation: () => target.failureScope,
       scopes: async (keys) => {

@@ -15,9 +15,9 @@ export class ManualTimers {
       this.timers = this.timers.filter((t) => t !== timer);
     };
   };
-  /** @param start - the clock's start (ms) */
-  constructor(start = 0) {
-    this.clock = new ManualClock(start);
+  /** @param start - the clock's start (ms), or a ManualClock to drive (one a store was built on) */
+  constructor(start: number | ManualClock = 0) {
+    this.clock = typeof start === 'number' ? new ManualClock(start) : start;
   }
   /** Timers not fired yet. */
   get pending(): number {

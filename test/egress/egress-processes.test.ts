@@ -1,0 +1,83 @@
+// Outbound limits across processes: 4 processes × 50 callers through outboundFetch on one real Redis, against floodgate serve
+// limiting its app to 100 per window and saying so in RateLimit headers. After the first window the upstream refuses nothing,
+// and the callers use at least 95 % of its limit.
+import assert from 'node:assert/strict';
+import { fork, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { startRedis, type RedisServer } from '../support/redis-server.js';
+import { nextMessage } from '../support/child-messages.js';
+import { listen, close } from '../http/support/http.js';
+import { startGateway } from '../gateway/support/harness.js';
+import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import type { CallerReport } from '../support/egress-caller.js';
+
+const CHILD = fileURLToPath(new URL('../support/egress-caller.ts', import.meta.url));
+const PROCESSES = 4;
+const CALLERS = 50;
+const LIMIT = 100;
+const WINDOW_MS = Number(process.env.FLOODGATE_EGRESS_WINDOW_MS ?? 2000);
+const WINDOWS = 6;
+
+let redis: RedisServer;
+let app: Server;
+let gateway: Gateway;
+before(async () => {
+  redis = await startRedis();
+  app = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+  const appUrl = await listen(app);
+  gateway = await startGateway(`upstream: ${appUrl}\nrules:\n  - { name: api, key: global, policies: ["${LIMIT}/${WINDOW_MS}ms"] }\n`);
+});
+after(async () => {
+  await gateway?.shutdown();
+  await close(app);
+  await redis.stop();
+});
+
+test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from the upstream after the first window, ≥ 95 % of its limit used`, async (t) => {
+  const forked: ChildProcess[] = [];
+  // A ceiling above the upstream's limit: the 100 is learnt from its answers.
+  const args = [
+    redis.url,
+    gateway.url,
+    String(LIMIT * 2),
+    String(WINDOW_MS),
+    String(CALLERS),
+    String(WINDOW_MS * WINDOWS),
+    String(WINDOW_MS * 4),
+  ];
+  for (let i = 0; i < PROCESSES; i++)
+    forked.push(fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
+  await Promise.all(forked.map((child) => nextMessage(child, 'ready')));
+  const reports = forked.map((child) => nextMessage<CallerReport>(child, 'report'));
+  for (const child of forked) child.send({ type: 'go' });
+  const all = await Promise.all(reports);
+  const answers = all.flatMap((r) => r.answers).sort((a, b) => a.at - b.at);
+  const outcomes = all.flatMap((r) => r.outcomes);
+  const first = answers[0]!.at;
+  const learning = answers.filter((a) => a.at < first + WINDOW_MS);
+  const after = answers.filter((a) => a.at >= first + WINDOW_MS);
+  const refusedAfter = after.filter((a) => a.status !== 200).length;
+  const okAfter = after.filter((a) => a.status === 200).length;
+  const span = after[after.length - 1]!.at - (first + WINDOW_MS);
+  const windowsAfter = Math.max(1, Math.round(span / WINDOW_MS));
+  const share = okAfter / (windowsAfter * LIMIT);
+  const codes = new Map<string, number>();
+  for (const o of outcomes) {
+    const k = o.code ?? String(o.status);
+    codes.set(k, (codes.get(k) ?? 0) + 1);
+  }
+  t.diagnostic(
+    `first window (learning): ${learning.filter((a) => a.status === 200).length} admitted, ${learning.filter((a) => a.status !== 200).length} refused; ` +
+      `after it: ${okAfter} admitted in ${windowsAfter} windows (${(share * 100).toFixed(1)} % of the limit), ${refusedAfter} refused; ` +
+      `calls: ${[...codes].map(([k, n]) => `${k} ${n}`).join(', ')}`,
+  );
+  assert.equal(refusedAfter, 0);
+  assert.ok(share >= 0.95, `used ${(share * 100).toFixed(1)} % of the limit`);
+  // Every call ended: completed, or rejected with a typed error.
+  for (const o of outcomes) assert.ok(o.status !== undefined || (o.code ?? '').startsWith('FLOODGATE_'), `a call ended with ${o.code}`);
+});
