@@ -10,7 +10,7 @@ import { startRedis, type RedisServer } from '../support/redis-server.js';
 import { nextMessage } from '../support/child-messages.js';
 import { listen, close } from '../http/support/http.js';
 import { startGateway } from '../gateway/support/harness.js';
-import type { Gateway } from '../../src/gateway/serve/gateway.js';
+import { parseConfigText } from '../../src/gateway/config/config-file.js';
 import type { CallerReport } from '../support/egress-caller.js';
 
 const CHILD = fileURLToPath(new URL('../support/egress-caller.ts', import.meta.url));
@@ -22,40 +22,50 @@ const WINDOWS = 6;
 
 let redis: RedisServer;
 let app: Server;
-let gateway: Gateway;
+let appUrl: string;
 before(async () => {
   redis = await startRedis();
   app = createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end('{}');
   });
-  const appUrl = await listen(app);
-  gateway = await startGateway(`upstream: ${appUrl}\nrules:\n  - { name: api, key: global, policies: ["${LIMIT}/${WINDOW_MS}ms"] }\n`);
+  appUrl = await listen(app);
 });
 after(async () => {
-  await gateway?.shutdown();
   await close(app);
   await redis.stop();
 });
 
-test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from the upstream after the first window, ≥ 95 % of its limit used`, async (t) => {
+/** The upstream: floodgate serve limiting the app to `limit` per window for everyone, saying so in RateLimit headers. */
+const upstreamYaml = (limit: number): string =>
+  `upstream: ${appUrl}\nrules:\n  - { name: api, key: global, policies: ["${limit}/${WINDOW_MS}ms"] }\n`;
+
+/** Runs the callers of every process for `windows` windows against `url`; `prefix` keeps runs apart in Redis. */
+async function runCallers(url: string, prefix: string, windows: number): Promise<CallerReport[]> {
   const forked: ChildProcess[] = [];
-  // A ceiling above the upstream's limit: the 100 is learnt from its answers.
+  // A ceiling above the upstream's limit: the limit is learnt from its answers.
   const args = [
     redis.url,
-    gateway.url,
+    url,
     String(LIMIT * 2),
     String(WINDOW_MS),
     String(CALLERS),
-    String(WINDOW_MS * WINDOWS),
+    String(WINDOW_MS * windows),
     String(WINDOW_MS * 4),
+    prefix,
   ];
   for (let i = 0; i < PROCESSES; i++)
     forked.push(fork(CHILD, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }));
   await Promise.all(forked.map((child) => nextMessage(child, 'ready')));
   const reports = forked.map((child) => nextMessage<CallerReport>(child, 'report'));
   for (const child of forked) child.send({ type: 'go' });
-  const all = await Promise.all(reports);
+  return Promise.all(reports);
+}
+
+test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from the upstream after the first window, ≥ 95 % of its limit used`, async (t) => {
+  const gateway = await startGateway(upstreamYaml(LIMIT));
+  t.after(() => gateway.shutdown());
+  const all = await runCallers(gateway.url, 'steady', WINDOWS);
   const answers = all.flatMap((r) => r.answers).sort((a, b) => a.at - b.at);
   const outcomes = all.flatMap((r) => r.outcomes);
   const first = answers[0]!.at;
@@ -64,7 +74,7 @@ test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from
   const refusedAfter = after.filter((a) => a.status !== 200).length;
   const okAfter = after.filter((a) => a.status === 200).length;
   const span = after[after.length - 1]!.at - (first + WINDOW_MS);
-  const windowsAfter = Math.max(1, Math.round(span / WINDOW_MS));
+  const windowsAfter = Math.max(1, Math.ceil(span / WINDOW_MS));
   const share = okAfter / (windowsAfter * LIMIT);
   const codes = new Map<string, number>();
   for (const o of outcomes) {
@@ -80,4 +90,32 @@ test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from
   assert.ok(share >= 0.95, `used ${(share * 100).toFixed(1)} % of the limit`);
   // Every call ended: completed, or rejected with a typed error.
   for (const o of outcomes) assert.ok(o.status !== undefined || (o.code ?? '').startsWith('FLOODGATE_'), `a call ended with ${o.code}`);
+});
+
+test(`the upstream halves its limit mid-run, saying so only in its headers: the callers follow within one window`, async (t) => {
+  const gateway = await startGateway(upstreamYaml(LIMIT));
+  t.after(() => gateway.shutdown());
+  let changedAt = 0;
+  const halve = setTimeout(() => {
+    void parseConfigText(upstreamYaml(LIMIT / 2), 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false }).then((next) => {
+      gateway.apply(next);
+      changedAt = Date.now();
+    });
+  }, WINDOW_MS * 3);
+  t.after(() => clearTimeout(halve));
+  const all = await runCallers(gateway.url, 'halving', 7);
+  const answers = all.flatMap((r) => r.answers).sort((a, b) => a.at - b.at);
+  assert.ok(changedAt > 0, 'the limit was changed during the run');
+  const firstWindow = answers.filter((a) => a.at >= changedAt && a.at < changedAt + WINDOW_MS);
+  const later = answers.filter((a) => a.at >= changedAt + WINDOW_MS);
+  const refusedFirst = firstWindow.filter((a) => a.status !== 200).length;
+  const refusedLater = later.filter((a) => a.status !== 200).length;
+  const okLater = later.filter((a) => a.status === 200).length;
+  const windowsLater = Math.max(1, Math.ceil((later[later.length - 1]!.at - (changedAt + WINDOW_MS)) / WINDOW_MS));
+  t.diagnostic(
+    `after the halving: ${refusedFirst} refusals in its first window, then ${refusedLater} in ${windowsLater} windows, ` +
+      `${okLater} admitted (${((okLater / (windowsLater * (LIMIT / 2))) * 100).toFixed(1)} % of the new limit)`,
+  );
+  assert.equal(refusedLater, 0, 'no refusal after the first window of the new limit');
+  assert.ok(refusedFirst <= LIMIT / 2, `a 429 storm: ${refusedFirst} refusals`);
 });

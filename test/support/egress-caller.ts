@@ -24,14 +24,14 @@ export interface CallerReport {
   outcomes: Outcome[];
 }
 
-const [redisUrl, upstream, ceiling, windowMs, callers, runMs, timeoutMs] = process.argv.slice(2);
-if (timeoutMs === undefined)
-  throw new Error('usage: egress-caller.ts <redis> <upstream url> <ceiling> <windowMs> <callers> <runMs> <timeoutMs>');
+const [redisUrl, upstream, ceiling, windowMs, callers, runMs, timeoutMs, prefix] = process.argv.slice(2);
+if (prefix === undefined)
+  throw new Error('usage: egress-caller.ts <redis> <upstream url> <ceiling> <windowMs> <callers> <runMs> <timeoutMs> <prefix>');
 
 const client = new Redis(redisUrl!);
 const limiter = new OutboundLimiter({
   store: new RedisStore({ client }),
-  prefix: 'egress-test',
+  prefix: `egress-test:${prefix}`,
   rate: { limit: Number(ceiling), window: Number(windowMs) },
 });
 const answers: Answer[] = [];
