@@ -54,6 +54,8 @@ export const WarningCode = {
   ON_LIMITED_IN_SHADOW: 'FLOODGATE_ON_LIMITED_IN_SHADOW',
   /** A gateway's overload section gives a class above the default to requests by a header alone: any client can send it. Cause and fix: docs/errors.md#floodgate_priority_from_header. */
   PRIORITY_FROM_HEADER: 'FLOODGATE_PRIORITY_FROM_HEADER',
+  /** A gateway's overload limit (fixed, or an adaptive maxLimit) is above proxy.connections: past the pool, requests wait in arrival order, not by class. Cause and fix: docs/errors.md#floodgate_overload_above_pool. */
+  OVERLOAD_ABOVE_POOL: 'FLOODGATE_OVERLOAD_ABOVE_POOL',
 } as const;
 
 /** One of {@link WarningCode}'s values. */

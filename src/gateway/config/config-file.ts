@@ -147,7 +147,7 @@ function validate(c: Cursor, top: Obj, file: string, o: SettingsOverrides, requi
   const leaseProblem = leaseConflict(store, workers);
   if (leaseProblem !== undefined) c.fail(['store', 'lease'], leaseProblem);
   const proxy = proxySettings(c, top.proxy);
-  const overload = overloadSettings(c, top.overload);
+  const overload = overloadSettings(c, top.overload, proxy.connections);
   if (overload !== undefined && upstream === undefined)
     c.fail(['overload'], 'protects the upstream, but there is none: set upstream, or remove overload.');
   const grpc = grpcSection(c, top.grpc, dirname(file), o.grpcOverrides);

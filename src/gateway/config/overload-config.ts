@@ -7,7 +7,7 @@ import type { OverloadSettings, PriorityClassSettings } from './settings.js';
 import { InvalidValue, parseMs, parsePositiveInt } from './values.js';
 import { isObject, mapping, type Cursor, type Path } from './yaml-cursor.js';
 
-const FIELDS = ['limit', 'adaptive', 'priorities', 'tenant', 'queue', 'errorStatuses'] as const;
+const FIELDS = ['limit', 'adaptive', 'priorities', 'tenant', 'tenantShare', 'queue', 'errorStatuses'] as const;
 const CLASS_FIELDS = ['name', 'match'] as const;
 const QUEUE_FIELDS = ['timeout', 'maxQueue'] as const;
 const CLASS_NAME = /^[A-Za-z0-9_.-]{1,32}$/;
@@ -73,7 +73,22 @@ export function overloadSettings(c: Cursor, value: unknown, connections = Infini
             return s;
           });
         });
-  const settings: OverloadSettings = { limit, adaptive, priorities, tenant, queue, errorStatuses };
+  const tenantShare =
+    o.tenantShare === undefined
+      ? 1
+      : c.at([...path, 'tenantShare'], () => {
+          const v = o.tenantShare;
+          if (typeof v !== 'number' || !(v > 0 && v <= 1))
+            throw new InvalidValue(
+              `must be the most of the limit one tenant may hold in flight, above 0 and at most 1, e.g. 0.25; got ${describeValue(v)}.`,
+            );
+          if (tenant.kind === 'global' && v < 1)
+            throw new InvalidValue(
+              'shares the limit between tenants, but tenant is global (every request is one tenant); set tenant: ip or header:NAME.',
+            );
+          return v;
+        });
+  const settings: OverloadSettings = { limit, adaptive, priorities, tenant, tenantShare, queue, errorStatuses };
   // The library checks the controller's options (names, ranges, how the limits nest) with its own typed errors.
   c.at([...path, 'adaptive'], () => overloadLimiter(settings));
   return settings;
@@ -88,6 +103,7 @@ export function overloadLimiter(settings: OverloadSettings): OverloadLimiter {
     priorities: settings.priorities.map((p) => p.name),
     defaultPriority: settings.priorities.find((p) => p.match === undefined)!.name,
     queue: q === false ? false : { timeout: q.timeoutMs, maxQueue: q.maxQueue },
+    tenantShare: settings.tenantShare,
   });
 }
 

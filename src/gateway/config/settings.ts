@@ -451,6 +451,8 @@ export interface OverloadSettings {
   readonly priorities: readonly PriorityClassSettings[];
   /** Whose line a waiting request joins: ip, global or header:NAME. */
   readonly tenant: KeySettings;
+  /** The most of the limit one tenant may hold in flight (above 0, at most 1; 1: no share). */
+  readonly tenantShare: number;
   /** The wait for a slot, or false to refuse at once at the limit. */
   readonly queue: { readonly timeoutMs: number; readonly maxQueue: number } | false;
   /** Upstream statuses read as overload (the limit backs off); a failure to connect or a timeout always is. */

@@ -62,7 +62,19 @@ export function ruleWarnings(settings: GatewaySettings): RuleWarning[] {
       subject: `${file ?? ''}\u0000jwt-audience`,
     });
   }
-  const classes = settings.overload?.priorities ?? [];
+  const overload = settings.overload;
+  const ceiling = overload === undefined ? undefined : overload.limit === 'adaptive' ? overload.adaptive.maxLimit : overload.limit;
+  if (ceiling !== undefined && ceiling > settings.proxy.connections) {
+    out.push({
+      code: WarningCode.OVERLOAD_ABOVE_POOL,
+      message:
+        `overload lets ${ceiling} requests in flight (${overload!.limit === 'adaptive' ? 'adaptive.maxLimit' : 'limit'}) but proxy.connections is ${settings.proxy.connections}: ` +
+        'requests admitted past the pool wait for a connection in arrival order, so a critical request can reach the upstream after sheddable ones. ' +
+        `Raise proxy.connections to ${ceiling}, or lower the limit to ${settings.proxy.connections}.`,
+      subject: `${file ?? ''}\u0000overload-pool`,
+    });
+  }
+  const classes = overload?.priorities ?? [];
   const rest = classes.findIndex((p) => p.match === undefined);
   classes.slice(0, rest).forEach((p) => {
     const m = p.match!;

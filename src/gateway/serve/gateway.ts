@@ -290,14 +290,15 @@ export class Gateway implements AdminSource {
     const prev = this.settings;
     const { kept, effective } = liveSettings(prev, next);
     const rules = compileRules(effective, this.ruleContext);
-    const proxyChanged =
-      prev.upstream?.href !== effective.upstream?.href ||
-      JSON.stringify(prev.proxy) !== JSON.stringify(effective.proxy) ||
-      JSON.stringify(prev.trustProxy) !== JSON.stringify(effective.trustProxy) ||
-      // A changed overload section starts its limit afresh on a new proxy (a RegExp match compared by its source).
+    // The gate's limit is learnt: a reload that changes other proxy settings keeps it (and the slots its requests hold);
+    // one that changes the overload section, or how its classes and tenants are read, starts it afresh.
+    const gateChanged =
       JSON.stringify(prev.overload, withPatterns) !== JSON.stringify(effective.overload, withPatterns) ||
+      JSON.stringify(prev.trustProxy) !== JSON.stringify(effective.trustProxy) ||
       prev.paths.caseSensitive !== effective.paths.caseSensitive;
-    const proxy = proxyChanged ? this.makeProxy(effective) : this.proxy;
+    const proxyChanged =
+      gateChanged || prev.upstream?.href !== effective.upstream?.href || JSON.stringify(prev.proxy) !== JSON.stringify(effective.proxy);
+    const proxy = proxyChanged ? this.makeProxy(effective, gateChanged ? undefined : this.proxy?.gate) : this.proxy;
     const old = this.proxy;
     this.rules = rules;
     const names = effective.rules.map((r) => r.name);
@@ -366,7 +367,8 @@ export class Gateway implements AdminSource {
     return source;
   }
 
-  private makeProxy(settings: GatewaySettings): UpstreamProxy | undefined {
+  /** A proxy to the settings' upstream; with `gate`, the overload gate it keeps from the proxy it replaces. */
+  private makeProxy(settings: GatewaySettings, gate?: OverloadGate): UpstreamProxy | undefined {
     if (settings.upstream === undefined) return undefined;
     return new UpstreamProxy(
       this.deps.undici,
@@ -376,7 +378,10 @@ export class Gateway implements AdminSource {
       this.metrics,
       this.log,
       () => this.draining,
-      settings.overload === undefined ? undefined : new OverloadGate(settings.overload, settings.trustProxy, settings.paths.caseSensitive),
+      gate ??
+        (settings.overload === undefined
+          ? undefined
+          : new OverloadGate(settings.overload, settings.trustProxy, settings.paths.caseSensitive)),
     );
   }
 }

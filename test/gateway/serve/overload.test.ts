@@ -9,7 +9,8 @@ import { ConfigError } from '../../../src/gateway/config/config-error.js';
 import { parseConfigText } from '../../../src/gateway/config/config-file.js';
 import type { Gateway } from '../../../src/gateway/serve/gateway.js';
 import { get, leaveAfter } from '../../http/support/http.js';
-import { parseMetrics, sleep, startGateway } from '../support/harness.js';
+import { parseMetrics, serveCli, sleep, startGateway, stopCli, writeTemp } from '../support/harness.js';
+import { freePort } from '../../support/redis-server.js';
 import { ruleWarnings } from '../../../src/gateway/rules/rule-warnings.js';
 
 /** An upstream that answers `/?ms=N&id=X` after N ms (503 for `/busy`), and records the order requests reached it and how many ran at once. */
@@ -189,11 +190,37 @@ describe('overload: configuration errors', () => {
     await fails(`${head}overload: { adaptive: { minLimit: 50, maxLimit: 10 } }\n`, 'overload.adaptive', /minLimit 50 is above maxLimit 10/);
     await fails(`${head}overload: { adaptive: { maxLimt: 10 } }\n`, 'overload.adaptive', /maxLimt/);
   });
+  it('refuses a tenantShare out of (0, 1], or one with tenant: global (nothing to share between)', async () => {
+    await fails(`${head}overload: { tenant: "header:x-t", tenantShare: 0 }\n`, 'overload.tenantShare', /above 0 and at most 1/);
+    await fails(`${head}overload: { tenantShare: 0.5, tenant: global }\n`, 'overload.tenantShare', /tenant is global/);
+  });
+  it('refuses an adaptive minLimit above proxy.connections when maxLimit is left to default to it', () =>
+    fails(
+      `${head}proxy: { connections: 8 }\noverload: { adaptive: { minLimit: 9 } }\n`,
+      'overload.adaptive.minLimit',
+      /above proxy.connections 8/,
+    ));
   it('refuses a tenant it cannot read, a class named twice, a queue over a minute, an unknown field', async () => {
     await fails(`${head}overload: { tenant: "jwt:sub" }\n`, 'overload.tenant', /ip, global or header/);
     await fails(`${head}overload: { priorities: [a, { name: a, match: { path: /x } }] }\n`, 'overload.priorities[1].name', /twice/);
     await fails(`${head}overload: { queue: { timeout: 2m } }\n`, 'overload.queue.timeout', /at most 1m/);
     await fails(`${head}overload: { limits: 3 }\n`, 'overload.limits', /./);
+  });
+});
+
+describe('overload: a limit above the connection pool', () => {
+  it('warns (FLOODGATE_OVERLOAD_ABOVE_POOL) of a fixed limit or a maxLimit above proxy.connections, and not of the default', async () => {
+    const warned = async (overload: string): Promise<number> => {
+      const settings = await parseConfigText(
+        `upstream: http://127.0.0.1:1\nrules: []\nproxy: { connections: 16 }\noverload: ${overload}\n`,
+        'test.yaml',
+      );
+      return ruleWarnings(settings).filter((w) => w.code === 'FLOODGATE_OVERLOAD_ABOVE_POOL').length;
+    };
+    assert.equal(await warned('{ limit: 32 }'), 1);
+    assert.equal(await warned('{ adaptive: { maxLimit: 64 } }'), 1);
+    assert.equal(await warned('{ adaptive: {} }'), 0);
+    assert.equal(await warned('{ limit: 16 }'), 0);
   });
 });
 
@@ -214,5 +241,53 @@ overload:
     const warned = ruleWarnings(settings).filter((w) => w.code === 'FLOODGATE_PRIORITY_FROM_HEADER');
     assert.equal(warned.length, 1);
     assert.match(warned[0]!.message, /"critical".*x-priority/);
+  });
+});
+
+describe('overload: reload', () => {
+  it('keeps the learnt limit (and its slots) when a reload changes other proxy settings, and starts afresh when it changes the section', async () => {
+    const up = await startRecording();
+    const yaml = (extra: string, limit: number): string =>
+      `upstream: ${up.url}\nrules: []\nproxy: { clientWriteTimeout: ${extra} }\noverload: { adaptive: { initialLimit: 7, minLimit: ${limit} } }\n`;
+    const gw = await startGateway(yaml('30s', 1));
+    try {
+      const gate = (gw as unknown as { proxy: { gate: unknown } }).proxy.gate;
+      gw.apply(await parseConfigText(yaml('20s', 1), 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false }));
+      assert.equal((gw as unknown as { proxy: { gate: unknown } }).proxy.gate, gate, 'the same gate after an unrelated change');
+      gw.apply(await parseConfigText(yaml('20s', 2), 'test.yaml', { listen: { host: '127.0.0.1', port: 0 }, watch: false }));
+      assert.notEqual((gw as unknown as { proxy: { gate: unknown } }).proxy.gate, gate, 'a new gate for a new section');
+    } finally {
+      await gw.shutdown();
+      await new Promise((r) => up.server.close(r));
+    }
+  });
+});
+
+describe('overload: under --workers', () => {
+  it('each worker has its own limit, and /metrics sums them', async () => {
+    const up = await startRecording();
+    const port = await freePort();
+    const cli = await serveCli([
+      '--config',
+      writeTemp('overload.yaml', `upstream: ${up.url}\nrules: []\noverload:\n  limit: 3\n`),
+      '--workers',
+      '2',
+      '--listen',
+      `127.0.0.1:${port}`,
+    ]);
+    try {
+      const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => get(`http://127.0.0.1:${port}/?ms=100&id=${i}`)));
+      assert.deepEqual(
+        replies.map((r) => r.status),
+        Array(12).fill(200),
+      );
+      // Two workers, 3 each: never more than 6 at the upstream.
+      assert.ok(up.most <= 6, `most at once ${up.most}`);
+      const m = parseMetrics((await get(`http://127.0.0.1:${port}/_floodgate/metrics`)).body);
+      assert.equal(m.get('floodgate_overload_limit'), 6);
+    } finally {
+      await stopCli(cli);
+      await new Promise((r) => up.server.close(r));
+    }
   });
 });
