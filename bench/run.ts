@@ -52,6 +52,7 @@ async function main(): Promise<number> {
         durationS: options.given.duration,
         warmupS: options.given.warmup,
         phases: options.phases,
+        rounds: options.rounds,
       });
       rows.push(...own.rows);
       // With --json, its tables (which hold more than its rows show at a glance) go to stderr: one run gives both.

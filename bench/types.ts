@@ -18,6 +18,8 @@ export interface OwnRunContext {
   readonly warmupS: number | undefined;
   /** `--phases a,c`: the parts of the scenario to run; undefined: all. */
   readonly phases: readonly string[] | undefined;
+  /** `--rounds N` (default 1): how many times to measure each part, for a scenario that reports every round. */
+  readonly rounds: number;
 }
 
 /** What a scenario that runs itself returns: its JSON rows and the text printed in place of the harness's table. */
