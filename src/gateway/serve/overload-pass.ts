@@ -1,5 +1,6 @@
 /** A request's way through the overload gate: its slot or its refusal, the latency its upstream exchange gives, its end. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { HeaderPair } from '../../http/index.js';
 import type { OverloadSlot } from '../../index.js';
@@ -13,7 +14,7 @@ import type { OverloadGate } from '../rules/overload-gate.js';
 export function passGate(
   gate: OverloadGate,
   req: IncomingMessage,
-  res: ServerResponse,
+  res: ServerResponse | Duplex,
   decided: (slot: OverloadSlot) => void,
   left: () => void,
 ): void {

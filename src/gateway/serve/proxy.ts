@@ -378,8 +378,43 @@ export class UpstreamProxy {
       this.release();
       return;
     }
+    const gate = this.gate;
+    if (gate === undefined) {
+      this.tunnel(req, socket, head, protocol, extra, undefined);
+      return;
+    }
+    // The handshake passes the gate like any request, so a reconnect storm under overload waits its turn by class and
+    // tenant; the slot ends with the handshake (a tunnel's life is not a request's latency, nor should it hold a slot).
+    passGate(
+      gate,
+      req,
+      socket,
+      (slot) => {
+        if (!slot.allowed) {
+          writeRaw(socket, 503, [...extra, ['Retry-After', '1'], ['Floodgate-Overload', slot.reason ?? 'limit']]);
+          this.release();
+        } else if (socket.destroyed) {
+          slot.cancel();
+          this.release();
+        } else this.tunnel(req, socket, head, protocol, extra, slot);
+      },
+      () => this.release(),
+    );
+  }
+
+  /** Opens the tunnel; with a slot of the overload gate, ends it with the handshake. Ends the caller's {@link hold}. */
+  private tunnel(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    protocol: string,
+    extra: readonly HeaderPair[],
+    slot: OverloadSlot | undefined,
+  ): void {
     try {
       const headers = this.forwardHeaders.build(req);
+      const started = performance.now();
+      const gate = this.gate;
       openTunnel(
         this.upstream,
         socket,
@@ -389,6 +424,13 @@ export class UpstreamProxy {
           this.warn(error, 'upstream upgrade failed');
           writeRaw(socket, timeout ? 504 : 502, extra);
         },
+        slot === undefined
+          ? undefined
+          : (how) => {
+              if (how === 'failed') slot.drop();
+              else if (how === 'left') slot.cancel();
+              else slot.release({ latencyMs: performance.now() - started, error: gate!.overloaded(how.status) });
+            },
       );
     } finally {
       this.release();

@@ -75,6 +75,8 @@ export interface TunnelRequest {
  * @param upstream - the upstream origin
  * @param timeoutMs - the upstream must answer within this (connect included), else `failed` with `timeout` true
  * @param failed - called when the upstream fails or times out (not when the client left)
+ * @param ended - called once when the handshake is over: with the upstream's status (101, or an answer relayed as it is),
+ *   `failed` when the upstream failed or timed out, `left` when the client went first (the overload gate's slot ends with it)
  */
 export function openTunnel(
   upstream: URL,
@@ -82,6 +84,7 @@ export function openTunnel(
   request: TunnelRequest,
   timeoutMs: number,
   failed: (error: unknown, timeout: boolean) => void,
+  ended?: (how: { status: number } | 'failed' | 'left') => void,
 ): void {
   let finished = false;
   const outgoing = (upstream.protocol === 'https:' ? httpsRequest : httpRequest)({
@@ -102,6 +105,7 @@ export function openTunnel(
     if (finished) return;
     finish();
     outgoing.destroy();
+    ended?.('failed');
     failed(error, timeout);
   };
   const timer = setTimeout(() => fail(new Error(`no upgrade answer within ${timeoutMs} ms`), true), timeoutMs);
@@ -109,6 +113,7 @@ export function openTunnel(
     if (finished) return;
     finish();
     outgoing.destroy();
+    ended?.('left');
   };
   socket.once('close', clientLeft);
   socket.on('error', () => socket.destroy());
@@ -116,6 +121,7 @@ export function openTunnel(
   outgoing.on('response', (res) => {
     if (finished) return void res.destroy();
     finish();
+    ended?.({ status: res.statusCode ?? 502 });
     socket.write(
       `HTTP/1.1 ${res.statusCode ?? 502} ${res.statusMessage ?? ''}\r\nConnection: close\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
     );
@@ -125,9 +131,14 @@ export function openTunnel(
   outgoing.on('upgrade', (res: IncomingMessage, upstreamSocket: Duplex, upstreamHead: Buffer) => {
     if (finished || socket.destroyed || !socket.writable) {
       upstreamSocket.destroy();
+      if (!finished) {
+        finish();
+        ended?.('left');
+      }
       return;
     }
     finish();
+    ended?.({ status: 101 });
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${request.protocol}\r\n${fieldLines(res.rawHeaders, request.extra)}\r\n`,
     );

@@ -635,34 +635,42 @@ describe('overload attack: shrinking the limit or passing the gate with what nev
     assert.deepEqual(up.ids(), ['first', 'b1', 'b2', 'c']);
   });
 
-  it('a WebSocket upgrade passes the gate: tunnels open while every slot is taken and hold none', async () => {
+  it('a WebSocket handshake waits at the gate like a request (a reconnect storm is held back); the open tunnel holds no slot', async () => {
     const gw = await gws.start(
-      `upstream: ${up.url}\nrules: []\nproxy: { upgrades: [websocket] }\noverload:\n  limit: 1\n  queue: { timeout: 2s }\n`,
+      `upstream: ${up.url}\nrules: []\nproxy: { upgrades: [websocket] }\noverload:\n  limit: 1\n  queue: { timeout: 2s, maxQueue: 3 }\n`,
     );
+    const started = Date.now();
     const busy = get(`${gw.url}/?ms=300&id=busy`);
     await sleep(30);
     const { port } = new URL(gw.url);
     const sockets: Socket[] = [];
-    const answers = await Promise.all(
-      [0, 1, 2].map(
-        () =>
-          new Promise<string>((resolve) => {
-            const s = connect(Number(port), '127.0.0.1', () =>
-              s.write(
-                'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
-                  'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
-              ),
-            );
-            sockets.push(s);
-            s.on('error', () => resolve('error'));
-            s.once('data', (d: Buffer) => resolve(d.toString('latin1').split('\r\n')[0]!));
-          }),
-      ),
-    );
-    // Opened at once, while the one slot was busy: the handshake waits for no slot.
-    assert.deepEqual(answers, Array(3).fill('HTTP/1.1 101 Switching Protocols'));
-    assert.equal((await metricsOf(gw)).get('floodgate_overload_in_flight'), 1);
+    const handshake = (): Promise<{ line: string; afterMs: number; text: string }> =>
+      new Promise((resolve) => {
+        const s = connect(Number(port), '127.0.0.1', () =>
+          s.write(
+            'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+              'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+          ),
+        );
+        sockets.push(s);
+        s.on('error', () => resolve({ line: 'error', afterMs: Date.now() - started, text: '' }));
+        s.once('data', (d: Buffer) => {
+          const text = d.toString('latin1');
+          resolve({ line: text.split('\r\n')[0]!, afterMs: Date.now() - started, text });
+        });
+      });
+    const answers = await Promise.all([0, 1, 2, 3].map(() => handshake()));
+    // Three wait for the one slot and open after the busy request; the fourth finds the queue full.
+    const opened = answers.filter((a) => a.line === 'HTTP/1.1 101 Switching Protocols');
+    const refused = answers.filter((a) => a.line.startsWith('HTTP/1.1 503'));
+    assert.equal(opened.length, 3, answers.map((a) => a.line).join(' | '));
+    for (const a of opened) assert.ok(a.afterMs >= 250, `a handshake passed at ${a.afterMs} ms, while the slot was busy`);
+    assert.equal(refused.length, 1);
+    assert.match(refused[0]!.text, /Floodgate-Overload: full/i);
     assert.equal((await busy).status, 200);
+    // The tunnels stay open and hold nothing: a request is admitted at once.
+    assert.equal((await metricsOf(gw)).get('floodgate_overload_in_flight'), 0);
+    assert.equal((await get(`${gw.url}/?ms=1&id=after`)).status, 200);
     for (const s of sockets) s.destroy();
     await assertSettled(gw, 'with tunnels open and closed');
   });
