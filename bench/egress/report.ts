@@ -19,6 +19,9 @@ export type EgressRow = Row & {
   };
 };
 
+/** The chart's title (scripts/bench-chart.ts takes the first row's): the two parts' ratios point opposite ways. */
+const RATIO_LABEL = "one/: µs/call ÷ p-queue's (shorter wins); four/: calls/s ÷ bottleneck's";
+
 const fixed = (value: number | null | undefined, digits: number): string => (value == null ? '-' : value.toFixed(digits));
 const list = (values: readonly number[], digits: number): string => values.map((v) => v.toFixed(digits)).join(' ');
 const med = (values: readonly number[]): number => median(values) ?? NaN;
@@ -123,7 +126,7 @@ function row(
   variant: string,
   part: EgressRow['egress']['part'],
   fields: { callsPerS: number; cpuUsPerCall: number; calls: number | null; redisCmdsPerCall: number | null; durationS: number },
-  ratio: { value: number; label: string; to: string; byRound: readonly number[] },
+  ratio: { value: number; to: string; byRound: readonly number[] },
   rounds: readonly (InProcessPoint | SharedPoint)[],
 ): EgressRow {
   return {
@@ -143,7 +146,7 @@ function row(
     redisCommands: null,
     durationS: fields.durationS,
     connections: CALLERS,
-    ratioLabel: ratio.label,
+    ratioLabel: RATIO_LABEL,
     floodgate: variant.includes('floodgate'),
     egress: { part, ratioTo: ratio.to, rounds, ratioByRound: ratio.byRound },
   };
@@ -153,7 +156,7 @@ function row(
 export function inProcessRows(rounds: readonly InProcessPoint[][], calls: number): EgressRow[] {
   return inProcessSeries(rounds).map((s) =>
     row(
-      `one-process/${s.variant}`,
+      `one/${s.variant}`,
       'one-process',
       {
         callsPerS: med(s.points.map((p) => p.callsPerS)),
@@ -162,7 +165,7 @@ export function inProcessRows(rounds: readonly InProcessPoint[][], calls: number
         redisCmdsPerCall: null,
         durationS: 0,
       },
-      { value: med(s.ratios), label: "CPU µs per call ÷ p-queue's (shorter is cheaper)", to: 'p-queue', byRound: s.ratios },
+      { value: med(s.ratios), to: 'p-queue', byRound: s.ratios },
       s.points,
     ),
   );
@@ -172,7 +175,7 @@ export function inProcessRows(rounds: readonly InProcessPoint[][], calls: number
 export function sharedRows(rounds: readonly SharedPoint[][], durationS: number): EgressRow[] {
   return sharedSeries(rounds).map((s) =>
     row(
-      `${PROCESSES}-processes/${sharedName(s.variant)}`,
+      `four/${sharedName(s.variant)}`,
       'four-processes',
       {
         callsPerS: med(s.points.map((p) => p.callsPerS)),
@@ -183,7 +186,6 @@ export function sharedRows(rounds: readonly SharedPoint[][], durationS: number):
       },
       {
         value: med(s.ratios),
-        label: "calls/s ÷ bottleneck's on the same budget (longer is faster)",
         to: `bottleneck-${s.variant.budget}`,
         byRound: s.ratios,
       },

@@ -16,9 +16,9 @@ export default defineScenario({
   name: 'egress',
   description: `outbound scheduling: CPU µs per call against p-queue in one process; calls/s against bottleneck's Redis clustering in ${PROCESSES} processes`,
   variants: [
-    ...ONE_PROCESS_VARIANTS.map((v) => ({ name: `one-process/${v}`, description: `(one) ${v}`, server: oneProcess })),
+    ...ONE_PROCESS_VARIANTS.map((v) => ({ name: `one/${v}`, description: `(one) ${v}`, server: oneProcess })),
     ...SHARED_VARIANTS.map((v) => ({
-      name: `${PROCESSES}-processes/${sharedName(v)}`,
+      name: `four/${sharedName(v)}`,
       description: `(four) ${v.library}, ${v.budget} budget on one Redis`,
       server: worker,
       redis: true,
