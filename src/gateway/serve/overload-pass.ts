@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { HeaderPair } from '../../http/index.js';
 import type { OverloadSlot } from '../../index.js';
 import type { OverloadGate } from '../rules/overload-gate.js';
+import { answerProblem } from './problem-answer.js';
 
 /**
  * Asks the gate for a slot: `decided` gets it (admitted, or refused with a reason) at once or after a wait in the request's
@@ -111,21 +112,17 @@ export function endFailed(ticket: Ticket, error: unknown, res: ServerResponse): 
 
 /** The gate refused the request: 503, and why (`Floodgate-Overload`), so a client can tell it from the upstream's own 503. */
 export function refuseOverloaded(res: ServerResponse, extra: readonly HeaderPair[], slot: OverloadSlot): void {
-  if (res.headersSent || res.destroyed) return;
-  const body = JSON.stringify({
-    type: 'about:blank',
-    title: 'Service Unavailable',
-    status: 503,
-    detail:
-      slot.reason === 'timeout'
-        ? 'The upstream is at its limit and no slot freed up in time; try again shortly.'
-        : 'The upstream is at its limit; try again shortly.',
-  });
-  res.statusCode = 503;
-  for (const pair of extra) res.setHeader(pair[0], pair[1]);
-  res.setHeader('Retry-After', '1');
-  res.setHeader('Floodgate-Overload', slot.reason ?? 'limit');
-  res.setHeader('Content-Type', 'application/problem+json');
-  res.setHeader('Content-Length', Buffer.byteLength(body));
-  res.end(body);
+  answerProblem(
+    res,
+    503,
+    'Service Unavailable',
+    slot.reason === 'timeout'
+      ? 'The upstream is at its limit and no slot freed up in time; try again shortly.'
+      : 'The upstream is at its limit; try again shortly.',
+    extra,
+    [
+      ['Retry-After', '1'],
+      ['Floodgate-Overload', slot.reason ?? 'limit'],
+    ],
+  );
 }

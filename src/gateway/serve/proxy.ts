@@ -9,14 +9,15 @@ import type { Pool } from 'undici';
 import type { HeaderPair, TrustProxy } from '../../http/index.js';
 import type { Undici } from '../runtime/optional-deps.js';
 import { ForwardHeaders } from './forward-headers.js';
-import { responseHead, writeRaw } from './response-head.js';
+import { responseHead } from './response-head.js';
 import { hasBody, readBody, watchBodyRate, type BodyBuffering, type OutgoingBody } from './request-body.js';
-import { openTunnel } from './tunnel.js';
 import { UpstreamQueue } from './upstream-queue.js';
 import { requestBufferBudget } from './request-buffer-budget.js';
 import { ResponseRateWatch } from './response-rate.js';
 import { observeCost, withoutUsageHeaders } from './response-cost.js';
 import { ResponseRelay } from './response-relay.js';
+import { answerProblem } from './problem-answer.js';
+import { upgradeThrough, type TunnelDeps } from './proxy-upgrade.js';
 import { askingUsage } from './request-usage.js';
 import { UpstreamAbort } from './upstream-abort.js';
 import { DEFAULT_DRAIN_BYTES } from '../config/cost-config.js';
@@ -52,6 +53,8 @@ export class UpstreamProxy {
   /** Longest an answer is drained after its client left: the upstream's headers and body timeouts, end to end. */
   private readonly drainMs: number;
   private readonly queue: UpstreamQueue;
+  /** What an upgrade's tunnel needs of this proxy (see proxy-upgrade.ts). */
+  private readonly tunnels: TunnelDeps;
   /** Requests decided (or being decided) on this proxy and not yet handed to the pool; see {@link hold}. */
   private holds = 0;
   private idle: (() => void) | undefined;
@@ -97,6 +100,15 @@ export class UpstreamProxy {
     this.drainMs = settings.headersTimeoutMs + settings.bodyTimeoutMs;
     this.queue = new UpstreamQueue(settings.connections, settings.queueTimeoutMs);
     this.responseLatency = metrics.upstreamLatencyChild('response');
+    this.tunnels = {
+      gate: this.gate,
+      upstream,
+      basePath: this.basePath,
+      forwardHeaders: this.forwardHeaders,
+      timeoutMs: this.connectTimeoutMs + this.headersTimeoutMs,
+      warn: (error, message) => this.warn(error, message),
+      release: () => this.release(),
+    };
   }
 
   /**
@@ -373,68 +385,7 @@ export class UpstreamProxy {
    * caller's {@link hold}.
    */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, protocol: string, extra: readonly HeaderPair[]): void {
-    // A client gone while its upgrade was decided: no tunnel is opened for nobody (its slots are already free).
-    if (socket.destroyed) {
-      this.release();
-      return;
-    }
-    const gate = this.gate;
-    if (gate === undefined) {
-      this.tunnel(req, socket, head, protocol, extra, undefined);
-      return;
-    }
-    // The handshake passes the gate like any request, so a reconnect storm under overload waits its turn by class and
-    // tenant; the slot ends with the handshake (a tunnel's life is not a request's latency, nor should it hold a slot).
-    passGate(
-      gate,
-      req,
-      socket,
-      (slot) => {
-        if (!slot.allowed) {
-          writeRaw(socket, 503, [...extra, ['Retry-After', '1'], ['Floodgate-Overload', slot.reason ?? 'limit']]);
-          this.release();
-        } else if (socket.destroyed) {
-          slot.cancel();
-          this.release();
-        } else this.tunnel(req, socket, head, protocol, extra, slot);
-      },
-      () => this.release(),
-    );
-  }
-
-  /** Opens the tunnel; with a slot of the overload gate, ends it with the handshake. Ends the caller's {@link hold}. */
-  private tunnel(
-    req: IncomingMessage,
-    socket: Duplex,
-    head: Buffer,
-    protocol: string,
-    extra: readonly HeaderPair[],
-    slot: OverloadSlot | undefined,
-  ): void {
-    try {
-      const headers = this.forwardHeaders.build(req);
-      const started = performance.now();
-      const gate = this.gate;
-      openTunnel(
-        this.upstream,
-        socket,
-        { path: this.basePath + (req.url ?? '/'), method: req.method ?? 'GET', headers, protocol, head, extra },
-        this.connectTimeoutMs + this.headersTimeoutMs,
-        (error, timeout) => {
-          this.warn(error, 'upstream upgrade failed');
-          writeRaw(socket, timeout ? 504 : 502, extra);
-        },
-        slot === undefined
-          ? undefined
-          : (how) => {
-              if (how === 'failed') slot.drop();
-              else if (how === 'left') slot.cancel();
-              else slot.release({ latencyMs: performance.now() - started, error: gate!.overloaded(how.status) });
-            },
-      );
-    } finally {
-      this.release();
-    }
+    upgradeThrough(this.tunnels, req, socket, head, protocol, extra);
   }
 
   /**
@@ -471,18 +422,13 @@ export class UpstreamProxy {
     this.metrics.upstream(timeout ? 'timeout' : 'error', (performance.now() - started) / 1000);
     this.metrics.upstreamError(timeout ? 'timeout' : 'connect');
     this.warn(error, timeout ? 'upstream timed out' : 'upstream failed');
-    const status = timeout ? 504 : 502;
-    const body = JSON.stringify({
-      type: 'about:blank',
-      title: timeout ? 'Gateway Timeout' : 'Bad Gateway',
-      status,
-      detail: timeout ? 'The upstream did not answer in time.' : 'The upstream could not be reached.',
-    });
-    res.statusCode = status;
-    for (const pair of extra) res.setHeader(pair[0], pair[1]);
-    res.setHeader('Content-Type', 'application/problem+json');
-    res.setHeader('Content-Length', Buffer.byteLength(body));
-    res.end(body);
+    answerProblem(
+      res,
+      timeout ? 504 : 502,
+      timeout ? 'Gateway Timeout' : 'Bad Gateway',
+      timeout ? 'The upstream did not answer in time.' : 'The upstream could not be reached.',
+      extra,
+    );
   }
 
   private readonly leaveQueue = (): void => this.queue.leave();
@@ -494,19 +440,7 @@ export class UpstreamProxy {
       { code: 'QUEUE_TIMEOUT', message: 'every upstream connection stayed busy' },
       'no upstream connection free in time; answered 503',
     );
-    if (res.headersSent || res.destroyed) return;
-    const body = JSON.stringify({
-      type: 'about:blank',
-      title: 'Service Unavailable',
-      status: 503,
-      detail: 'Every upstream connection is busy; try again shortly.',
-    });
-    res.statusCode = 503;
-    for (const pair of extra) res.setHeader(pair[0], pair[1]);
-    res.setHeader('Retry-After', '1');
-    res.setHeader('Content-Type', 'application/problem+json');
-    res.setHeader('Content-Length', Buffer.byteLength(body));
-    res.end(body);
+    answerProblem(res, 503, 'Service Unavailable', 'Every upstream connection is busy; try again shortly.', extra, [['Retry-After', '1']]);
   }
 
   /** Logs upstream trouble at most once per second, so an outage does not log at the request rate. */
