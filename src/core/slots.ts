@@ -53,9 +53,19 @@ export const MAX_SLOT_TTL_MS = 2 ** 31 - 1;
 /** Longest owner id a store accepts (ids are 32 hex characters; a bound keeps a bad caller from storing megabytes). */
 const MAX_OWNER_LENGTH = 128;
 
-/** A fresh owner id: 16 random bytes as 32 hex characters, one per acquisition. */
+/** This process's part of every owner id: 8 random bytes, drawn once (a forked or restarted process draws its own). */
+let ownerPrefix: string | undefined;
+let ownerCount = 0;
+
+/**
+ * A fresh owner id, one per acquisition: 32 hex characters, this process's random 64-bit prefix then a counter. Unique
+ * across processes by the prefix and within one by the counter; drawing 16 random bytes per acquisition was a quarter of
+ * a slot's CPU.
+ */
 export function newOwner(): string {
-  return randomBytes(16).toString('hex');
+  ownerPrefix ??= randomBytes(8).toString('hex');
+  ownerCount = ownerCount + 1 > Number.MAX_SAFE_INTEGER ? 1 : ownerCount + 1;
+  return ownerPrefix + ownerCount.toString(16).padStart(16, '0');
 }
 
 /**

@@ -57,7 +57,10 @@ export interface OutboundLimiterOptions {
   rate?: OutboundBudget;
   /** Cost units (tokens) per window per key, reserved at each call's estimate and settled at its actual cost. */
   tokens?: OutboundBudget;
-  /** Calls in flight per key, across every process; a slot held past `ttl` (a crashed process) comes back. Default ttl 60 s. */
+  /**
+   * Calls in flight per key, across every process. A slot is held for at most `ttl` (default 60 s, not renewed): a crashed
+   * process's slots come back then, and a call running longer than it loses its slot (set `ttl` above your longest call).
+   */
   concurrency?: number | { limit: number; ttl?: Duration };
   /** Priority names, highest first. Default `["high", "normal", "low"]`. */
   priorities?: readonly string[];
@@ -113,6 +116,8 @@ interface Waiter {
   start: (held: Held) => void;
   fail: (error: unknown) => void;
   cancelTimer: (() => void) | undefined;
+  /** Rejects it with FLOODGATE_DEADLINE_EXCEEDED (when still waiting); its timer is armed once the line has to wait. */
+  expire: () => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
@@ -133,6 +138,8 @@ interface Line {
   retry: (() => void) | undefined;
   learnt: Learnt | undefined;
   learntTokens: Learnt | undefined;
+  /** Waiters whose deadline timers are not armed yet (armed when the line has to wait). */
+  unarmed: FairEntry<Waiter>[];
 }
 
 /** A limit the upstream stated, under the configured one. */
@@ -221,7 +228,9 @@ export class OutboundLimiter {
     }
     if (options.concurrency !== undefined) {
       const c = typeof options.concurrency === 'number' ? { limit: options.concurrency } : options.concurrency;
-      this.slots = new ConcurrencyLimiter({ store, limit: c.limit, ttl: c.ttl ?? '60s', prefix: `${prefix}:slots` });
+      // No heartbeat: a timer per call would cost more than the call's scheduling; a call must end within the ttl (default
+      // 60 s), or its slot goes back and another may start beside it.
+      this.slots = new ConcurrencyLimiter({ store, limit: c.limit, ttl: c.ttl ?? '60s', prefix: `${prefix}:slots`, heartbeat: false });
     }
     this.priorities = priorityNames(options.priorities);
     this.maxQueue = wholeNumber(options.maxQueue ?? 10_000, `${OWNER} maxQueue`, { min: 1, max: 10_000_000 });
@@ -246,13 +255,53 @@ export class OutboundLimiter {
    * FLOODGATE_DEADLINE_EXCEEDED (it could not start in time) or FLOODGATE_ABORTED, having spent nothing for those three.
    */
   schedule<T>(key: string, fn: (call: CallContext) => Promise<T> | T, options: ScheduleOptions = {}): Promise<T> {
-    let waiter: Promise<{ held: Held; waitedMs: number }>;
+    let waiter: { held: Held; waitedMs: number } | Promise<{ held: Held; waitedMs: number }>;
     try {
-      waiter = this.enqueue(key, options);
+      waiter = this.startNow(key, options) ?? this.startDirect(key, options) ?? this.enqueue(key, options);
     } catch (error) {
       return Promise.reject(error);
     }
-    return waiter.then(async ({ held, waitedMs }) => {
+    return waiter instanceof Promise ? waiter.then((started) => this.run(key, fn, started)) : this.run(key, fn, waiter);
+  }
+
+  /**
+   * A call of no token cost whose key has nobody waiting here asks the store for its budgets straight away, without a
+   * place in the line (no entry, no deadline, no drain); only when refused does it take the line, whose head then asks
+   * again when the refusal says. Nobody waits here, so nobody is overtaken. Undefined when the call must take the line.
+   */
+  private startDirect(key: string, options: ScheduleOptions): Promise<{ held: Held; waitedMs: number }> | undefined {
+    if (options.cost !== undefined && options.cost !== 0) return undefined;
+    if (typeof key !== 'string' || key === '' || options.signal?.aborted === true) return undefined;
+    const line = this.lines.get(key);
+    if (line !== undefined && (line.queue.size > 0 || line.retry !== undefined)) return undefined;
+    // The options are checked as the line would check them, before anything is spent.
+    this.checkOptions(options);
+    return this.take(key, 0).then((taken) => ('retryInMs' in taken ? this.enqueue(key, options) : { held: taken, waitedMs: 0 }));
+  }
+
+  /**
+   * Starts a call without queueing when nothing of its key waits here and the store answers at once (a rate budget alone on
+   * the memory store, a local-first lease, a refusal the store remembers): no line, no deadline timer, no promise hop.
+   * Undefined when the call must take the line (its budgets need a store round trip, or a refusal says to wait).
+   */
+  private startNow(key: string, options: ScheduleOptions): { held: Held; waitedMs: number } | undefined {
+    if (this.rate === undefined || this.tokens !== undefined || this.slots !== undefined) return undefined;
+    if (options.cost !== undefined || options.priority !== undefined || options.signal !== undefined || options.timeout !== undefined)
+      return undefined;
+    if (typeof key !== 'string' || key === '') return undefined;
+    const line = this.lines.get(key);
+    if (line !== undefined && (line.queue.size > 0 || line.pumping || line.retry !== undefined)) return undefined;
+    const decision = this.rate.consumeNow(key);
+    if (decision === undefined || !decision.allowed) return undefined;
+    return { held: { reservation: undefined, slot: undefined, rateRemaining: decision.remaining }, waitedMs: 0 };
+  }
+
+  private async run<T>(
+    key: string,
+    fn: (call: CallContext) => Promise<T> | T,
+    { held, waitedMs }: { held: Held; waitedMs: number },
+  ): Promise<T> {
+    {
       let settled = held.reservation === undefined;
       const context: CallContext = {
         waitedMs,
@@ -267,9 +316,11 @@ export class OutboundLimiter {
         return await fn(context);
       } finally {
         if (held.slot !== undefined) await held.slot.release().catch(() => false);
-        this.pump(key);
+        // Only a line that waits has anything to start: an idle key costs no pump.
+        const line = this.lines.get(key);
+        if (line !== undefined && line.queue.size > 0) this.pump(key);
       }
-    });
+    }
   }
 
   /**
@@ -311,10 +362,27 @@ export class OutboundLimiter {
   private line(key: string): Line {
     let line = this.lines.get(key);
     if (line === undefined) {
-      line = { queue: new FairQueue(this.priorities.length), pumping: false, retry: undefined, learnt: undefined, learntTokens: undefined };
+      line = {
+        queue: new FairQueue(this.priorities.length),
+        pumping: false,
+        retry: undefined,
+        learnt: undefined,
+        learntTokens: undefined,
+        unarmed: [],
+      };
       this.lines.set(key, line);
     }
     return line;
+  }
+
+  /** Checks a call's options (FLOODGATE_INVALID_OPTIONS, _INVALID_COST, _UNKNOWN_OPTION, _CONFLICTING_OPTIONS). */
+  private checkOptions(options: ScheduleOptions): void {
+    assertKnownOptions(options, ['cost', 'priority', 'signal', 'timeout'], `${OWNER} schedule`);
+    if (options.priority !== undefined && !this.priorities.includes(options.priority))
+      invalid(ErrorCode.INVALID_OPTIONS, `${OWNER} schedule priority`, `one of ${this.priorities.join(', ')}`, options.priority);
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+      invalid(ErrorCode.INVALID_OPTIONS, `${OWNER} schedule signal`, 'an AbortSignal', options.signal);
+    if (options.timeout !== undefined) parseDuration(options.timeout, `${OWNER} schedule timeout`);
   }
 
   private enqueue(key: string, options: ScheduleOptions): Promise<{ held: Held; waitedMs: number }> {
@@ -355,12 +423,14 @@ export class OutboundLimiter {
         start: (held) => resolve({ held, waitedMs: this.clock() - since }),
         fail: reject,
         cancelTimer: undefined,
+        expire: () => {},
         signal,
         onAbort: undefined,
       };
       const entry = line.queue.push(priority, '', waiter);
       this.waiting++;
-      waiter.cancelTimer = this.timers(() => {
+      // Its deadline timer is armed only if it has to wait (see armDeadlines): most calls start in their first turn.
+      waiter.expire = () => {
         if (!this.leave(line, entry)) return;
         reject(
           new FloodgateError(
@@ -368,7 +438,11 @@ export class OutboundLimiter {
             `${OWNER}: the call to ${JSON.stringify(key)} could not start within ${timeoutMs} ms; nothing was spent.`,
           ),
         );
-      }, timeoutMs);
+      };
+      line.unarmed.push(entry);
+      // Calls that started without waiting leave their entries here until the line next waits: drop them now and then.
+      if (line.unarmed.length > 1024 && line.unarmed.length > 2 * line.queue.size)
+        line.unarmed = line.unarmed.filter((e) => line.queue.has(e));
       if (signal !== undefined) {
         waiter.onAbort = () => {
           if (this.leave(line, entry)) reject(abortedError(signal));
@@ -390,6 +464,18 @@ export class OutboundLimiter {
     return true;
   }
 
+  /** Arms the deadline timers of the line's waiters that have none: the line has to wait now. A deadline already past expires at once. */
+  private armDeadlines(line: Line): void {
+    if (line.unarmed.length === 0) return;
+    const now = this.clock();
+    for (const entry of line.unarmed) {
+      const w = entry.item;
+      if (w.cancelTimer !== undefined || !line.queue.has(entry)) continue;
+      w.cancelTimer = this.timers(w.expire, Math.max(0, w.deadline - now));
+    }
+    line.unarmed = [];
+  }
+
   /** Starts the line's head calls while the budgets allow; asks again when a refusal says to, or a slot is freed here. */
   private pump(key: string): void {
     const line = this.lines.get(key);
@@ -406,12 +492,14 @@ export class OutboundLimiter {
     for (;;) {
       const head = line.queue.peek();
       if (head === undefined) {
+        line.unarmed = [];
         // Nothing waits: the line is forgotten unless it keeps something learnt.
         if (line.learnt === undefined && line.learntTokens === undefined) this.lines.delete(key);
         return;
       }
-      const taken = await this.take(key, head.item);
+      const taken = await this.take(key, head.item.cost);
       if ('retryInMs' in taken) {
+        this.armDeadlines(line);
         line.retry = this.timers(
           () => {
             line.retry = undefined;
@@ -431,15 +519,16 @@ export class OutboundLimiter {
   }
 
   /** Takes the waiter's budgets in turn (tokens, rate, slot); on a refusal gives back what it took and says when to ask again. */
-  private async take(key: string, waiter: Waiter): Promise<Held | { retryInMs: number }> {
+  private async take(key: string, cost: number): Promise<Held | { retryInMs: number }> {
     let reservation: Reservation | undefined;
-    if (this.tokens !== undefined && waiter.cost > 0) {
-      reservation = await this.tokens.reserve(key, waiter.cost);
+    if (this.tokens !== undefined && cost > 0) {
+      reservation = await this.tokens.reserve(key, cost);
       if (!reservation.allowed) return { retryInMs: reservation.decision.retryAfterMs };
     }
     let rateRemaining: number | undefined;
     if (this.rate !== undefined) {
-      const decision = await this.rate.consume(key);
+      // Answered at once where the store can (memory, a local-first lease, a remembered refusal): no promise to wait on.
+      const decision = this.rate.consumeNow(key) ?? (await this.rate.consume(key));
       if (!decision.allowed) {
         if (reservation !== undefined) await reservation.cancel().catch(() => undefined);
         return { retryInMs: decision.retryAfterMs };

@@ -21,6 +21,11 @@ const FULL_SWEEP_GAP_MS = 1000;
  */
 export class SlotTable {
   private readonly keys = new Map<string, Map<string, number>>();
+  /**
+   * Per key, no slot of it expires before this (a lower bound: a released slot may have been the earliest): a key is
+   * scanned for expired slots only once the bound has passed, not on every call, which made each call O(slots held).
+   */
+  private readonly earliest = new Map<string, number>();
   private lastFullSweep = -Infinity;
 
   /** @param maxKeys - the most keys held at once */
@@ -41,7 +46,9 @@ export class SlotTable {
       this.keys.set(key, slots);
     }
     if (slots.has(owner) || slots.size < limit) {
-      slots.set(owner, now + ttlMs);
+      const expiresAt = now + ttlMs;
+      slots.set(owner, expiresAt);
+      if (expiresAt < (this.earliest.get(key) ?? Infinity)) this.earliest.set(key, expiresAt);
       return { admitted: true, inUse: slots.size, retryAfterMs: 0 };
     }
     let earliest = Infinity;
@@ -53,7 +60,7 @@ export class SlotTable {
   release(key: string, owner: string, now: number): boolean {
     const slots = this.live(key, now);
     if (slots === undefined || !slots.delete(owner)) return false;
-    if (slots.size === 0) this.keys.delete(key);
+    if (slots.size === 0) this.forget(key);
     return true;
   }
 
@@ -61,7 +68,9 @@ export class SlotTable {
   renew(key: string, owner: string, ttlMs: number, now: number): boolean {
     const slots = this.live(key, now);
     if (slots === undefined || !slots.has(owner)) return false;
-    slots.set(owner, now + ttlMs);
+    const expiresAt = now + ttlMs;
+    slots.set(owner, expiresAt);
+    if (expiresAt < (this.earliest.get(key) ?? Infinity)) this.earliest.set(key, expiresAt);
     return true;
   }
 
@@ -73,15 +82,29 @@ export class SlotTable {
   /** Forgets every slot. */
   clear(): void {
     this.keys.clear();
+    this.earliest.clear();
+  }
+
+  private forget(key: string): void {
+    this.keys.delete(key);
+    this.earliest.delete(key);
   }
 
   /** The key's unexpired slots (expired ones dropped), or undefined when it has none (and then it is deleted). */
   private live(key: string, now: number): Map<string, number> | undefined {
     const slots = this.keys.get(key);
     if (slots === undefined) return undefined;
-    for (const [owner, expiresAt] of slots) if (expiresAt <= now) slots.delete(owner);
-    if (slots.size > 0) return slots;
-    this.keys.delete(key);
+    if (now < (this.earliest.get(key) ?? -Infinity)) return slots;
+    let earliest = Infinity;
+    for (const [owner, expiresAt] of slots) {
+      if (expiresAt <= now) slots.delete(owner);
+      else if (expiresAt < earliest) earliest = expiresAt;
+    }
+    if (slots.size > 0) {
+      this.earliest.set(key, earliest);
+      return slots;
+    }
+    this.forget(key);
     return undefined;
   }
 

@@ -106,6 +106,11 @@ export class FairQueue<T> {
     return entry;
   }
 
+  /** True while `entry` waits in this queue (not yet shifted, taken or removed). */
+  has(entry: FairEntry<T>): boolean {
+    return entry.line !== undefined;
+  }
+
   /** The waiter {@link shift} would take next, left in place; undefined when none waits. */
   peek(): FairEntry<T> | undefined {
     for (const cls of this.classes) if (cls.ringHead !== undefined) return cls.ringHead.head;
