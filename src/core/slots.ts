@@ -50,7 +50,7 @@ export interface SlotStore {
 
 /** Longest slot ttl: within what `setTimeout` honours, so the heartbeat can run at ttl/3. */
 export const MAX_SLOT_TTL_MS = 2 ** 31 - 1;
-/** Longest owner id a store accepts (ids are 32 hex characters; a bound keeps a bad caller from storing megabytes). */
+/** Longest owner id a store accepts (ours are at most 33 characters; a bound keeps a bad caller from storing megabytes). */
 const MAX_OWNER_LENGTH = 128;
 
 /** This process's part of every owner id: 8 random bytes, drawn once (a forked or restarted process draws its own). */
@@ -58,14 +58,14 @@ let ownerPrefix: string | undefined;
 let ownerCount = 0;
 
 /**
- * A fresh owner id, one per acquisition: 32 hex characters, this process's random 64-bit prefix then a counter. Unique
- * across processes by the prefix and within one by the counter; drawing 16 random bytes per acquisition was a quarter of
- * a slot's CPU.
+ * A fresh owner id, one per acquisition: this process's random 64-bit prefix (16 hex characters), `-`, and a counter.
+ * Unique across processes by the prefix and within one by the counter; drawing 16 random bytes per acquisition was a
+ * quarter of a slot's CPU. At most 33 characters.
  */
 export function newOwner(): string {
-  ownerPrefix ??= randomBytes(8).toString('hex');
-  ownerCount = ownerCount + 1 > Number.MAX_SAFE_INTEGER ? 1 : ownerCount + 1;
-  return ownerPrefix + ownerCount.toString(16).padStart(16, '0');
+  ownerPrefix ??= `${randomBytes(8).toString('hex')}-`;
+  ownerCount = ownerCount >= Number.MAX_SAFE_INTEGER ? 1 : ownerCount + 1;
+  return ownerPrefix + ownerCount;
 }
 
 /**

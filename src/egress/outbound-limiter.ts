@@ -316,9 +316,7 @@ export class OutboundLimiter {
         return await fn(context);
       } finally {
         if (held.slot !== undefined) await held.slot.release().catch(() => false);
-        // Only a line that waits has anything to start: an idle key costs no pump.
-        const line = this.lines.get(key);
-        if (line !== undefined && line.queue.size > 0) this.pump(key);
+        this.pumpIfWaiting(key);
       }
     }
   }
@@ -474,6 +472,12 @@ export class OutboundLimiter {
       w.cancelTimer = this.timers(w.expire, Math.max(0, w.deadline - now));
     }
     line.unarmed = [];
+  }
+
+  /** Only a line that waits has anything to start: an idle key costs no pump. */
+  private pumpIfWaiting(key: string): void {
+    const line = this.lines.get(key);
+    if (line !== undefined && line.queue.size > 0) this.pump(key);
   }
 
   /** Starts the line's head calls while the budgets allow; asks again when a refusal says to, or a slot is freed here. */

@@ -20,12 +20,7 @@ const FULL_SWEEP_GAP_MS = 1000;
  * proportional to the key's slots, at most its limit.
  */
 export class SlotTable {
-  private readonly keys = new Map<string, Map<string, number>>();
-  /**
-   * Per key, no slot of it expires before this (a lower bound: a released slot may have been the earliest): a key is
-   * scanned for expired slots only once the bound has passed, not on every call, which made each call O(slots held).
-   */
-  private readonly earliest = new Map<string, number>();
+  private readonly keys = new Map<string, KeySlots>();
   private lastFullSweep = -Infinity;
 
   /** @param maxKeys - the most keys held at once */
@@ -42,13 +37,13 @@ export class SlotTable {
     if (slots === undefined) {
       const full = this.roomFor(now);
       if (full !== undefined) return { admitted: false, inUse: 0, retryAfterMs: full };
-      slots = new Map();
+      slots = new KeySlots();
       this.keys.set(key, slots);
     }
     if (slots.has(owner) || slots.size < limit) {
       const expiresAt = now + ttlMs;
       slots.set(owner, expiresAt);
-      if (expiresAt < (this.earliest.get(key) ?? Infinity)) this.earliest.set(key, expiresAt);
+      if (expiresAt < slots.earliest) slots.earliest = expiresAt;
       return { admitted: true, inUse: slots.size, retryAfterMs: 0 };
     }
     let earliest = Infinity;
@@ -60,7 +55,7 @@ export class SlotTable {
   release(key: string, owner: string, now: number): boolean {
     const slots = this.live(key, now);
     if (slots === undefined || !slots.delete(owner)) return false;
-    if (slots.size === 0) this.forget(key);
+    if (slots.size === 0) this.keys.delete(key);
     return true;
   }
 
@@ -70,7 +65,7 @@ export class SlotTable {
     if (slots === undefined || !slots.has(owner)) return false;
     const expiresAt = now + ttlMs;
     slots.set(owner, expiresAt);
-    if (expiresAt < (this.earliest.get(key) ?? Infinity)) this.earliest.set(key, expiresAt);
+    if (expiresAt < slots.earliest) slots.earliest = expiresAt;
     return true;
   }
 
@@ -82,29 +77,23 @@ export class SlotTable {
   /** Forgets every slot. */
   clear(): void {
     this.keys.clear();
-    this.earliest.clear();
-  }
-
-  private forget(key: string): void {
-    this.keys.delete(key);
-    this.earliest.delete(key);
   }
 
   /** The key's unexpired slots (expired ones dropped), or undefined when it has none (and then it is deleted). */
-  private live(key: string, now: number): Map<string, number> | undefined {
+  private live(key: string, now: number): KeySlots | undefined {
     const slots = this.keys.get(key);
     if (slots === undefined) return undefined;
-    if (now < (this.earliest.get(key) ?? -Infinity)) return slots;
+    if (now < slots.earliest) return slots;
     let earliest = Infinity;
     for (const [owner, expiresAt] of slots) {
       if (expiresAt <= now) slots.delete(owner);
       else if (expiresAt < earliest) earliest = expiresAt;
     }
     if (slots.size > 0) {
-      this.earliest.set(key, earliest);
+      slots.earliest = earliest;
       return slots;
     }
-    this.forget(key);
+    this.keys.delete(key);
     return undefined;
   }
 
@@ -128,4 +117,13 @@ export class SlotTable {
     for (const expiresAt of this.keys.values().next().value!.values()) if (expiresAt < earliest) earliest = expiresAt;
     return Math.max(1, earliest - now);
   }
+}
+
+/**
+ * One key's slots, owner → expiry, and a bound no slot expires before (a lower bound: a released slot may have been the
+ * earliest). The key is scanned for expired slots only once the bound has passed, not on every call, which made each
+ * call O(slots held).
+ */
+class KeySlots extends Map<string, number> {
+  earliest = Infinity;
 }

@@ -128,3 +128,30 @@ test('bad options get typed errors', () => {
     'FLOODGATE_UNKNOWN_OPTION',
   );
 });
+
+test('with the budget saturated, a high-priority call waits at most about one token interval; the low-priority ones are those that time out', async (t) => {
+  // 20 per second as a token bucket: one token every 50 ms once the burst is spent.
+  const out = new OutboundLimiter({ rate: { limit: 20, window: '1s', algorithm: 'token-bucket' } });
+  const lows = Array.from({ length: 60 }, () =>
+    out
+      .schedule('api', () => 'ran', { priority: 'low', timeout: '1500ms' })
+      .then(
+        () => 'ran',
+        (e: { code?: string }) => e.code ?? 'error',
+      ),
+  );
+  await sleep(100);
+  const waits: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const asked = Date.now();
+    await out.schedule('api', () => void waits.push(Date.now() - asked), { priority: 'high', timeout: '1500ms' });
+    await sleep(60);
+  }
+  const outcomes = await Promise.all(lows);
+  const timedOut = outcomes.filter((o) => o === 'FLOODGATE_DEADLINE_EXCEEDED').length;
+  t.diagnostic(`high-priority waits ${waits.join(', ')} ms (one token is 50 ms); low-priority: ${timedOut} of 60 timed out`);
+  // One token interval, and the timer that wakes the line (a few ms on a loaded machine).
+  for (const w of waits) assert.ok(w <= 50 + 30, `a high-priority call waited ${w} ms`);
+  assert.ok(timedOut > 0, 'low-priority calls are the ones that time out');
+  assert.ok(outcomes.every((o) => o === 'ran' || o === 'FLOODGATE_DEADLINE_EXCEEDED'));
+});
