@@ -85,7 +85,20 @@ export const GATEWAY_FLOORS = ['runtime', 'config', 'rules', 'store', 'admin', '
  * guards, the stores, waiting, the limiters, telemetry around them, outbound scheduling (egress), the HTTP middleware, then the files at src/'s root (the
  * public entry points, `.` here), and the gateway on top: it is the library's client and reaches it through those entry points.
  */
-export const LIBRARY_FLOORS = ['core', 'util', 'algorithms', 'guards', 'stores', 'waiting', 'limiter', 'telemetry', 'egress', 'http', '.', 'gateway'];
+export const LIBRARY_FLOORS = [
+  'core',
+  'util',
+  'algorithms',
+  'guards',
+  'stores',
+  'waiting',
+  'limiter',
+  'telemetry',
+  'egress',
+  'http',
+  '.',
+  'gateway',
+];
 
 /**
  * A file's floor under base: its first folder's index in floors; for a file at base's root, the index of `.` in floors, or above them
