@@ -501,7 +501,14 @@ export class OutboundLimiter {
         if (line.learnt === undefined && line.learntTokens === undefined) this.lines.delete(key);
         return;
       }
-      const taken = await this.take(key, head.item.cost);
+      let taken: Held | { retryInMs: number };
+      try {
+        taken = await this.take(key, head.item.cost);
+      } catch (error) {
+        // The store failed (and no fallback answered): the head gets the error, the line goes on with the next.
+        if (this.leave(line, head)) head.item.fail(error);
+        continue;
+      }
       if ('retryInMs' in taken) {
         this.armDeadlines(line);
         line.retry = this.timers(

@@ -17,7 +17,9 @@ const CHILD = fileURLToPath(new URL('../support/egress-caller.ts', import.meta.u
 const PROCESSES = 4;
 const CALLERS = 50;
 const LIMIT = 100;
-const WINDOW_MS = Number(process.env.FLOODGATE_EGRESS_WINDOW_MS ?? 2000);
+// 4 s by default: the share of a window spent on timers and round trips at its edges is half what it is at 2 s. The issue's
+// own setting is 100 per 10 s: FLOODGATE_EGRESS_WINDOW_MS=10000.
+const WINDOW_MS = Number(process.env.FLOODGATE_EGRESS_WINDOW_MS ?? 4000);
 const WINDOWS = 6;
 
 let redis: RedisServer;
@@ -39,6 +41,27 @@ after(async () => {
 /** The upstream: floodgate serve limiting the app to `limit` per window for everyone, saying so in RateLimit headers. */
 const upstreamYaml = (limit: number): string =>
   `upstream: ${appUrl}\nrules:\n  - { name: api, key: global, policies: ["${limit}/${WINDOW_MS}ms"] }\n`;
+
+/**
+ * The admitted rate after learning as a share of the upstream's limit: the answers come in one burst per window (200
+ * callers wait for each), so the rate is the admitted answers of every burst but the last over the time from the first
+ * burst's start to the last's, against `limit` per window. Partial windows at the run's ends count for nothing.
+ */
+function throughput(answers: readonly { at: number; status: number }[], limit: number): { share: number; windows: number } {
+  const ok = answers.filter((a) => a.status === 200);
+  const starts: number[] = [];
+  let inLast = 0;
+  ok.forEach((a, i) => {
+    if (i === 0 || a.at - ok[i - 1]!.at > WINDOW_MS / 2) {
+      starts.push(a.at);
+      inLast = 0;
+    }
+    inLast++;
+  });
+  if (starts.length < 2) return { share: 0, windows: starts.length };
+  const elapsed = starts[starts.length - 1]! - starts[0]!;
+  return { share: (ok.length - inLast) / ((elapsed / WINDOW_MS) * limit), windows: starts.length - 1 };
+}
 
 /** Runs the callers of every process for `windows` windows against `url`; `prefix` keeps runs apart in Redis. */
 async function runCallers(url: string, prefix: string, windows: number): Promise<CallerReport[]> {
@@ -73,9 +96,7 @@ test(`${PROCESSES} processes × ${CALLERS} callers on one Redis: no refusal from
   const after = answers.filter((a) => a.at >= first + WINDOW_MS);
   const refusedAfter = after.filter((a) => a.status !== 200).length;
   const okAfter = after.filter((a) => a.status === 200).length;
-  const span = after[after.length - 1]!.at - (first + WINDOW_MS);
-  const windowsAfter = Math.max(1, Math.ceil(span / WINDOW_MS));
-  const share = okAfter / (windowsAfter * LIMIT);
+  const { share, windows: windowsAfter } = throughput(after, LIMIT);
   const codes = new Map<string, number>();
   for (const o of outcomes) {
     const k = o.code ?? String(o.status);
@@ -111,10 +132,10 @@ test(`the upstream halves its limit mid-run, saying so only in its headers: the 
   const refusedFirst = firstWindow.filter((a) => a.status !== 200).length;
   const refusedLater = later.filter((a) => a.status !== 200).length;
   const okLater = later.filter((a) => a.status === 200).length;
-  const windowsLater = Math.max(1, Math.ceil((later[later.length - 1]!.at - (changedAt + WINDOW_MS)) / WINDOW_MS));
+  const { share: shareLater, windows: windowsLater } = throughput(later, LIMIT / 2);
   t.diagnostic(
     `after the halving: ${refusedFirst} refusals in its first window, then ${refusedLater} in ${windowsLater} windows, ` +
-      `${okLater} admitted (${((okLater / (windowsLater * (LIMIT / 2))) * 100).toFixed(1)} % of the new limit)`,
+      `${okLater} admitted (${(shareLater * 100).toFixed(1)} % of the new limit)`,
   );
   assert.equal(refusedLater, 0, 'no refusal after the first window of the new limit');
   assert.ok(refusedFirst <= LIMIT / 2, `a 429 storm: ${refusedFirst} refusals`);

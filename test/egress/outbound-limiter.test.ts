@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { OutboundLimiter } from '../../src/egress/outbound-limiter.js';
 import { isFloodgateError } from '../../src/core/errors.js';
+import { FailingStore } from '../http/support/http.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -154,4 +155,25 @@ test('with the budget saturated, a high-priority call waits at most about one to
   for (const w of waits) assert.ok(w <= 50 + 30, `a high-priority call waited ${w} ms`);
   assert.ok(timedOut > 0, 'low-priority calls are the ones that time out');
   assert.ok(outcomes.every((o) => o === 'ran' || o === 'FLOODGATE_DEADLINE_EXCEEDED'));
+});
+
+test('a store that fails: each call rejects with the store’s typed error, in line or not, and nothing is left unhandled', async () => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const direct = new OutboundLimiter({ store: new FailingStore(), rate: { limit: 5, window: '1s' } });
+    await assert.rejects(
+      direct.schedule('api', () => 'ran'),
+      (e: unknown) => isFloodgateError(e, 'FLOODGATE_STORE_ERROR'),
+    );
+    const inLine = new OutboundLimiter({ store: new FailingStore(), tokens: { limit: 100, window: '1s' } });
+    const calls = [1, 2, 3].map(() => inLine.schedule('api', () => 'ran', { cost: 5 }));
+    for (const call of calls) await assert.rejects(call, (e: unknown) => isFloodgateError(e, 'FLOODGATE_STORE_ERROR'));
+    assert.equal(inLine.queued, 0);
+    await sleep(20);
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
 });
