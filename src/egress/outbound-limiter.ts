@@ -286,8 +286,8 @@ export class OutboundLimiter {
    */
   private startNow(key: string, options: ScheduleOptions): { held: Held; waitedMs: number } | undefined {
     if (this.rate === undefined || this.tokens !== undefined || this.slots !== undefined) return undefined;
-    if (options.cost !== undefined || options.priority !== undefined || options.signal !== undefined || options.timeout !== undefined)
-      return undefined;
+    // A call with any option (a misspelt one included, which the line reports) takes the checked way.
+    for (const _ in options) return undefined;
     if (typeof key !== 'string' || key === '') return undefined;
     const line = this.lines.get(key);
     if (line !== undefined && (line.queue.size > 0 || line.pumping || line.retry !== undefined)) return undefined;
@@ -301,23 +301,21 @@ export class OutboundLimiter {
     fn: (call: CallContext) => Promise<T> | T,
     { held, waitedMs }: { held: Held; waitedMs: number },
   ): Promise<T> {
-    {
-      let settled = held.reservation === undefined;
-      const context: CallContext = {
-        waitedMs,
-        settle: async (actual) => {
-          if (settled) return;
-          settled = true;
-          await held.reservation!.commit(actual);
-        },
-        learn: (answer) => this.learnFrom(key, answer, held.rateRemaining),
-      };
-      try {
-        return await fn(context);
-      } finally {
-        if (held.slot !== undefined) await held.slot.release().catch(() => false);
-        this.pumpIfWaiting(key);
-      }
+    let settled = held.reservation === undefined;
+    const context: CallContext = {
+      waitedMs,
+      settle: async (actual) => {
+        if (settled) return;
+        settled = true;
+        await held.reservation!.commit(actual);
+      },
+      learn: (answer) => this.learnFrom(key, answer, held.rateRemaining),
+    };
+    try {
+      return await fn(context);
+    } finally {
+      if (held.slot !== undefined) await held.slot.release().catch(() => false);
+      this.pumpIfWaiting(key);
     }
   }
 

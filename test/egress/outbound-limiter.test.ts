@@ -157,3 +157,12 @@ test('a store that fails: each call rejects with the store’s typed error, in l
     process.off('unhandledRejection', onUnhandled);
   }
 });
+
+test('a misspelt schedule option is reported on the fast path too (a rate alone on the memory store answers without a line)', async () => {
+  const out = new OutboundLimiter({ rate: { limit: 5, window: '1s' } });
+  await assert.rejects(
+    out.schedule('api', () => 'ran', { cst: 5 } as never),
+    (e: unknown) => isFloodgateError(e, 'FLOODGATE_UNKNOWN_OPTION'),
+  );
+  assert.equal(await out.schedule('api', () => 'ran'), 'ran');
+});
