@@ -17,10 +17,11 @@ const CHILD = fileURLToPath(new URL('../support/egress-caller.ts', import.meta.u
 const PROCESSES = 4;
 const CALLERS = 50;
 const LIMIT = 100;
-// 4 s by default: the share of a window spent on timers and round trips at its edges is half what it is at 2 s. The issue's
-// own setting is 100 per 10 s: FLOODGATE_EGRESS_WINDOW_MS=10000.
-const WINDOW_MS = Number(process.env.FLOODGATE_EGRESS_WINDOW_MS ?? 4000);
-const WINDOWS = 6;
+// The issue's own setting, 100 per 10 s. Shorter windows make the time spent on timers and round trips at each window's
+// edge a larger share of it: at 4 s a loaded machine measured 94.4 % where an idle one measured 97.3 %.
+const WINDOW_MS = Number(process.env.FLOODGATE_EGRESS_WINDOW_MS ?? 10_000);
+/** The learning window and three measured after it. */
+const WINDOWS = 4;
 
 let redis: RedisServer;
 let app: Server;
@@ -122,9 +123,9 @@ test(`the upstream halves its limit mid-run, saying so only in its headers: the 
       gateway.apply(next);
       changedAt = Date.now();
     });
-  }, WINDOW_MS * 3);
+  }, WINDOW_MS * 2);
   t.after(() => clearTimeout(halve));
-  const all = await runCallers(gateway.url, 'halving', 7);
+  const all = await runCallers(gateway.url, 'halving', 5);
   const answers = all.flatMap((r) => r.answers).sort((a, b) => a.at - b.at);
   assert.ok(changedAt > 0, 'the limit was changed during the run');
   const firstWindow = answers.filter((a) => a.at >= changedAt && a.at < changedAt + WINDOW_MS);
